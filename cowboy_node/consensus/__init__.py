@@ -1,0 +1,1 @@
+"""consensus package."""

@@ -1,0 +1,1 @@
+"""Frozen dataclasses for everything the chain stores, hashes or signs."""
