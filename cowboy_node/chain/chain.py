@@ -1,0 +1,174 @@
+"""The chain: store, state tree, head, genesis, and committing blocks atomically.
+
+Commit protocol: a block's state writes, tree nodes, block, receipts,
+indexes and head pointer go into ONE synced write batch. A crash before the
+batch leaves the previous head intact; after it, the new head with its state.
+On open the node checks that the data directory belongs to this genesis and
+that the head block's state root equals the stored tree root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cowboy_node.chain.blockstore import (
+    STATE_PREFIX,
+    TREE_PREFIX,
+    BlockStore,
+    block_ops,
+    identity_ops,
+)
+from cowboy_node.chain.genesis import Genesis
+from cowboy_node.chain.verify import verify_header
+from cowboy_node.execution.block import BlockResult, build_block, execute_block
+from cowboy_node.execution.context import BlockEnv
+from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.genesis import apply_genesis
+from cowboy_node.state.store import StateStore
+from cowboy_node.state.tree import StateTree
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Block, BlockHeader, Round
+from cowboy_node.types.merkle import receipts_root, tx_root
+from cowboy_node.types.receipt import Receipt
+from cowboy_node.types.transaction import Transaction
+
+ZERO_HASH = bytes(32)
+_Signer = Callable[[bytes], bytes]
+"""Signs a block digest with the proposer's Ed25519 key."""
+
+
+class ChainError(Exception):
+    """The data directory cannot be used with this genesis (message says why)."""
+
+
+def genesis_block(genesis: Genesis, state_root: bytes) -> Block:
+    """Block 0: derived from genesis.json alone."""
+    header = BlockHeader(
+        chain_id=genesis.chain_id, height=0, parent_hash=ZERO_HASH, round=Round(0, 0),
+        timestamp_ms=genesis.genesis_time_ms, proposer=bytes(32), tx_root=tx_root([]),
+        state_root=state_root, receipts_root=receipts_root([]), beacon=genesis.genesis_beacon,
+        presence_input=None, consumed_seeds=(), cycles_used=0, cells_used=0,
+        cycle_basefee=genesis.basefee.initial_basefee, cell_basefee=genesis.basefee.initial_basefee,
+    )
+    return Block(header, (), b"")
+
+
+@dataclass(slots=True)
+class PreparedBlock:
+    """A built block whose writes are ready but not yet committed."""
+
+    block: Block
+    """The signed block."""
+    result: BlockResult
+    """Execution outcome (receipts, state ops)."""
+    world: WorldState
+    """The world that produced ``result`` (marked committed after the batch lands)."""
+
+
+class Chain:
+    """Owns the store and the committed head; builds, verifies and commits blocks."""
+
+    def __init__(self, store: StateStore, genesis: Genesis) -> None:
+        self.store = store
+        self.genesis = genesis
+        self.tree = StateTree(store, TREE_PREFIX)
+        self.blocks = BlockStore(store)
+        identity = self.blocks.identity()
+        if identity is None:
+            if self.blocks.head_height() is not None:
+                raise ChainError("data directory has blocks but no chain identity; refusing to use it")
+            self._init_genesis()
+        else:
+            chain_id, genesis_hash = identity
+            if chain_id != genesis.chain_id or genesis_hash != genesis.hash():
+                raise ChainError(
+                    f"data directory belongs to chain {chain_id!r} (genesis 0x{genesis_hash.hex()[:16]}…), "
+                    f"not {genesis.chain_id!r} (genesis 0x{genesis.hash().hex()[:16]}…); refusing to start")
+        height = self.blocks.head_height()
+        head = None if height is None else self.blocks.block(height)
+        if head is None:
+            raise ChainError("head pointer refers to a missing block; the data directory is damaged")
+        if head.header.state_root != self.tree.root():
+            raise ChainError(f"head block {height} state root does not match the stored state; "
+                             "the data directory is damaged")
+        self.head: Block = head
+
+    def _init_genesis(self) -> None:
+        world = self.world()
+        g = self.genesis
+        apply_genesis(world, chain_id=g.chain_id, balances=g.balances, system_deployers=g.system_deployers,
+                      basefee=g.basefee, timer=g.timer, limits=g.limits, flags=g.cip11)
+        root, ops = world.prepare_commit()
+        block = genesis_block(g, root)
+        self.store.write_batch([*ops, *block_ops(block, []), *identity_ops(g.chain_id, g.hash())], sync=True)
+        world.mark_committed()
+
+    # -- state views --------------------------------------------------------------
+    def world(self) -> WorldState:
+        """A fresh buffered view over the committed head state."""
+        return WorldState(self.store, self.tree, data_prefix=STATE_PREFIX)
+
+    @property
+    def height(self) -> int:
+        """Committed head height."""
+        return self.head.header.height
+
+    def parent_beacon(self) -> bytes:
+        """Beacon of the head block (the genesis beacon at height 0)."""
+        return self.head.header.beacon
+
+    # -- building -----------------------------------------------------------------
+    def env_for(self, *, timestamp_ms: int, fee_recipient: bytes,
+                beacon: bytes, presence_input: bytes | None) -> BlockEnv:
+        """Execution environment of the next block."""
+        return BlockEnv(chain_id=self.genesis.chain_id, height=self.height + 1, timestamp_ms=timestamp_ms,
+                        fee_recipient=fee_recipient, beacon=beacon, parent_beacon=self.parent_beacon(),
+                        presence_input=presence_input)
+
+    def build(self, candidates: list[Transaction], *, env: BlockEnv, round_: Round, proposer: bytes,
+              sign: _Signer, signatures_checked: bool) -> PreparedBlock:
+        """Execute candidates on top of the head and return the signed block (nothing written yet)."""
+        world = self.world()
+        result = build_block(world, env, candidates, signatures_checked=signatures_checked)
+        header = BlockHeader(
+            chain_id=env.chain_id, height=env.height, parent_hash=self.head.hash(), round=round_,
+            timestamp_ms=env.timestamp_ms, proposer=proposer, tx_root=result.tx_root,
+            state_root=result.state_root, receipts_root=result.receipts_root, beacon=env.beacon,
+            presence_input=env.presence_input, consumed_seeds=(), cycles_used=result.cycles_used,
+            cells_used=result.cells_used, cycle_basefee=result.cycle_basefee, cell_basefee=result.cell_basefee,
+        )
+        block = Block(header, tuple(result.transactions), sign(header.digest()))
+        return PreparedBlock(block, result, world)
+
+    def commit(self, prepared: PreparedBlock) -> None:
+        """Write everything the block changes in one synced batch, then advance the head."""
+        block = prepared.block
+        if block.header.height != self.height + 1 or block.header.parent_hash != self.head.hash():
+            raise InvalidBlock("not_next_block", "block does not extend the current head")
+        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts)],
+                               sync=True)
+        prepared.world.mark_committed()
+        self.head = block
+
+    # -- verifying ----------------------------------------------------------------
+    def verify_and_prepare(self, block: Block) -> PreparedBlock:
+        """Check a received block against the head and re-execute it (used by replay and sync)."""
+        verify_header(block, self.head.header, self.genesis, self.world())
+        fee_recipient = next(v.fee_recipient for v in self.genesis.validators
+                             if v.ed25519_public_key == block.header.proposer)
+        world = self.world()
+        env = BlockEnv(chain_id=self.genesis.chain_id, height=block.header.height,
+                       timestamp_ms=block.header.timestamp_ms, fee_recipient=fee_recipient,
+                       beacon=block.header.beacon, parent_beacon=self.parent_beacon(),
+                       presence_input=block.header.presence_input)
+        result = execute_block(world, env, block.header, block.transactions)
+        return PreparedBlock(block, result, world)
+
+    def receipts_at(self, height: int) -> list[Receipt] | None:
+        """Receipts of a committed block."""
+        return self.blocks.receipts(height)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()

@@ -1,0 +1,194 @@
+"""``config.toml``: the node's local (non-consensus) settings.
+
+Every invalid value stops start-up with a :class:`ConfigError` naming the
+file, the key and what was expected. Unknown keys are errors too (a typo
+must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.chain.errors import ConfigError
+
+_SCHEMA: dict[str, dict[str, type]] = {
+    "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
+    "rpc": {"addr": str, "max_body_bytes": int},
+    "quic": {"addr": str},
+    "metrics": {"addr": str, "enabled": bool},
+    "log": {"format": str, "level": str},
+    "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
+                "replacement_bump_percent": int},
+}
+LOG_FORMATS = ("console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Parsed ``config.toml``."""
+
+    home: Path
+    """Node home directory (holds config.toml, genesis.json, keys/, data/)."""
+    chain_id: str | None = None
+    """Informational; genesis.json is authoritative (a mismatch is an error)."""
+    block_time_ms: int | None = None
+    """Local override of the block interval (default: genesis params.block_time_ms)."""
+    data_dir: str = "data"
+    """LevelDB directory, relative to home."""
+    rpc_addr: str = "127.0.0.1:4000"
+    """HTTP API listen address."""
+    rpc_max_body_bytes: int = 1_048_576
+    """Largest accepted request body."""
+    quic_addr: str = "127.0.0.1:4433"
+    """CIP-11 QUIC listen address (UDP)."""
+    metrics_addr: str = "127.0.0.1:9464"
+    """Prometheus listen address."""
+    metrics_enabled: bool = True
+    """Serve /metrics."""
+    log_format: str = "console"
+    """console or json."""
+    log_level: str = "info"
+    """debug, info, warning or error."""
+    mempool_max_txs: int = 10_000
+    """Most pooled transactions."""
+    mempool_max_bytes: int = 32 * 1024 * 1024
+    """Most pooled bytes."""
+    mempool_max_txs_per_sender: int = 64
+    """Most pooled transactions of one sender."""
+    mempool_max_nonce_gap: int = 64
+    """How far ahead of the account nonce a transaction may be."""
+    mempool_replacement_bump_percent: int = 10
+    """Fee increase a replacement needs on every fee field."""
+
+    @property
+    def data_path(self) -> Path:
+        """Absolute data directory."""
+        return self.home / self.data_dir
+
+    @property
+    def genesis_path(self) -> Path:
+        """genesis.json."""
+        return self.home / "genesis.json"
+
+    @property
+    def validator_key_path(self) -> Path:
+        """keys/validator.key."""
+        return self.home / "keys" / "validator.key"
+
+
+def load_config(home: Path) -> NodeConfig:
+    """Read ``home/config.toml`` (missing file: all defaults)."""
+    path = home / "config.toml"
+    p = str(path)
+    if not path.exists():
+        raise ConfigError(p, None, "not found; run `cowboy-node init --home DIR` first")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(p, None, f"not valid TOML: {e}") from None
+    values: dict[str, Any] = {}
+    for section, body in doc.items():
+        if section not in _SCHEMA:
+            raise ConfigError(p, section, f"unknown section; allowed: {sorted(_SCHEMA)}")
+        if not isinstance(body, dict):
+            raise ConfigError(p, section, "expected a table")
+        for key, value in body.items():
+            full = f"{section}.{key}"
+            expected = _SCHEMA[section].get(key)
+            if expected is None:
+                raise ConfigError(p, full, f"unknown key; allowed in [{section}]: {sorted(_SCHEMA[section])}")
+            if type(value) is not expected:
+                raise ConfigError(p, full, f"expected {expected.__name__}, got {type(value).__name__}")
+            if expected is int and value <= 0:
+                raise ConfigError(p, full, "expected a positive integer")
+            values[full] = value
+    cfg = NodeConfig(
+        home=home,
+        chain_id=values.get("node.chain_id"),
+        block_time_ms=values.get("node.block_time_ms"),
+        data_dir=values.get("node.data_dir", "data"),
+        rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
+        rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
+        quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
+        metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
+        metrics_enabled=values.get("metrics.enabled", True),
+        log_format=values.get("log.format", "console"),
+        log_level=values.get("log.level", "info"),
+        mempool_max_txs=values.get("mempool.max_txs", 10_000),
+        mempool_max_bytes=values.get("mempool.max_bytes", 32 * 1024 * 1024),
+        mempool_max_txs_per_sender=values.get("mempool.max_txs_per_sender", 64),
+        mempool_max_nonce_gap=values.get("mempool.max_nonce_gap", 64),
+        mempool_replacement_bump_percent=values.get("mempool.replacement_bump_percent", 10),
+    )
+    if cfg.log_format not in LOG_FORMATS:
+        raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
+    if cfg.log_level not in LOG_LEVELS:
+        raise ConfigError(p, "log.level", f"expected one of {list(LOG_LEVELS)}, got {cfg.log_level!r}")
+    for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr)):
+        split_host_port(addr, path=p, key=key)
+    if cfg.block_time_ms is not None and cfg.block_time_ms < 50:
+        raise ConfigError(p, "node.block_time_ms", "expected at least 50")
+    return cfg
+
+
+def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
+    """Parse ``HOST:PORT`` or ``[V6]:PORT``; errors name the key."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(path, key, f"expected HOST:PORT (e.g. 127.0.0.1:4000), got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port_text)
+
+
+def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr: str,
+                  block_time_ms: int | None) -> str:
+    """The commented config.toml written by ``cowboy-node init``."""
+    bt = f"block_time_ms = {block_time_ms}" if block_time_ms else "# block_time_ms = 1000"
+    return f"""\
+# cowboy-node configuration. Consensus parameters live in genesis.json;
+# this file holds local settings only. Unknown keys are rejected at start-up.
+
+[node]
+# Informational: must match genesis.json's chain_id if set.
+chain_id = "{chain_id}"
+# Local override of the block interval in milliseconds (default: genesis params.block_time_ms).
+{bt}
+# LevelDB directory, relative to the home directory.
+data_dir = "data"
+
+[rpc]
+# HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.
+addr = "{rpc_addr}"
+# Largest request body accepted (bytes).
+max_body_bytes = 1048576
+
+[quic]
+# CIP-11 runner transport (UDP).
+addr = "{quic_addr}"
+
+[metrics]
+# Prometheus exposition at http://ADDR/metrics (namespace cowboy_).
+addr = "{metrics_addr}"
+enabled = true
+
+[log]
+# "console" for humans, "json" for log shippers.
+format = "console"
+# debug | info | warning | error
+level = "info"
+
+[mempool]
+# Most transactions / bytes held; when full, a new transaction must outbid the cheapest evictable one.
+max_txs = 10000
+max_bytes = 33554432
+# Most pending transactions per sender, and how far ahead of the account nonce they may be.
+max_txs_per_sender = 64
+max_nonce_gap = 64
+# A replacement (same sender and nonce) must raise every fee field by at least this percentage.
+replacement_bump_percent = 10
+"""

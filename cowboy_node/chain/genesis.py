@@ -1,0 +1,254 @@
+"""``genesis.json``: parsing with precise errors, and the genesis block.
+
+Format (hex strings are 0x-prefixed; amounts are decimal strings, u128)::
+
+    {
+      "chain_id": "cowboy-devnet-1",
+      "genesis_time_ms": 1763840000000,
+      "validators": [{"name": "validator-0", "ed25519_public_key": "0x..32",
+                      "bls_public_key": "0x..96", "bls_share_index": 1,
+                      "fee_recipient": "0x..20"}],
+      "threshold": {"threshold": 1, "group_public_key": "0x..96"},
+      "genesis_beacon": "0x..48",      # BLS signature over Round(0, 0)
+      "balances": {"0x..20": "1000000000000000000000000"},
+      "system_deployers": ["0x..20"],
+      "params": {"block_time_ms": 1000, "basefee": {...}, "timer": {...},
+                 "limits": {...}, "cip11": {...}}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.chain.beacon import round_message
+from cowboy_node.chain.errors import ConfigError
+from cowboy_node.crypto import bls
+from cowboy_node.crypto.address import InvalidAddress, parse_address, to_checksum_address
+from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.types.block import Round
+from cowboy_node.types.errors import ValidationError
+from cowboy_node.types.fields import U128_MAX
+from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+
+_TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
+             "system_deployers", "params"}
+_VALIDATOR_KEYS = {"name", "ed25519_public_key", "bls_public_key", "bls_share_index", "fee_recipient"}
+_PARAM_KEYS = {"block_time_ms", "basefee", "timer", "limits", "cip11"}
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatorInfo:
+    """A genesis validator."""
+
+    name: str
+    """Operator-chosen label."""
+    ed25519_public_key: bytes
+    """Peer identity (signs blocks and CIP-11 validator frames)."""
+    bls_public_key: bytes
+    """Public key of the validator's threshold share (96-byte G2)."""
+    bls_share_index: int
+    """1-based share index in the threshold dealing."""
+    fee_recipient: bytes
+    """Address credited with tips of blocks this validator proposes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Genesis:
+    """Parsed and validated ``genesis.json``."""
+
+    chain_id: str
+    """Chain identifier."""
+    genesis_time_ms: int
+    """Timestamp of block 0."""
+    validators: tuple[ValidatorInfo, ...]
+    """Static validator set."""
+    threshold: int
+    """Threshold t of the beacon scheme (1 for one validator)."""
+    group_public_key: bytes
+    """Threshold group public key (96-byte G2) verifying every beacon."""
+    genesis_beacon: bytes
+    """Beacon of Round(0, 0); the parent beacon of block 1."""
+    balances: dict[bytes, int]
+    """Initial balances."""
+    system_deployers: tuple[bytes, ...]
+    """Addresses allowed to send system instructions."""
+    block_time_ms: int
+    """Target block interval."""
+    basefee: BasefeeConfig
+    """Initial CIP-3 config."""
+    timer: TimerConfig
+    """Initial CIP-5 config."""
+    limits: ChainLimits
+    """Transaction and block limits."""
+    cip11: Cip11Flags
+    """CIP-11 protocol flags."""
+    raw: bytes
+    """The file bytes (hashed into the data directory's identity)."""
+
+    def hash(self) -> bytes:
+        """Identity of this genesis: keccak256 of the file bytes."""
+        return keccak256(self.raw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (as written by ``init``)."""
+        return genesis_document(self)
+
+
+def _hex(value: object, key: str, path: str, length: int) -> bytes:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        raise ConfigError(path, key, f"expected a 0x-prefixed hex string of {length} bytes")
+    try:
+        raw = bytes.fromhex(value[2:])
+    except ValueError:
+        raise ConfigError(path, key, "not valid hex") from None
+    if len(raw) != length:
+        raise ConfigError(path, key, f"expected {length} bytes, got {len(raw)}")
+    return raw
+
+
+def _address(value: object, key: str, path: str) -> bytes:
+    if not isinstance(value, str):
+        raise ConfigError(path, key, "expected a 0x-prefixed 20-byte address")
+    try:
+        return parse_address(value)
+    except InvalidAddress as e:
+        raise ConfigError(path, key, str(e)) from None
+
+
+def _uint(value: object, key: str, path: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(path, key, f"expected an integer ≥ {minimum}, got {value!r}")
+    return value
+
+
+def _unknown(obj: dict[str, Any], allowed: set[str], key: str, path: str) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise ConfigError(path, key or None, f"unknown keys {extra}; allowed: {sorted(allowed)}")
+
+
+def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
+    """Parse and validate genesis bytes; every error names the file and the key."""
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(path, None, f"not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(path, None, "expected a JSON object")
+    _unknown(doc, _TOP_KEYS, "", path)
+    missing = sorted(_TOP_KEYS - set(doc))
+    if missing:
+        raise ConfigError(path, missing[0], "missing required key")
+    chain_id = doc["chain_id"]
+    if not isinstance(chain_id, str) or not 1 <= len(chain_id) <= 64 or not chain_id.isprintable():
+        raise ConfigError(path, "chain_id", "expected a printable string of 1..64 characters")
+    genesis_time_ms = _uint(doc["genesis_time_ms"], "genesis_time_ms", path)
+
+    vals_raw = doc["validators"]
+    if not isinstance(vals_raw, list) or not vals_raw:
+        raise ConfigError(path, "validators", "expected a non-empty array")
+    validators = []
+    for i, v in enumerate(vals_raw):
+        k = f"validators[{i}]"
+        if not isinstance(v, dict):
+            raise ConfigError(path, k, "expected an object")
+        _unknown(v, _VALIDATOR_KEYS, k, path)
+        for req in sorted(_VALIDATOR_KEYS):
+            if req not in v:
+                raise ConfigError(path, f"{k}.{req}", "missing required key")
+        if not isinstance(v["name"], str):
+            raise ConfigError(path, f"{k}.name", "expected a string")
+        validators.append(ValidatorInfo(
+            name=v["name"],
+            ed25519_public_key=_hex(v["ed25519_public_key"], f"{k}.ed25519_public_key", path, 32),
+            bls_public_key=_hex(v["bls_public_key"], f"{k}.bls_public_key", path, 96),
+            bls_share_index=_uint(v["bls_share_index"], f"{k}.bls_share_index", path, minimum=1),
+            fee_recipient=_address(v["fee_recipient"], f"{k}.fee_recipient", path),
+        ))
+    if len({v.ed25519_public_key for v in validators}) != len(validators):
+        raise ConfigError(path, "validators", "duplicate ed25519_public_key")
+
+    th = doc["threshold"]
+    if not isinstance(th, dict):
+        raise ConfigError(path, "threshold", "expected an object")
+    _unknown(th, {"threshold", "group_public_key"}, "threshold", path)
+    threshold = _uint(th.get("threshold"), "threshold.threshold", path, minimum=1)
+    if threshold > len(validators):
+        raise ConfigError(path, "threshold.threshold", f"must be ≤ the number of validators ({len(validators)})")
+    group_pk = _hex(th.get("group_public_key"), "threshold.group_public_key", path, 96)
+    beacon = _hex(doc["genesis_beacon"], "genesis_beacon", path, 48)
+    if not bls.verify(group_pk, round_message(Round(0, 0)), beacon):
+        raise ConfigError(path, "genesis_beacon", "is not a valid signature of Round(0, 0) under "
+                          "threshold.group_public_key")
+
+    bal_raw = doc["balances"]
+    if not isinstance(bal_raw, dict):
+        raise ConfigError(path, "balances", "expected an object of address -> decimal string")
+    balances: dict[bytes, int] = {}
+    for addr_text, amount_text in bal_raw.items():
+        k = f"balances.{addr_text}"
+        addr = _address(addr_text, k, path)
+        if not isinstance(amount_text, str) or not amount_text.isdigit():
+            raise ConfigError(path, k, "expected a decimal string amount")
+        amount = int(amount_text)
+        if amount > U128_MAX:
+            raise ConfigError(path, k, "amount exceeds u128")
+        if addr in balances:
+            raise ConfigError(path, k, "duplicate address")
+        balances[addr] = amount
+    if sum(balances.values()) > U128_MAX:
+        raise ConfigError(path, "balances", "total supply exceeds u128")
+
+    dep_raw = doc["system_deployers"]
+    if not isinstance(dep_raw, list):
+        raise ConfigError(path, "system_deployers", "expected an array of addresses")
+    deployers = tuple(_address(a, f"system_deployers[{i}]", path) for i, a in enumerate(dep_raw))
+
+    params = doc["params"]
+    if not isinstance(params, dict):
+        raise ConfigError(path, "params", "expected an object")
+    _unknown(params, _PARAM_KEYS, "params", path)
+    block_time_ms = _uint(params.get("block_time_ms", 1000), "params.block_time_ms", path, minimum=50)
+    try:
+        basefee = BasefeeConfig.from_json(params.get("basefee", {}), where="params.basefee")
+        timer = TimerConfig.from_json(params.get("timer", {}), where="params.timer")
+        limits = ChainLimits.from_json(params.get("limits", {}), where="params.limits")
+        flags = Cip11Flags.from_json(params.get("cip11", {}), where="params.cip11")
+    except ValidationError as e:
+        raise ConfigError(path, None, e.message) from None
+    return Genesis(chain_id, genesis_time_ms, tuple(validators), threshold, group_pk, beacon, balances,
+                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw))
+
+
+def load_genesis(path: Path) -> Genesis:
+    """Read and parse ``path``."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(str(path), None, f"cannot read: {e.strerror}") from None
+    return parse_genesis(raw, str(path))
+
+
+def genesis_document(g: Genesis) -> dict[str, Any]:
+    """JSON document for ``g`` (inverse of :func:`parse_genesis`)."""
+    return {
+        "chain_id": g.chain_id,
+        "genesis_time_ms": g.genesis_time_ms,
+        "validators": [{
+            "name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex(),
+            "bls_public_key": "0x" + v.bls_public_key.hex(), "bls_share_index": v.bls_share_index,
+            "fee_recipient": to_checksum_address(v.fee_recipient),
+        } for v in g.validators],
+        "threshold": {"threshold": g.threshold, "group_public_key": "0x" + g.group_public_key.hex()},
+        "genesis_beacon": "0x" + g.genesis_beacon.hex(),
+        "balances": {to_checksum_address(a): str(b) for a, b in sorted(g.balances.items())},
+        "system_deployers": [to_checksum_address(a) for a in g.system_deployers],
+        "params": {
+            "block_time_ms": g.block_time_ms, "basefee": g.basefee.to_json(), "timer": g.timer.to_json(),
+            "limits": g.limits.to_json(), "cip11": g.cip11.to_json(),
+        },
+    }

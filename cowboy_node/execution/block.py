@@ -1,0 +1,134 @@
+"""Block-level state transition: begin, transactions, End of Block, roots.
+
+Two entry points share the same code path:
+ - :func:`build_block` (proposer): executes candidates, skipping the ones that
+   are invalid at that point, and reports what it included.
+ - :func:`execute_block` (verifier / replay): every transaction must be valid,
+   and the computed roots must match the header, else :class:`InvalidBlock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cowboy_node.execution.context import BlockContext, BlockEnv
+from cowboy_node.execution.end_of_block import run_end_of_block
+from cowboy_node.execution.errors import InvalidBlock, TxInvalid
+from cowboy_node.execution.system_state import (
+    get_basefee_config,
+    get_basefees,
+    get_chain_limits,
+    get_cip11_flags,
+    get_system_deployers,
+)
+from cowboy_node.execution.transactions import execute_transaction
+from cowboy_node.state.store import WriteOp
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import BlockHeader
+from cowboy_node.types.merkle import receipts_root, tx_root
+from cowboy_node.types.receipt import Receipt
+from cowboy_node.types.transaction import Transaction
+
+
+@dataclass(slots=True)
+class BlockResult:
+    """Outcome of executing a block body."""
+
+    transactions: list[Transaction]
+    """Included transactions in order."""
+    receipts: list[Receipt]
+    """One receipt per included transaction."""
+    cycles_used: int
+    """Total cycles charged."""
+    cells_used: int
+    """Total cells charged."""
+    cycle_basefee: int
+    """Basefee per cycle applied in the block."""
+    cell_basefee: int
+    """Basefee per cell applied in the block."""
+    state_root: bytes
+    """State root after End of Block."""
+    state_ops: list[WriteOp]
+    """State and tree writes to put in the block's commit batch."""
+    tx_root: bytes
+    """Merkle root of the included transaction hashes."""
+    receipts_root: bytes
+    """Merkle root of the receipts."""
+    rejected: list[tuple[Transaction, TxInvalid]] = field(default_factory=list)
+    """(build mode) candidates left out and why."""
+
+
+def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
+    """Read the governed configs once for this block (mid-block changes apply from the next)."""
+    cycle_bf, cell_bf = get_basefees(world)
+    return BlockContext(
+        env=env,
+        basefee_config=get_basefee_config(world),
+        limits=get_chain_limits(world),
+        flags=get_cip11_flags(world),
+        system_deployers=get_system_deployers(world),
+        cycle_basefee=cycle_bf,
+        cell_basefee=cell_bf,
+    )
+
+
+def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receipts: list[Receipt],
+            rejected: list[tuple[Transaction, TxInvalid]]) -> BlockResult:
+    run_end_of_block(world, ctx)
+    root, ops = world.prepare_commit()
+    return BlockResult(
+        transactions=txs, receipts=receipts, cycles_used=ctx.cycles_used, cells_used=ctx.cells_used,
+        cycle_basefee=ctx.cycle_basefee, cell_basefee=ctx.cell_basefee, state_root=root, state_ops=ops,
+        tx_root=tx_root([t.tx_hash() for t in txs]),
+        receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected,
+    )
+
+
+def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transaction], *,
+                signatures_checked: bool = False, max_txs: int | None = None) -> BlockResult:
+    """Execute candidates in order, skipping invalid ones; stop when the block is full."""
+    ctx = begin_block(world, env)
+    limit = ctx.limits.max_block_txs if max_txs is None else min(max_txs, ctx.limits.max_block_txs)
+    txs: list[Transaction] = []
+    receipts: list[Receipt] = []
+    rejected: list[tuple[Transaction, TxInvalid]] = []
+    for tx in candidates:
+        if len(txs) >= limit:
+            break
+        try:
+            receipts.append(execute_transaction(world, tx, ctx, signature_checked=signatures_checked))
+        except TxInvalid as e:
+            rejected.append((tx, e))
+            continue
+        txs.append(tx)
+    return _finish(world, ctx, txs, receipts, rejected)
+
+
+def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,
+                  transactions: Iterable[Transaction]) -> BlockResult:
+    """Execute a received block and check every computed value against its header."""
+    ctx = begin_block(world, env)
+    txs = list(transactions)
+    if len(txs) > ctx.limits.max_block_txs:
+        raise InvalidBlock("too_many_txs", f"block has {len(txs)} transactions, limit {ctx.limits.max_block_txs}")
+    receipts: list[Receipt] = []
+    for i, tx in enumerate(txs):
+        try:
+            receipts.append(execute_transaction(world, tx, ctx))
+        except TxInvalid as e:
+            raise InvalidBlock("invalid_transaction", f"transaction {i} is invalid: {e.code}: {e.message}") from e
+    result = _finish(world, ctx, txs, receipts, [])
+    checks = (
+        ("tx_root", result.tx_root, header.tx_root),
+        ("receipts_root", result.receipts_root, header.receipts_root),
+        ("state_root", result.state_root, header.state_root),
+        ("cycles_used", result.cycles_used, header.cycles_used),
+        ("cells_used", result.cells_used, header.cells_used),
+        ("cycle_basefee", result.cycle_basefee, header.cycle_basefee),
+        ("cell_basefee", result.cell_basefee, header.cell_basefee),
+    )
+    for name, computed, claimed in checks:
+        if computed != claimed:
+            raise InvalidBlock(f"{name}_mismatch", f"header {name} does not match execution", field=name)
+    return result

@@ -1,0 +1,152 @@
+"""Transaction validation and execution (the per-transaction state transition).
+
+Order, as in the execution specs: static checks → signature → nonce → can
+the sender afford its maximum fee → block capacity → run the instruction
+under a checkpoint (revert on failure) → charge the fee for what was used,
+bump the nonce → receipt. Anything before "run" failing makes the
+transaction invalid (never included); failures while running are included,
+charged, and get a failed receipt.
+"""
+
+from __future__ import annotations
+
+from cowboy_node.codec import encode
+from cowboy_node.execution import fees
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.errors import TxFailed, TxInvalid
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.system_state import get_account, put_account, set_basefee_config
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.account import Account
+from cowboy_node.types.errors import ValidationError
+from cowboy_node.types.fields import U128_MAX, encode_u128
+from cowboy_node.types.instructions import Transfer, UpdateBasefeeConfig
+from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
+from cowboy_node.types.transaction import Transaction
+
+ACCOUNT_WRITE_CELLS = 64
+"""Intrinsic cells for the sender's account update (nonce and fee debit)."""
+
+
+def intrinsic_cost(tx: Transaction) -> tuple[int, int]:
+    """(cycles, cells) every transaction pays before its instruction runs."""
+    return fees.TX_BASE_CYCLES, len(tx.body()) + ACCOUNT_WRITE_CELLS
+
+
+def check_static(tx: Transaction, ctx: BlockContext) -> None:
+    """Checks that need no account state; raise :class:`TxInvalid` with a stable code."""
+    if tx.chain_id != ctx.env.chain_id:
+        raise TxInvalid("wrong_chain_id", f"transaction is for chain {tx.chain_id!r}, this is {ctx.env.chain_id!r}",
+                        field="chain_id")
+    if len(tx.body()) > ctx.limits.max_tx_bytes:
+        raise TxInvalid("tx_too_large", f"transaction exceeds {ctx.limits.max_tx_bytes} bytes")
+    cfg = ctx.basefee_config
+    if tx.cycles_limit > cfg.block_max_cycles:
+        raise TxInvalid("cycles_limit_too_high", f"cycles_limit {tx.cycles_limit} exceeds the block maximum "
+                        f"{cfg.block_max_cycles}", field="cycles_limit")
+    if tx.cells_limit > cfg.block_max_cells:
+        raise TxInvalid("cells_limit_too_high", f"cells_limit {tx.cells_limit} exceeds the block maximum "
+                        f"{cfg.block_max_cells}", field="cells_limit")
+    cycles, cells = intrinsic_cost(tx)
+    if tx.cycles_limit < cycles or tx.cells_limit < cells:
+        raise TxInvalid("limits_below_intrinsic", f"limits must cover the intrinsic cost of {cycles} cycles "
+                        f"and {cells} cells")
+    if tx.max_priority_fee_per_cycle > tx.max_fee_per_cycle or tx.max_priority_fee_per_cell > tx.max_fee_per_cell:
+        raise TxInvalid("priority_fee_above_max", "max priority fee exceeds max fee")
+    if tx.max_fee_per_cycle < ctx.cycle_basefee:
+        raise TxInvalid("fee_below_basefee", f"max_fee_per_cycle {tx.max_fee_per_cycle} is below the "
+                        f"cycle basefee {ctx.cycle_basefee}", field="max_fee_per_cycle")
+    if tx.max_fee_per_cell < ctx.cell_basefee:
+        raise TxInvalid("fee_below_basefee", f"max_fee_per_cell {tx.max_fee_per_cell} is below the "
+                        f"cell basefee {ctx.cell_basefee}", field="max_fee_per_cell")
+
+
+def check_signature(tx: Transaction) -> None:
+    """Raise TxInvalid(bad_signature) unless the signature recovers to ``tx.sender``."""
+    try:
+        tx.verify_signature()
+    except ValidationError as e:
+        raise TxInvalid(e.code, e.message, field="signature") from e
+
+
+def check_account(tx: Transaction, account: Account) -> None:
+    """Nonce must be the account's next nonce; balance must cover the maximum fee."""
+    if tx.nonce < account.nonce:
+        raise TxInvalid("nonce_too_low", f"nonce {tx.nonce} already used (next is {account.nonce})", field="nonce")
+    if tx.nonce > account.nonce:
+        raise TxInvalid("nonce_too_high", f"nonce {tx.nonce} is ahead of the account (next is {account.nonce})",
+                        field="nonce")
+    if account.balance < tx.max_fee():
+        raise TxInvalid("insufficient_funds", f"balance {account.balance} is below the maximum fee {tx.max_fee()}")
+
+
+def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *,
+                        signature_checked: bool = False) -> Receipt:
+    """Apply ``tx`` to ``world`` and return its receipt, or raise :class:`TxInvalid` leaving ``world`` unchanged."""
+    check_static(tx, ctx)
+    if not signature_checked:
+        check_signature(tx)
+    sender = get_account(world, tx.sender)
+    check_account(tx, sender)
+    cfg = ctx.basefee_config
+    if (ctx.limits_reserved_cycles + tx.cycles_limit > cfg.block_max_cycles
+            or ctx.limits_reserved_cells + tx.cells_limit > cfg.block_max_cells):
+        raise TxInvalid("block_full", "the block has no room left for this transaction's limits")
+
+    meter = Meter(tx.cycles_limit, tx.cells_limit)
+    cycles, cells = intrinsic_cost(tx)
+    meter.charge_cycles(cycles)
+    meter.charge_cells(cells)
+    events: list[Event] = []
+    error: str | None = None
+    cp = world.checkpoint()
+    try:
+        _run_instruction(world, tx, ctx, meter, events)
+    except TxFailed as e:
+        world.revert(cp)
+        error, events = e.code, []
+    else:
+        world.release(cp)
+
+    cycle_tip = fees.effective_tip(tx.max_fee_per_cycle, tx.max_priority_fee_per_cycle, ctx.cycle_basefee)
+    cell_tip = fees.effective_tip(tx.max_fee_per_cell, tx.max_priority_fee_per_cell, ctx.cell_basefee)
+    split = fees.split_fee(meter.cycles_used, meter.cells_used, cycle_basefee=ctx.cycle_basefee,
+                           cell_basefee=ctx.cell_basefee, cycle_tip=cycle_tip, cell_tip=cell_tip)
+    # Re-read: the instruction may have changed the sender's balance (e.g. a self-transfer).
+    after = get_account(world, tx.sender)
+    put_account(world, tx.sender, Account(after.balance - split.total, after.nonce + 1))
+
+    ctx.cycles_used += meter.cycles_used
+    ctx.cells_used += meter.cells_used
+    ctx.burned += split.burned
+    ctx.tips += split.tip
+    ctx.limits_reserved_cycles += tx.cycles_limit
+    ctx.limits_reserved_cells += tx.cells_limit
+    return Receipt(STATUS_SUCCESS if error is None else STATUS_FAILED, meter.cycles_used, meter.cells_used,
+                   split.total, error, tuple(events))
+
+
+def _run_instruction(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                     events: list[Event]) -> None:
+    ins = tx.instruction
+    if isinstance(ins, Transfer):
+        meter.charge_cycles(fees.TRANSFER_CYCLES)
+        sender = get_account(world, tx.sender)
+        # The maximum fee stays reserved: the fee is settled after the instruction runs.
+        if sender.balance - tx.max_fee() < ins.amount:
+            raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
+        meter.charge_cells(put_account(world, tx.sender, Account(sender.balance - ins.amount, sender.nonce)))
+        recipient = get_account(world, ins.to)
+        if recipient.balance + ins.amount > U128_MAX:
+            raise TxFailed("balance_overflow", "recipient balance would exceed u128")
+        meter.charge_cells(put_account(world, ins.to, Account(recipient.balance + ins.amount, recipient.nonce)))
+        events.append(Event(tx.sender, "transfer", encode({0: ins.to, 1: encode_u128(ins.amount)})))
+    elif isinstance(ins, UpdateBasefeeConfig):
+        meter.charge_cycles(fees.SYSTEM_INSTRUCTION_CYCLES)
+        if tx.sender not in ctx.system_deployers:
+            raise TxFailed("unauthorized", "sender is not a system deployer")
+        meter.charge_cells(len(encode(ins.config.to_cbor())))
+        set_basefee_config(world, ins.config)
+        events.append(Event(tx.sender, "basefee_config.updated", encode(ins.config.to_cbor())))
+    else:  # pragma: no cover - the decoder only produces known instructions
+        raise TxFailed("unknown_instruction")

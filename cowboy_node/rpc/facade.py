@@ -1,0 +1,67 @@
+"""The narrow interface the HTTP API needs from the node.
+
+The RPC layer never touches storage or execution directly: it calls these
+methods, which return JSON-ready values or raise :class:`RpcError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class RpcError(Exception):
+    """An error with a stable ``code`` and the HTTP ``status`` to answer with."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class NodeFacade(Protocol):
+    """What the RPC server calls. Every method is cheap and non-blocking (runs on the event loop)."""
+
+    def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
+        """Admit ``tx_bytes`` (u32 BE length ‖ canonical CBOR body) to the mempool.
+
+        Returns ``{"tx_hash": "0x..", "status": "pending"}``. Raises RpcError(400, code, msg) for
+        bad input, with code one of: malformed, tx_too_large, wrong_chain_id, bad_signature,
+        nonce_too_low, nonce_too_high, nonce_gap_too_large, insufficient_funds, fee_below_basefee,
+        cycles_limit_too_high, cells_limit_too_high, limits_below_intrinsic, priority_fee_above_max,
+        replacement_underpriced, already_known, mempool_full, sender_limit; RpcError(503, "shutting_down")
+        while stopping.
+        """
+        ...
+
+    def health(self) -> dict[str, Any]:
+        """``{"ok": bool, "height": int, "last_block_age_ms": int}`` (ok false if no block for 10 block times)."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """chain_id, height, head hash, state_root, timestamp_ms, basefees, mempool size, validator, flags."""
+        ...
+
+    def height(self) -> int:
+        """Latest committed height."""
+        ...
+
+    def block(self, height: int) -> dict[str, Any] | None:
+        """Header JSON plus ``transactions`` (hashes) or None if no such block."""
+        ...
+
+    def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Committed (with height/index) or pending transaction JSON, or None."""
+        ...
+
+    def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Receipt JSON with ``height`` and ``index`` for a committed transaction, else None."""
+        ...
+
+    def account(self, address: bytes) -> dict[str, Any]:
+        """``{"address", "balance" (decimal string), "nonce", "next_pending_nonce"}`` at the head."""
+        ...
+
+    def state_proof(self, key: bytes) -> dict[str, Any]:
+        """Inclusion/exclusion proof for a raw state key against the head state root."""
+        ...

@@ -1,0 +1,65 @@
+"""LevelDB-backed :class:`~cowboy_node.state.store.StateStore` (plyvel).
+
+Write batches use ``transaction=True``: if producing the ops raises, the batch
+is discarded and nothing is written. Iterators read from LevelDB's implicit
+snapshot taken when the iteration starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import plyvel
+
+from cowboy_node.state.store import StoreError, WriteOp, key_range
+
+
+class LevelDBStore:
+    """A LevelDB database at ``path`` (a directory, created if missing unless told otherwise)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create_if_missing: bool = True,
+                 cache_bytes: int = 128 << 20, write_buffer_bytes: int = 64 << 20) -> None:
+        self.path = os.fspath(path)
+        try:
+            self._db: Any = plyvel.DB(
+                self.path, create_if_missing=create_if_missing, bloom_filter_bits=10,
+                lru_cache_size=cache_bytes, write_buffer_size=write_buffer_bytes, max_open_files=1000,
+            )
+        except (plyvel.Error, OSError) as e:
+            raise StoreError(f"cannot open LevelDB store at {self.path}: {e}") from e
+
+    def get(self, key: bytes) -> bytes | None:
+        """Value of ``key``, or None."""
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def iterate(self, prefix: bytes = b"", *, start: bytes | None = None,
+                reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs under ``prefix`` in key order from ``start`` (inclusive); see StateStore."""
+        bounds = key_range(prefix, start, reverse)
+        if bounds is None:
+            return iter(())
+        lower, upper = bounds
+        it: Iterator[tuple[bytes, bytes]] = self._db.iterator(start=lower, stop=upper, reverse=reverse)
+        return it
+
+    def write_batch(self, ops: Iterable[WriteOp], *, sync: bool = True) -> None:
+        """Apply ``ops`` atomically; ``sync`` waits for the write-ahead log to reach the disk."""
+        with self._db.write_batch(transaction=True, sync=sync) as wb:
+            put, delete = wb.put, wb.delete
+            for key, value in ops:  # plyvel rejects non-bytes; the transaction then discards the batch
+                if value is None:
+                    delete(key)
+                else:
+                    put(key, value)
+
+    def compact(self) -> None:
+        """Compact the whole key range (maintenance and benchmarks; not needed for correctness)."""
+        self._db.compact_range()
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        if not self._db.closed:
+            self._db.close()

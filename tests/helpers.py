@@ -1,0 +1,42 @@
+"""Shared test helpers: deterministic keys, a dev genesis, signed transactions."""
+
+from __future__ import annotations
+
+from cowboy_node.chain.devgenesis import DevGenesis, create_dev_genesis
+from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.types.instructions import Instruction, Transfer
+from cowboy_node.types.params import Cip11Flags
+from cowboy_node.types.transaction import Transaction
+
+CHAIN_ID = "cowboy-test-1"
+ALICE_SK = bytes.fromhex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318")
+BOB_SK = (2).to_bytes(32, "big")
+FEE_SK = (3).to_bytes(32, "big")
+ALICE = private_key_to_address(ALICE_SK)
+BOB = private_key_to_address(BOB_SK)
+FEE_RECIPIENT = private_key_to_address(FEE_SK)
+ALICE_FUNDS = 10**24
+
+
+def make_dev_genesis(flags: Cip11Flags | None = None, balances: dict[bytes, int] | None = None) -> DevGenesis:
+    """Deterministic single-validator genesis funding ALICE."""
+    return create_dev_genesis(
+        chain_id=CHAIN_ID, balances=balances if balances is not None else {ALICE: ALICE_FUNDS},
+        system_deployers=(ALICE,), fee_recipient=FEE_RECIPIENT, genesis_time_ms=1_700_000_000_000,
+        cip11=flags or Cip11Flags.for_phase(2), entropy=bytes(range(96)))
+
+
+def make_tx(sk: bytes, nonce: int, instruction: Instruction, *, chain_id: str = CHAIN_ID,
+            cycles_limit: int = 50_000, cells_limit: int = 2_000, max_fee: int = 200_000,
+            tip: int = 1_000) -> Transaction:
+    """A signed transaction with sensible limits and fees (2× the initial basefee)."""
+    return Transaction(
+        chain_id=chain_id, nonce=nonce, sender=private_key_to_address(sk), instruction=instruction,
+        cycles_limit=cycles_limit, cells_limit=cells_limit, max_fee_per_cycle=max_fee,
+        max_priority_fee_per_cycle=tip, max_fee_per_cell=max_fee, max_priority_fee_per_cell=tip,
+    ).signed(sk)
+
+
+def transfer(sk: bytes, nonce: int, to: bytes, amount: int, **kw: int) -> Transaction:
+    """A signed Transfer."""
+    return make_tx(sk, nonce, Transfer(to=to, amount=amount), **kw)  # type: ignore[arg-type]
