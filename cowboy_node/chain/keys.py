@@ -1,0 +1,238 @@
+"""Key files: account (secp256k1) keys and the validator key, stored as JSON.
+
+Files are written atomically with mode 0600: the JSON goes to a temporary
+file in the same directory (created 0600, fsynced) which is then moved into
+place, so a crash never leaves a partial key file. Existing files are never
+overwritten unless ``overwrite=True``.
+
+Account key file::
+
+    {"type": "secp256k1", "private_key": "0x<64 hex>", "address": "0x<EIP-55>"}
+
+Validator key file::
+
+    {"type": "cowboy-validator", "ed25519_seed": "0x<64 hex>", "bls_secret": "0x<64 hex>",
+     "bls_share_index": 1}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("cowboy.keys")
+
+ACCOUNT_KEY_TYPE = "secp256k1"
+VALIDATOR_KEY_TYPE = "cowboy-validator"
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+StrPath = str | os.PathLike[str]
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+class KeyFileError(ValueError):
+    """A key file that cannot be read or is not valid; the message names the file and the problem."""
+
+    def __init__(self, path: StrPath, problem: str) -> None:
+        super().__init__(f"key file {os.fspath(path)}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class ValidatorKey:
+    """The validator's secrets: ed25519 identity seed and its BLS threshold share."""
+
+    ed25519_seed: bytes
+    """32-byte ed25519 seed (signs proposals and transport identity)."""
+    bls_secret: bytes
+    """32-byte big-endian BLS12-381 secret share (signs the beacon)."""
+    bls_share_index: int
+    """1-based index of the share in the threshold dealing."""
+
+    def __post_init__(self) -> None:
+        if len(self.ed25519_seed) != 32:
+            raise ValueError("ed25519_seed must be 32 bytes")
+        if len(self.bls_secret) != 32:
+            raise ValueError("bls_secret must be 32 bytes")
+        if isinstance(self.bls_share_index, bool) or not isinstance(self.bls_share_index, int) \
+                or self.bls_share_index < 1:
+            raise ValueError("bls_share_index must be a positive integer")
+
+    def __repr__(self) -> str:  # never leak secrets into logs
+        return f"ValidatorKey(ed25519_seed=<redacted>, bls_secret=<redacted>, bls_share_index={self.bls_share_index})"
+
+
+# -- atomic 0600 write ----------------------------------------------------------------
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_secret_json(path: StrPath, doc: dict[str, Any], *, overwrite: bool) -> None:
+    """Write ``doc`` to ``path`` atomically with mode 0600."""
+    target = Path(path)
+    if not overwrite and (target.exists() or target.is_symlink()):
+        raise FileExistsError(f"key file {target} already exists; refusing to overwrite it")
+    data = (json.dumps(doc, indent=2) + "\n").encode()
+    directory = target.parent
+    tmp = directory / f".{target.name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.fchmod(fd, 0o600)  # exact mode regardless of umask
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)  # atomic and fails if the target appeared meanwhile
+            except FileExistsError:
+                raise FileExistsError(f"key file {target} already exists; refusing to overwrite it") from None
+            except OSError:  # filesystems without hard links
+                if target.exists():
+                    raise FileExistsError(f"key file {target} already exists; refusing to overwrite it") from None
+                os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(directory)
+
+
+# -- reading helpers ------------------------------------------------------------------
+def _read_json(path: StrPath, expected_type: str) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(p, "not a regular file")
+        if st.st_size > MAX_KEY_FILE_BYTES:
+            raise KeyFileError(p, f"file is larger than {MAX_KEY_FILE_BYTES} bytes")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise KeyFileError(p, "file does not exist") from None
+    except OSError as e:
+        raise KeyFileError(p, f"cannot read: {e.strerror or e}") from None
+    if st.st_mode & 0o077:
+        log.warning("key file is readable by group or others; chmod 600 it", path=str(p),
+                    mode=oct(stat.S_IMODE(st.st_mode)))
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise KeyFileError(p, f"not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise KeyFileError(p, "expected a JSON object")
+    kind = doc.get("type")
+    if kind != expected_type:
+        raise KeyFileError(p, f"type is {kind!r}, expected {expected_type!r}")
+    return doc
+
+
+def _hex_field(path: StrPath, doc: dict[str, Any], name: str, length: int) -> bytes:
+    value = doc.get(name)
+    if not isinstance(value, str):
+        raise KeyFileError(path, f"{name} is missing or not a string")
+    if not value.startswith("0x"):
+        raise KeyFileError(path, f"{name} must be 0x-prefixed hex")
+    body = value[2:]
+    if len(body) % 2 or any(c not in _HEX_DIGITS for c in body):
+        raise KeyFileError(path, f"{name} is not valid hex")
+    data = bytes.fromhex(body)
+    if len(data) != length:
+        raise KeyFileError(path, f"{name} must be {length} bytes, got {len(data)}")
+    return data
+
+
+# -- account keys ---------------------------------------------------------------------
+def write_account_key(path: StrPath, private_key: bytes, *, overwrite: bool = False) -> bytes:
+    """Write a secp256k1 account key file; returns the account address (20 bytes)."""
+    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_node.crypto.secp256k1 import private_key_to_address
+
+    address = private_key_to_address(bytes(private_key))  # validates the key
+    doc = {"type": ACCOUNT_KEY_TYPE, "private_key": "0x" + bytes(private_key).hex(),
+           "address": to_checksum_address(address)}
+    _write_secret_json(path, doc, overwrite=overwrite)
+    return address
+
+
+def load_account_private_key(path: StrPath) -> tuple[bytes, bytes]:
+    """``(private_key, address)`` from an account key file; raises KeyFileError."""
+    from cowboy_node.crypto.address import parse_address
+    from cowboy_node.crypto.secp256k1 import private_key_to_address
+
+    doc = _read_json(path, ACCOUNT_KEY_TYPE)
+    sk = _hex_field(path, doc, "private_key", 32)
+    try:
+        address = private_key_to_address(sk)
+    except ValueError as e:
+        raise KeyFileError(path, f"private_key is not a valid secp256k1 key: {e}") from None
+    text = doc.get("address")
+    if not isinstance(text, str):
+        raise KeyFileError(path, "address is missing or not a string")
+    try:
+        stated = parse_address(text)
+    except ValueError as e:
+        raise KeyFileError(path, f"address is invalid: {e}") from None
+    if stated != address:
+        raise KeyFileError(path, "address does not match the private key")
+    return sk, address
+
+
+def load_account_key(path: StrPath) -> bytes:
+    """The address of the account key in ``path`` (validated against its private key)."""
+    return load_account_private_key(path)[1]
+
+
+def new_account_key(path: StrPath) -> bytes:
+    """Generate a fresh account key, write it to ``path`` and return its address."""
+    from cowboy_node.crypto.secp256k1 import generate_private_key
+
+    return write_account_key(path, generate_private_key())
+
+
+# -- validator key --------------------------------------------------------------------
+def write_validator_key(path: StrPath, key: ValidatorKey, *, overwrite: bool = False) -> None:
+    """Write the validator key file (mode 0600)."""
+    doc = {"type": VALIDATOR_KEY_TYPE, "ed25519_seed": "0x" + key.ed25519_seed.hex(),
+           "bls_secret": "0x" + key.bls_secret.hex(), "bls_share_index": key.bls_share_index}
+    _write_secret_json(path, doc, overwrite=overwrite)
+
+
+def load_validator_key(path: StrPath) -> ValidatorKey:
+    """Read and validate a validator key file; raises KeyFileError."""
+    from cowboy_node.crypto.bls import secret_key_from_bytes
+
+    doc = _read_json(path, VALIDATOR_KEY_TYPE)
+    seed = _hex_field(path, doc, "ed25519_seed", 32)
+    bls_secret = _hex_field(path, doc, "bls_secret", 32)
+    try:
+        secret_key_from_bytes(bls_secret)
+    except ValueError as e:
+        raise KeyFileError(path, f"bls_secret is not a valid BLS secret key: {e}") from None
+    index = doc.get("bls_share_index")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 1:
+        raise KeyFileError(path, "bls_share_index must be a positive integer")
+    return ValidatorKey(ed25519_seed=seed, bls_secret=bls_secret, bls_share_index=index)

@@ -1,0 +1,293 @@
+"""The HTTP API (aiohttp) over a :class:`~cowboy_node.rpc.facade.NodeFacade`.
+
+Every response is JSON. Errors are always ``{"code": ..., "message": ...}``
+with a stable ``code``; see ``docs/api.md`` for the full route list.
+
+The server calls only the facade: it parses and validates path/query/body
+input, maps facade results to responses and facade :class:`RpcError` to
+error responses, and turns anything unexpected into a generic 500.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import HttpVersion11, web
+
+from cowboy_node.rpc.facade import NodeFacade, RpcError
+
+log = structlog.get_logger("cowboy.rpc")
+
+DEFAULT_MAX_BODY_BYTES = 1_048_576
+"""Largest request body accepted (bytes); larger bodies get 413 ``body_too_large``."""
+MAX_STATE_KEY_BYTES = 1024
+"""Longest raw state key ``/state/proof`` accepts."""
+MAX_HEIGHT = 2**64 - 1
+
+FACADE_KEY: web.AppKey[NodeFacade] = web.AppKey("facade")
+_MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
+_METRICS_KEY: web.AppKey[Any] = web.AppKey("metrics")
+
+_HASH_RE = re.compile(r"(?:0[xX])?([0-9a-fA-F]{64})")
+_HEIGHT_RE = re.compile(r"[0-9]{1,20}")
+_HEX_RE = re.compile(r"(?:0[xX])?((?:[0-9a-fA-F]{2})*)")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """An error answered as JSON ``{"code", "message"}`` with ``status``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def error_response(status: int, code: str, message: str) -> web.Response:
+    """A JSON error body with the given HTTP status."""
+    return web.json_response({"code": code, "message": message}, status=status)
+
+
+# -- input parsing -------------------------------------------------------------------
+def parse_hash(text: str, param: str = "hash") -> bytes:
+    """``0x`` + 64 hex digits (the prefix is optional) -> 32 bytes; else 400 ``invalid_hash``."""
+    m = _HASH_RE.fullmatch(text)
+    if m is None:
+        raise ApiError(400, "invalid_hash", f"{param} must be 32 bytes as 0x-prefixed hex (64 hex digits)")
+    return bytes.fromhex(m.group(1))
+
+
+def parse_height(text: str) -> int:
+    """A non-negative decimal integer (u64); else 400 ``invalid_height``."""
+    if _HEIGHT_RE.fullmatch(text) is None or int(text) > MAX_HEIGHT:
+        raise ApiError(400, "invalid_height", "height must be a non-negative decimal integer (u64)")
+    return int(text)
+
+
+def parse_address_param(text: str) -> bytes:
+    """A 20-byte hex address (EIP-55 checksum checked when mixed case); else 400 ``invalid_address``."""
+    from cowboy_node.crypto.address import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as e:
+        raise ApiError(400, "invalid_address", f"address: {e}") from None
+
+
+def parse_hex(text: str, *, param: str, code: str, max_bytes: int | None = None,
+              allow_empty: bool = False) -> bytes:
+    """Optional ``0x`` prefix and an even number of hex digits; else 400 ``code``."""
+    m = _HEX_RE.fullmatch(text)
+    if m is None:
+        raise ApiError(400, code, f"{param} must be 0x-prefixed hex with an even number of digits")
+    data = bytes.fromhex(m.group(1))
+    if not data and not allow_empty:
+        raise ApiError(400, code, f"{param} must not be empty")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ApiError(400, code, f"{param} is longer than {max_bytes} bytes")
+    return data
+
+
+# -- handlers ------------------------------------------------------------------------
+def _facade(request: web.Request) -> NodeFacade:
+    return request.app[FACADE_KEY]
+
+
+async def _read_body(request: web.Request) -> bytes:
+    limit = request.app[_MAX_BODY_KEY]
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes") from None
+
+
+async def handle_submit(request: web.Request) -> web.Response:
+    """``POST /submit``: raw ``tx_bytes`` (octet-stream) or JSON ``{"tx": "0x.."}``."""
+    body = await _read_body(request)
+    ctype = request.content_type.lower()
+    if ctype == "application/json":
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "invalid_body", "body is not valid JSON") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("tx"), str):
+            raise ApiError(400, "invalid_body", 'JSON body must be an object {"tx": "0x<hex of tx_bytes>"}')
+        tx_bytes = parse_hex(doc["tx"], param="tx", code="invalid_body")
+    elif ctype == "application/octet-stream":
+        tx_bytes = body
+        if not tx_bytes:
+            raise ApiError(400, "invalid_body", "body is empty; expected tx_bytes")
+    else:
+        raise ApiError(400, "invalid_body",
+                       "Content-Type must be application/octet-stream (raw tx_bytes) or application/json")
+    return web.json_response(_facade(request).submit_transaction(tx_bytes))
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 when healthy, else 503, with the facade's JSON either way."""
+    h = _facade(request).health()
+    return web.json_response(h, status=200 if h.get("ok") else 503)
+
+
+async def handle_status(request: web.Request) -> web.Response:
+    """``GET /status``."""
+    return web.json_response(_facade(request).status())
+
+
+async def handle_height(request: web.Request) -> web.Response:
+    """``GET /height``."""
+    return web.json_response({"height": _facade(request).height()})
+
+
+async def handle_block(request: web.Request) -> web.Response:
+    """``GET /block/{height}``."""
+    height = parse_height(request.match_info["height"])
+    block = _facade(request).block(height)
+    if block is None:
+        raise ApiError(404, "not_found", f"no block at height {height}")
+    return web.json_response(block)
+
+
+async def handle_tx(request: web.Request) -> web.Response:
+    """``GET /tx/{hash}``."""
+    tx_hash = parse_hash(request.match_info["hash"])
+    tx = _facade(request).transaction(tx_hash)
+    if tx is None:
+        raise ApiError(404, "not_found", f"unknown transaction 0x{tx_hash.hex()}")
+    return web.json_response(tx)
+
+
+async def handle_receipt(request: web.Request) -> web.Response:
+    """``GET /tx/{hash}/receipt``."""
+    tx_hash = parse_hash(request.match_info["hash"])
+    receipt = _facade(request).receipt(tx_hash)
+    if receipt is None:
+        raise ApiError(404, "not_found", f"no receipt for transaction 0x{tx_hash.hex()} (unknown or not committed)")
+    return web.json_response(receipt)
+
+
+async def handle_account(request: web.Request) -> web.Response:
+    """``GET /account/{address}``."""
+    address = parse_address_param(request.match_info["address"])
+    return web.json_response(_facade(request).account(address))
+
+
+async def handle_state_proof(request: web.Request) -> web.Response:
+    """``GET /state/proof?key=0x..``."""
+    text = request.query.get("key")
+    if text is None:
+        raise ApiError(400, "invalid_key", "query parameter key is required (0x-prefixed hex)")
+    key = parse_hex(text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
+    return web.json_response(_facade(request).state_proof(key))
+
+
+# -- middleware ----------------------------------------------------------------------
+def _route_label(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    if resource is None:
+        return "unmatched"
+    return resource.canonical
+
+
+@web.middleware
+async def _middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    response: web.StreamResponse
+    try:
+        response = await handler(request)
+    except ApiError as e:
+        response = error_response(e.status, e.code, e.message)
+    except RpcError as e:
+        response = error_response(e.status, e.code, e.message)
+    except web.HTTPMethodNotAllowed as e:
+        allowed = ", ".join(sorted(e.allowed_methods))
+        response = error_response(405, "method_not_allowed",
+                                  f"method {request.method} is not allowed on {request.path}; allowed: {allowed}")
+        response.headers["Allow"] = ",".join(sorted(e.allowed_methods))
+    except web.HTTPNotFound:
+        response = error_response(404, "not_found", f"no route {request.method} {request.path}")
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[_MAX_BODY_KEY]
+        response = error_response(413, "body_too_large", f"request body exceeds {limit} bytes")
+    except web.HTTPException as e:
+        code = (e.reason or "http_error").lower().replace(" ", "_").replace("-", "_")
+        response = error_response(e.status, code, e.text or e.reason or "")
+    except Exception:
+        log.exception("rpc handler failed", method=request.method, path=request.path,
+                      route=_route_label(request))
+        response = error_response(500, "internal_error", "internal server error")
+    _count(request, response)
+    return response
+
+
+def _count(request: web.Request, response: web.StreamResponse) -> None:
+    metrics = request.app[_METRICS_KEY]
+    counter = getattr(metrics, "rpc_requests", None) if metrics is not None else None
+    if counter is not None:
+        try:
+            counter.labels(route=_route_label(request), status=str(response.status)).inc()
+        except Exception:  # metrics must never break a response
+            log.exception("rpc metrics update failed")
+
+
+async def _submit_expect_handler(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: refuse an oversized body before the client sends it."""
+    limit = request.app[_MAX_BODY_KEY]
+    response: web.StreamResponse
+    if request.content_length is not None and request.content_length > limit:
+        response = error_response(413, "body_too_large", f"request body exceeds {limit} bytes")
+    elif request.headers.get("Expect", "").lower() != "100-continue":
+        response = error_response(417, "expectation_failed", "only Expect: 100-continue is supported")
+    else:
+        if request.version == HttpVersion11:
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0
+        return None
+    _count(request, response)
+    return response
+
+
+def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              metrics: object | None = None) -> web.Application:
+    """The aiohttp application serving ``facade``."""
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be positive")
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_middleware])
+    app[FACADE_KEY] = facade
+    app[_MAX_BODY_KEY] = max_body_bytes
+    app[_METRICS_KEY] = metrics
+    r = app.router
+    r.add_post("/submit", handle_submit, expect_handler=_submit_expect_handler)
+    r.add_get("/health", handle_health, allow_head=False)
+    r.add_get("/status", handle_status, allow_head=False)
+    r.add_get("/height", handle_height, allow_head=False)
+    r.add_get("/block/{height}", handle_block, allow_head=False)
+    r.add_get("/tx/{hash}", handle_tx, allow_head=False)
+    r.add_get("/tx/{hash}/receipt", handle_receipt, allow_head=False)
+    r.add_get("/account/{address}", handle_account, allow_head=False)
+    r.add_get("/state/proof", handle_state_proof, allow_head=False)
+    return app
+
+
+async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
+                           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                           metrics: object | None = None) -> web.AppRunner:
+    """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``."""
+    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    log.info("rpc server listening", host=host, port=port)
+    return runner
