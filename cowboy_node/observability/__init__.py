@@ -1,1 +1,13 @@
-"""observability package."""
+"""Metrics (Prometheus, namespace ``cowboy``) and structured logging of the node."""
+
+from cowboy_node.observability.logging import configure_logging, get_logger, reset_logging
+from cowboy_node.observability.metrics import NodeMetrics, parse_host_port, start_metrics_server
+
+__all__ = [
+    "NodeMetrics",
+    "configure_logging",
+    "get_logger",
+    "parse_host_port",
+    "reset_logging",
+    "start_metrics_server",
+]

@@ -1,0 +1,64 @@
+# Cowboy node — developer and CI entry points (GNU make).
+#
+# Everything runs from a project-local virtualenv (.venv) created with $(PY).
+# `pip install -e '.[test]'` re-runs only when pyproject.toml is newer than the
+# stamp file, so repeated `make test` / `make devnet` start immediately.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PIP_FLAGS := --disable-pip-version-check -q
+FUZZ_SECONDS ?= 300
+DEVNET_HOME ?= ./devnet-home
+
+.PHONY: help venv install lint typecheck test devnet fuzz bench clean distclean
+
+help: ## Show this help
+	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
+	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
+
+$(VPY):
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+		{ echo "error: $(PY) is not Python >= 3.11 (set PY=/path/to/python3.11)" >&2; exit 1; }
+	@$(PY) -m venv $(VENV) || \
+		{ echo "error: '$(PY) -m venv' failed (Debian/Ubuntu: apt-get install python3.11-venv)" >&2; exit 1; }
+
+venv: $(VPY) ## Create the virtualenv .venv (if missing)
+
+$(STAMP): pyproject.toml | $(VPY)
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test]'
+	@touch $@
+
+install: $(STAMP) ## Install the project editable with test extras (when pyproject.toml changed)
+
+lint: $(STAMP) ## ruff check
+	$(VPY) -m ruff check .
+
+typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
+	$(VPY) -m mypy
+
+test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs)
+	$(VPY) -m pytest -q
+
+devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
+	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh
+
+fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300)
+	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)
+
+bench: $(STAMP) ## Throughput benchmark (prints JSON)
+	$(VPY) bench/chain_throughput.py
+
+clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean ## clean, and remove .venv too (devnet-home is never removed by make)
+	rm -rf $(VENV) *.egg-info
