@@ -103,7 +103,7 @@ def load_config(home: Path) -> NodeConfig:
                 raise ConfigError(p, full, f"unknown key; allowed in [{section}]: {sorted(_SCHEMA[section])}")
             if type(value) is not expected:
                 raise ConfigError(p, full, f"expected {expected.__name__}, got {type(value).__name__}")
-            if expected is int and value <= 0:
+            if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
                 raise ConfigError(p, full, "expected a positive integer")
             values[full] = value
     cfg = NodeConfig(

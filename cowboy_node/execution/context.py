@@ -53,9 +53,5 @@ class BlockContext:
     """Tips owed to the fee recipient (credited at End of Block)."""
     burned: int = 0
     """Basefee burned so far in this block."""
-    limits_reserved_cycles: int = 0
-    """Sum of included transactions' cycle limits (block capacity check)."""
-    limits_reserved_cells: int = 0
-    """Sum of included transactions' cell limits (block capacity check)."""
     events: list[object] = field(default_factory=list)
     """Block-level events (End of Block steps)."""

@@ -89,8 +89,9 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     sender = get_account(world, tx.sender)
     check_account(tx, sender)
     cfg = ctx.basefee_config
-    if (ctx.limits_reserved_cycles + tx.cycles_limit > cfg.block_max_cycles
-            or ctx.limits_reserved_cells + tx.cells_limit > cfg.block_max_cells):
+    # As in Ethereum: what the block has used so far plus this transaction's whole limit must fit.
+    if (ctx.cycles_used + tx.cycles_limit > cfg.block_max_cycles
+            or ctx.cells_used + tx.cells_limit > cfg.block_max_cells):
         raise TxInvalid("block_full", "the block has no room left for this transaction's limits")
 
     meter = Meter(tx.cycles_limit, tx.cells_limit)
@@ -120,8 +121,6 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     ctx.cells_used += meter.cells_used
     ctx.burned += split.burned
     ctx.tips += split.tip
-    ctx.limits_reserved_cycles += tx.cycles_limit
-    ctx.limits_reserved_cells += tx.cells_limit
     return Receipt(STATUS_SUCCESS if error is None else STATUS_FAILED, meter.cycles_used, meter.cells_used,
                    split.total, error, tuple(events))
 

@@ -124,15 +124,17 @@ def test_bad_signature_is_invalid(chain: Chain) -> None:
     assert e.value.code == "bad_signature"
 
 
-def test_block_capacity_is_enforced_by_limits(chain: Chain) -> None:
+def test_block_capacity_counts_used_cycles_plus_the_new_limit(chain: Chain) -> None:
     from tests.helpers import ALICE_SK
 
     world = chain.world()
     ctx = begin_block(world, _env())
-    execute_transaction(world, transfer(ALICE_SK, 0, BOB, 1, cycles_limit=30_000_000), ctx)
+    r = execute_transaction(world, transfer(ALICE_SK, 0, BOB, 1, cycles_limit=30_000_000), ctx)
+    room = 40_000_000 - r.cycles_used
     with pytest.raises(TxInvalid) as e:
-        execute_transaction(world, transfer(ALICE_SK, 1, BOB, 1, cycles_limit=20_000_000), ctx)
+        execute_transaction(world, transfer(ALICE_SK, 1, BOB, 1, cycles_limit=room + 1), ctx)
     assert e.value.code == "block_full"
+    assert execute_transaction(world, transfer(ALICE_SK, 1, BOB, 1, cycles_limit=room), ctx).status == 0
 
 
 def test_basefee_config_update_requires_a_system_deployer(chain: Chain) -> None:

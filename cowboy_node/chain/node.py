@@ -1,0 +1,236 @@
+"""The running validator: block production loop and the RPC facade.
+
+One asyncio process. Every ``block_time_ms`` the producer takes the ready
+transactions from the mempool, builds the block in a worker thread (the
+event loop keeps serving RPC), then commits it on the loop thread in one
+synced batch. Stopping (SIGTERM/SIGINT) lets the block in progress finish
+and commit, then closes the servers and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from typing import Any
+
+from cowboy_node.chain.admission import admit
+from cowboy_node.chain.beacon import sign_beacon
+from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.keys import ValidatorKey
+from cowboy_node.chain.mempool import Mempool, MempoolError
+from cowboy_node.chain.verify import REGISTRY_SIZE_WITHOUT_RUNNERS, expected_round
+from cowboy_node.crypto import bls, ed25519
+from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
+from cowboy_node.observability.logging import get_logger
+from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.rpc.facade import RpcError
+from cowboy_node.types.errors import ValidationError
+from cowboy_node.types.presence import encode_presence
+
+log = get_logger("cowboy.node")
+
+# Rejections that cannot become valid later: drop the transaction from the pool.
+_PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", "wrong_chain_id", "tx_too_large",
+                        "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic",
+                        "priority_fee_above_max"})
+
+
+class Node:
+    """A single-validator node: owns the chain, the mempool and the producer loop."""
+
+    def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
+                 metrics: NodeMetrics | None = None) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.metrics = metrics or NodeMetrics()
+        self.block_time_ms = block_time_ms
+        self._ed_seed = key.ed25519_seed
+        self._ed_pub = ed25519.public_key_from_seed(key.ed25519_seed)
+        self._bls_secret = bls.secret_key_from_bytes(key.bls_secret)
+        validator = next((v for v in chain.genesis.validators if v.ed25519_public_key == self._ed_pub), None)
+        if validator is None:
+            raise ValueError("validator key is not in the genesis validator set (ed25519 key mismatch)")
+        if bls.public_key(self._bls_secret) != validator.bls_public_key:
+            raise ValueError("validator key's BLS share does not match genesis validators[].bls_public_key")
+        self.fee_recipient = validator.fee_recipient
+        self._stop = asyncio.Event()
+        self._stopping = False
+        self._tree_lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
+        self._last_commit_monotonic: float | None = None
+
+    # -- production -----------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the producer to stop after the block in progress."""
+        self._stopping = True
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Produce a block every ``block_time_ms`` until stopped."""
+        interval = self.block_time_ms / 1000
+        next_at = time.monotonic() + interval
+        try:
+            while not self._stopping:
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), delay)
+                if self._stopping:
+                    break
+                await self.produce_block()
+                # Keep the cadence; if we fell behind, do not try to catch up with a burst.
+                next_at = max(next_at + interval, time.monotonic())
+        finally:
+            self._executor.shutdown(wait=True)
+
+    def _account_nonce(self) -> Any:
+        world = self.chain.world()
+        cache: dict[bytes, int] = {}
+
+        def nonce(addr: bytes) -> int:
+            if addr not in cache:
+                cache[addr] = get_account(world, addr).nonce
+            return cache[addr]
+
+        return nonce
+
+    async def produce_block(self) -> None:
+        """Build, sign and commit one block."""
+        chain = self.chain
+        parent = chain.head.header
+        timestamp_ms = max(int(time.time() * 1000), parent.timestamp_ms + 1)
+        round_ = expected_round(parent.height + 1)
+        beacon = sign_beacon(self._bls_secret, round_)
+        flags = get_cip11_flags(chain.world())
+        # No runner registry yet: the proposer's present set is empty; a valid empty set when required.
+        presence = (encode_presence((), REGISTRY_SIZE_WITHOUT_RUNNERS)
+                    if flags.CIP11_PRESENT_FIRST_ENABLED or flags.CIP11_PRESENCE_SHADOW_ENABLED else None)
+        candidates = self.mempool.ready(self._account_nonce(), chain.genesis.limits.max_block_txs)
+        env = chain.env_for(timestamp_ms=timestamp_ms, fee_recipient=self.fee_recipient, beacon=beacon,
+                            presence_input=presence)
+        t0 = time.perf_counter()
+
+        def build() -> Any:
+            with self._tree_lock:
+                return chain.build(candidates, env=env, round_=round_, proposer=self._ed_pub,
+                                   sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True)
+
+        prepared = await asyncio.get_running_loop().run_in_executor(self._executor, build)
+        t1 = time.perf_counter()
+        with self._tree_lock:
+            chain.commit(prepared)
+        t2 = time.perf_counter()
+        block = prepared.block
+        self.mempool.remove_committed(block.transactions, self._account_nonce())
+        for tx, err in prepared.result.rejected:
+            if err.code in _PERMANENT:
+                self.mempool.remove(tx.tx_hash())
+        now = time.monotonic()
+        interval = None if self._last_commit_monotonic is None else now - self._last_commit_monotonic
+        self._last_commit_monotonic = now
+        h = block.header
+        self.metrics.observe_block(height=h.height, interval_s=interval, tx_count=len(block.transactions),
+                                   commit_s=t2 - t1, execution_s=t1 - t0, basefee_cycles=h.cycle_basefee,
+                                   basefee_cells=h.cell_basefee)
+        self.metrics.mempool_size.set(len(self.mempool))
+        self.metrics.mempool_bytes.set(self.mempool.size_bytes)
+        log.info("block committed", height=h.height, txs=len(block.transactions),
+                 hash="0x" + block.hash().hex()[:16], exec_ms=round((t1 - t0) * 1000, 1),
+                 commit_ms=round((t2 - t1) * 1000, 1))
+
+    # -- RPC facade -----------------------------------------------------------------
+    def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        if self._stopping:
+            raise RpcError(503, "shutting_down", "node is shutting down")
+        try:
+            tx = admit(tx_bytes, self.chain, self.mempool)
+        except (TxInvalid, MempoolError, ValidationError) as e:
+            self.metrics.txs_rejected.labels(code=e.code).inc()
+            raise RpcError(400, e.code, e.message) from None
+        self.metrics.mempool_size.set(len(self.mempool))
+        return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
+
+    def health(self) -> dict[str, Any]:
+        """Healthy while blocks keep coming (within 10 block times)."""
+        age_ms = int(time.time() * 1000) - self.chain.head.header.timestamp_ms
+        ok = not self._stopping and age_ms < 10 * self.block_time_ms + 1000
+        return {"ok": ok, "height": self.chain.height, "last_block_age_ms": age_ms}
+
+    def status(self) -> dict[str, Any]:
+        """Chain and node summary."""
+        h = self.chain.head.header
+        world = self.chain.world()
+        cycle_bf, cell_bf = get_basefees(world)
+        return {
+            "chain_id": h.chain_id, "height": h.height, "hash": "0x" + self.chain.head.hash().hex(),
+            "state_root": "0x" + h.state_root.hex(), "timestamp_ms": h.timestamp_ms,
+            "basefee": {"cycle": cycle_bf, "cell": cell_bf},
+            "mempool": {"txs": len(self.mempool), "bytes": self.mempool.size_bytes},
+            "validator": {"ed25519_public_key": "0x" + self._ed_pub.hex(),
+                          "fee_recipient": to_checksum_address(self.fee_recipient)},
+            "block_time_ms": self.block_time_ms,
+            "cip11": get_cip11_flags(world).to_json(),
+        }
+
+    def height(self) -> int:
+        """Committed height."""
+        return self.chain.height
+
+    def block(self, height: int) -> dict[str, Any] | None:
+        """Header JSON plus transaction hashes."""
+        if height > self.chain.height:
+            return None
+        b = self.chain.blocks.block(height)
+        if b is None:
+            return None
+        out = b.header.to_json()
+        out["transactions"] = ["0x" + t.tx_hash().hex() for t in b.transactions]
+        out["signature"] = "0x" + b.signature.hex()
+        return out
+
+    def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Committed or pending transaction."""
+        loc = self.chain.blocks.tx_location(tx_hash)
+        if loc is not None:
+            b = self.chain.blocks.block(loc[0])
+            if b is not None:
+                out = b.transactions[loc[1]].to_json()
+                out.update(status="committed", height=loc[0], index=loc[1])
+                return out
+        pending = self.mempool.get(tx_hash)
+        if pending is None:
+            return None
+        pending_json: dict[str, Any] = pending.to_json()
+        pending_json["status"] = "pending"
+        return pending_json
+
+    def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Receipt of a committed transaction."""
+        loc = self.chain.blocks.tx_location(tx_hash)
+        if loc is None:
+            return None
+        receipts = self.chain.blocks.receipts(loc[0])
+        if receipts is None:
+            return None
+        out = receipts[loc[1]].to_json()
+        out.update(tx_hash="0x" + tx_hash.hex(), height=loc[0], index=loc[1])
+        return out
+
+    def account(self, address: bytes) -> dict[str, Any]:
+        """Balance and nonces at the head."""
+        acct = get_account(self.chain.world(), address)
+        return {"address": to_checksum_address(address), "balance": str(acct.balance), "nonce": acct.nonce,
+                "next_pending_nonce": self.mempool.pending_nonce(address, acct.nonce)}
+
+    def state_proof(self, key: bytes) -> dict[str, Any]:
+        """Proof for a logical state key against the head state root."""
+        with self._tree_lock:
+            proof = self.chain.tree.prove(key)
+            root = self.chain.tree.root()
+        return {"root": "0x" + root.hex(), "height": self.chain.height, "proof": proof.to_json()}

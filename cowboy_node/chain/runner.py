@@ -1,0 +1,88 @@
+"""Start-up and shutdown of ``cowboy-node run``: checks, servers, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+from cowboy_node.chain.chain import Chain, ChainError
+from cowboy_node.chain.config import load_config, split_host_port
+from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.genesis import load_genesis
+from cowboy_node.chain.keys import KeyFileError, load_validator_key
+from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.chain.node import Node
+from cowboy_node.observability.logging import configure_logging, get_logger
+from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
+from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.state.leveldb import LevelDBStore
+from cowboy_node.state.store import StoreError
+
+log = get_logger("cowboy.node")
+
+
+class StartupError(Exception):
+    """The node cannot start; the message names the file/key and what was expected."""
+
+
+async def run_node(home: Path) -> int:
+    """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code."""
+    try:
+        cfg = load_config(home)
+        configure_logging(cfg.log_format, cfg.log_level)
+        genesis = load_genesis(cfg.genesis_path)
+        if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
+            raise ConfigError(str(home / "config.toml"), "node.chain_id",
+                              f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")
+        key = load_validator_key(cfg.validator_key_path)
+    except (ConfigError, KeyFileError) as e:
+        raise StartupError(str(e)) from None
+    try:
+        store = LevelDBStore(cfg.data_path)
+    except StoreError as e:
+        raise StartupError(str(e)) from None
+    try:
+        chain = Chain(store, genesis)
+    except ChainError as e:
+        store.close()
+        raise StartupError(f"{cfg.data_path}: {e}") from None
+    mempool = Mempool(MempoolConfig(
+        max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
+        max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
+        replacement_bump_percent=cfg.mempool_replacement_bump_percent))
+    metrics = NodeMetrics()
+    try:
+        node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
+                    metrics=metrics)
+    except ValueError as e:
+        store.close()
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+
+    runners = []
+    try:
+        host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
+        runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
+                                              metrics=metrics))
+        if cfg.metrics_enabled:
+            mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
+            runners.append(await start_metrics_server(metrics, mhost, mport))
+    except OSError as e:
+        for r in runners:
+            await r.cleanup()
+        store.close()
+        raise StartupError(f"cannot listen: {e}") from None
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, node.request_stop)
+    log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
+             metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path))
+    try:
+        await node.run()
+    finally:
+        for r in runners:
+            await r.cleanup()
+        chain.close()
+        log.info("node stopped", height=chain.height)
+    return 0

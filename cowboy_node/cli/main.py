@@ -1,0 +1,143 @@
+"""``cowboy-node`` command line: init, run, replay, and the client commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from cowboy_node.chain.config import load_config, render_config, split_host_port
+from cowboy_node.chain.errors import ConfigError
+from cowboy_node.cli import client_commands
+
+DEFAULT_FAUCET_BALANCE = 10**27
+"""1e9 CBY in wei for the development faucet."""
+
+
+def _addr(text: str, flag: str) -> str:
+    try:
+        split_host_port(text, path="command line", key=flag)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write config.toml, genesis.json and keys into a new home directory."""
+    from cowboy_node.chain.devgenesis import create_dev_genesis
+    from cowboy_node.chain.keys import new_account_key, write_validator_key
+    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_node.types.params import Cip11Flags
+
+    home = Path(args.home)
+    for existing in ("config.toml", "genesis.json", "keys/validator.key"):
+        if (home / existing).exists():
+            print(f"error: {home / existing} already exists; refusing to overwrite an initialised home",
+                  file=sys.stderr)
+            return 1
+    (home / "keys").mkdir(parents=True, exist_ok=True)
+    os.chmod(home / "keys", 0o700)
+    faucet = new_account_key(home / "keys" / "faucet.key")
+    fee_recipient = new_account_key(home / "keys" / "fee_recipient.key")
+    dev = create_dev_genesis(
+        chain_id=args.chain_id, balances={faucet: DEFAULT_FAUCET_BALANCE}, system_deployers=(faucet,),
+        fee_recipient=fee_recipient, genesis_time_ms=int(time.time() * 1000),
+        block_time_ms=args.block_time_ms or 1000, cip11=Cip11Flags.for_phase(args.cip11_phase))
+    write_validator_key(home / "keys" / "validator.key", dev.validator_key)
+    (home / "genesis.json").write_bytes(dev.genesis.raw)
+    (home / "config.toml").write_text(render_config(
+        chain_id=args.chain_id, rpc_addr=args.rpc_addr, quic_addr=args.quic_addr,
+        metrics_addr=args.metrics_addr, block_time_ms=args.block_time_ms))
+    print(json.dumps({"home": str(home), "chain_id": args.chain_id,
+                      "faucet": {"address": to_checksum_address(faucet),
+                                 "key": str(home / "keys" / "faucet.key")},
+                      "validator": "0x" + dev.genesis.validators[0].ed25519_public_key.hex()}, indent=2))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the validator until SIGTERM/SIGINT."""
+    import uvloop
+
+    from cowboy_node.chain.runner import StartupError, run_node
+
+    try:
+        return uvloop.run(run_node(Path(args.home)))
+    except StartupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-execute the stored chain from genesis and compare every state root."""
+    from cowboy_node.chain.genesis import load_genesis
+    from cowboy_node.chain.replay import replay
+    from cowboy_node.state.leveldb import LevelDBStore
+
+    try:
+        cfg = load_config(Path(args.home))
+        genesis = load_genesis(cfg.genesis_path)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    store = LevelDBStore(cfg.data_path, create_if_missing=False)
+    try:
+        last = None
+        for height, root in replay(store, genesis):
+            last = (height, root)
+        out = {"ok": True, "height": None if last is None else last[0],
+               "state_root": None if last is None else "0x" + last[1].hex()}
+        print(json.dumps(out))
+        return 0
+    except Exception as e:  # report any verification failure as a result, not a traceback
+        print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
+        return 1
+    finally:
+        store.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command-line parser."""
+    p = argparse.ArgumentParser(prog="cowboy-node", description="Cowboy validator node")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    init = sub.add_parser("init", help="create a home directory with config, genesis and keys")
+    init.add_argument("--home", required=True)
+    init.add_argument("--chain-id", default="cowboy-devnet-1")
+    init.add_argument("--rpc-addr", default="127.0.0.1:4000", type=lambda s: _addr(s, "--rpc-addr"))
+    init.add_argument("--quic-addr", default="127.0.0.1:4433", type=lambda s: _addr(s, "--quic-addr"))
+    init.add_argument("--metrics-addr", default="127.0.0.1:9464", type=lambda s: _addr(s, "--metrics-addr"))
+    init.add_argument("--block-time-ms", type=int, default=None)
+    init.add_argument("--cip11-phase", type=int, choices=(0, 1, 2, 3), default=2,
+                      help="0 all CIP-11 flags off; 1 transport+shadow; 2 present-first (default); 3 poll disabled")
+    init.set_defaults(func=cmd_init)
+
+    run = sub.add_parser("run", help="run the validator")
+    run.add_argument("--home", required=True)
+    run.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("replay", help="re-execute the stored chain from genesis and check every state root")
+    rp.add_argument("--home", required=True)
+    rp.set_defaults(func=cmd_replay)
+
+    client_commands.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``cowboy-node`` console script."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "block_time_ms", None) is not None and args.block_time_ms < 50:
+        print("error: --block-time-ms must be at least 50", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    rc: int = args.func(args)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

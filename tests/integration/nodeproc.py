@@ -1,0 +1,94 @@
+"""Run real ``cowboy-node`` processes for integration tests (loopback only, bounded in time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+
+
+def cli(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the ``cowboy-node`` console script."""
+    exe = BIN / "cowboy-node"
+    cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "cowboy_node.cli.main", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NodeProcess:
+    """A node home directory and (when started) its process."""
+
+    def __init__(self, home: Path, block_time_ms: int = 250) -> None:
+        self.home = home
+        self.rpc_port = free_port()
+        self.metrics_port = free_port()
+        self.url = f"http://127.0.0.1:{self.rpc_port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        cli("init", "--home", str(home), "--chain-id", "cowboy-it-1", "--rpc-addr", f"127.0.0.1:{self.rpc_port}",
+            "--quic-addr", f"127.0.0.1:{free_port()}", "--metrics-addr", f"127.0.0.1:{self.metrics_port}",
+            "--block-time-ms", str(block_time_ms))
+
+    def start(self, timeout: float = 30) -> None:
+        exe = BIN / "cowboy-node"
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cowboy_node.cli.main"]
+        self.log = open(self.home / "node.log", "ab")  # noqa: SIM115 - closed in wait/kill
+        self.proc = subprocess.Popen([*cmd, "run", "--home", str(self.home)], stdout=self.log,
+                                     stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited with {self.proc.returncode}: {self.read_log()[-2000:]}")
+            try:
+                if self.get("/health")["ok"]:
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        raise TimeoutError("node did not become healthy")
+
+    def read_log(self) -> str:
+        return (self.home / "node.log").read_text(errors="replace")
+
+    def get(self, path: str) -> Any:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=5) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read())
+
+    def post_tx(self, tx_bytes: bytes) -> tuple[int, Any]:
+        req = urllib.request.Request(self.url + "/submit", data=tx_bytes,
+                                     headers={"Content-Type": "application/octet-stream"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+    def terminate(self, timeout: float = 20) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=timeout)
+        self.log.close()
+        return rc
