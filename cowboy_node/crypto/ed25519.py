@@ -1,34 +1,45 @@
-"""Ed25519 (pynacl): validator identities and block signatures."""
+"""Ed25519 (RFC 8032, via pynacl / libsodium): validator identities and block signatures.
+
+Keys are handled as the 32-byte RFC 8032 seed ("secret key" in the RFC's test vectors);
+libsodium's verification rejects non-canonical ``S`` and small-order public keys.
+"""
 
 from __future__ import annotations
 
 import os
 
-from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import SigningKey, VerifyKey
+
+__all__ = ["generate_seed", "public_key_from_seed", "sign", "verify"]
 
 
 def generate_seed() -> bytes:
-    """A fresh 32-byte seed."""
+    """A fresh random 32-byte seed."""
     return os.urandom(32)
+
+
+def _signing_key(seed: bytes) -> SigningKey:
+    if len(seed) != 32:
+        raise ValueError(f"ed25519 seed must be 32 bytes, got {len(seed)}")
+    return SigningKey(bytes(seed))
 
 
 def public_key_from_seed(seed: bytes) -> bytes:
     """32-byte public key of ``seed``."""
-    return bytes(SigningKey(seed).verify_key)
+    return bytes(_signing_key(seed).verify_key)
 
 
 def sign(seed: bytes, message: bytes) -> bytes:
-    """64-byte detached signature."""
-    return bytes(SigningKey(seed).sign(message).signature)
+    """64-byte detached signature of ``message``."""
+    return bytes(_signing_key(seed).sign(bytes(message)).signature)
 
 
 def verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
-    """True iff ``signature`` is valid; never raises."""
-    if len(public_key) != 32 or len(signature) != 64:
-        return False
+    """True iff ``signature`` is valid for ``message`` under ``public_key``; never raises."""
     try:
-        VerifyKey(public_key).verify(message, signature)
-        return True
-    except (BadSignatureError, CryptoError, ValueError, TypeError):
+        if len(public_key) != 32 or len(signature) != 64:
+            return False
+        VerifyKey(bytes(public_key)).verify(bytes(message), bytes(signature))
+    except Exception:  # BadSignatureError, or malformed inputs of any kind: never raise
         return False
+    return True
