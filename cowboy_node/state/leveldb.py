@@ -20,7 +20,7 @@ class LevelDBStore:
     """A LevelDB database at ``path`` (a directory, created if missing unless told otherwise)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create_if_missing: bool = True,
-                 cache_bytes: int = 128 << 20, write_buffer_bytes: int = 64 << 20) -> None:
+                 cache_bytes: int = 128 << 20, write_buffer_bytes: int = 8 << 20) -> None:
         self.path = os.fspath(path)
         try:
             self._db: Any = plyvel.DB(
@@ -42,8 +42,33 @@ class LevelDBStore:
         if bounds is None:
             return iter(())
         lower, upper = bounds
-        it: Iterator[tuple[bytes, bytes]] = self._db.iterator(start=lower, stop=upper, reverse=reverse)
+        if reverse:
+            return self._iter_desc(lower, upper)
+        it: Iterator[tuple[bytes, bytes]] = self._db.iterator(start=lower, stop=upper)
         return it
+
+    def _iter_desc(self, lower: bytes, upper: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        # plyvel's reverse range iterator drops the range's first key when it is the
+        # only one before `stop`; walk a raw iterator backwards instead.
+        it = self._db.raw_iterator()
+        try:
+            if upper is None:
+                it.seek_to_last()
+            else:
+                it.seek(upper)
+                if it.valid():
+                    it.prev()
+                else:
+                    it.seek_to_last()
+            while it.valid():
+                key: bytes = it.key()
+                if key < lower:
+                    return
+                value: bytes = it.value()
+                yield key, value
+                it.prev()
+        finally:
+            it.close()
 
     def write_batch(self, ops: Iterable[WriteOp], *, sync: bool = True) -> None:
         """Apply ``ops`` atomically; ``sync`` waits for the write-ahead log to reach the disk."""

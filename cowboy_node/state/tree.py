@@ -405,17 +405,30 @@ class _Batch:
         h = self.h
         for depth, here, rec, bitmap, n, cpath in reversed(frames):
             bit = _BIT[n]
-            if r is not None and bitmap & bit and bitmap != bit:  # same children, one hash replaced
-                off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+            others = bitmap & ~bit
+            if r is None:
+                if others & (others - 1):  # two or more children remain: cut child n out
+                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                    out = _INTERNAL_TAG + others.to_bytes(2, "big") + rec[3:off] + rec[off + 32:]
+                    writes[here] = out
+                    r = h(out)
+                else:  # may leave a lone leaf that moves up
+                    r = self.finish(depth, here, rec, bitmap, [(n, r)])
+            elif others:  # child n stays next to other children: splice its hash in
                 if isinstance(r, _Leaf):
                     self.place(r, cpath)
-                    out = rec[:off] + r.hash + rec[off + 32:]
+                    hn = r.hash
                 else:
                     assert isinstance(r, bytes)
-                    out = rec[:off] + r + rec[off + 32:]
+                    hn = r
+                off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                if bitmap & bit:
+                    out = rec[:off] + hn + rec[off + 32:]
+                else:
+                    out = _INTERNAL_TAG + (bitmap | bit).to_bytes(2, "big") + rec[3:off] + hn + rec[off:]
                 writes[here] = out
                 r = h(out)
-            else:
+            else:  # child n is the only child
                 assert not isinstance(r, _Unchanged)
                 r = self.finish(depth, here, rec, bitmap, [(n, r)])
         return r
@@ -498,6 +511,18 @@ class _Batch:
             if isinstance(only, _Leaf):
                 self.deletes.add(here)  # a lone leaf moves up
                 return only
+        if new_bitmap == bitmap:  # same children: splice the new hashes in
+            buf = bytearray(rec)
+            for n, r in changed:
+                off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                if isinstance(r, _Leaf):
+                    self.place(r, cbase + _BYTE[hib | n if odd else n << 4])
+                    buf[off:off + 32] = r.hash
+                elif r is not None:
+                    buf[off:off + 32] = r
+            out = bytes(buf)
+            self.writes[here] = out
+            return self.h(out)
         new_hashes: dict[int, bytes] = {}
         for n, r in changed:
             if isinstance(r, _Leaf):

@@ -1,11 +1,14 @@
-"""Execution-facing state view: buffered writes over the committed store, with nested checkpoints.
+"""The execution-facing state overlay for one block.
 
-Reads fall through to the store (``data_prefix ‖ key``); writes stay pending
-until :meth:`prepare_commit` turns them into store ops plus the tree update,
-which the caller writes in its own atomic batch before calling
-:meth:`mark_committed`. A journal of previous pending values makes
-:meth:`revert` undo every write since a checkpoint (failed transactions,
-reverted actor calls).
+A :class:`WorldState` buffers writes over the committed state: reads fall
+through to the store (raw values live at ``data_prefix + key``), writes stay
+pending until :meth:`WorldState.prepare_commit` turns them into store ops plus
+the state tree update, and :meth:`WorldState.mark_committed` adopts them once
+the caller has written those ops. Checkpoints are nested and journaled so a
+failed transaction or actor call can be undone exactly.
+
+Keys given to a WorldState are the logical state keys; the state tree commits
+to ``logical key -> value``.
 """
 
 from __future__ import annotations
@@ -15,98 +18,173 @@ from collections.abc import Iterator
 from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree, TreeUpdate
 
-_MISSING = object()
+
+class _Missing:
+    """Journal marker: the key had no pending entry before the write."""
+
+    __slots__ = ()
+
+
+_MISSING = _Missing()
 
 
 class WorldState:
-    """Buffered view over the committed state for one block."""
+    """Buffered view over the committed state: reads fall through to the store, writes stay
+    pending until prepare_commit."""
 
     def __init__(self, store: StateStore, tree: StateTree, *, data_prefix: bytes) -> None:
         self._store = store
         self._tree = tree
-        self._prefix = data_prefix
+        self._prefix = bytes(data_prefix)
         self._pending: dict[bytes, bytes | None] = {}
-        self._journal: list[tuple[bytes, object]] = []
-        self._update: TreeUpdate | None = None
+        self._journal: list[tuple[bytes, bytes | _Missing | None]] = []
+        self._checkpoints: list[tuple[int, int]] = []  # (checkpoint id, journal length), innermost last
+        self._next_checkpoint = 0
+        self._version = 0  # bumped on every change of the pending set
+        self._prepared: tuple[int, TreeUpdate, list[WriteOp]] | None = None
 
+    @property
+    def tree(self) -> StateTree:
+        """The state tree this view commits to."""
+        return self._tree
+
+    # -- reads ----------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        """Current value of ``key`` (pending writes first)."""
-        if key in self._pending:
-            return self._pending[key]
+        """Current value of ``key`` (pending writes first, then the committed state)."""
+        pending = self._pending
+        if key in pending:
+            return pending[key]
         return self._store.get(self._prefix + key)
 
-    def set(self, key: bytes, value: bytes) -> None:
-        """Write ``value`` at ``key``."""
-        self._journal.append((key, self._pending.get(key, _MISSING)))
-        self._pending[key] = bytes(value)
-
-    def delete(self, key: bytes) -> None:
-        """Remove ``key``."""
-        self._journal.append((key, self._pending.get(key, _MISSING)))
-        self._pending[key] = None
-
-    def checkpoint(self) -> int:
-        """A point :meth:`revert` can return to."""
-        return len(self._journal)
-
-    def revert(self, checkpoint: int) -> None:
-        """Undo every write made since ``checkpoint``."""
-        if checkpoint > len(self._journal):
-            raise ValueError("checkpoint is newer than the journal")
-        while len(self._journal) > checkpoint:
-            key, previous = self._journal.pop()
-            if previous is _MISSING:
-                del self._pending[key]
-            else:
-                self._pending[key] = previous  # type: ignore[assignment]
-
-    def release(self, checkpoint: int) -> None:
-        """Keep the writes since ``checkpoint`` (an enclosing checkpoint can still revert them)."""
-        if checkpoint > len(self._journal):
-            raise ValueError("checkpoint is newer than the journal")
-
-    def changes(self) -> dict[bytes, bytes | None]:
-        """Net pending changes (None = delete)."""
-        return dict(self._pending)
-
     def iterate(self, prefix: bytes, *, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Merged view in ascending key order; keys are returned without the data prefix."""
-        lo = prefix if start is None or start < prefix else start
-        pending = sorted((k, v) for k, v in self._pending.items() if k.startswith(prefix) and k >= lo)
-        n = len(self._prefix)
-        stored = ((k[n:], v) for k, v in self._store.iterate(self._prefix + prefix, start=self._prefix + lo))
+        """``(key, value)`` pairs whose key starts with ``prefix``, ascending, from ``start`` (inclusive).
+
+        Pending writes override the committed values and pending deletes hide
+        them; keys are returned without ``data_prefix``. Pending changes are
+        taken as of this call; committed values as the store iterates.
+        """
+        pend = sorted((k, v) for k, v in self._pending.items()
+                      if k.startswith(prefix) and (start is None or k >= start))
+        committed = self._store.iterate(self._prefix + prefix,
+                                        start=None if start is None else self._prefix + start)
+        return self._merge(pend, committed)
+
+    def _merge(self, pend: list[tuple[bytes, bytes | None]],
+               committed: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        cut = len(self._prefix)
         i = 0
-        for key, value in stored:
-            while i < len(pending) and pending[i][0] < key:
-                pk, pv = pending[i]
+        n = len(pend)
+        for full_key, value in committed:
+            key = full_key[cut:]
+            while i < n and pend[i][0] < key:
+                pk, pv = pend[i]
                 i += 1
                 if pv is not None:
                     yield pk, pv
-            if i < len(pending) and pending[i][0] == key:
-                pv = pending[i][1]
+            if i < n and pend[i][0] == key:
+                pv = pend[i][1]
                 i += 1
                 if pv is not None:
                     yield key, pv
                 continue
             yield key, value
-        for pk, pv in pending[i:]:
+        while i < n:
+            pk, pv = pend[i]
+            i += 1
             if pv is not None:
                 yield pk, pv
 
+    # -- writes ---------------------------------------------------------------------------------
+    def set(self, key: bytes, value: bytes) -> None:
+        """Set ``key`` to ``value`` (pending)."""
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
+            raise TypeError("state keys and values must be bytes")
+        self._write(key, value)
+
+    def delete(self, key: bytes) -> None:
+        """Delete ``key`` (pending; deleting an absent key is allowed and changes nothing)."""
+        if not isinstance(key, bytes):
+            raise TypeError("state keys must be bytes")
+        self._write(key, None)
+
+    def _write(self, key: bytes, value: bytes | None) -> None:
+        pending = self._pending
+        if self._checkpoints:
+            self._journal.append((key, pending.get(key, _MISSING)))
+        pending[key] = value
+        self._version += 1
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        """Open a (nested) checkpoint and return its id."""
+        cp = self._next_checkpoint
+        self._next_checkpoint += 1
+        self._checkpoints.append((cp, len(self._journal)))
+        return cp
+
+    def _find(self, checkpoint: int) -> int:
+        for i in range(len(self._checkpoints) - 1, -1, -1):
+            if self._checkpoints[i][0] == checkpoint:
+                return i
+        raise ValueError(f"checkpoint {checkpoint} is not open")
+
+    def revert(self, checkpoint: int) -> None:
+        """Undo every write since ``checkpoint`` and close it (and any checkpoint opened after it)."""
+        i = self._find(checkpoint)
+        mark = self._checkpoints[i][1]
+        pending = self._pending
+        journal = self._journal
+        for key, prev in reversed(journal[mark:]):
+            if isinstance(prev, _Missing):
+                pending.pop(key, None)
+            else:
+                pending[key] = prev
+        del journal[mark:]
+        del self._checkpoints[i:]
+        if not self._checkpoints:
+            journal.clear()
+        self._version += 1
+
+    def release(self, checkpoint: int) -> None:
+        """Close ``checkpoint`` (and any opened after it), keeping its writes."""
+        i = self._find(checkpoint)
+        del self._checkpoints[i:]
+        if not self._checkpoints:
+            self._journal.clear()
+
+    # -- committing -----------------------------------------------------------------------------
+    def changes(self) -> dict[bytes, bytes | None]:
+        """Net pending changes (None = delete), in key order."""
+        return dict(sorted(self._pending.items()))
+
     def prepare_commit(self) -> tuple[bytes, list[WriteOp]]:
-        """(new state root, data writes + tree writes); writes nothing."""
-        changes = dict(sorted(self._pending.items()))
-        update = self._tree.prepare(changes)
-        self._update = update
-        ops: list[WriteOp] = [(self._prefix + k, v) for k, v in changes.items()]
-        ops.extend(update.ops)
-        return update.root, ops
+        """New state root and every store op (raw values under ``data_prefix``, then tree ops).
+
+        Writes nothing; the caller writes the ops in its own atomic batch and
+        then calls :meth:`mark_committed`.
+        """
+        prepared = self._prepared
+        if prepared is None or prepared[0] != self._version:
+            changes = sorted(self._pending.items())
+            update = self._tree.prepare(dict(changes))
+            prefix = self._prefix
+            ops: list[WriteOp] = [(prefix + k, v) for k, v in changes]
+            ops.extend(update.ops)
+            prepared = self._prepared = (self._version, update, ops)
+        return prepared[1].root, list(prepared[2])
+
+    def state_root_preview(self) -> bytes:
+        """The state root the pending changes would produce."""
+        return self.prepare_commit()[0]
 
     def mark_committed(self) -> None:
-        """Call after the ops of :meth:`prepare_commit` were written."""
-        if self._update is None:
-            raise RuntimeError("prepare_commit was not called")
-        self._tree.commit(self._update)
-        self._update = None
+        """Adopt the last :meth:`prepare_commit` result after the caller wrote its ops."""
+        prepared = self._prepared
+        if prepared is None or prepared[0] != self._version:
+            raise RuntimeError("state changed since prepare_commit(); nothing to mark committed")
+        self._tree.commit(prepared[1])
         self._pending.clear()
         self._journal.clear()
+        self._checkpoints.clear()
+        self._prepared = None
+        self._version += 1

@@ -1,0 +1,151 @@
+"""State-root benchmark (prints JSON).
+
+For each size N: build a LevelDB-backed state tree holding N random 32-byte
+keys with 64-byte values (in big prepare() batches, unsynced), then time
+block-sized updates of ``writes`` random writes (half updates of existing
+keys, half new keys). One block = ``prepare()`` + one synced write batch
+holding the tree ops and the raw key/values (what a node writes per block) +
+``commit()``. Reported per write (µs), median over ``--blocks`` blocks, next to
+the baseline measured in the same run: raw plyvel synced batch writes of the
+same number of 32/64-byte key/values. The build ends with a full LevelDB
+compaction so blocks are timed in the steady state. ``cold_cache_us_per_write``
+is one more block after dropping the tree's node cache (nodes re-read from
+LevelDB).
+
+Goal (issue: foundation): ≤ 30 µs per write at 10^6 keys.
+
+Usage: python bench/state_root.py [--sizes 10000,100000,1000000] [--writes 2000] [--blocks 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import plyvel
+
+from cowboy_node.state.leveldb import LevelDBStore
+from cowboy_node.state.store import WriteOp
+from cowboy_node.state.tree import StateTree
+
+TREE_PREFIX = b"n/"
+DATA_PREFIX = b"s/"
+BUILD_BATCH = 100_000
+
+
+def _block(store: LevelDBStore, tree: StateTree, changes: dict[bytes, bytes | None]) -> tuple[float, ...]:
+    """Seconds for (prepare, synced write of tree ops and raw values, commit, total), and the tree op count."""
+    t0 = time.perf_counter()
+    update = tree.prepare(changes)
+    t1 = time.perf_counter()
+    ops: list[WriteOp] = [(DATA_PREFIX + k, v) for k, v in changes.items()]
+    ops.extend(update.ops)
+    store.write_batch(ops, sync=True)
+    t2 = time.perf_counter()
+    tree.commit(update)
+    t3 = time.perf_counter()
+    return t1 - t0, t2 - t1, t3 - t2, t3 - t0, float(len(update.ops))
+
+
+def _baseline(path: str, rng: random.Random, writes: int, blocks: int) -> float:
+    """Median seconds for one synced plyvel batch of ``writes`` fresh 32/64-byte key/values."""
+    db = plyvel.DB(path, create_if_missing=True)
+    times = []
+    for _ in range(blocks):
+        items = [(rng.randbytes(32), rng.randbytes(64)) for _ in range(writes)]
+        t0 = time.perf_counter()
+        with db.write_batch(transaction=True, sync=True) as wb:
+            for k, v in items:
+                wb.put(k, v)
+        times.append(time.perf_counter() - t0)
+    db.close()
+    return statistics.median(times)
+
+
+def measure(n_keys: int, writes: int = 2000, path: str | None = None, *, blocks: int = 5,
+            seed: int = 1) -> dict[str, float]:
+    """Build a tree of ``n_keys`` keys under ``path`` (a fresh temp dir if None) and time blocks."""
+    tmp = None
+    if path is None:
+        tmp = tempfile.mkdtemp(prefix="state-root-bench-")
+        path = tmp
+    rng = random.Random(seed)
+    try:
+        store = LevelDBStore(Path(path) / "state")
+        tree = StateTree(store, TREE_PREFIX)
+        keys: list[bytes] = []
+        t0 = time.perf_counter()
+        done = 0
+        while done < n_keys:
+            size = min(BUILD_BATCH, n_keys - done)
+            batch = {rng.randbytes(32): rng.randbytes(64) for _ in range(size)}
+            keys.extend(batch)
+            update = tree.prepare(batch)
+            store.write_batch([*((DATA_PREFIX + k, v) for k, v in batch.items()), *update.ops], sync=False)
+            tree.commit(update)
+            done += size
+        store.compact()  # measure the steady state, not the tail of the bulk load's compactions
+        build_s = time.perf_counter() - t0
+
+        def block_changes() -> dict[bytes, bytes | None]:
+            changes: dict[bytes, bytes | None] = {k: rng.randbytes(64) for k in rng.sample(keys, writes // 2)}
+            fresh = {rng.randbytes(32): rng.randbytes(64) for _ in range(writes - writes // 2)}
+            keys.extend(fresh)
+            changes.update(fresh)
+            return changes
+
+        runs = [_block(store, tree, block_changes()) for _ in range(blocks)]
+        tree.clear_cache()
+        cold = _block(store, tree, block_changes())
+        store.close()
+        base = _baseline(str(Path(path) / "baseline"), rng, writes, blocks)
+
+        def us(seconds: float) -> float:
+            return round(seconds / writes * 1e6, 2)
+
+        total = statistics.median(r[3] for r in runs)
+        return {
+            "keys": float(n_keys),
+            "writes_per_block": float(writes),
+            "build_s": round(build_s, 2),
+            "us_per_write": us(total),
+            "prepare_us_per_write": us(statistics.median(r[0] for r in runs)),
+            "write_us_per_write": us(statistics.median(r[1] for r in runs)),
+            "commit_us_per_write": us(statistics.median(r[2] for r in runs)),
+            "cold_cache_us_per_write": us(cold[3]),
+            "tree_ops_per_block": statistics.median(r[4] for r in runs),
+            "baseline_leveldb_us_per_write": us(base),
+            "ratio": round(total / base, 2),
+        }
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated key counts")
+    ap.add_argument("--writes", type=int, default=2000, help="writes per block")
+    ap.add_argument("--blocks", type=int, default=5, help="timed blocks per size (median reported)")
+    ap.add_argument("--path", default=None, help="directory for the databases (default: a temp dir)")
+    args = ap.parse_args()
+    out: dict[str, object] = {"goal_us_per_write_at_1e6": 30.0, "results": {}}
+    results: dict[str, dict[str, float]] = {}
+    for n in (int(s) for s in args.sizes.split(",") if s.strip()):
+        sub = None if args.path is None else str(Path(args.path) / str(n))
+        results[str(n)] = measure(n, args.writes, sub, blocks=args.blocks)
+    out["results"] = results
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
