@@ -284,7 +284,8 @@ class _Reference:
         gone = {mine[n] for n in mine if n < an}
         if t.nonce in mine:
             old = self.txs[mine[t.nonce]][0]
-            fields = ("max_fee_per_cycle", "max_priority_fee_per_cycle", "max_fee_per_cell", "max_priority_fee_per_cell")
+            fields = ("max_fee_per_cycle", "max_priority_fee_per_cycle",
+                      "max_fee_per_cell", "max_priority_fee_per_cell")
             pct = 100 + cfg.replacement_bump_percent
             if any(getattr(t, f) * 100 < getattr(old, f) * pct for f in fields):
                 return "replacement_underpriced"
