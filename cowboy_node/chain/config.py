@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
+from cowboy_node.observability.metrics import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
@@ -136,13 +137,11 @@ def load_config(home: Path) -> NodeConfig:
 
 
 def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
-    """Parse ``HOST:PORT`` or ``[V6]:PORT``; errors name the key."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(path, key, f"expected HOST:PORT (e.g. 127.0.0.1:4000), got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port_text)
+    """Parse ``HOST:PORT`` or ``[V6]:PORT``; errors name the file and the key."""
+    try:
+        return parse_host_port(text, key=key)
+    except ValueError as e:
+        raise ConfigError(path, key, str(e).removeprefix(f"{key}: ")) from None
 
 
 def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr: str,
