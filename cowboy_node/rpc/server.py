@@ -39,16 +39,6 @@ _HEX_RE = re.compile(r"(?:0[xX])?((?:[0-9a-fA-F]{2})*)")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class ApiError(Exception):
-    """An error answered as JSON ``{"code", "message"}`` with ``status``."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 def error_response(status: int, code: str, message: str) -> web.Response:
     """A JSON error body with the given HTTP status."""
     return web.json_response({"code": code, "message": message}, status=status)
@@ -59,14 +49,14 @@ def parse_hash(text: str, param: str = "hash") -> bytes:
     """``0x`` + 64 hex digits (the prefix is optional) -> 32 bytes; else 400 ``invalid_hash``."""
     m = _HASH_RE.fullmatch(text)
     if m is None:
-        raise ApiError(400, "invalid_hash", f"{param} must be 32 bytes as 0x-prefixed hex (64 hex digits)")
+        raise RpcError(400, "invalid_hash", f"{param} must be 32 bytes as 0x-prefixed hex (64 hex digits)")
     return bytes.fromhex(m.group(1))
 
 
 def parse_height(text: str) -> int:
     """A non-negative decimal integer (u64); else 400 ``invalid_height``."""
     if _HEIGHT_RE.fullmatch(text) is None or int(text) > MAX_HEIGHT:
-        raise ApiError(400, "invalid_height", "height must be a non-negative decimal integer (u64)")
+        raise RpcError(400, "invalid_height", "height must be a non-negative decimal integer (u64)")
     return int(text)
 
 
@@ -77,7 +67,7 @@ def parse_address_param(text: str) -> bytes:
     try:
         return parse_address(text)
     except ValueError as e:
-        raise ApiError(400, "invalid_address", f"address: {e}") from None
+        raise RpcError(400, "invalid_address", f"address: {e}") from None
 
 
 def parse_hex(text: str, *, param: str, code: str, max_bytes: int | None = None,
@@ -85,12 +75,12 @@ def parse_hex(text: str, *, param: str, code: str, max_bytes: int | None = None,
     """Optional ``0x`` prefix and an even number of hex digits; else 400 ``code``."""
     m = _HEX_RE.fullmatch(text)
     if m is None:
-        raise ApiError(400, code, f"{param} must be 0x-prefixed hex with an even number of digits")
+        raise RpcError(400, code, f"{param} must be 0x-prefixed hex with an even number of digits")
     data = bytes.fromhex(m.group(1))
     if not data and not allow_empty:
-        raise ApiError(400, code, f"{param} must not be empty")
+        raise RpcError(400, code, f"{param} must not be empty")
     if max_bytes is not None and len(data) > max_bytes:
-        raise ApiError(400, code, f"{param} is longer than {max_bytes} bytes")
+        raise RpcError(400, code, f"{param} is longer than {max_bytes} bytes")
     return data
 
 
@@ -102,11 +92,11 @@ def _facade(request: web.Request) -> NodeFacade:
 async def _read_body(request: web.Request) -> bytes:
     limit = request.app[_MAX_BODY_KEY]
     if request.content_length is not None and request.content_length > limit:
-        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+        raise RpcError(413, "body_too_large", f"request body exceeds {limit} bytes")
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes") from None
+        raise RpcError(413, "body_too_large", f"request body exceeds {limit} bytes") from None
 
 
 async def handle_submit(request: web.Request) -> web.Response:
@@ -117,16 +107,16 @@ async def handle_submit(request: web.Request) -> web.Response:
         try:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "invalid_body", "body is not valid JSON") from None
+            raise RpcError(400, "invalid_body", "body is not valid JSON") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("tx"), str):
-            raise ApiError(400, "invalid_body", 'JSON body must be an object {"tx": "0x<hex of tx_bytes>"}')
+            raise RpcError(400, "invalid_body", 'JSON body must be an object {"tx": "0x<hex of tx_bytes>"}')
         tx_bytes = parse_hex(doc["tx"], param="tx", code="invalid_body")
     elif ctype == "application/octet-stream":
         tx_bytes = body
         if not tx_bytes:
-            raise ApiError(400, "invalid_body", "body is empty; expected tx_bytes")
+            raise RpcError(400, "invalid_body", "body is empty; expected tx_bytes")
     else:
-        raise ApiError(400, "invalid_body",
+        raise RpcError(400, "invalid_body",
                        "Content-Type must be application/octet-stream (raw tx_bytes) or application/json")
     return web.json_response(_facade(request).submit_transaction(tx_bytes))
 
@@ -152,7 +142,7 @@ async def handle_block(request: web.Request) -> web.Response:
     height = parse_height(request.match_info["height"])
     block = _facade(request).block(height)
     if block is None:
-        raise ApiError(404, "not_found", f"no block at height {height}")
+        raise RpcError(404, "not_found", f"no block at height {height}")
     return web.json_response(block)
 
 
@@ -161,7 +151,7 @@ async def handle_tx(request: web.Request) -> web.Response:
     tx_hash = parse_hash(request.match_info["hash"])
     tx = _facade(request).transaction(tx_hash)
     if tx is None:
-        raise ApiError(404, "not_found", f"unknown transaction 0x{tx_hash.hex()}")
+        raise RpcError(404, "not_found", f"unknown transaction 0x{tx_hash.hex()}")
     return web.json_response(tx)
 
 
@@ -170,7 +160,7 @@ async def handle_receipt(request: web.Request) -> web.Response:
     tx_hash = parse_hash(request.match_info["hash"])
     receipt = _facade(request).receipt(tx_hash)
     if receipt is None:
-        raise ApiError(404, "not_found", f"no receipt for transaction 0x{tx_hash.hex()} (unknown or not committed)")
+        raise RpcError(404, "not_found", f"no receipt for transaction 0x{tx_hash.hex()} (unknown or not committed)")
     return web.json_response(receipt)
 
 
@@ -184,7 +174,7 @@ async def handle_state_proof(request: web.Request) -> web.Response:
     """``GET /state/proof?key=0x..``."""
     text = request.query.get("key")
     if text is None:
-        raise ApiError(400, "invalid_key", "query parameter key is required (0x-prefixed hex)")
+        raise RpcError(400, "invalid_key", "query parameter key is required (0x-prefixed hex)")
     key = parse_hex(text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
     return web.json_response(_facade(request).state_proof(key))
 
@@ -202,8 +192,6 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
     response: web.StreamResponse
     try:
         response = await handler(request)
-    except ApiError as e:
-        response = error_response(e.status, e.code, e.message)
     except RpcError as e:
         response = error_response(e.status, e.code, e.message)
     except web.HTTPMethodNotAllowed as e:
