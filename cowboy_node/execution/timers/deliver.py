@@ -1,0 +1,263 @@
+"""End-of-Block step DeliverTimers (seeds/003 §5, §6.2–§6.5).
+
+The due timers are the height-index entries at heights ≤ the current height,
+scanned in (height, seq) order: the lane-deferred backlog of earlier blocks
+first, then this height's timers in insertion (FIFO) order. Each is classified
+(§5.4) and leaves by exactly one path:
+
+* TTL expiry (``height > expires_at``) or insufficient funds
+  (``balance(fee_payer) < max_cost``): removed without executing under the GC
+  budget (``TimerConfig.gc_cycles_per_block``, ``GC_CYCLES_PER_TIMER`` each),
+  event ``timer.expired`` / ``timer.cancelled_insufficient_funds``. When the GC
+  budget is spent the timer stays for the next block and the scan goes on, so
+  an expiry storm never holds back live fires.
+* natural fire: if its ``gas_limit_per_fire`` fits the remaining lane budget
+  (the first fire of a block always fits), the timer is removed, ``max_cost``
+  is debited from its fee payer, the handler runs under its own checkpoint
+  (reverted unless it succeeds), the unused part is refunded and the used
+  part burned; event ``timer.fired``. The first timer that does not fit ends
+  the scan: it and everything after it are delivered first next block, in the
+  same order.
+
+The step reads ``TimerConfig`` once; the basefees are those of the block.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from cowboy_node.codec import encode
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.system_state import get_account, get_timer_config, put_account
+from cowboy_node.execution.timers import store
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.account import Account
+from cowboy_node.types.fields import encode_u128
+from cowboy_node.types.params import TimerConfig
+from cowboy_node.types.receipt import Event
+
+LANE_TIMER_CYCLES = 10_000_000
+"""Default §6.5 lane budget: cycles fired handlers may use per block (half the CIP-3 cycles target)."""
+GC_CYCLES_PER_TIMER = 5_000
+"""GC-budget cost of removing one expired or unfunded timer (5M default budget → 1,000 per block)."""
+ORIGIN_TX_HASH = bytes(32)
+"""Origin tx hash of a timer's deferred transaction: the "no parent tx" sentinel (§5.2)."""
+
+TOPIC_FIRED = "timer.fired"
+TOPIC_EXPIRED = "timer.expired"
+TOPIC_INSUFFICIENT_FUNDS = "timer.cancelled_insufficient_funds"
+
+
+@dataclass(frozen=True, slots=True)
+class FireOutcome:
+    """What running one timer handler did (returned by the injected :data:`RunHandler`)."""
+
+    ok: bool
+    """True if the handler succeeded; otherwise its writes are reverted (it is still charged)."""
+    cycles_used: int
+    """Cycles used (clamped to the fire's gas limit)."""
+    cells_used: int
+    """Cells used (clamped to ``max_cells_per_fire``)."""
+    error_code: str | None
+    """Stable failure code when ``ok`` is False."""
+    events: tuple[Event, ...] = ()
+    """Events the handler emitted (kept only when ``ok``)."""
+
+
+RunHandler = Callable[[WorldState, Timer, Meter], FireOutcome]
+"""Executes one fire: ``(world, routed timer, meter)``. The timer passed in carries the handler and
+payload after the ``_handler`` convention; the meter's limits are ``(gas_limit_per_fire,
+max_cells_per_fire)``. DeliverTimers owns a checkpoint around the call and reverts it unless ``ok``;
+a raised :class:`TxFailed` counts as a failed fire charged at the meter's usage."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReport:
+    """Summary of one DeliverTimers step."""
+
+    fired: int
+    """Timers whose handler ran (successfully or not)."""
+    deferred: bool
+    """True if the lane budget closed while due timers remained (they go first next block)."""
+    expired: int
+    """Timers removed by TTL expiry."""
+    self_destructed: int
+    """Timers removed because their fee payer could not cover ``max_cost``."""
+    gc_deferred: int
+    """Expired / unfunded timers left in place because the GC budget was spent."""
+    lane_cycles_used: int
+    """Cycles the fired handlers used."""
+    gc_cycles_used: int
+    """GC budget used."""
+    events: tuple[Event, ...]
+    """The events appended to ``ctx.events``, in order."""
+
+
+def max_cost(timer: Timer, cfg: TimerConfig, ctx: BlockContext) -> int:
+    """Worst-case cost of one fire (§6.3 step 2)."""
+    return timer.gas_limit_per_fire * ctx.cycle_basefee + cfg.max_cells_per_fire * ctx.cell_basefee
+
+
+_MAX_JSON_BRACKETS = 64
+"""At most this many ``[``/``{`` bytes in a convention payload: bounds the nesting depth so the parse
+never depends on the interpreter's recursion limit (a determinism guard)."""
+
+
+class _Number:
+    """Stands in for every JSON number: their values are never used, and converting huge integers
+    would depend on the interpreter's int-digits limit."""
+
+
+_NUMBER = _Number()
+
+
+def _number(_text: str) -> _Number:
+    return _NUMBER
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate key")
+    return obj
+
+
+def parse_handler_payload(payload: bytes) -> tuple[str, bytes] | None:
+    """``(handler, inner payload)`` if ``payload`` follows the ``_handler`` convention, else None.
+
+    The payload must be strict UTF-8 JSON (RFC 8259: no NaN/Infinity, no duplicate keys, at most
+    ``_MAX_JSON_BRACKETS`` brackets) whose top level is an object with a ``_handler`` string of
+    1..256 UTF-8 bytes and a ``_payload`` string in strict standard base64; other keys are ignored.
+    """
+    if payload.lstrip()[:1] != b"{" or payload.count(b"{") + payload.count(b"[") > _MAX_JSON_BRACKETS:
+        return None
+    try:
+        obj = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_object, parse_int=_number,
+                         parse_float=_number, parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    name, inner = obj.get("_handler"), obj.get("_payload")
+    if not isinstance(name, str) or not isinstance(inner, str):
+        return None
+    try:
+        name_len = len(name.encode("utf-8"))
+        data = base64.b64decode(inner, validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return None
+    if not 0 < name_len <= MAX_HANDLER_BYTES:
+        return None
+    return name, data
+
+
+def route(timer: Timer) -> Timer:
+    """The timer as its handler sees it: the ``_handler`` convention (§4.2) applies to timers with the
+    default handler; a timer naming another handler gets its payload verbatim."""
+    if timer.handler != DEFAULT_HANDLER:
+        return timer
+    parsed = parse_handler_payload(timer.payload)
+    if parsed is None:
+        return timer
+    return replace(timer, handler=parsed[0], payload=parsed[1])
+
+
+def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler, *,
+                   lane_timer_cycles: int = LANE_TIMER_CYCLES) -> DeliveryReport:
+    """Deliver the due timers of block ``ctx.env.height`` (see the module docstring)."""
+    current = ctx.env.height
+    cfg = get_timer_config(world)
+    events: list[Event] = []
+    fired = expired = destructed = gc_deferred = 0
+    lane_used = gc_used = 0
+    deferred = removed_any = False
+    first_left: tuple[int, int] | None = None
+    start = store.get_cursor(world)
+    for height, seq, timer_id in store.iter_index(world, start):
+        if height > current:
+            break
+        timer = store.get_timer(world, timer_id)
+        if timer is None or timer.seq != seq:
+            continue  # removed earlier in this block (e.g. cancelled by a handler)
+        cost = max_cost(timer, cfg, ctx)
+        available = 0
+        if current <= timer.expires_at:
+            available = get_account(world, timer.fee_payer).balance
+            if available >= cost:
+                if fired and timer.gas_limit_per_fire > lane_timer_cycles - lane_used:
+                    deferred = True
+                    first_left = first_left or (height, seq)
+                    break
+                store.remove_timer(world, timer)
+                removed_any = True
+                fired += 1
+                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events)
+                continue
+        if gc_used + GC_CYCLES_PER_TIMER > cfg.gc_cycles_per_block:
+            gc_deferred += 1
+            first_left = first_left or (height, seq)
+            continue
+        gc_used += GC_CYCLES_PER_TIMER
+        store.remove_timer(world, timer)
+        removed_any = True
+        if current > timer.expires_at:
+            expired += 1
+            events.append(Event(timer.actor_address, TOPIC_EXPIRED,
+                                encode({0: timer.timer_id, 1: timer.expires_at, 2: current})))
+        else:
+            destructed += 1
+            events.append(Event(timer.actor_address, TOPIC_INSUFFICIENT_FUNDS,
+                                encode({0: timer.timer_id, 1: timer.fee_payer, 2: encode_u128(cost),
+                                        3: encode_u128(available)})))
+    if removed_any:
+        cursor = first_left or (current + 1, 0)
+        if cursor != start:
+            store.set_cursor(world, *cursor)
+    ctx.events.extend(events)
+    return DeliveryReport(fired, deferred, expired, destructed, gc_deferred, lane_used, gc_used, tuple(events))
+
+
+def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
+          run_handler: RunHandler, events: list[Event]) -> int:
+    """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
+    payer = get_account(world, timer.fee_payer)
+    put_account(world, timer.fee_payer, Account(payer.balance - cost, payer.nonce))
+    meter = Meter(timer.gas_limit_per_fire, cfg.max_cells_per_fire)
+    cp = world.checkpoint()
+    try:
+        outcome = run_handler(world, route(timer), meter)
+    except TxFailed as e:
+        outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
+    except BaseException:
+        world.revert(cp)
+        raise
+    if outcome.ok:
+        world.release(cp)
+    else:
+        world.revert(cp)
+    cycles = min(max(outcome.cycles_used, 0), timer.gas_limit_per_fire)
+    cells = min(max(outcome.cells_used, 0), cfg.max_cells_per_fire)
+    actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee
+    payer = get_account(world, timer.fee_payer)
+    put_account(world, timer.fee_payer, Account(payer.balance + cost - actual, payer.nonce))
+    # Timers carry no priority fee under CIP-5 FIFO: the whole actual cost is basefee, burned; tip 0.
+    ctx.burned += actual
+    ctx.cycles_used += cycles
+    ctx.cells_used += cells
+    if outcome.ok:
+        events.extend(outcome.events)
+    events.append(Event(timer.actor_address, TOPIC_FIRED,
+                        encode({0: timer.timer_id, 1: outcome.ok, 2: cycles, 3: cells, 4: encode_u128(actual),
+                                5: outcome.error_code})))
+    return cycles
