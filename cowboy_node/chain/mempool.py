@@ -205,16 +205,19 @@ class Mempool:
         sender, priority = new.sender, (new.max_priority_fee_per_cycle, new.max_fee_per_cycle)
         taken: dict[bytes, int] = {}  # victims planned per sender (always its top nonces)
         victims: list[_Entry] = []
+        # Every popped item goes back on failure: a planned victim stays its sender's tail when nothing is evicted.
+        popped: list[_EvictItem] = []
         skipped: list[_EvictItem] = []
         while count > cfg.max_txs or total > cfg.max_bytes:
             item = self._pop_candidate(taken)
             if item is None or (item[0], item[1]) >= priority:
                 if item is not None:
-                    skipped.append(item)
-                for it in skipped:
+                    popped.append(item)
+                for it in popped:
                     heapq.heappush(heap, it)
                 raise MempoolError("mempool_full", "mempool is full and the transaction's fee priority "
                                    "does not beat the lowest evictable transaction")
+            popped.append(item)
             v = item[3]
             vs = v.tx.sender
             if vs == sender:

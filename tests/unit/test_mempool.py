@@ -169,6 +169,21 @@ def test_eviction_walks_down_a_senders_nonces() -> None:
     assert {(ADDRS.index(t.sender), t.nonce) for t in p.ready(zero, 10)} == {(1, 0), (2, 0), (3, 0)}
 
 
+def test_failed_eviction_plan_keeps_every_tail_evictable() -> None:
+    """A rejected admission that had planned a victim must leave that victim evictable afterwards."""
+    small, big = tx(0, 0, tip=5), tx(2, 0, tip=20, chain_id="c" * 60)
+    s, b = len(small.body()), len(big.body())
+    assert b > s
+    p = pool(max_txs=2, max_bytes=2 * s + (b - s - 1))  # the big tx needs both pooled txs gone
+    p.add(small, 0)
+    p.add(tx(1, 0, tip=50), 0)
+    with pytest.raises(MempoolError) as e:  # plans to evict the tip-5 tx, then meets the tip-50 one
+        p.add(big, 0)
+    assert code_of(e) == "mempool_full"
+    assert p.add(tx(3, 0, tip=6), 0) is True  # the tip-5 tx is still the lowest evictable tail
+    assert small.tx_hash() not in p and len(p) == 2
+
+
 def test_own_lower_nonce_txs_never_evicted() -> None:
     p = pool(max_txs=2)
     p.add(tx(0, 0, tip=1), 0)
