@@ -1,0 +1,407 @@
+"""The actor's world: the curated builtins and the ``_pvm_*`` helpers the instrumenter calls.
+
+:func:`build_globals` returns a fresh globals dict for one call.  Its ``__builtins__`` is
+a plain dict (never the ``builtins`` module) holding only the names listed in
+``docs/pvm.md`` plus the helpers, which are closures over the call's :class:`Ctx`.
+The hot helpers (charge, arithmetic and comparisons on small ints, dict keys) have
+inline fast paths; everything else goes to ``guards``/``methods``/``text``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.pvm import costs, guards, methods, text, walk
+from cowboy_node.execution.pvm.ctx import Ctx
+from cowboy_node.execution.pvm.errors import PvmHalt
+from cowboy_node.execution.pvm.policy import STDLIB_MODULES
+from cowboy_node.execution.pvm.stdlib import ModuleView, host_view, stdlib_module
+
+EXCEPTIONS: tuple[type[Exception], ...] = (
+    Exception, ArithmeticError, AssertionError, AttributeError, ImportError, IndexError, KeyError,
+    LookupError, NameError, NotImplementedError, OverflowError, RuntimeError, StopIteration, TypeError,
+    UnicodeError, UnicodeDecodeError, UnicodeEncodeError, ValueError, ZeroDivisionError,
+)
+_FAST = frozenset({int, float, bool, type(None)})
+_BUILTIN_RECEIVERS = (str, bytes, bytearray, list, tuple, dict, int, float, range)
+
+
+class GuardedType:
+    """Stands for a builtin type in actor code: calling it runs the guarded constructor.
+
+    ``isinstance``/``issubclass`` work through ``__instancecheck__``; class-level
+    constructors (``dict.fromkeys``, ``int.from_bytes``...) and unbound methods
+    (``str.upper``) are routed through the runtime; builtin types cannot be subclassed.
+    """
+
+    __slots__ = ("_pvm_make", "_pvm_real")
+
+    def __init__(self, real: type, make: Callable[..., Any]) -> None:
+        self._pvm_real = real
+        self._pvm_make = make
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._pvm_make(*args, **kwargs)
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, self._pvm_real)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return issubclass(cls, self._pvm_real)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        raise TypeError(f"PVM: the builtin type {self._pvm_real.__name__} cannot be subclassed")
+
+    def __getattr__(self, name: str) -> Any:
+        real = self._pvm_real
+        if not name.startswith("_"):
+            try:
+                return getattr(real, name)
+            except AttributeError:
+                pass
+        # a fresh error: CPython's would carry the real type in its ``obj`` attribute
+        raise AttributeError(f"type object '{real.__name__}' has no attribute '{name}'")
+
+    def __repr__(self) -> str:
+        return f"<class '{self._pvm_real.__name__}'>"
+
+
+text.TRUSTED_REPR.add(GuardedType)
+
+
+_BUILTIN_TYPES = frozenset({str, bytes, bytearray, list, tuple, dict, int, float, bool, range})
+
+
+def _type_receiver(obj: Any) -> type | None:
+    if isinstance(obj, GuardedType):
+        return obj._pvm_real
+    if isinstance(obj, type) and obj in _BUILTIN_TYPES:
+        return obj
+    return None
+
+
+def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, ...]) -> dict[str, Any]:
+    """Fresh globals for one execution of an instrumented actor module."""
+    limits = ctx.limits
+    meter = ctx.meter
+    charge_cycles = meter.charge_cycles
+    bound = ctx.int_bound
+    small = 1 << min(64, limits.max_int_bits // 2)
+    max_depth = limits.max_recursion_depth
+    key_bound = walk.KEY_INT_BOUND
+    allowed_imports = frozenset(imports)
+    imported: dict[str, ModuleView] = {}
+
+    # --- metering and depth ---------------------------------------------------------------
+    cycles_limit = meter.cycles_limit
+
+    def charge(n: int) -> None:
+        # Fast path keeps Meter's arithmetic; on overflow Meter.charge_cycles pins and raises.
+        if ctx.halted is not None:
+            raise PvmHalt(*ctx.halted)
+        used = meter.cycles_used + n
+        if used <= cycles_limit:
+            meter.cycles_used = used
+            return
+        try:
+            charge_cycles(n)
+        except TxFailed as exc:
+            ctx.halt(exc.code, str(exc))
+
+    def tick(n: int) -> bool:
+        charge(n)
+        return True
+
+    def enter(n: int) -> int:
+        charge(n)
+        d = ctx.depth + 1
+        if d > max_depth:
+            ctx.halt("recursion_limit", f"call depth over {max_depth}")
+        ctx.depth = d
+        return d
+
+    def exit_(d: int) -> None:
+        ctx.depth = d - 1
+
+    def lam_in(n: int) -> None:
+        enter(n)
+
+    def lam_out(_: None, value: Any) -> Any:
+        ctx.depth -= 1
+        return value
+
+    def caught(d: int, exc: BaseException, n: int) -> None:
+        charge(n)
+        ctx.depth = d
+        if isinstance(exc, AttributeError):
+            exc.obj = None  # may reference an object the actor must not hold (a real builtin type)
+        if isinstance(exc, RecursionError):
+            ctx.halt("recursion_limit", "interpreter recursion limit reached")
+        if isinstance(exc, MemoryError):
+            ctx.halt("memory_limit", "interpreter out of memory")
+
+    # --- arithmetic -----------------------------------------------------------------------
+    def add(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int:
+            r = a + b
+            if -bound < r < bound:
+                return r
+        return guards.add(ctx, a, b)
+
+    def sub(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int:
+            r = a - b
+            if -bound < r < bound:
+                return r
+        return guards.sub(ctx, a, b)
+
+    def mul(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int and -small < a < small and -small < b < small:
+            return a * b
+        return guards.mul(ctx, a, b)
+
+    def floordiv(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int and -small < a < small and -small < b < small:
+            return a // b
+        return guards.floordiv(ctx, a, b)
+
+    def mod(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int and -small < a < small and -small < b < small:
+            return a % b
+        return guards.mod(ctx, a, b)
+
+    def truediv(a: Any, b: Any) -> Any:
+        return guards.truediv(ctx, a, b)
+
+    def power(a: Any, b: Any) -> Any:
+        return guards.power(ctx, a, b)
+
+    def lshift(a: Any, b: Any) -> Any:
+        return guards.lshift(ctx, a, b)
+
+    def invert(a: Any) -> Any:
+        return ctx.int_result(~a) if type(a) is int else ~a
+
+    def bitop(op: str) -> Callable[[Any, Any], Any]:
+        fast = {"|": operator.or_, "&": operator.and_, "^": operator.xor}[op]
+        slow = guards.BINOPS[op]
+
+        def helper(a: Any, b: Any) -> Any:
+            if type(a) is int and type(b) is int:
+                return fast(a, b)
+            return slow(ctx, a, b)
+
+        return helper
+
+    def inplace(op: str, plain: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def helper(a: Any, b: Any) -> Any:
+            t = type(a)
+            if t is list or t is bytearray or t is dict:
+                return guards.inplace(ctx, op, a, b)
+            return plain(a, b)
+
+        return helper
+
+    def iadd(a: Any, b: Any) -> Any:
+        t = type(a)
+        if t is int and type(b) is int:
+            r = a + b
+            if -bound < r < bound:
+                return r
+        elif t is list or t is bytearray or t is dict:
+            return guards.inplace(ctx, "+", a, b)
+        return guards.add(ctx, a, b)
+
+    def isub(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int:
+            r = a - b
+            if -bound < r < bound:
+                return r
+        return guards.sub(ctx, a, b)
+
+    # --- comparisons ----------------------------------------------------------------------
+    def comparison(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def helper(a: Any, b: Any) -> Any:
+            ta = type(a)
+            if ta in _FAST or type(b) in _FAST:
+                return op(a, b)
+            if ta is str and type(b) is str:
+                if len(a) >= 256 and len(b) >= 256:
+                    charge(min(len(a), len(b)) >> costs.CMP_SHIFT)
+                return op(a, b)
+            return guards.compare(ctx, op, a, b)
+
+        return helper
+
+    def contains(x: Any, c: Any) -> bool:
+        if type(c) is dict:
+            return key(x) in c
+        return guards.contains(ctx, x, c)
+
+    def not_contains(x: Any, c: Any) -> bool:
+        return not contains(x, c)
+
+    def getitem(obj: Any, k: Any) -> Any:
+        t = type(obj)
+        if t is dict or (t is not list and t is not tuple and t is not str and t is not bytes
+                         and isinstance(obj, dict)):
+            return obj[key(k)]
+        return obj[k]
+
+    def key(k: Any) -> Any:
+        t = type(k)
+        if t is str or (t is int and -key_bound < k < key_bound):
+            return k
+        return walk.check_key(ctx, k)
+
+    # --- attributes, methods, imports -------------------------------------------------------
+    def callm(obj: Any, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        if type(obj) is dict and (name == "get" or name == "setdefault") and args and not kwargs:
+            k = args[0]
+            if not (type(k) is str or (type(k) is int and -key_bound < k < key_bound)):
+                walk.check_key(ctx, k)
+            return obj.get(*args) if name == "get" else obj.setdefault(*args)
+        real = _type_receiver(obj)
+        if real is None:
+            return methods.call_method(ctx, obj, name, args, kwargs)
+        if name in methods.CLASS_METHODS:
+            return methods.call_class_method(ctx, real, name, args, kwargs)
+        if not args or not isinstance(args[0], real):
+            raise TypeError(f"unbound method {real.__name__}.{name}() needs a {real.__name__} argument")
+        return methods.call_method(ctx, args[0], name, args[1:], kwargs)
+
+    def attr(obj: Any, name: str) -> Any:
+        if name not in methods.GUARDED_METHOD_NAMES:
+            ctx.halt("forbidden", f"attribute {name!r} is not routed through the PVM")
+        if _type_receiver(obj) is None and not isinstance(obj, _BUILTIN_RECEIVERS) \
+                and type(obj) not in walk.DICT_VIEWS:
+            return getattr(obj, name)
+        getattr(obj, name)  # AttributeError now if there is no such method
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return callm(obj, name, *args, **kwargs)
+
+        return method
+
+    def wobj(obj: Any) -> Any:
+        cls = obj if isinstance(obj, type) else type(obj)
+        if ctx.actor_classes.get(id(cls)) is cls:
+            return obj
+        raise AttributeError(f"PVM: cannot set or delete attributes of {cls.__name__} objects")
+
+    def init(obj: Any) -> Any:
+        """``obj.__init__`` for actor classes and exceptions only (builtin constructors are guarded)."""
+        cls = obj if isinstance(obj, type) else type(obj)
+        if ctx.actor_classes.get(id(cls)) is cls or issubclass(cls, BaseException):
+            return obj.__init__
+        raise AttributeError(f"PVM: __init__ of {cls.__name__} objects is not accessible")
+
+    def class_(cls: type) -> type:
+        ctx.actor_classes[id(cls)] = cls
+        return cls
+
+    def import_(name: str) -> ModuleView:
+        view = imported.get(name)
+        if view is not None:
+            return view
+        if name not in allowed_imports:
+            ctx.halt("forbidden", f"import of {name!r} was not declared at deploy time")
+        if name in modules:
+            view = host_view(ctx, name, modules[name])
+        elif name in STDLIB_MODULES:
+            view = stdlib_module(ctx, name)
+        else:
+            raise ImportError(f"module {name!r} is not provided by the host")
+        imported[name] = view
+        return view
+
+    def import_from(module: str, name: str) -> Any:
+        view = import_(module)
+        try:
+            return getattr(view, name)
+        except AttributeError:
+            raise ImportError(f"cannot import name {name!r} from {module!r}") from None
+
+    # --- sequences, slices, text --------------------------------------------------------------
+    def setslice(obj: Any, lo: Any, hi: Any, step: Any, value: Any) -> None:
+        if isinstance(obj, bytearray) and isinstance(value, bytes | bytearray):
+            charge(costs.bytes_cost(len(obj) + len(value)))
+            ctx.limit_bytes(len(obj) + len(value))
+        else:
+            value = guards.seq(ctx, value)  # charges the new items
+            if isinstance(obj, list | bytearray):
+                charge(costs.bytes_cost(len(obj)))
+                ctx.limit_items(len(obj) + len(value))
+        obj[slice(lo, hi, step)] = value
+
+    def delitem(obj: Any, k: Any) -> None:
+        if isinstance(obj, list | bytearray):
+            charge(costs.bytes_cost(len(obj)))
+        elif isinstance(obj, dict):
+            key(k)
+        del obj[k]
+
+    helpers: dict[str, Any] = {
+        "charge": charge, "tick": tick, "enter": enter, "exit": exit_, "lam_in": lam_in, "lam_out": lam_out,
+        "caught": caught, "add": add, "sub": sub, "mul": mul, "truediv": truediv, "floordiv": floordiv,
+        "mod": mod, "pow": power, "lshift": lshift, "bitor": bitop("|"), "bitand": bitop("&"),
+        "bitxor": bitop("^"), "invert": invert,
+        "eq": comparison(operator.eq), "ne": comparison(operator.ne), "lt": comparison(operator.lt),
+        "lte": comparison(operator.le), "gt": comparison(operator.gt), "gte": comparison(operator.ge),
+        "in": contains, "notin": not_contains, "key": key, "getitem": getitem, "callm": callm, "attr": attr,
+        "wobj": wobj,
+        "class": class_, "init": init, "import": import_, "import_from": import_from,
+        "seq": lambda v: guards.seq(ctx, v), "mapping": lambda v: guards.mapping(ctx, v),
+        "sized": lambda v: guards.sized(ctx, v),
+        "setslice": setslice, "delitem": delitem, "slice": slice,
+        "fmt": lambda v, conv, spec: text.fmt(ctx, v, conv, spec),
+        "fjoin": lambda parts: text.fjoin(ctx, parts),
+    }
+    ops = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+           "lshift": "<<", "bitor": "|", "bitand": "&", "bitxor": "^"}
+    for name, op in ops.items():
+        helpers[f"i{name}"] = inplace(op, helpers[name])
+    helpers["iadd"] = iadd
+    helpers["isub"] = isub
+
+    env: dict[str, Any] = {f"_pvm_{name}": fn for name, fn in helpers.items()}
+    env.update(actor_builtins(ctx))
+    env["__build_class__"] = builtins.__build_class__
+    return {"__builtins__": env, "__name__": "actor"}
+
+
+def actor_builtins(ctx: Ctx) -> dict[str, Any]:
+    """The builtins visible to actor code (see docs/pvm.md for the list)."""
+
+    def bind(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            return fn(ctx, *args, **kwargs)
+
+        return guarded
+
+    def make(real: type, fn: Callable[..., Any]) -> GuardedType:
+        # the partial stays in a private slot: actors never see its .args (the context)
+        return GuardedType(real, functools.partial(fn, ctx))
+
+    env: dict[str, Any] = {
+        "abs": abs, "all": bind(guards.all_), "any": bind(guards.any_), "bin": bin, "bool": bool,
+        "callable": callable, "chr": chr, "divmod": bind(guards.divmod_), "enumerate": enumerate,
+        "filter": bind(guards.filter_), "format": bind(text.format_value), "hex": hex,
+        "isinstance": bind(guards.isinstance_), "issubclass": bind(guards.issubclass_), "iter": iter, "len": len,
+        "map": map, "max": bind(guards.max_),
+        "min": bind(guards.min_), "next": next, "oct": oct, "ord": ord, "pow": bind(guards.power),
+        "range": range, "repr": bind(text.safe_repr), "reversed": reversed, "round": bind(guards.round_),
+        "sorted": bind(guards.sorted_), "sum": bind(guards.sum_), "zip": zip,
+        "list": make(list, guards.make_list), "tuple": make(tuple, guards.make_tuple),
+        "dict": make(dict, guards.make_dict), "bytes": make(bytes, guards.make_bytes),
+        "bytearray": make(bytearray, guards.make_bytearray), "str": make(str, guards.make_str),
+        "int": make(int, guards.make_int), "float": make(float, guards.make_float),
+    }
+    for exc in EXCEPTIONS:
+        env[exc.__name__] = exc
+    return env

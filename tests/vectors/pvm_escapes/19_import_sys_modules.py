@@ -1,0 +1,6 @@
+# expect: rejected import_not_allowed
+from sys import modules
+
+
+def handler(payload):
+    return str(modules).encode()

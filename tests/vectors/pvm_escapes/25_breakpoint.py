@@ -1,0 +1,4 @@
+# expect: rejected forbidden_name
+def handler(payload):
+    breakpoint()
+    return b"x"

@@ -1,0 +1,4 @@
+# expect: halted out_of_cycles
+def handler(payload):
+    while True:
+        pass

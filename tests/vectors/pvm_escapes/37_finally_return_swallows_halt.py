@@ -1,0 +1,7 @@
+# expect: rejected finally_control_flow
+def handler(payload):
+    try:
+        while True:
+            pass
+    finally:
+        return b"survived"  # noqa: B012

@@ -1,0 +1,3 @@
+# expect: rejected set_literal
+def handler(payload):
+    return ",".join({"a", "b", "c"}).encode()

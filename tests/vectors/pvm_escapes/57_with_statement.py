@@ -1,0 +1,5 @@
+# expect: rejected with_statement
+def handler(payload):
+    with payload:
+        pass
+    return b"x"

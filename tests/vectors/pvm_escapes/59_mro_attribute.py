@@ -1,0 +1,3 @@
+# expect: rejected forbidden_attribute
+def handler(payload):
+    return str(int.mro()).encode()

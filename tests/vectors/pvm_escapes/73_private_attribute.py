@@ -1,0 +1,3 @@
+# expect: rejected private_attribute
+def handler(payload):
+    return payload._private

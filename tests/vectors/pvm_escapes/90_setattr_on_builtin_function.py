@@ -1,0 +1,4 @@
+# expect: halted handler_error
+def handler(payload):
+    len.cache = {}
+    return b"x"

@@ -1,0 +1,6 @@
+# expect: rejected relative_import
+from . import secrets
+
+
+def handler(payload):
+    return secrets

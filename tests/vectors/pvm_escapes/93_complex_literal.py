@@ -1,0 +1,3 @@
+# expect: rejected complex_literal
+def handler(payload):
+    return str(abs(3 + 4j)).encode()

@@ -1,0 +1,7 @@
+# expect: rejected except_star
+def handler(payload):
+    try:
+        pass
+    except* ValueError:
+        pass
+    return b"x"

@@ -1,0 +1,3 @@
+# expect: rejected forbidden_name
+def handler(payload):
+    return open("/etc/passwd", "rb").read()
