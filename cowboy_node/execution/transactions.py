@@ -10,17 +10,19 @@ charged, and get a failed receipt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cowboy_node.codec import encode
-from cowboy_node.execution import fees
+from cowboy_node.execution import fees, system_instructions
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import get_account, put_account, set_basefee_config
+from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.fields import U128_MAX, encode_u128
-from cowboy_node.types.instructions import Transfer, UpdateBasefeeConfig
+from cowboy_node.types.instructions import CancelTimer, ExtendTimer, Transfer, UpdateBasefeeConfig, UpdateTimerConfig
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
 from cowboy_node.types.transaction import Transaction
 
@@ -125,27 +127,38 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
                    split.total, error, tuple(events))
 
 
+def _transfer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter, events: list[Event]) -> None:
+    ins = tx.instruction
+    assert isinstance(ins, Transfer)
+    meter.charge_cycles(fees.TRANSFER_CYCLES)
+    sender = get_account(world, tx.sender)
+    # The maximum fee stays reserved: the fee is settled after the instruction runs.
+    if sender.balance - tx.max_fee() < ins.amount:
+        raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
+    meter.charge_cells(put_account(world, tx.sender, Account(sender.balance - ins.amount, sender.nonce)))
+    recipient = get_account(world, ins.to)
+    if recipient.balance + ins.amount > U128_MAX:
+        raise TxFailed("balance_overflow", "recipient balance would exceed u128")
+    meter.charge_cells(put_account(world, ins.to, Account(recipient.balance + ins.amount, recipient.nonce)))
+    events.append(Event(tx.sender, "transfer", encode({0: ins.to, 1: encode_u128(ins.amount)})))
+
+
+Executor = Callable[[WorldState, Transaction, BlockContext, Meter, list[Event]], None]
+"""Runs one instruction: charges ``meter``, writes through ``world``, appends events; raises TxFailed."""
+
+EXECUTORS: dict[type, Executor] = {
+    Transfer: _transfer,
+    UpdateBasefeeConfig: system_instructions.update_basefee_config,
+    UpdateTimerConfig: system_instructions.update_timer_config,
+    CancelTimer: system_instructions.cancel_timer,
+    ExtendTimer: system_instructions.extend_timer,
+}
+"""Instruction type → executor (one entry per instruction kind)."""
+
+
 def _run_instruction(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
                      events: list[Event]) -> None:
-    ins = tx.instruction
-    if isinstance(ins, Transfer):
-        meter.charge_cycles(fees.TRANSFER_CYCLES)
-        sender = get_account(world, tx.sender)
-        # The maximum fee stays reserved: the fee is settled after the instruction runs.
-        if sender.balance - tx.max_fee() < ins.amount:
-            raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
-        meter.charge_cells(put_account(world, tx.sender, Account(sender.balance - ins.amount, sender.nonce)))
-        recipient = get_account(world, ins.to)
-        if recipient.balance + ins.amount > U128_MAX:
-            raise TxFailed("balance_overflow", "recipient balance would exceed u128")
-        meter.charge_cells(put_account(world, ins.to, Account(recipient.balance + ins.amount, recipient.nonce)))
-        events.append(Event(tx.sender, "transfer", encode({0: ins.to, 1: encode_u128(ins.amount)})))
-    elif isinstance(ins, UpdateBasefeeConfig):
-        meter.charge_cycles(fees.SYSTEM_INSTRUCTION_CYCLES)
-        if tx.sender not in ctx.system_deployers:
-            raise TxFailed("unauthorized", "sender is not a system deployer")
-        meter.charge_cells(len(encode(ins.config.to_cbor())))
-        set_basefee_config(world, ins.config)
-        events.append(Event(tx.sender, "basefee_config.updated", encode(ins.config.to_cbor())))
-    else:  # pragma: no cover - the decoder only produces known instructions
-        raise TxFailed("unknown_instruction")
+    executor = EXECUTORS.get(type(tx.instruction))
+    if executor is None:
+        raise TxFailed("unknown_instruction", f"no executor for {type(tx.instruction).__name__}")
+    executor(world, tx, ctx, meter, events)

@@ -13,13 +13,15 @@ from typing import Any, ClassVar
 from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.fields import (
     ADDRESS_LEN,
+    HASH_LEN,
     decode_u128,
     encode_u128,
     expect_bytes,
     expect_map,
+    expect_text,
     expect_uint,
 )
-from cowboy_node.types.params import BasefeeConfig
+from cowboy_node.types.params import BasefeeConfig, TimerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +75,176 @@ class UpdateBasefeeConfig:
         return {"kind": self.NAME, "config": self.config.to_json()}
 
 
-Instruction = Transfer | UpdateBasefeeConfig
+MAX_SOURCE_BYTES = 128 * 1024
+"""Largest actor source a DeployActor may carry (UTF-8 bytes)."""
+MAX_SALT_BYTES = 32
+"""Longest deploy salt."""
+MAX_HANDLER_NAME_BYTES = 256
+"""Longest handler name (UTF-8 bytes), as for timer handlers (seeds/003 §4.2)."""
+MAX_CALL_PAYLOAD_BYTES = 1 << 20
+"""Largest payload a DeployActor init or a CallActor carries."""
+
+
+def _handler_name(value: object, name: str, *, allow_empty: bool) -> str:
+    text = expect_text(value, name, MAX_HANDLER_NAME_BYTES)
+    if not text and not allow_empty:
+        raise DecodeError(f"{name}: must not be empty", field=name)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class DeployActor:
+    """Deploy a Python actor at ``keccak256(sender ‖ salt ‖ keccak256(source))[12:]``, optionally running an init."""
+
+    KIND: ClassVar[int] = 0x10
+    NAME: ClassVar[str] = "deploy_actor"
+    source: str
+    """The actor's Python source (UTF-8, at most MAX_SOURCE_BYTES)."""
+    salt: bytes
+    """0..32 bytes chosen by the deployer (lets one key deploy the same source twice)."""
+    init_handler: str
+    """Handler run right after deployment, in the same transaction; "" for none."""
+    init_payload: bytes
+    """Payload passed to ``init_handler`` (must be empty when there is none)."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.source, 2: self.salt, 3: self.init_handler, 4: self.init_payload}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> DeployActor:
+        """Build from a map already checked to hold exactly keys {0..4}."""
+        init = _handler_name(m[3], "instruction.init_handler", allow_empty=True)
+        payload = expect_bytes(m[4], "instruction.init_payload", max_len=MAX_CALL_PAYLOAD_BYTES)
+        if not init and payload:
+            raise DecodeError("instruction.init_payload: must be empty without an init handler",
+                              field="instruction.init_payload")
+        return cls(source=expect_text(m[1], "instruction.source", MAX_SOURCE_BYTES),
+                   salt=expect_bytes(m[2], "instruction.salt", max_len=MAX_SALT_BYTES),
+                   init_handler=init, init_payload=payload)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "source": self.source, "salt": self.salt.hex(),
+                "init_handler": self.init_handler or None, "init_payload": self.init_payload.hex()}
+
+
+@dataclass(frozen=True, slots=True)
+class CallActor:
+    """Call ``handler(payload)`` on a deployed actor."""
+
+    KIND: ClassVar[int] = 0x11
+    NAME: ClassVar[str] = "call_actor"
+    actor: bytes
+    """Address of the actor (20 bytes)."""
+    handler: str
+    """Name of a module-level handler (or an ``@actor`` class method), 1..256 UTF-8 bytes."""
+    payload: bytes
+    """Bytes passed to the handler (at most MAX_CALL_PAYLOAD_BYTES)."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.actor, 2: self.handler, 3: self.payload}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> CallActor:
+        """Build from a map already checked to hold exactly keys {0..3}."""
+        return cls(actor=expect_bytes(m[1], "instruction.actor", ADDRESS_LEN),
+                   handler=_handler_name(m[2], "instruction.handler", allow_empty=False),
+                   payload=expect_bytes(m[3], "instruction.payload", max_len=MAX_CALL_PAYLOAD_BYTES))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        from cowboy_node.crypto.address import to_checksum_address
+
+        return {"kind": self.NAME, "actor": to_checksum_address(self.actor), "handler": self.handler,
+                "payload": self.payload.hex()}
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateTimerConfig:
+    """System instruction: replace the governed :class:`TimerConfig` (sender ∈ system_deployers; seeds/003 §6.4)."""
+
+    KIND: ClassVar[int] = 0x41
+    NAME: ClassVar[str] = "update_timer_config"
+    config: TimerConfig
+    """The new configuration; applies to host calls and deliveries after this transaction."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.config.to_cbor()}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> UpdateTimerConfig:
+        """Build from a map already checked to hold exactly keys {0, 1}."""
+        return cls(config=TimerConfig.from_cbor(m[1]))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "config": self.config.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    """System instruction: remove a timer whatever its owner (idempotent; seeds/003 §5.4)."""
+
+    KIND: ClassVar[int] = 0x42
+    NAME: ClassVar[str] = "cancel_timer"
+    timer_id: bytes
+    """The 32-byte timer id."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.timer_id}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> CancelTimer:
+        """Build from a map already checked to hold exactly keys {0, 1}."""
+        return cls(timer_id=expect_bytes(m[1], "instruction.timer_id", HASH_LEN))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "timer_id": self.timer_id.hex()}
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendTimer:
+    """System instruction: raise a timer's ``expires_at``, clamped to current + max_ttl_blocks (seeds/003 §5.4)."""
+
+    KIND: ClassVar[int] = 0x43
+    NAME: ClassVar[str] = "extend_timer"
+    timer_id: bytes
+    """The 32-byte timer id."""
+    new_expires_at: int
+    """Requested expiry height (must be above the current height; never shortens a TTL)."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.timer_id, 2: self.new_expires_at}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> ExtendTimer:
+        """Build from a map already checked to hold exactly keys {0, 1, 2}."""
+        return cls(timer_id=expect_bytes(m[1], "instruction.timer_id", HASH_LEN),
+                   new_expires_at=expect_uint(m[2], "instruction.new_expires_at"))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "timer_id": self.timer_id.hex(), "new_expires_at": self.new_expires_at}
+
+
+Instruction = Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
 _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     Transfer.KIND: (2, Transfer.from_fields),
     UpdateBasefeeConfig.KIND: (1, UpdateBasefeeConfig.from_fields),
+    DeployActor.KIND: (4, DeployActor.from_fields),
+    CallActor.KIND: (3, CallActor.from_fields),
+    UpdateTimerConfig.KIND: (1, UpdateTimerConfig.from_fields),
+    CancelTimer.KIND: (1, CancelTimer.from_fields),
+    ExtendTimer.KIND: (2, ExtendTimer.from_fields),
 }
 
 

@@ -1,0 +1,79 @@
+"""Governed system instructions: only senders in ``system_deployers`` may use them.
+
+Each executor charges ``SYSTEM_INSTRUCTION_CYCLES`` and the bytes it writes,
+checks the sender, applies the change and appends its event. An unauthorized
+sender gets a failed receipt (``unauthorized``) and pays for the attempt.
+"""
+
+from __future__ import annotations
+
+from cowboy_node.codec import encode
+from cowboy_node.execution import fees
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.system_state import BASEFEE_ACTOR, set_basefee_config, set_timer_config
+from cowboy_node.execution.timers import schedule
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.errors import ValidationError
+from cowboy_node.types.instructions import CancelTimer, ExtendTimer, UpdateBasefeeConfig, UpdateTimerConfig
+from cowboy_node.types.receipt import Event
+from cowboy_node.types.transaction import Transaction
+
+E_UNAUTHORIZED = "unauthorized"
+"""Receipt error code: the sender is not in ``system_deployers``."""
+E_INVALID_CONFIG = "invalid_config"
+"""Receipt error code: the proposed configuration breaks one of its own rules."""
+
+
+def _authorize(tx: Transaction, ctx: BlockContext, meter: Meter) -> None:
+    meter.charge_cycles(fees.SYSTEM_INSTRUCTION_CYCLES)
+    if tx.sender not in ctx.system_deployers:
+        raise TxFailed(E_UNAUTHORIZED, "sender is not a system deployer")
+
+
+def update_basefee_config(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                          events: list[Event]) -> None:
+    """UpdateBasefeeConfig (0x40): replace the governed BasefeeConfig."""
+    ins = tx.instruction
+    assert isinstance(ins, UpdateBasefeeConfig)
+    _authorize(tx, ctx, meter)
+    body = encode(ins.config.to_cbor())
+    meter.charge_cells(len(body))
+    set_basefee_config(world, ins.config)
+    events.append(Event(tx.sender, "basefee_config.updated", body))
+
+
+def update_timer_config(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                        events: list[Event]) -> None:
+    """UpdateTimerConfig (0x41): the only way TimerConfig changes (seeds/003 §6.4)."""
+    ins = tx.instruction
+    assert isinstance(ins, UpdateTimerConfig)
+    _authorize(tx, ctx, meter)
+    try:
+        ins.config.validate()
+    except ValidationError as e:
+        raise TxFailed(E_INVALID_CONFIG, e.message) from None
+    body = encode(ins.config.to_cbor())
+    meter.charge_cells(len(body))
+    set_timer_config(world, ins.config)
+    events.append(Event(BASEFEE_ACTOR, "timer_config.updated", body))
+
+
+def cancel_timer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                 events: list[Event]) -> None:
+    """CancelTimer (0x42): idempotent removal of any actor's timer."""
+    ins = tx.instruction
+    assert isinstance(ins, CancelTimer)
+    _authorize(tx, ctx, meter)
+    schedule.system_cancel_timer(world, ctx, timer_id=ins.timer_id, events=events)
+
+
+def extend_timer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                 events: list[Event]) -> None:
+    """ExtendTimer (0x43): raise a timer's TTL, clamped to current + max_ttl_blocks; idempotent."""
+    ins = tx.instruction
+    assert isinstance(ins, ExtendTimer)
+    _authorize(tx, ctx, meter)
+    schedule.system_extend_timer(world, ctx, timer_id=ins.timer_id, new_expires_at=ins.new_expires_at,
+                                 events=events)
