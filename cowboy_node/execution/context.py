@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags
+
+if TYPE_CHECKING:
+    from cowboy_node.execution.timers.model import Timer
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +29,46 @@ class BlockEnv:
     """Previous round's beacon (the genesis beacon for height 1)."""
     presence_input: bytes | None = None
     """The block's PresenceInputV1 bytes, if any."""
+    parent_state_root: bytes = bytes(32)
+    """State root of the parent block (Mailbox ``deliver_id`` input, seeds/000 §10.1)."""
+
+
+@dataclass(slots=True)
+class EobReport:
+    """Counters and facts of one block's End of Block, filled by the steps (read by the node for metrics)."""
+
+    timers_fired: int = 0
+    """Timer handlers run (DeliverTimers under FIFO, or timer entries run by ExecuteMailbox)."""
+    timers_deferred: int = 0
+    """1 if DeliverTimers closed the lane budget with due timers left (FIFO), or the number of due
+    Globalbox fires left queued (Globalbox policy)."""
+    timers_expired: int = 0
+    """Timers removed by TTL expiry."""
+    timers_self_destructed: int = 0
+    """Timers removed because their fee payer could not cover the fire (CIP-5 §5.4)."""
+    timers_gc_deferred: int = 0
+    """Expired / unfunded timers left in place because the GC budget was spent."""
+    timers_materialized: int = 0
+    """Timer fires written to the Mailbox (Globalbox policy)."""
+    watch_hits: int = 0
+    """State-watch timers whose watched prefix was modified in the block."""
+    intervals_rolled: int = 0
+    """Interval timers whose next due height SystemHooks wrote back."""
+    mailbox_delivered: int = 0
+    """Mailbox entries ExecuteMailbox ran (successfully or not)."""
+    mailbox_dropped: int = 0
+    """Mailbox entries removed unrun because their fee payer could not cover them."""
+    mailbox_left: int = 0
+    """Mailbox entries still pending after ExecuteMailbox (they run first next block)."""
+    modified_keys: tuple[bytes, ...] = ()
+    """ModifiedKeySet(h): state keys the block's transactions changed, sorted (set by DeliverTimers)."""
+    fired_timers: list[Timer] = field(default_factory=list)
+    """Height timers fired (FIFO) or materialised (Globalbox) this block, in order: SystemHooks rolls the
+    interval timers among them forward."""
+    steps_run: tuple[str, ...] = ()
+    """Names of the End-of-Block steps run so far, in order."""
+    committed_root: bytes | None = None
+    """State root the block's writes produce (set by the Commit step)."""
 
 
 @dataclass(slots=True)
@@ -55,3 +99,5 @@ class BlockContext:
     """Basefee burned so far in this block."""
     events: list[object] = field(default_factory=list)
     """Block-level events (End of Block steps)."""
+    eob: EobReport = field(default_factory=EobReport)
+    """What End of Block did (counters for metrics, the block's modified-key set)."""

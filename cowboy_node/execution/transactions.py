@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from cowboy_node.codec import encode
 from cowboy_node.execution import fees, system_instructions
+from cowboy_node.execution.actors.executor import execute_call, execute_deploy
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.meter import Meter
@@ -22,7 +23,16 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.fields import U128_MAX, encode_u128
-from cowboy_node.types.instructions import CancelTimer, ExtendTimer, Transfer, UpdateBasefeeConfig, UpdateTimerConfig
+from cowboy_node.types.instructions import (
+    CallActor,
+    CancelTimer,
+    DeployActor,
+    ExtendTimer,
+    Transfer,
+    UpdateBasefeeConfig,
+    UpdateTimerConfig,
+    UpdateTimerPolicy,
+)
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
 from cowboy_node.types.transaction import Transaction
 
@@ -152,6 +162,9 @@ EXECUTORS: dict[type, Executor] = {
     UpdateTimerConfig: system_instructions.update_timer_config,
     CancelTimer: system_instructions.cancel_timer,
     ExtendTimer: system_instructions.extend_timer,
+    UpdateTimerPolicy: system_instructions.update_timer_policy,
+    DeployActor: execute_deploy,
+    CallActor: execute_call,
 }
 """Instruction type → executor (one entry per instruction kind)."""
 

@@ -22,6 +22,7 @@ from cowboy_node.types.fields import (
     expect_uint,
 )
 from cowboy_node.types.params import BasefeeConfig, TimerConfig
+from cowboy_node.types.timer_policy import TimerPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +234,32 @@ class ExtendTimer:
         return {"kind": self.NAME, "timer_id": self.timer_id.hex(), "new_expires_at": self.new_expires_at}
 
 
-Instruction = Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
+@dataclass(frozen=True, slots=True)
+class UpdateTimerPolicy:
+    """System instruction: replace the governed :class:`TimerPolicy` (FIFO / Globalbox and the draft
+    parameters; sender ∈ system_deployers; docs/timers.md §12)."""
+
+    KIND: ClassVar[int] = 0x44
+    NAME: ClassVar[str] = "update_timer_policy"
+    policy: TimerPolicy
+    """The new policy; End of Block uses it from the next block's DeliverTimers on."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.policy.to_cbor()}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> UpdateTimerPolicy:
+        """Build from a map already checked to hold exactly keys {0, 1}."""
+        return cls(policy=TimerPolicy.from_cbor(m[1]))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "policy": self.policy.to_json()}
+
+
+Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
+               | UpdateTimerPolicy)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -245,6 +271,7 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     UpdateTimerConfig.KIND: (1, UpdateTimerConfig.from_fields),
     CancelTimer.KIND: (1, CancelTimer.from_fields),
     ExtendTimer.KIND: (2, ExtendTimer.from_fields),
+    UpdateTimerPolicy.KIND: (1, UpdateTimerPolicy.from_fields),
 }
 
 

@@ -19,6 +19,10 @@ LOOP_ITER = 2
 #: Every entry into an actor function or lambda.
 FUNC_ENTRY = 2
 
+#: Every call of a ``cowboy_sdk`` entry point (trusted SDK code runs unmetered; its host calls
+#: are charged by the host), and every dispatch to an ``@actor`` class method.
+SDK_CALL = 100
+
 # --- dynamic costs ------------------------------------------------------------------
 #: Per collection item produced, copied, visited or compared by a bulk operation.
 ITEM = 1

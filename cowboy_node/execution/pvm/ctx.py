@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from cowboy_node.execution.errors import TxFailed
@@ -18,10 +20,12 @@ class Ctx:
     ``finally`` block run during the unwinding cannot keep the actor going.
     """
 
-    __slots__ = ("actor_classes", "depth", "halted", "int_bound", "limits", "meter")
+    __slots__ = ("actor_classes", "depth", "halted", "int_bound", "limits", "meter", "modules")
 
-    def __init__(self, meter: Meter, limits: Limits) -> None:
+    def __init__(self, meter: Meter, limits: Limits, modules: Mapping[str, object] | None = None) -> None:
         self.meter = meter
+        #: The host modules of this call (trusted host code may look up ``pvm_host`` here).
+        self.modules: Mapping[str, object] = modules if modules is not None else {}
         self.limits = limits
         self.depth = 0
         self.halted: tuple[str, str] | None = None
@@ -82,3 +86,14 @@ class Ctx:
         if -bound < value < bound:
             return value
         self.halt("int_too_large", f"integer of {value.bit_length()} bits exceeds {self.limits.max_int_bits}")
+
+
+#: The sandbox context of the handler running on this thread (innermost frame), so that
+#: trusted host code reached without a ``Ctx`` argument (the SDK's ``sys.modules["pvm_host"]``
+#: lookups, ``cowboy_sdk`` entry points) can charge and halt the right call.
+ACTIVE: ContextVar[Ctx | None] = ContextVar("pvm_active_ctx", default=None)
+
+
+def active() -> Ctx | None:
+    """The :class:`Ctx` of the innermost handler running in this thread/context, if any."""
+    return ACTIVE.get()

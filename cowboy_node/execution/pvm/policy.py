@@ -33,6 +33,7 @@ FORBIDDEN_NAMES = frozenset({
 FORBIDDEN_ATTRIBUTES = frozenset({
     "format", "format_map", "mro", "with_traceback", "throw", "cell_contents",
     "mapping",  # dict_view.mapping: a mappingproxy whose methods bypass the dict guards
+    "fget", "fset", "fdel",  # property internals: host functions (cowboy_sdk's @actor installs properties)
 })
 #: Attribute prefixes of frame/code/traceback/generator internals (and Python 2 aliases).
 FORBIDDEN_ATTRIBUTE_PREFIXES = ("co_", "f_", "tb_", "gi_", "cr_", "ag_", "func_", "im_")
@@ -71,6 +72,10 @@ class CheckedSource:
     tree: ast.Module
     handlers: tuple[str, ...]
     imports: tuple[str, ...]
+    #: The module's single ``@actor``-decorated class, whose methods are handlers too (or None).
+    actor_class: str | None = None
+    #: The handlers (a suffix of ``handlers``) that are methods of ``actor_class``.
+    class_handlers: tuple[str, ...] = ()
 
 
 def _ast_depth(tree: ast.AST) -> int:
@@ -307,6 +312,29 @@ def _handlers(tree: ast.Module) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _is_actor_decorator(node: ast.expr) -> bool:
+    """``@actor`` or ``@<module>.actor`` (the SDK's class decorator; run-time checked too)."""
+    return (isinstance(node, ast.Name) and node.id == "actor") or (
+        isinstance(node, ast.Attribute) and node.attr == "actor" and isinstance(node.value, ast.Name))
+
+
+def actor_class(tree: ast.Module) -> ast.ClassDef | None:
+    """The module-level class decorated with ``actor`` when there is exactly one, else None."""
+    found = [stmt for stmt in tree.body
+             if isinstance(stmt, ast.ClassDef) and any(_is_actor_decorator(d) for d in stmt.decorator_list)]
+    return found[0] if len(found) == 1 else None
+
+
+def _class_handlers(cls: ast.ClassDef, taken: tuple[str, ...]) -> tuple[str, ...]:
+    """Public methods written in the class body, in source order (module-level defs win)."""
+    names: list[str] = []
+    for stmt in cls.body:
+        if (isinstance(stmt, ast.FunctionDef) and not stmt.name.startswith("_")
+                and stmt.name not in taken and stmt.name not in names):
+            names.append(stmt.name)
+    return tuple(names)
+
+
 def check_source(source: str, limits: Limits, allowed_modules: Iterable[str]) -> CheckedSource:
     """Parse and validate ``source``; raise :class:`ActorRejected` on the first violation."""
     tree = parse_source(source, limits)
@@ -316,4 +344,8 @@ def check_source(source: str, limits: Limits, allowed_modules: Iterable[str]) ->
     if checker.violations:
         line, _col, rule, message = min(checker.violations)
         raise ActorRejected(line, rule, message)
-    return CheckedSource(tree, _handlers(tree), tuple(dict.fromkeys(checker.imports)))
+    handlers = _handlers(tree)
+    cls = actor_class(tree)
+    methods = _class_handlers(cls, handlers) if cls is not None else ()
+    return CheckedSource(tree, handlers + methods, tuple(dict.fromkeys(checker.imports)),
+                         cls.name if cls is not None else None, methods)

@@ -298,7 +298,18 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
         """``obj.__init__`` for actor classes and exceptions only (builtin constructors are guarded)."""
         cls = obj if isinstance(obj, type) else type(obj)
         if ctx.actor_classes.get(id(cls)) is cls or issubclass(cls, BaseException):
-            return obj.__init__
+            if obj is not cls:
+                return obj.__init__
+            unbound = cls.__init__
+
+            def init_of(self: Any, *args: Any, **kwargs: Any) -> Any:
+                # ``Base.__init__(x)`` only on instances: a host-installed __init__ (cowboy_sdk's
+                # @actor) would otherwise set attributes on any object, e.g. a shared SDK function
+                if not isinstance(self, cls):
+                    raise TypeError(f"{cls.__name__}.__init__() needs a {cls.__name__} instance")
+                return unbound(self, *args, **kwargs)
+
+            return init_of
         raise AttributeError(f"PVM: __init__ of {cls.__name__} objects is not accessible")
 
     def class_(cls: type) -> type:

@@ -10,8 +10,8 @@ from typing import Any
 
 from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.pvm import text
-from cowboy_node.execution.pvm.ctx import Ctx
+from cowboy_node.execution.pvm import costs, text
+from cowboy_node.execution.pvm.ctx import ACTIVE, Ctx
 from cowboy_node.execution.pvm.errors import ActorRejected, PvmError, PvmHalt
 from cowboy_node.execution.pvm.instrument import instrument
 from cowboy_node.execution.pvm.limits import Limits
@@ -35,6 +35,10 @@ class CompiledActor:
     code: types.CodeType = field(compare=False, repr=False)
     #: Modules the source imports (checked against the allow-list at deploy time).
     imports: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: Name of the module's single ``@actor`` class (cowboy-actor-sdk), if any.
+    actor_class: str | None = field(default=None, compare=False, repr=False)
+    #: Handlers that are methods of ``actor_class`` (module-level ``def``s take precedence).
+    class_handlers: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def _check_interpreter() -> None:
@@ -66,7 +70,8 @@ def compile_actor(source: str, *, limits: Limits = _DEFAULT_LIMITS,
     except (RecursionError, MemoryError, ValueError) as exc:
         raise ActorRejected(0, "too_complex", type(exc).__name__) from None
     source_hash = keccak256(source.encode("utf-8", "surrogatepass"))
-    return CompiledActor(source_hash, checked.handlers, code, checked.imports)
+    return CompiledActor(source_hash, checked.handlers, code, checked.imports, checked.actor_class,
+                         checked.class_handlers)
 
 
 def describe_exception(exc: BaseException, limits: Limits = _DEFAULT_LIMITS) -> str:
@@ -79,6 +84,21 @@ def describe_exception(exc: BaseException, limits: Limits = _DEFAULT_LIMITS) -> 
         message = "<message too large>"
     out = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return out[:MAX_ERROR_MESSAGE]
+
+
+def _actor_method(ctx: Ctx, actor: CompiledActor, env: dict[str, Any], handler: str) -> Any:
+    """``handler`` bound to a fresh instance of the module's ``@actor`` class (cowboy-actor-sdk).
+
+    The class must really have been decorated by the SDK (which marks it ``_is_cowboy_actor``);
+    the SDK's own wrappers then enforce its permissions and handler modes.
+    """
+    cls = env.get(actor.actor_class or "")
+    if not (isinstance(cls, type) and ctx.actor_classes.get(id(cls)) is cls
+            and vars(cls).get("_is_cowboy_actor") is True):
+        raise PvmError("no_such_handler", f"{handler!r}: {actor.actor_class!r} is not an @actor class")
+    ctx.charge(costs.SDK_CALL)
+    instance = cls()
+    return getattr(instance, handler, None)
 
 
 def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: Meter,
@@ -96,12 +116,13 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
         raise PvmError("payload_too_large", f"payload of {len(payload)} bytes, limit {limits.max_payload_bytes}")
     if handler not in actor.handlers:
         raise PvmError("no_such_handler", f"actor has no handler {handler!r}")
-    ctx = Ctx(meter, limits)
+    ctx = Ctx(meter, limits, modules)
     env = build_globals(ctx, modules, actor.imports)
     result: Any = None
+    token = ACTIVE.set(ctx)
     try:
         exec(actor.code, env)
-        fn = env.get(handler)
+        fn = _actor_method(ctx, actor, env, handler) if handler in actor.class_handlers else env.get(handler)
         if not callable(fn):
             raise PvmError("no_such_handler", f"{handler!r} is not callable after module execution")
         result = fn(payload)
@@ -116,6 +137,7 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
     except Exception as exc:
         raise PvmError("handler_error", describe_exception(exc, limits)) from None
     finally:
+        ACTIVE.reset(token)
         if ctx.halted is None:
             ctx.halted = ("forbidden", "the call has finished")
         env.clear()

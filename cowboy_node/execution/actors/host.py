@@ -1,0 +1,517 @@
+"""The ``pvm_host`` module one actor frame sees (docs/actors.md §Host API).
+
+A :class:`Host` is built for every handler run (transaction call, nested
+``call_actor``, timer fire, mailbox message, read-only call) and handed to the
+sandbox as ``modules={"pvm_host": host}``. The sandbox exposes its public
+attributes only (``pvm.stdlib.host_view``), so every public name here is part
+of the actor-facing API and all state lives in ``_``-prefixed slots.
+
+Error policy (one rule per kind, documented in docs/actors.md):
+
+* a wrong argument *type* raises ``TypeError`` and a bad argument *value*
+  (size limit, reserved key, unsupported algorithm) raises ``ValueError`` —
+  both catchable, as the SDK's mock host does;
+* a host-side condition the actor cannot pre-check (callee failed, actor not
+  found, depth exceeded) raises :class:`HostError` — catchable;
+* resource exhaustion (``out_of_cycles``/``out_of_cells``), every timer
+  constraint (``timer_*``) and ``insufficient_balance`` / ``balance_overflow``
+  raise ``TxFailed``, which halts the actor with that code (the sandbox turns it
+  into a ``PvmHalt``, which actor code cannot catch).
+
+Every method charges its cycles before doing any work and its cells before
+writing. Values returned are fresh builtins (bytes, int, str, bool, None, and
+lists/tuples/dicts of those).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cowboy_node.codec import encode
+from cowboy_node.crypto import ed25519, secp256k1
+from cowboy_node.crypto.keccak import keccak256 as _keccak256
+from cowboy_node.execution import fees, mailbox
+from cowboy_node.execution.actors import store
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.account import Account
+from cowboy_node.types.fields import ADDRESS_LEN, U64_MAX, U128_MAX, encode_u128
+from cowboy_node.types.receipt import Event
+
+if TYPE_CHECKING:
+    from cowboy_node.execution.actors.invoke import CallFrame
+
+# --- costs (cycles; cells are always the bytes written) ---------------------------------------
+HOST_CALL_CYCLES = 100
+"""Floor charged by every host call (context, current_block, self_address, actor_owner...)."""
+GET_STATE_CYCLES = 200
+"""get_state, plus ``(len(key) + len(value)) // 16`` for the bytes read."""
+SET_STATE_CYCLES = 500
+"""set_state / set_reserved_state; cells ``len(key) + len(value)``."""
+DELETE_STATE_CYCLES = 300
+"""delete_state / delete_reserved_state; cells ``len(key)`` (the deletion is a write)."""
+SCAN_BASE_CYCLES = 500
+"""scan_state_prefix base; plus ``SCAN_CYCLES_PER_LIMIT × limit`` and cells for the returned bytes."""
+SCAN_CYCLES_PER_LIMIT = 50
+"""Charged per requested entry (by ``limit``, not by the number returned, as the SDK specifies)."""
+MAX_SCAN_LIMIT = 1000
+"""``limit`` is clamped to this (SDK ``MAX_PREFIX_SCAN_LIMIT``)."""
+KECCAK_BASE_CYCLES = 30
+"""keccak256 base; plus ``KECCAK_CYCLES_PER_WORD`` per 32-byte word of input."""
+KECCAK_CYCLES_PER_WORD = 6
+"""keccak256 per 32-byte input word."""
+VERIFY_ED25519_CYCLES = 3_000
+"""verify_signature with algorithm 2, plus keccak-like per-word cost of the message."""
+VERIFY_SECP256K1_CYCLES = 3_000
+"""verify_signature with algorithm 1, plus the keccak256 of the message."""
+EMIT_EVENT_CYCLES = 300
+"""emit_event; cells ``len(name) + len(payload)``."""
+CALL_ACTOR_CYCLES = 700
+"""call_actor, on top of what the callee uses (charged to the caller)."""
+SEND_MESSAGE_CYCLES = 1_000
+"""send_message; cells ``MESSAGE_OVERHEAD_CELLS + len(payload)``."""
+MESSAGE_OVERHEAD_CELLS = 72
+"""Cells of a Mailbox entry besides its payload (sender, target, sequence number)."""
+TRANSFER_BALANCE_CYCLES = fees.TRANSFER_CYCLES
+"""transfer_balance (same as a Transfer transaction); cells are the account writes."""
+
+# --- limits -------------------------------------------------------------------------------------
+MAX_KEY_BYTES = 1024
+"""Longest storage key."""
+MAX_VALUE_BYTES = 1 << 20
+"""Largest stored value (1 MiB)."""
+MAX_EVENT_NAME_BYTES = 64
+"""Longest event name (UTF-8 bytes)."""
+MAX_EVENT_PAYLOAD_BYTES = 64 * 1024
+"""Largest event payload."""
+MAX_MESSAGE_PAYLOAD_BYTES = 1 << 20
+"""Largest ``send_message`` payload."""
+MAX_METHOD_BYTES = 256
+"""Longest handler name for ``call_actor``."""
+MAX_VERIFY_MESSAGE_BYTES = 1 << 20
+"""Largest message ``verify_signature`` accepts (larger: HostError invalid_input)."""
+
+INITIALIZED_KEY = b"__INITIALIZED__"
+"""The SDK's initialization flag: writable only through ``set_reserved_state``."""
+OFFCHAIN_IMAGE_KEY = b"cowboy.offchain.image.v1"
+"""Reserved by the SDK for the off-chain image API (not implemented here): never writable."""
+RESERVED_KEYS = (INITIALIZED_KEY, OFFCHAIN_IMAGE_KEY)
+"""Keys ``set_state`` / ``delete_state`` refuse."""
+
+ALG_SECP256K1 = 1
+"""verify_signature: secp256k1 recoverable (65-byte r‖s‖v over keccak256(message); key = address or SEC1 key)."""
+ALG_ED25519 = 2
+"""verify_signature: strict Ed25519 (the SDK's CIP-40 algorithm 2; 32-byte key, 64-byte signature)."""
+
+# pvm-host compact error codes the SDK reads off HostError.code (cowboy_sdk.errors / call.py).
+HOST_CODE_RESOURCE = 1
+HOST_CODE_INVALID_INPUT = 2
+HOST_CODE_NOT_FOUND = 3
+HOST_CODE_FORBIDDEN = 5
+HOST_CODE_INTERNAL = 6
+_HOST_CODES = {
+    "out_of_cycles": HOST_CODE_RESOURCE,
+    "out_of_cells": HOST_CODE_RESOURCE,
+    "invalid_input": HOST_CODE_INVALID_INPUT,
+    "actor_not_found": HOST_CODE_NOT_FOUND,
+    "call_depth_exceeded": HOST_CODE_FORBIDDEN,
+}
+
+
+class HostError(RuntimeError):
+    """A host call failed for a reason the actor may handle (``pvm_host.HostError``).
+
+    ``code`` is the pvm-host compact integer code the SDK reads (1 resource,
+    2 invalid input, 3 not found, 5 forbidden, 6 internal/callee failure);
+    ``name`` is the node's stable string code (e.g. ``actor_not_found``,
+    ``call_depth_exceeded``, or the failed callee's code such as ``handler_error``).
+    """
+
+    def __init__(self, message: str = "", code: int | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
+
+
+def host_error(name: str, message: str = "") -> HostError:
+    """HostError for the stable string code ``name`` (integer code from the SDK's table)."""
+    return HostError(message or name, _HOST_CODES.get(name, HOST_CODE_INTERNAL), name)
+
+
+@dataclass(slots=True)
+class TxScope:
+    """State shared by every frame of one top-level run (a transaction, a fire, a message)."""
+
+    emit_count: int = 0
+    """Events emitted so far (``emit_id`` counts from 1 within the run)."""
+    frames: list[bytes] = field(default_factory=list)
+    """Actors on the call stack, outermost first (for diagnostics and re-entrancy tests)."""
+    loaded: set[bytes] = field(default_factory=set)
+    """Source hashes whose load cost this run has paid (membership tests only, never iterated)."""
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """Strict UTF-8 (a lone surrogate is refused: it could not be encoded into a receipt or key)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid UTF-8 text") from None
+
+
+def _key(value: object, what: str = "key") -> bytes:
+    """A storage key: bytes (bytearray copied) or str (UTF-8, as the SDK mock accepts), 1..MAX_KEY_BYTES."""
+    if isinstance(value, str):
+        value = _utf8(value, what)
+    if not isinstance(value, bytes | bytearray):
+        raise TypeError(f"{what} must be bytes")
+    out = bytes(value)
+    if not 1 <= len(out) <= MAX_KEY_BYTES:
+        raise ValueError(f"{what} must be 1..{MAX_KEY_BYTES} bytes")
+    return out
+
+
+def _bytes(value: object, what: str, max_len: int) -> bytes:
+    if not isinstance(value, bytes | bytearray):
+        raise TypeError(f"{what} must be bytes")
+    if len(value) > max_len:
+        raise ValueError(f"{what} is {len(value)} bytes, the maximum is {max_len}")
+    return bytes(value)
+
+
+def _address(value: object, what: str) -> bytes:
+    if not isinstance(value, bytes | bytearray):
+        raise TypeError(f"{what} must be a 20-byte address (bytes)")
+    if len(value) != ADDRESS_LEN:
+        raise ValueError(f"{what} must be 20 bytes, got {len(value)}")
+    return bytes(value)
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what} must be in {lo}..{hi}")
+    return int(value)
+
+
+def _word_cost(n: int) -> int:
+    return (n + 31) // 32
+
+
+class Host:
+    """The ``pvm_host`` functions for one frame (one actor executing one handler).
+
+    The public methods are exactly the SDK host contract (``cowboy_sdk.mock_host``);
+    ``HostError`` is exposed as an attribute because the SDK looks it up as
+    ``pvm_host.HostError``. ``submit_job`` is added by the jobs issue.
+    """
+
+    __slots__ = ("_closed", "_ctx", "_events", "_frame", "_meter", "_owner", "_scope", "_world")
+
+    HostError = HostError
+
+    def __init__(self, world: WorldState, ctx: BlockContext, frame: CallFrame, meter: Meter, events: list[Event],
+                 scope: TxScope, owner: bytes) -> None:
+        self._world = world
+        self._ctx = ctx
+        self._frame = frame
+        self._meter = meter
+        self._events = events
+        self._scope = scope
+        self._owner = owner
+        self._closed = False
+
+    def _close(self) -> None:
+        """Called when the frame ends: later calls (from a leaked reference) are refused."""
+        self._closed = True
+
+    def _enter(self, cycles: int) -> None:
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        self._meter.charge_cycles(cycles)
+
+    # --- context ----------------------------------------------------------------------------
+    def context(self) -> dict[str, object]:
+        """Execution context: tx_hash, sender, actor_addr, block_height, chain_id, chain_instance_id, timestamp_ms."""
+        self._enter(HOST_CALL_CYCLES)
+        env = self._ctx.env
+        f = self._frame
+        return {
+            "tx_hash": f.tx_hash,
+            "sender": f.sender,
+            "actor_addr": f.actor,
+            "block_height": env.height,
+            "chain_id": env.chain_id,
+            "chain_instance_id": chain_instance_id(env.chain_id),
+            "timestamp_ms": env.timestamp_ms,
+        }
+
+    def current_block(self) -> int:
+        """Height of the block being executed."""
+        self._enter(HOST_CALL_CYCLES)
+        return self._ctx.env.height
+
+    def self_address(self) -> bytes:
+        """The executing actor's address."""
+        self._enter(HOST_CALL_CYCLES)
+        return self._frame.actor
+
+    def actor_owner(self) -> bytes:
+        """The protocol owner (deployer) of the executing actor, from its protected record."""
+        self._enter(HOST_CALL_CYCLES)
+        return self._owner
+
+    # --- state ------------------------------------------------------------------------------
+    def get_state(self, key: object) -> bytes | None:
+        """Value stored under ``key`` by this actor, or None."""
+        self._enter(GET_STATE_CYCLES)
+        k = _key(key)
+        value = store.get_state(self._world, self._frame.actor, k)
+        self._meter.charge_cycles((len(k) + (0 if value is None else len(value))) // 16)
+        return value
+
+    def set_state(self, key: object, value: object) -> None:
+        """Store ``value`` under ``key`` (reserved SDK keys refused with ValueError)."""
+        self._enter(SET_STATE_CYCLES)
+        k = _key(key)
+        if k in RESERVED_KEYS:
+            raise ValueError(f"set_state: key {k!r} is reserved by the cowboy_sdk")
+        self._write(k, _bytes(value, "value", MAX_VALUE_BYTES))
+
+    def delete_state(self, key: object) -> None:
+        """Delete ``key`` (absent keys are fine; reserved SDK keys refused with ValueError)."""
+        self._enter(DELETE_STATE_CYCLES)
+        k = _key(key)
+        if k in RESERVED_KEYS:
+            raise ValueError(f"delete_state: key {k!r} is reserved by the cowboy_sdk")
+        self._delete(k)
+
+    def set_reserved_state(self, key: object, value: object) -> None:
+        """SDK-only: write the reserved ``__INITIALIZED__`` key (any other key: ValueError)."""
+        self._enter(SET_STATE_CYCLES)
+        k = _key(key)
+        if k != INITIALIZED_KEY:
+            raise ValueError(f"set_reserved_state: key {k!r} is not reserved")
+        self._write(k, _bytes(value, "value", MAX_VALUE_BYTES))
+
+    def delete_reserved_state(self, key: object) -> None:
+        """SDK-only: delete the reserved ``__INITIALIZED__`` key (any other key: ValueError)."""
+        self._enter(DELETE_STATE_CYCLES)
+        k = _key(key)
+        if k != INITIALIZED_KEY:
+            raise ValueError(f"delete_reserved_state: key {k!r} is not reserved")
+        self._delete(k)
+
+    def _write(self, key: bytes, value: bytes) -> None:
+        self._meter.charge_cells(len(key) + len(value))
+        store.set_state(self._world, self._frame.actor, key, value)
+
+    def _delete(self, key: bytes) -> None:
+        self._meter.charge_cells(len(key))
+        store.delete_state(self._world, self._frame.actor, key)
+
+    def scan_state_prefix(self, prefix: object, limit: object = 100) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (clamped to 1000) ``(key, value)`` pairs under ``prefix``, ascending.
+
+        Costs ``500 + limit × 50`` cycles (by the clamped limit) plus the returned bytes as cells.
+        """
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        if isinstance(prefix, str):
+            prefix = _utf8(prefix, "prefix")
+        pfx = _bytes(prefix, "prefix", MAX_KEY_BYTES)
+        n = min(_int(limit, "limit", 0, U64_MAX), MAX_SCAN_LIMIT)
+        self._meter.charge_cycles(SCAN_BASE_CYCLES + SCAN_CYCLES_PER_LIMIT * n)
+        entries = store.scan_state(self._world, self._frame.actor, pfx, n)
+        self._meter.charge_cells(sum(len(k) + len(v) for k, v in entries))
+        return entries
+
+    # --- crypto -----------------------------------------------------------------------------
+    def keccak256(self, data: object) -> bytes:
+        """Keccak-256 (Ethereum's) of ``data``."""
+        if not isinstance(data, bytes | bytearray):
+            raise TypeError("keccak256: data must be bytes")
+        self._enter(KECCAK_BASE_CYCLES + KECCAK_CYCLES_PER_WORD * _word_cost(len(data)))
+        return _keccak256(bytes(data))
+
+    def verify_signature(self, algorithm: object, public_key: object, message: object, signature: object) -> bool:
+        """True iff ``signature`` is valid; only a well-formed invalid signature returns False.
+
+        Algorithm 2 (Ed25519, the SDK's): 32-byte key, 64-byte signature over ``message``.
+        Algorithm 1 (secp256k1 recoverable): 65-byte ``r‖s‖v`` (v ∈ {0,1}, low s) over
+        ``keccak256(message)``; ``public_key`` is the signer's 20-byte address or its 33/65-byte
+        SEC1 key. Unsupported algorithm or wrong lengths: ValueError; message over 1 MiB or a
+        malformed public key: HostError(invalid_input).
+        """
+        if isinstance(algorithm, bool) or not isinstance(algorithm, int) or algorithm not in (ALG_SECP256K1,
+                                                                                                ALG_ED25519):
+            raise ValueError("unsupported signature algorithm")
+        for name, value in (("public_key", public_key), ("message", message), ("signature", signature)):
+            if not isinstance(value, bytes | bytearray):
+                raise TypeError(f"verify_signature: {name} must be bytes")
+        assert isinstance(public_key, bytes | bytearray) and isinstance(message, bytes | bytearray)
+        assert isinstance(signature, bytes | bytearray)
+        base = VERIFY_ED25519_CYCLES if algorithm == ALG_ED25519 else VERIFY_SECP256K1_CYCLES
+        self._enter(base + KECCAK_CYCLES_PER_WORD * _word_cost(len(message)))
+        if algorithm == ALG_ED25519:
+            if len(public_key) != 32 or len(signature) != 64:
+                raise ValueError("invalid signature length")
+        elif len(public_key) not in (20, 33, 65) or len(signature) != 65:
+            raise ValueError("invalid signature length")
+        if len(message) > MAX_VERIFY_MESSAGE_BYTES:
+            raise host_error("invalid_input", "message too large")
+        if algorithm == ALG_ED25519:
+            return ed25519.verify(bytes(public_key), bytes(message), bytes(signature))
+        return _verify_secp256k1(bytes(public_key), bytes(message), bytes(signature))
+
+    # --- events -----------------------------------------------------------------------------
+    def emit_event(self, name: object, payload: object, schema: object = None) -> dict[str, object]:
+        """Append ``Event(actor, name, payload)``; returns the SDK's EmitResult dict."""
+        if not isinstance(name, str):
+            raise TypeError("emit_event: name must be a str")
+        raw_name = _utf8(name, "emit_event name")
+        if not 1 <= len(raw_name) <= MAX_EVENT_NAME_BYTES:
+            raise ValueError(f"emit_event: name must be 1..{MAX_EVENT_NAME_BYTES} UTF-8 bytes")
+        data = _bytes(payload, "emit_event payload", MAX_EVENT_PAYLOAD_BYTES)
+        if schema is not None and (not isinstance(schema, bytes | bytearray) or len(schema) != 32):
+            raise ValueError("event schema must be a 32-byte identifier or None")
+        self._enter(EMIT_EVENT_CYCLES)
+        self._meter.charge_cells(len(raw_name) + len(data))
+        self._events.append(Event(self._frame.actor, name, data))
+        self._scope.emit_count += 1
+        return {"emit_id": self._scope.emit_count, "sync_outcomes": [], "deferred_subs": []}
+
+    # --- calls and messages -----------------------------------------------------------------
+    def call_actor(self, target: object, method: object, payload: object, cycles_limit: object,
+                   access_limit: object = 0) -> bytes:
+        """Synchronously run ``target.method(payload)`` with at most ``cycles_limit`` of this frame's cycles.
+
+        The callee's failure reverts its writes and raises HostError (``name`` = its code);
+        what it used is charged to this frame either way. ``access_limit`` is accepted
+        (0 = default) and not metered by this node.
+        """
+        addr = _address(target, "target")
+        if not isinstance(method, str):
+            raise TypeError("call_actor: method must be a str")
+        if not 1 <= len(_utf8(method, "method")) <= MAX_METHOD_BYTES:
+            raise ValueError(f"call_actor: method must be 1..{MAX_METHOD_BYTES} UTF-8 bytes")
+        data = _bytes(payload, "payload", MAX_MESSAGE_PAYLOAD_BYTES)
+        limit = _int(cycles_limit, "cycles_limit", 1, U64_MAX)
+        _int(access_limit, "access_limit", 0, U64_MAX)
+        self._enter(CALL_ACTOR_CYCLES)
+        meter = self._meter
+        child = Meter(min(limit, meter.cycles_limit - meter.cycles_used), meter.cells_limit - meter.cells_used)
+        from cowboy_node.execution.actors import invoke  # cycle: invoke builds Hosts
+
+        f = self._frame
+        frame = invoke.CallFrame(actor=addr, sender=f.actor, tx_sender=f.tx_sender, tx_hash=f.tx_hash,
+                                 depth=f.depth + 1)
+        failure: TxFailed | None = None
+        try:
+            result = invoke.run_frame(self._world, self._ctx, frame, method, data, child, self._events, self._scope)
+        except TxFailed as e:
+            failure = e
+        meter.charge_cycles(child.cycles_used)
+        meter.charge_cells(child.cells_used)
+        if failure is not None:
+            raise host_error(failure.code, f"call to 0x{addr.hex()}.{method} failed: {failure}")
+        return result
+
+    def send_message(self, target: object, payload: object) -> None:
+        """Queue ``payload`` for ``target``'s ``handle_message`` in the Mailbox (executed in End of Block)."""
+        addr = _address(target, "target")
+        data = _bytes(payload, "payload", MAX_MESSAGE_PAYLOAD_BYTES)
+        self._enter(SEND_MESSAGE_CYCLES)
+        self._meter.charge_cells(MESSAGE_OVERHEAD_CELLS + len(data))
+        mailbox.enqueue(self._world, self._ctx, sender=self._frame.actor, target=addr, payload=data)
+
+    def transfer_balance(self, to: object, amount: object) -> None:
+        """Move ``amount`` native units from this actor's account to ``to`` (halts on insufficient_balance)."""
+        dest = _address(to, "to")
+        value = _int(amount, "amount", 0, U128_MAX)
+        self._enter(TRANSFER_BALANCE_CYCLES)
+        me = self._frame.actor
+        source = get_account(self._world, me)
+        if source.balance < value:
+            raise TxFailed("insufficient_balance", f"actor balance {source.balance} is below {value}")
+        self._meter.charge_cells(put_account(self._world, me, Account(source.balance - value, source.nonce)))
+        recipient = get_account(self._world, dest)
+        if recipient.balance + value > U128_MAX:
+            raise TxFailed("balance_overflow", "recipient balance would exceed u128")
+        self._meter.charge_cells(put_account(self._world, dest, Account(recipient.balance + value, recipient.nonce)))
+        self._events.append(Event(me, "transfer", encode({0: dest, 1: encode_u128(value)})))
+
+    # --- timers (schedule.py charges the 200 cycles of §6.1 and raises timer_* codes) ---------
+    def schedule_timer(self, height: object, payload: object) -> bytes:
+        """Timer at ``height`` delivering ``payload`` to ``handle_timer``, protocol defaults; returns its id."""
+        return self.schedule_timer_ex(height, payload)
+
+    def schedule_timer_ex(self, height: object, payload: object, fee_payer: object = b"", gas_limit: object = 0,
+                          access_limit: object = 0, expires_at: object = 0) -> bytes:
+        """schedule_timer with overrides; the SDK sentinels ``b""`` / ``0`` mean "protocol default"."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        if isinstance(payload, bytearray):
+            payload = bytes(payload)
+        if isinstance(fee_payer, bytearray):
+            fee_payer = bytes(fee_payer)
+        if isinstance(access_limit, bool) or not isinstance(access_limit, int) or access_limit < 0:
+            raise TxFailed(schedule.E_INVALID_INPUT, "access_limit must be a non-negative int")
+        f = self._frame
+        return schedule.schedule_timer(
+            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender,
+            height=height, handler=DEFAULT_HANDLER, payload=payload,  # type: ignore[arg-type]  # schedule validates
+            fee_payer=None if fee_payer == b"" else fee_payer,  # type: ignore[arg-type]
+            gas_limit=None if gas_limit == 0 and not isinstance(gas_limit, bool) else gas_limit,  # type: ignore[arg-type]
+            expires_at=None if expires_at == 0 and not isinstance(expires_at, bool) else expires_at,  # type: ignore[arg-type]
+        )
+
+    def extend_timer(self, timer_id: object, new_expires_at: object) -> None:
+        """Renew this actor's timer; a missing timer is a silent no-op (SDK semantics)."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        tid = _timer_id(timer_id)
+        try:
+            schedule.extend_timer(self._world, self._ctx, self._meter, actor=self._frame.actor, timer_id=tid,
+                                  new_expires_at=new_expires_at)  # type: ignore[arg-type]  # schedule validates
+        except TxFailed as e:
+            if e.code != schedule.E_NOT_FOUND:
+                raise
+
+    def cancel_timer(self, timer_id: object) -> None:
+        """Cancel this actor's timer; a missing timer is a no-op, another actor's halts with timer_unauthorized."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        tid = _timer_id(timer_id)
+        schedule.cancel_timer(self._world, self._ctx, self._meter, actor=self._frame.actor, timer_id=tid)
+
+
+def _timer_id(value: object) -> bytes:
+    if not isinstance(value, bytes | bytearray) or not 1 <= len(value) <= MAX_TIMER_ID_BYTES:
+        raise TxFailed(schedule.E_INVALID_INPUT, f"timer_id must be 1..{MAX_TIMER_ID_BYTES} bytes")
+    return bytes(value)
+
+
+def _verify_secp256k1(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    if len(public_key) == ADDRESS_LEN:
+        expected = public_key
+    else:
+        try:
+            expected = secp256k1.public_key_to_address(public_key)
+        except Exception:  # InvalidKey: not a curve point
+            raise host_error("invalid_input", "public key is not a valid secp256k1 point") from None
+    try:
+        return secp256k1.recover_address(_keccak256(message), signature) == expected
+    except Exception:  # InvalidSignature: a well-formed but invalid signature
+        return False
+
+
+def chain_instance_id(chain_id: str) -> bytes:
+    """``keccak256("cowboy/chain-instance/" ‖ chain_id)``: 32 bytes naming this chain in ``context()``."""
+    return _keccak256(b"cowboy/chain-instance/" + chain_id.encode("utf-8"))

@@ -1,0 +1,216 @@
+"""Run an actor handler: the entry points for transactions, nested calls, timer fires,
+Mailbox messages and read-only RPC calls (docs/actors.md §Execution).
+
+Every run happens under its own world checkpoint: a failure (a ``PvmError`` from
+the sandbox, or a ``TxFailed`` before the sandbox starts) reverts the handler's
+writes — including those of the calls it made — and still leaves the cycles and
+cells it used on the meter. Events are kept only when the run succeeds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from cowboy_node.execution.actors import sdk_bridge, store
+from cowboy_node.execution.actors.codecache import CODE_CACHE
+from cowboy_node.execution.actors.host import Host, TxScope
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, call_handler
+from cowboy_node.execution.timers.deliver import FireOutcome
+from cowboy_node.execution.timers.model import Timer
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.fields import ADDRESS_LEN
+from cowboy_node.types.receipt import Event
+
+MAX_CALL_DEPTH = 32
+"""Deepest synchronous call chain: the transaction's own call is depth 1 (CIP-6)."""
+INVOKE_CYCLES = 500
+"""Charged for every handler run (loading the record), before the handler's own cycles."""
+LOAD_CYCLES_PER_SOURCE_BYTE = 8
+"""Charged per source byte the first time a run (transaction, fire, message) uses a source.
+
+Whether the node has the code compiled in its cache is not consensus state, so every
+run pays as if it might have to compile; a run can then touch at most
+``cycles / 8`` bytes of distinct source, far below the cache's byte capacity, so it
+cannot make the node recompile within the run."""
+MESSAGE_HANDLER = "handle_message"
+"""Handler that receives Mailbox messages (the SDK's ``@actor`` dispatcher name)."""
+NO_TX_HASH = bytes(32)
+"""``tx_hash`` of runs that no transaction started (timer fires, Mailbox messages, read-only calls)."""
+READ_ONLY_SENDER = bytes(ADDRESS_LEN)
+"""``sender`` a read-only call reports (the zero address)."""
+
+RECURSION_HEADROOM = 10_000
+"""Interpreter frames guaranteed free above an outermost run.
+
+A full chain (32 frames, each with actor recursion at the sandbox's 64-level limit)
+needs about 2,200 Python frames; the interpreter's own ``RecursionError`` would
+otherwise fire at a point that depends on how deep the *node* was when it started
+the run (block execution vs RPC), which would make outcomes differ between nodes.
+"""
+
+ModuleFactory = Callable[[Host], object]
+"""Builds one extra sandbox module for a frame from its host (e.g. ``cowboy_sdk``)."""
+_MODULE_FACTORIES: dict[str, ModuleFactory] = {}
+
+
+def register_module(name: str, factory: ModuleFactory) -> None:
+    """Make ``import <name>`` in actors resolve to ``factory(host)`` (used by the SDK layer).
+
+    ``pvm_host`` itself is always the frame's :class:`Host`. Factories must be
+    deterministic: every node must register the same ones.
+    """
+    if name == "pvm_host":
+        raise ValueError("pvm_host is always the frame's Host")
+    _MODULE_FACTORIES[name] = factory
+
+
+def _modules(host: Host) -> Mapping[str, object]:
+    mods: dict[str, object] = dict(sdk_bridge.modules_for(host))  # pvm_host and the curated cowboy_sdk
+    for name, factory in _MODULE_FACTORIES.items():
+        mods[name] = factory(host)
+    return mods
+
+
+@dataclass(frozen=True, slots=True)
+class CallFrame:
+    """Who is running and on whose behalf (one per handler run)."""
+
+    actor: bytes
+    """The executing actor (``context()["actor_addr"]``)."""
+    sender: bytes
+    """Immediate caller: the tx signer, the calling actor, or the actor itself for a timer fire."""
+    tx_sender: bytes
+    """Sender of the originating transaction (allowed as a timer ``fee_payer``); the actor itself in EOB runs."""
+    tx_hash: bytes
+    """Hash of the originating transaction; 32 zero bytes for EOB-originated and read-only runs."""
+    depth: int
+    """Call depth: 1 for the outermost handler, +1 per nested ``call_actor``."""
+
+
+def load_code(world: WorldState, source_hash: bytes) -> CompiledActor:
+    """Compiled code of a stored source (cached); a missing or refused source fails the run."""
+    hit = CODE_CACHE.get(source_hash)
+    if hit is not None:
+        return hit
+    source = store.get_source(world, source_hash)
+    if source is None:
+        raise TxFailed("actor_code_missing", f"no source stored for 0x{source_hash.hex()}")
+    try:
+        return CODE_CACHE.compile(source)
+    except ActorRejected as e:  # only if the policy changed since deployment
+        raise TxFailed("actor_rejected", str(e)) from None
+
+
+def _ensure_headroom() -> None:
+    depth = 0
+    f = sys._getframe()
+    while f is not None:
+        depth += 1
+        f = f.f_back  # type: ignore[assignment]
+    if sys.getrecursionlimit() < depth + RECURSION_HEADROOM:
+        sys.setrecursionlimit(depth + RECURSION_HEADROOM)
+
+
+def run_frame(world: WorldState, ctx: BlockContext, frame: CallFrame, handler: str, payload: bytes, meter: Meter,
+              events: list[Event], scope: TxScope) -> bytes:
+    """Run one frame (see :func:`invoke`); nested calls share ``scope``."""
+    if frame.depth > MAX_CALL_DEPTH:
+        raise TxFailed("call_depth_exceeded", f"call depth {frame.depth} exceeds {MAX_CALL_DEPTH}")
+    if frame.depth == 1:
+        _ensure_headroom()
+    meter.charge_cycles(INVOKE_CYCLES)
+    record = store.get_actor(world, frame.actor)
+    if record is None:
+        raise TxFailed("actor_not_found", f"no actor at 0x{frame.actor.hex()}")
+    if record.source_hash not in scope.loaded:
+        meter.charge_cycles(LOAD_CYCLES_PER_SOURCE_BYTE * record.source_len)
+        scope.loaded.add(record.source_hash)
+    compiled = load_code(world, record.source_hash)
+    frame_events: list[Event] = []
+    host = Host(world, ctx, frame, meter, frame_events, scope, record.creator)
+    scope.frames.append(frame.actor)
+    cp = world.checkpoint()
+    try:
+        with sdk_bridge.host_scope(host):  # the SDK finds its host through sys.modules["pvm_host"]
+            result = call_handler(compiled, handler, payload, meter=meter, modules=_modules(host))
+    except PvmError as e:
+        world.revert(cp)
+        raise TxFailed(e.code, e.message or e.code) from None
+    except BaseException:
+        world.revert(cp)
+        raise
+    finally:
+        host._close()
+        scope.frames.pop()
+    world.release(cp)
+    events.extend(frame_events)
+    return result
+
+
+def invoke(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes, sender: bytes,
+           tx_sender: bytes, tx_hash: bytes, meter: Meter, events: list[Event], depth: int = 1) -> bytes:
+    """Run ``actor.handler(payload)`` and return its bytes, or raise ``TxFailed`` with the stable code.
+
+    Codes: ``actor_not_found``, ``call_depth_exceeded`` (depth > 32), ``out_of_cycles`` /
+    ``out_of_cells``, the sandbox codes (``handler_error``, ``bad_return_type``,
+    ``no_such_handler``...) and any code a host call halted with (``timer_*``,
+    ``insufficient_balance``...). On failure the handler's writes are reverted and its
+    events dropped; on success its events are appended to ``events``.
+    """
+    frame = CallFrame(actor=actor, sender=sender, tx_sender=tx_sender, tx_hash=tx_hash, depth=depth)
+    return run_frame(world, ctx, frame, handler, payload, meter, events, TxScope())
+
+
+def _outcome(world: WorldState, ctx: BlockContext, frame: CallFrame, handler: str, payload: bytes,
+             meter: Meter) -> FireOutcome:
+    events: list[Event] = []
+    try:
+        run_frame(world, ctx, frame, handler, payload, meter, events, TxScope())
+    except TxFailed as e:
+        return FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
+    return FireOutcome(True, meter.cycles_used, meter.cells_used, None, tuple(events))
+
+
+def run_timer_fire(world: WorldState, ctx: BlockContext, timer: Timer, meter: Meter) -> FireOutcome:
+    """One timer fire (``timers.deliver.RunHandler`` once ``ctx`` is bound); never raises for actor failures.
+
+    The actor calls itself: sender = tx_sender = the actor, tx_hash = 32 zero bytes.
+    """
+    me = timer.actor_address
+    frame = CallFrame(actor=me, sender=me, tx_sender=me, tx_hash=NO_TX_HASH, depth=1)
+    return _outcome(world, ctx, frame, timer.handler, timer.payload, meter)
+
+
+def run_message(world: WorldState, ctx: BlockContext, *, sender: bytes, target: bytes, payload: bytes,
+                meter: Meter) -> FireOutcome:
+    """Deliver one Mailbox message to ``target.handle_message(payload)``; never raises for actor failures.
+
+    sender = the sending actor; tx_sender = the target itself (no transaction signer can be
+    billed for timers the target schedules); tx_hash = 32 zero bytes.
+    """
+    frame = CallFrame(actor=target, sender=sender, tx_sender=target, tx_hash=NO_TX_HASH, depth=1)
+    return _outcome(world, ctx, frame, MESSAGE_HANDLER, payload, meter)
+
+
+def read_only_call(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,
+                   cycles_limit: int) -> tuple[bytes | None, str | None, int]:
+    """Run a handler on a checkpoint that is always reverted: ``(result, error_code, cycles_used)``.
+
+    Writes are bounded like a transaction's: at most the block's ``block_max_cells``.
+    """
+    meter = Meter(cycles_limit, ctx.basefee_config.block_max_cells)
+    frame = CallFrame(actor=actor, sender=READ_ONLY_SENDER, tx_sender=READ_ONLY_SENDER, tx_hash=NO_TX_HASH,
+                      depth=1)
+    cp = world.checkpoint()
+    try:
+        result = run_frame(world, ctx, frame, handler, payload, meter, [], TxScope())
+    except TxFailed as e:
+        return None, e.code, meter.cycles_used
+    finally:
+        world.revert(cp)
+    return result, None, meter.cycles_used

@@ -1,0 +1,267 @@
+"""Run actors written with the public ``cowboy-actor-sdk`` (``cowboy_sdk``) in the PVM.
+
+The SDK is trusted host code: it uses ``sys``, ``getattr``, ``object.__setattr__``... and
+cannot pass the actor policy, so actors never see the real package. They import a
+*curated view* (:data:`PUBLIC_NAMES`, docs/pvm.md §"Actors written with cowboy-actor-sdk")
+whose entry points charge :data:`costs.SDK_CALL` cycles each and refuse to decorate
+anything but the calling actor's own functions and classes (the SDK's decorators set
+attributes on their argument; a shared SDK object must never be changed by an actor).
+
+The SDK reaches the host through ``sys.modules["pvm_host"]``. :func:`install` puts one
+process-wide proxy module there whose attributes resolve to the host of the *current*
+frame: the host given to :func:`host_scope` (a ``ContextVar``, so nested ``call_actor``
+frames push/pop and RPC threads running read-only calls never see each other's host),
+or else the ``pvm_host`` module of the innermost running sandbox call. A ``TxFailed`` a
+host function raises inside SDK code halts the actor (sticky), so SDK ``except
+Exception`` blocks can never swallow ``out_of_cycles`` and similar halts.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import cowboy_sdk
+from cowboy_sdk import codec as _sdk_codec
+from cowboy_sdk import errors as _sdk_errors
+from cowboy_sdk import runtime as _sdk_runtime
+
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.pvm import costs
+from cowboy_node.execution.pvm import ctx as pvm_ctx
+
+_SDK_TIMER: Any = cowboy_sdk.timer  # untyped in the SDK
+_CURRENT: ContextVar[object | None] = ContextVar("cowboy_sdk_host", default=None)
+_ACTOR_FILENAME = "<actor>"  # co_filename of code compiled by pvm.compile_actor
+
+
+class _HostProxy(types.ModuleType):
+    """``sys.modules["pvm_host"]``: attribute lookups go to the current frame's host."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(current_host(), name)
+        if isinstance(value, types.FunctionType | types.MethodType | types.BuiltinFunctionType):
+            return _halting(value)
+        return value
+
+
+def _halting(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def host_function(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TxFailed as exc:
+            ctx = pvm_ctx.active()
+            if ctx is None:
+                raise
+            ctx.halt(exc.code, str(exc))
+
+    return host_function
+
+
+_PROXY = _HostProxy("pvm_host", "The running actor frame's host (installed by cowboy_node sdk_bridge).")
+
+
+def install() -> None:
+    """Make ``sys.modules["pvm_host"]`` the proxy (idempotent; importing the SDK installs its mock)."""
+    if sys.modules.get("pvm_host") is not _PROXY:
+        sys.modules["pvm_host"] = _PROXY
+
+
+def current_host() -> object:
+    """The host of the running frame: :func:`host_scope`'s, else the innermost sandbox call's ``pvm_host``."""
+    host = _CURRENT.get()
+    if host is not None:
+        return host
+    ctx = pvm_ctx.active()
+    host = ctx.modules.get("pvm_host") if ctx is not None else None
+    if host is None:
+        raise RuntimeError("pvm_host is only available while an actor handler runs")
+    return host
+
+
+@contextmanager
+def host_scope(host: object) -> Iterator[None]:
+    """Make ``host`` the SDK's ``pvm_host`` for the enclosed handler run (nests; per thread/context)."""
+    install()
+    token = _CURRENT.set(host)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+# --- the curated view --------------------------------------------------------------------
+def _charge(extra: int = 0) -> None:
+    ctx = pvm_ctx.active()
+    if ctx is not None:
+        ctx.charge(costs.SDK_CALL + extra)
+
+
+def _own_function(fn: Any, what: str) -> None:
+    """Decorators mutate their argument: only the running actor's own functions qualify."""
+    if not (isinstance(fn, types.FunctionType) and fn.__code__.co_filename == _ACTOR_FILENAME):
+        raise TypeError(f"{what} can only decorate functions defined by the actor")
+
+
+def _own_class(cls: Any) -> None:
+    ctx = pvm_ctx.active()
+    if not (isinstance(cls, type) and ctx is not None and ctx.actor_classes.get(id(cls)) is cls):
+        raise TypeError("@actor can only decorate a class defined by the actor")
+
+
+def _entry(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def sdk_entry(*args: Any, **kwargs: Any) -> Any:
+        _charge()
+        return fn(*args, **kwargs)
+
+    return sdk_entry
+
+
+def _function_decorator(fn: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """``@deco`` / ``@deco(**options)`` forms of an SDK function decorator, checked."""
+
+    def decorator(func: Any = None, **options: Any) -> Any:
+        _charge()
+        if func is not None:
+            _own_function(func, what)
+            return fn(func, **options)
+        inner = fn(**options)
+
+        def apply(f: Any) -> Any:
+            _own_function(f, what)
+            return inner(f)
+
+        return apply
+
+    return decorator
+
+
+def _actor(cls: Any) -> Any:
+    _charge()
+    _own_class(cls)
+    return cowboy_sdk.actor(cls)
+
+
+def _callable_by(*principals: Any, decode: Any = None) -> Callable[[Any], Any]:
+    _charge()
+    inner: Any = cowboy_sdk.callable_by(*principals, decode=decode)
+
+    def apply(f: Any) -> Any:
+        _own_function(f, "@callable_by")
+        return inner(f)
+
+    return apply
+
+
+class TimerView:
+    """``cowboy_sdk.timer`` as actors see it: ``@timer`` / ``@timer(...)`` and ``timer.schedule``."""
+
+    __slots__ = ()
+
+    def __call__(self, func: Any = None, *, deferred: bool = True, name: Any = None) -> Any:
+        _charge()
+        if func is not None:
+            _own_function(func, "@timer")
+            return _SDK_TIMER(func, deferred=deferred, name=name)
+        inner = _SDK_TIMER(deferred=deferred, name=name)
+
+        def apply(f: Any) -> Any:
+            _own_function(f, "@timer")
+            return inner(f)
+
+        return apply
+
+    def schedule(self, height: Any, payload: Any = b"", **options: Any) -> Any:
+        """``timer.schedule(height, payload, *, handler=..., ...)``: the SDK's, charged."""
+        _charge()
+        return _SDK_TIMER.schedule(height, payload, **options)
+
+
+def _encode(value: Any) -> bytes:
+    _charge()
+    out = _sdk_codec.encode(value)
+    ctx = pvm_ctx.active()
+    if ctx is not None:
+        ctx.check_bytes(len(out))  # the work was proportional to the output; charge it after
+    return out
+
+
+def _decode(data: Any) -> Any:
+    _charge(costs.bytes_cost(len(data)) if isinstance(data, bytes | bytearray) else 0)
+    return _sdk_codec.decode(data)
+
+
+def _current_block() -> int:
+    _charge()
+    return _sdk_runtime.get_block_height()
+
+
+def _runtime_names() -> tuple[str, ...]:
+    """Public functions defined in ``cowboy_sdk.runtime`` itself (not its imports), sorted."""
+    return tuple(sorted(
+        name for name, value in vars(_sdk_runtime).items()
+        if not name.startswith("_") and isinstance(value, types.FunctionType)
+        and value.__module__ == _sdk_runtime.__name__
+    ))
+
+
+RUNTIME_NAMES: tuple[str, ...] = (*_runtime_names(), "current_block")
+"""``cowboy_sdk.runtime`` as actors see it: its public functions plus ``current_block`` (an
+alias of ``get_block_height`` that the SDK's own documentation uses)."""
+
+ERROR_NAMES: tuple[str, ...] = (
+    "CowboyError", "PermissionDeniedError", "CodecError", "ReentrancyError", "ActorCallError",
+    "ActorNotFoundError", "PurityViolationError", "CallDepthExceeded",
+)
+"""SDK exception classes actors may raise or catch."""
+
+
+def _build_view() -> Mapping[str, object]:
+    runtime_view: dict[str, object] = {name: _entry(getattr(_sdk_runtime, name)) for name in RUNTIME_NAMES[:-1]}
+    runtime_view["current_block"] = _current_block
+    view: dict[str, object] = {
+        "actor": _actor,
+        "timer": TimerView(),
+        "runtime": types.MappingProxyType(runtime_view),
+        "codec": types.MappingProxyType({"encode": _encode, "decode": _decode}),
+        "public": _function_decorator(cowboy_sdk.public, "@public"),
+        "callable_by": _callable_by,
+        "OWNER": cowboy_sdk.OWNER,
+        "SELF": cowboy_sdk.SELF,
+        "pure": _function_decorator(cowboy_sdk.pure, "@pure"),
+        "deferred": _function_decorator(cowboy_sdk.deferred, "@deferred"),
+        "reentrancy_guard": _function_decorator(cowboy_sdk.reentrancy_guard, "@reentrancy_guard"),
+        "send": _entry(cowboy_sdk.send),
+        "call": _entry(cowboy_sdk.call),
+        "ok": _entry(cowboy_sdk.ok),
+        "decode_payload": _entry(cowboy_sdk.decode_payload),
+        "ActorRef": cowboy_sdk.ActorRef,
+        "Address": cowboy_sdk.Address,
+    }
+    for name in ERROR_NAMES:
+        view[name] = getattr(_sdk_errors, name)
+    return types.MappingProxyType(view)
+
+
+SDK_VIEW: Mapping[str, object] = _build_view()
+"""The ``cowboy_sdk`` module actors import (read-only; shared: it holds no per-call state)."""
+PUBLIC_NAMES: tuple[str, ...] = tuple(SDK_VIEW)
+"""Names ``cowboy_sdk`` exposes to actors, in documentation order."""
+
+
+def modules_for(host: object) -> Mapping[str, object]:
+    """The ``modules`` mapping for ``pvm.call_handler``: ``pvm_host`` and the curated ``cowboy_sdk``."""
+    install()
+    return {"pvm_host": host, "cowboy_sdk": SDK_VIEW}
+
+
+install()
+
+__all__ = ["PUBLIC_NAMES", "RUNTIME_NAMES", "SDK_VIEW", "TimerView", "current_host", "host_scope", "install",
+           "modules_for"]
