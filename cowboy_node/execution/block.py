@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cowboy_node.execution.context import BlockContext, BlockEnv
-from cowboy_node.execution.end_of_block import run_end_of_block
+from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport
+from cowboy_node.execution.end_of_block import Observe, run_end_of_block
 from cowboy_node.execution.errors import InvalidBlock, TxInvalid
 from cowboy_node.execution.system_state import (
     get_basefee_config,
@@ -57,6 +57,8 @@ class BlockResult:
     """Merkle root of the receipts."""
     rejected: list[tuple[Transaction, TxInvalid]] = field(default_factory=list)
     """(build mode) candidates left out and why."""
+    eob: EobReport = field(default_factory=EobReport)
+    """What End of Block did (``ctx.eob``): counters the node turns into metrics."""
 
 
 def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
@@ -74,20 +76,24 @@ def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
 
 
 def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receipts: list[Receipt],
-            rejected: list[tuple[Transaction, TxInvalid]]) -> BlockResult:
-    run_end_of_block(world, ctx)
+            rejected: list[tuple[Transaction, TxInvalid]], observe: Observe | None = None) -> BlockResult:
+    run_end_of_block(world, ctx, observe=observe)
     root, ops = world.prepare_commit()
     return BlockResult(
         transactions=txs, receipts=receipts, cycles_used=ctx.cycles_used, cells_used=ctx.cells_used,
         cycle_basefee=ctx.cycle_basefee, cell_basefee=ctx.cell_basefee, state_root=root, state_ops=ops,
         tx_root=tx_root([t.tx_hash() for t in txs]),
-        receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected,
+        receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
     )
 
 
 def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transaction], *,
-                signatures_checked: bool = False, max_txs: int | None = None) -> BlockResult:
-    """Execute candidates in order, skipping invalid ones; stop when the block is full."""
+                signatures_checked: bool = False, max_txs: int | None = None,
+                observe: Observe | None = None) -> BlockResult:
+    """Execute candidates in order, skipping invalid ones; stop when the block is full.
+
+    ``observe`` (optional) wraps each End-of-Block step, see :func:`run_end_of_block`.
+    """
     ctx = begin_block(world, env)
     limit = ctx.limits.max_block_txs if max_txs is None else min(max_txs, ctx.limits.max_block_txs)
     txs: list[Transaction] = []
@@ -102,7 +108,7 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
             rejected.append((tx, e))
             continue
         txs.append(tx)
-    return _finish(world, ctx, txs, receipts, rejected)
+    return _finish(world, ctx, txs, receipts, rejected, observe)
 
 
 def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,

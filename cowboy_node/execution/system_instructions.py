@@ -14,9 +14,16 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import BASEFEE_ACTOR, set_basefee_config, set_timer_config
 from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers.policy import set_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.instructions import CancelTimer, ExtendTimer, UpdateBasefeeConfig, UpdateTimerConfig
+from cowboy_node.types.instructions import (
+    CancelTimer,
+    ExtendTimer,
+    UpdateBasefeeConfig,
+    UpdateTimerConfig,
+    UpdateTimerPolicy,
+)
 from cowboy_node.types.receipt import Event
 from cowboy_node.types.transaction import Transaction
 
@@ -77,3 +84,15 @@ def extend_timer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: M
     _authorize(tx, ctx, meter)
     schedule.system_extend_timer(world, ctx, timer_id=ins.timer_id, new_expires_at=ins.new_expires_at,
                                  events=events)
+
+
+def update_timer_policy(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                        events: list[Event]) -> None:
+    """UpdateTimerPolicy (0x44): switch FIFO / Globalbox and set the draft parameters (docs/timers.md §12)."""
+    ins = tx.instruction
+    assert isinstance(ins, UpdateTimerPolicy)
+    _authorize(tx, ctx, meter)
+    body = ins.policy.encode()  # validated when decoded
+    meter.charge_cells(len(body))
+    set_timer_policy(world, ins.policy)
+    events.append(Event(BASEFEE_ACTOR, "timer_policy.updated", body))

@@ -162,12 +162,64 @@ def parse_handler_payload(payload: bytes) -> tuple[str, bytes] | None:
     return name, data
 
 
+_CBOR_HANDLER_KEY = b"\x68_handler"
+"""CBOR text ``"_handler"`` (the first key in canonical order)."""
+_CBOR_PAYLOAD_KEY = b"\x68_payload"
+"""CBOR text ``"_payload"``."""
+
+
+def _cbor_head(buf: bytes, pos: int, major: int) -> tuple[int, int] | None:
+    """``(argument, next position)`` of a shortest-form CBOR head of ``major`` type at ``pos``, else None."""
+    if pos >= len(buf) or buf[pos] >> 5 != major:
+        return None
+    info = buf[pos] & 0x1F
+    if info < 24:
+        return info, pos + 1
+    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
+    if width is None or pos + 1 + width > len(buf):
+        return None
+    value = int.from_bytes(buf[pos + 1:pos + 1 + width], "big")
+    if value < (24 if width == 1 else 1 << (4 * width)):
+        return None  # not the shortest form: not canonical
+    return value, pos + 1 + width
+
+
+def parse_cbor_envelope(payload: bytes) -> tuple[str, bytes] | None:
+    """``(handler, inner payload)`` if ``payload`` is exactly the canonical CBOR map
+    ``{"_handler": text of 1..256 UTF-8 bytes, "_payload": bytes}`` (the SDK's envelope), else None.
+
+    Parsed by hand, field by field, so no nesting or recursion is ever involved: the
+    map head ``a2``, the two keys in canonical order, shortest-form length heads, and
+    nothing after the payload.
+    """
+    if payload[:1] != b"\xa2" or not payload.startswith(_CBOR_HANDLER_KEY, 1):
+        return None
+    head = _cbor_head(payload, 1 + len(_CBOR_HANDLER_KEY), 3)
+    if head is None:
+        return None
+    name_len, pos = head
+    if not 0 < name_len <= MAX_HANDLER_BYTES or pos + name_len > len(payload):
+        return None
+    try:
+        name = payload[pos:pos + name_len].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    pos += name_len
+    if not payload.startswith(_CBOR_PAYLOAD_KEY, pos):
+        return None
+    head = _cbor_head(payload, pos + len(_CBOR_PAYLOAD_KEY), 2)
+    if head is None or head[1] + head[0] != len(payload):
+        return None
+    return name, payload[head[1]:]
+
+
 def route(timer: Timer) -> Timer:
     """The timer as its handler sees it: the ``_handler`` convention (§4.2) applies to timers with the
     default handler; a timer naming another handler gets its payload verbatim."""
     if timer.handler != DEFAULT_HANDLER:
         return timer
-    parsed = parse_handler_payload(timer.payload)
+    # The canonical-CBOR envelope first (what the SDK writes), then the JSON form (as the SDK reads them).
+    parsed = parse_cbor_envelope(timer.payload) or parse_handler_payload(timer.payload)
     if parsed is None:
         return timer
     return replace(timer, handler=parsed[0], payload=parsed[1])

@@ -1,4 +1,8 @@
-"""End-of-Block step "Fees & Burn": settle the block's fees and move the basefees (CIP-3)."""
+"""End-of-Block step 4 "Fees & Burn": settle the block's fees and move the basefees (CIP-3).
+
+Runs after every step that uses cycles or cells (transactions, DeliverTimers,
+ExecuteMailbox), so the next basefees see the whole block's usage.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,230 @@
+"""End-of-Block timer benchmark (prints JSON).
+
+For each number of stored timers T: a LevelDB-backed dev chain holds T timers,
+M of them due at the block being executed (the rest spread over the next
+10,000 heights, owned by 1,000 other actors). The due timers fire into a
+deployed actor whose handler writes one key (the timer's payload). One
+measured block = the DeliverTimers step for the M fires + the state commit of
+what they wrote (``prepare_commit`` + one synced write batch), i.e. the part of
+a block's time the timers add.
+
+Baseline, measured in the same run on the same chain: the same M fires with a
+native Python handler that writes the same key (no sandbox) — so
+``pvm_over_native`` is what the sandbox adds per fire, and the T-ratio is the
+growth from T = 10^3 to the largest T.
+
+Goals (issue: actors and timers): ≤ 100 µs per fire, T-ratio ≤ 1.2, 10,000
+due timers inside one 1-second block (``block_s`` for M = 10,000 ≤ 1).
+
+Usage: python bench/eob_timers.py [--stored 1000,100000,1000000] [--due 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.devgenesis import create_dev_genesis
+from cowboy_node.execution.actors import invoke
+from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address, source_hash
+from cowboy_node.execution.actors.store import kv_key, put_actor, put_source
+from cowboy_node.execution.block import begin_block
+from cowboy_node.execution.context import BlockContext, BlockEnv
+from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.system_state import put_account
+from cowboy_node.execution.timers import store
+from cowboy_node.execution.timers.deliver import LANE_TIMER_CYCLES, FireOutcome, deliver_timers
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER, Timer, derive_timer_id
+from cowboy_node.state.leveldb import LevelDBStore
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.account import Account
+
+ACTOR_SOURCE = """\
+import pvm_host
+
+
+def handle_timer(payload):
+    pvm_host.set_state(payload, b"1")
+    return b""
+"""
+GAS_PER_FIRE = 1_100
+"""Declared gas limit of every bench timer (the handler uses about 1,011 cycles)."""
+OPEN_LANE = 1 << 62
+"""Lane budget for the per-fire figures: every due timer fires in the measured block."""
+FILL_BATCH = 50_000
+FILLER_ACTORS = 1_000
+FILLER_SPREAD = 10_000
+NATIVE_CYCLES = 100
+
+
+def _commit(chain: Chain, world: WorldState, *, sync: bool) -> float:
+    """Commit the world's pending writes; seconds taken."""
+    t0 = time.perf_counter()
+    _root, ops = world.prepare_commit()
+    chain.store.write_batch(ops, sync=sync)
+    world.mark_committed()
+    return time.perf_counter() - t0
+
+
+def _timer(actor: bytes, height: int, payload: bytes, nonce: int, seq: int) -> Timer:
+    return Timer(actor_address=actor, height=height, payload=payload,
+                 timer_id=derive_timer_id(actor, height, payload, nonce), handler=DEFAULT_HANDLER,
+                 fee_payer=actor, gas_limit_per_fire=GAS_PER_FIRE, expires_at=height + 1_000_000, seq=seq)
+
+
+def _insert(world: WorldState, timer: Timer, meta: store.ActorTimerMeta) -> store.ActorTimerMeta:
+    store.apply_writes(world, store.insert_writes(timer, meta))
+    return store.ActorTimerMeta(meta.live + 1, meta.next_nonce + 1)
+
+
+class Bench:
+    """A chain holding ``stored`` timers of which ``due`` are due at height ``height``."""
+
+    def __init__(self, path: Path, stored: int, due: int, height: int = 10) -> None:
+        dev = create_dev_genesis(chain_id="bench-eob", balances={}, system_deployers=(), fee_recipient=bytes(20),
+                                 genesis_time_ms=0, entropy=bytes(96))
+        self.db = LevelDBStore(path / "db")
+        self.chain = Chain(self.db, dev.genesis)
+        self.height, self.due = height, due
+        world = self.chain.world()
+        self.actor = derive_actor_address(bytes(19) + b"\x77", b"", ACTOR_SOURCE)
+        put_source(world, source_hash(ACTOR_SOURCE), ACTOR_SOURCE)
+        put_actor(world, self.actor, ActorRecord(source_hash(ACTOR_SOURCE), bytes(19) + b"\x77", 1,
+                                                 ("handle_timer",)))
+        put_account(world, self.actor, Account(10**30, 0))
+        seq = 0
+        meta = store.ActorTimerMeta(0, 0)
+        for i in range(due):  # the due timers first: FIFO order = payload order
+            meta = _insert(world, _timer(self.actor, height, i.to_bytes(8, "big"), meta.next_nonce, seq), meta)
+            seq += 1
+        self.filler_s = time.perf_counter()
+        metas = [store.ActorTimerMeta(0, 0)] * FILLER_ACTORS
+        for i in range(stored - due):
+            a = i % FILLER_ACTORS
+            actor = (0x100000 + a).to_bytes(20, "big")
+            h = height + 1 + (i // FILLER_ACTORS) % FILLER_SPREAD
+            metas[a] = _insert(world, _timer(actor, h, i.to_bytes(8, "big"), metas[a].next_nonce, seq), metas[a])
+            seq += 1
+            if seq % FILL_BATCH == 0:
+                _commit(self.chain, world, sync=False)
+        _commit(self.chain, world, sync=True)
+        self.db.compact()
+        self.filler_s = time.perf_counter() - self.filler_s
+
+    def block(self, run: Callable[[WorldState, BlockContext], Callable[[WorldState, Timer, Meter], FireOutcome]],
+              lane: int = OPEN_LANE) -> dict[str, float]:
+        """Deliver the due timers once (on a throw-away view: the committed chain is left as it was)."""
+        world = self.chain.world()
+        env = BlockEnv(chain_id="bench-eob", height=self.height, timestamp_ms=0, fee_recipient=bytes(20),
+                       beacon=b"", parent_beacon=b"")
+        ctx = begin_block(world, env)
+        t0 = time.perf_counter()
+        report = deliver_timers(world, ctx, run(world, ctx), lane_timer_cycles=lane)
+        t1 = time.perf_counter()
+        if lane == OPEN_LANE and report.fired != self.due:
+            raise RuntimeError(f"fired {report.fired} of {self.due} due timers")
+        if world.get(kv_key(self.actor, (report.fired - 1).to_bytes(8, "big"))) is None:
+            raise RuntimeError("the last handler did not write its key")
+        _root, ops = world.prepare_commit()
+        t2 = time.perf_counter()
+        # Time the synced write on a scratch batch layout identical to a real commit, then drop it:
+        # the committed chain must stay at "M due" for the next repetition.
+        scratch = self.chain.store
+        scratch.write_batch([(b"bench-scratch/" + k, v) for k, v in ops], sync=True)
+        t3 = time.perf_counter()
+        scratch.write_batch([(b"bench-scratch/" + k, None) for k, _v in ops], sync=False)
+        return {"deliver_s": t1 - t0, "prepare_s": t2 - t1, "write_s": t3 - t2, "block_s": t3 - t0,
+                "lane_cycles": float(report.lane_cycles_used), "fired": float(report.fired)}
+
+
+def _pvm(_world: WorldState, ctx: BlockContext) -> Callable[[WorldState, Timer, Meter], FireOutcome]:
+    return lambda w, t, m: invoke.run_timer_fire(w, ctx, t, m)
+
+
+def _native(_world: WorldState, _ctx: BlockContext) -> Callable[[WorldState, Timer, Meter], FireOutcome]:
+    def run(w: WorldState, t: Timer, m: Meter) -> FireOutcome:
+        m.charge_cycles(NATIVE_CYCLES)
+        key = kv_key(t.actor_address, t.payload)
+        w.set(key, b"1")
+        m.charge_cells(len(key) + 1)
+        return FireOutcome(True, m.cycles_used, m.cells_used, None)
+    return run
+
+
+def measure(stored: int, due: int, *, reps: int = 3) -> dict[str, float]:
+    """Median per-fire figures for one (T, M) point, PVM handler and native baseline."""
+    tmp = Path(tempfile.mkdtemp(prefix="eob-timers-bench-"))
+    try:
+        t0 = time.perf_counter()
+        bench = Bench(tmp, stored, due)
+        build_s = time.perf_counter() - t0
+        pvm = [bench.block(_pvm) for _ in range(reps)]
+        native = [bench.block(_native) for _ in range(reps)]
+        default_lane = bench.block(_pvm, LANE_TIMER_CYCLES)
+        bench.chain.store.close()
+
+        def med(runs: list[dict[str, float]], key: str) -> float:
+            return statistics.median(r[key] for r in runs)
+
+        def us_per_fire(runs: list[dict[str, float]], key: str) -> float:
+            return round(med(runs, key) / due * 1e6, 2)
+
+        return {
+            "stored": float(stored), "due": float(due), "build_s": round(build_s, 1),
+            # EOB time: the DeliverTimers step (fee pre-charge, sandboxed handler, refund, index removal).
+            "eob_us_per_fire": us_per_fire(pvm, "deliver_s"),
+            # The state commit of what the fires wrote (tree update + synced batch), paid at block commit.
+            "commit_us_per_fire": round((med(pvm, "prepare_s") + med(pvm, "write_s")) / due * 1e6, 2),
+            "block_us_per_fire": us_per_fire(pvm, "block_s"),
+            "block_s": round(med(pvm, "block_s"), 3),
+            "lane_cycles_used": med(pvm, "lane_cycles"),
+            "baseline_native_eob_us_per_fire": us_per_fire(native, "deliver_s"),
+            "pvm_over_native_eob": round(med(pvm, "deliver_s") / med(native, "deliver_s"), 2),
+            "default_lane_cycles": float(LANE_TIMER_CYCLES),
+            "default_lane_fired": default_lane["fired"],
+            "default_lane_block_s": round(default_lane["block_s"], 3),
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stored", default="1000,100000,1000000", help="comma-separated T values")
+    p.add_argument("--due", type=int, default=10_000, help="M: timers due at the measured block")
+    p.add_argument("--reps", type=int, default=3)
+    a = p.parse_args()
+    sizes = [int(x) for x in a.stored.split(",")]
+    due = min(a.due, min(sizes))
+    results = [measure(t, due, reps=a.reps) for t in sizes]
+    first, last = results[0], results[-1]
+    t_ratio = last["eob_us_per_fire"] / first["eob_us_per_fire"]
+    out = {
+        "benchmark": "eob_timers",
+        "gas_limit_per_fire": GAS_PER_FIRE,
+        "results": results,
+        "t_ratio_eob": round(t_ratio, 2),
+        "t_ratio_block": round(last["block_us_per_fire"] / first["block_us_per_fire"], 2),
+        "goals": {
+            "eob_us_per_fire_max": 100, "t_ratio_max": 1.2, "due_in_1s_block": 10_000,
+            "met_eob_us_per_fire": all(r["eob_us_per_fire"] <= 100 for r in results),
+            "met_t_ratio_eob": t_ratio <= 1.2,
+            "met_1s_block_with_commit": due >= 10_000 and all(r["block_s"] <= 1.0 for r in results),
+            "met_due_in_default_lane": all(r["default_lane_fired"] >= 10_000 for r in results),
+        },
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

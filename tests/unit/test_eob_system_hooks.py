@@ -1,0 +1,31 @@
+"""EOB step 5 SystemHooks: interval timers fired this block are written back at h + every_blocks."""
+
+from __future__ import annotations
+
+from cowboy_node.execution.eob.system_hooks import system_hooks
+from cowboy_node.execution.timers import store
+from cowboy_node.execution.timers.interval import set_interval
+from tests.unit.eob_helpers import ACTOR, SENDER, big_meter, make_ctx, make_world
+
+
+def test_fired_interval_timer_is_rescheduled_and_one_shot_timers_are_not() -> None:
+    world = make_world()
+    tid = set_interval(world, make_ctx(1), big_meter(), actor=ACTOR, tx_sender=SENDER, every_blocks=4,
+                       handler="tick", payload=b"p")
+    fired = store.get_timer(world, tid)
+    assert fired is not None and fired.height == 5
+    store.remove_timer(world, fired)  # what a fire does first
+    ctx = make_ctx(5)
+    ctx.eob.fired_timers.append(fired)
+    system_hooks(world, ctx)
+    again = store.get_timer(world, tid)
+    assert again is not None and again.height == 9 and (again.handler, again.payload) == ("tick", b"p")
+    assert store.timers_at(world, 9) == [tid] and ctx.eob.intervals_rolled == 1
+    assert store.get_meta(world, ACTOR).live == 1
+
+
+def test_nothing_fired_writes_nothing() -> None:
+    world = make_world()
+    before = world.changes()
+    system_hooks(world, make_ctx(3))
+    assert world.changes() == before
