@@ -23,6 +23,7 @@ from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.verify import verify_header
 from cowboy_node.execution.block import BlockResult, build_block, execute_block
 from cowboy_node.execution.context import BlockEnv
+from cowboy_node.execution.end_of_block import Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
 from cowboy_node.state.store import StateStore
@@ -124,13 +125,16 @@ class Chain:
         """Execution environment of the next block."""
         return BlockEnv(chain_id=self.genesis.chain_id, height=self.height + 1, timestamp_ms=timestamp_ms,
                         fee_recipient=fee_recipient, beacon=beacon, parent_beacon=self.parent_beacon(),
-                        presence_input=presence_input)
+                        presence_input=presence_input, parent_state_root=self.head.header.state_root)
 
     def build(self, candidates: list[Transaction], *, env: BlockEnv, round_: Round, proposer: bytes,
-              sign: _Signer, signatures_checked: bool) -> PreparedBlock:
-        """Execute candidates on top of the head and return the signed block (nothing written yet)."""
+              sign: _Signer, signatures_checked: bool, observe: Observe | None = None) -> PreparedBlock:
+        """Execute candidates on top of the head and return the signed block (nothing written yet).
+
+        ``observe`` wraps each End-of-Block step (the node times them for its metrics).
+        """
         world = self.world()
-        result = build_block(world, env, candidates, signatures_checked=signatures_checked)
+        result = build_block(world, env, candidates, signatures_checked=signatures_checked, observe=observe)
         header = BlockHeader(
             chain_id=env.chain_id, height=env.height, parent_hash=self.head.hash(), round=round_,
             timestamp_ms=env.timestamp_ms, proposer=proposer, tx_root=result.tx_root,
@@ -161,7 +165,8 @@ class Chain:
         env = BlockEnv(chain_id=self.genesis.chain_id, height=block.header.height,
                        timestamp_ms=block.header.timestamp_ms, fee_recipient=fee_recipient,
                        beacon=block.header.beacon, parent_beacon=self.parent_beacon(),
-                       presence_input=block.header.presence_input)
+                       presence_input=block.header.presence_input,
+                       parent_state_root=self.head.header.state_root)
         result = execute_block(world, env, block.header, block.transactions)
         return PreparedBlock(block, result, world)
 

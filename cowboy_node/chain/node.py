@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from cowboy_node.chain import actor_queries
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain
@@ -24,10 +25,11 @@ from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.verify import REGISTRY_SIZE_WITHOUT_RUNNERS, expected_round
 from cowboy_node.crypto import bls, ed25519
 from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
 from cowboy_node.observability.logging import get_logger
-from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.presence import encode_presence
@@ -114,11 +116,13 @@ class Node:
         env = chain.env_for(timestamp_ms=timestamp_ms, fee_recipient=self.fee_recipient, beacon=beacon,
                             presence_input=presence)
         t0 = time.perf_counter()
+        eob_timer = StepTimer()
 
         def build() -> Any:
             with self._tree_lock:
                 return chain.build(candidates, env=env, round_=round_, proposer=self._ed_pub,
-                                   sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True)
+                                   sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True,
+                                   observe=eob_timer)
 
         prepared = await asyncio.get_running_loop().run_in_executor(self._executor, build)
         t1 = time.perf_counter()
@@ -137,6 +141,9 @@ class Node:
         self.metrics.observe_block(height=h.height, interval_s=interval, tx_count=len(block.transactions),
                                    commit_s=t2 - t1, execution_s=t1 - t0, basefee_cycles=h.cycle_basefee,
                                    basefee_cells=h.cell_basefee)
+        # Recorded only now: a block that failed to build or commit adds nothing.
+        self.metrics.observe_eob(prepared.result.eob)
+        self.metrics.observe_eob_steps(eob_timer.durations)
         self.metrics.mempool_size.set(len(self.mempool))
         self.metrics.mempool_bytes.set(self.mempool.size_bytes)
         log.info("block committed", height=h.height, txs=len(block.transactions),
@@ -234,3 +241,37 @@ class Node:
             proof = self.chain.tree.prove(key)
             root = self.chain.tree.root()
         return {"root": "0x" + root.hex(), "height": self.chain.height, "proof": proof.to_json()}
+
+    # -- actors (read under the state lock: the view and its height belong to one head) ----------
+    def actor(self, address: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_view(self.chain.world(), address, height=self.chain.height)
+
+    def actor_state(self, address: bytes, key: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_state_view(self.chain.world(), address, key, height=self.chain.height)
+
+    def actor_state_scan(self, address: bytes, prefix: bytes, limit: int) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_state_scan_view(self.chain.world(), address, prefix, limit,
+                                                       height=self.chain.height)
+
+    def actor_timers(self, address: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height)
+
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int) -> dict[str, Any] | None:
+        """Read-only call in the context the next block would give it (height = head + 1, as built by
+        :meth:`Chain.env_for`); it sees the head's beacon, not the next round's."""
+        with self._tree_lock:
+            chain = self.chain
+            head = chain.head.header
+            world = chain.world()
+            env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
+                                fee_recipient=self.fee_recipient, beacon=head.beacon, presence_input=None)
+            return actor_queries.read_only_view(world, begin_block(world, env), actor=actor, handler=handler,
+                                                payload=payload, cycles_limit=cycles_limit, height=head.height)

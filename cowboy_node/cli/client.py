@@ -90,6 +90,10 @@ class RpcClient:
         """``GET path`` and decode the JSON body; raises ApiError or NodeUnreachable."""
         return self._request("GET", path)
 
+    def post_json(self, path: str, doc: Any) -> Any:
+        """``POST path`` with a JSON body and decode the JSON answer; raises ApiError or NodeUnreachable."""
+        return self._request("POST", path, json.dumps(doc).encode(), "application/json")
+
     def post_tx(self, tx_bytes: bytes) -> dict[str, Any]:
         """``POST /submit`` with raw ``tx_bytes``; returns ``{"tx_hash", "status"}``."""
         out = self._request("POST", "/submit", bytes(tx_bytes), "application/octet-stream")

@@ -1,4 +1,4 @@
-"""Client subcommands of ``cowboy-node``: status, keys, tx transfer, query.
+"""Client subcommands of ``cowboy-node``: status, keys, tx transfer, query (actor commands: actor_commands.py).
 
 They talk to a running node over its HTTP API (``--rpc``, default
 ``http://127.0.0.1:4000``) and print JSON (``status`` prints a summary unless
@@ -222,19 +222,24 @@ def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[s
         time.sleep(min(POLL_INTERVAL_S, remaining))
 
 
-@_run
-def cmd_tx_transfer(args: argparse.Namespace) -> int:
-    """Build, sign and submit a Transfer; optionally wait for its receipt."""
+def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
+    """``(private key, address)`` from ``--key``; a bad file is a usage error (exit 2)."""
     from cowboy_node.chain.keys import KeyFileError, load_account_private_key
-    from cowboy_node.crypto.address import to_checksum_address
-    from cowboy_node.types.instructions import Transfer
-    from cowboy_node.types.transaction import Transaction
 
     try:
-        sk, sender = load_account_private_key(args.key)
+        return load_account_private_key(args.key)
     except KeyFileError as e:
         raise UsageError(f"--key: {e}") from None
-    client = _client(args)
+
+
+def submit(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: bytes, instruction: Any) -> str:
+    """Build, sign and submit ``instruction`` with the fee/limit flags of ``args``; returns the tx hash.
+
+    The chain id and basefees come from ``/status``, the nonce from ``next_pending_nonce``.
+    """
+    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_node.types.transaction import Transaction
+
     chain_id, cycle_bf, cell_bf = _basefees(client.get_json("/status"))
     max_cycle, tip_cycle = _fees(args.max_fee_per_cycle, args.priority_fee_per_cycle, cycle_bf,
                                  "--max-fee-per-cycle", "--priority-fee-per-cycle")
@@ -245,7 +250,7 @@ def cmd_tx_transfer(args: argparse.Namespace) -> int:
     if not isinstance(nonce, int) or isinstance(nonce, bool) or nonce < 0:
         raise ApiError("invalid_response", "/account response has no valid next_pending_nonce", 200)
     tx = Transaction(
-        chain_id=chain_id, nonce=nonce, sender=sender, instruction=Transfer(to=args.to, amount=args.amount),
+        chain_id=chain_id, nonce=nonce, sender=sender, instruction=instruction,
         cycles_limit=args.cycles_limit, cells_limit=args.cells_limit,
         max_fee_per_cycle=max_cycle, max_priority_fee_per_cycle=tip_cycle,
         max_fee_per_cell=max_cell, max_priority_fee_per_cell=tip_cell,
@@ -253,18 +258,37 @@ def cmd_tx_transfer(args: argparse.Namespace) -> int:
     local_hash = "0x" + tx.tx_hash().hex()
     result = client.post_tx(tx.to_bytes())
     returned = result.get("tx_hash")
-    tx_hash = returned if isinstance(returned, str) else local_hash
-    if not args.wait:
-        _print_json({"tx_hash": tx_hash})
+    return returned if isinstance(returned, str) else local_hash
+
+
+def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra: dict[str, Any] | None = None,
+           from_receipt: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
+    """Print ``{**extra, "tx_hash"}``, or after waiting ``{..., "height", "receipt"}`` plus what
+    ``from_receipt`` derives from the receipt; returns the exit code."""
+    head = {**(extra or {}), "tx_hash": tx_hash}
+    if not wait:
+        _print_json(head)
         return 0
-    receipt = _wait_for_receipt(client, tx_hash, args.timeout)
+    receipt = _wait_for_receipt(client, tx_hash, timeout)
     if receipt is None:
-        message = f"no receipt for {tx_hash} after {args.timeout:g} s"
-        _print_json({"tx_hash": tx_hash, "error": {"code": "timeout", "message": message}})
+        message = f"no receipt for {tx_hash} after {timeout:g} s"
+        _print_json({**head, "error": {"code": "timeout", "message": message}})
         _error(f"timeout: {message}")
         return 1
-    _print_json({"tx_hash": tx_hash, "height": receipt.get("height"), "receipt": receipt})
+    derived = from_receipt(receipt) if from_receipt is not None else {}
+    _print_json({**head, "height": receipt.get("height"), "receipt": receipt, **derived})
     return 0
+
+
+@_run
+def cmd_tx_transfer(args: argparse.Namespace) -> int:
+    """Build, sign and submit a Transfer; optionally wait for its receipt."""
+    from cowboy_node.types.instructions import Transfer
+
+    sk, sender = load_key(args)
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, Transfer(to=args.to, amount=args.amount))
+    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
 
 
 # -- query ---------------------------------------------------------------------------
@@ -307,6 +331,31 @@ def _add_rpc(p: argparse.ArgumentParser) -> None:
                    help=f"node HTTP API base URL (default {DEFAULT_RPC_URL})")
 
 
+def add_tx_flags(p: argparse.ArgumentParser, *, wait_flag: bool, cycles_limit: int = DEFAULT_CYCLES_LIMIT,
+                 cells_limit: int | None = DEFAULT_CELLS_LIMIT, cells_help: str | None = None) -> None:
+    """``--rpc``, ``--wait``/``--timeout`` and the limit and fee flags shared by every ``tx`` command.
+
+    ``cells_limit=None`` leaves the default to the command (it depends on what it carries).
+    """
+    _add_rpc(p)
+    if wait_flag:
+        p.add_argument("--wait", action="store_true", help="wait for the receipt")
+    p.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
+                   help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
+    u64 = _uint(U64_MAX, "u64")
+    p.add_argument("--cycles-limit", type=u64, default=cycles_limit, metavar="N", help=f"default {cycles_limit}")
+    p.add_argument("--cells-limit", type=u64, default=cells_limit, metavar="N",
+                   help=cells_help or f"default {cells_limit}")
+    p.add_argument("--max-fee-per-cycle", type=u64, default=None, metavar="N",
+                   help="default 2 × the current cycle basefee")
+    p.add_argument("--priority-fee-per-cycle", type=u64, default=None, metavar="N",
+                   help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
+    p.add_argument("--max-fee-per-cell", type=u64, default=None, metavar="N",
+                   help="default 2 × the current cell basefee")
+    p.add_argument("--priority-fee-per-cell", type=u64, default=None, metavar="N",
+                   help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the client subcommands (status, keys, tx, query) to ``subparsers``."""
     st = subparsers.add_parser("status", help="show the node's chain status")
@@ -330,24 +379,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tt.add_argument("--to", required=True, type=_address, metavar="ADDRESS", help="recipient (0x + 40 hex)")
     tt.add_argument("--amount", required=True, type=_uint(U128_MAX, "u128"), metavar="N",
                     help="amount in the smallest unit")
-    _add_rpc(tt)
-    tt.add_argument("--wait", action="store_true", help="wait for the receipt")
-    tt.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
-                    help=f"--wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
-    u64 = _uint(U64_MAX, "u64")
-    tt.add_argument("--cycles-limit", type=u64, default=DEFAULT_CYCLES_LIMIT, metavar="N",
-                    help=f"default {DEFAULT_CYCLES_LIMIT}")
-    tt.add_argument("--cells-limit", type=u64, default=DEFAULT_CELLS_LIMIT, metavar="N",
-                    help=f"default {DEFAULT_CELLS_LIMIT}")
-    tt.add_argument("--max-fee-per-cycle", type=u64, default=None, metavar="N",
-                    help="default 2 × the current cycle basefee")
-    tt.add_argument("--priority-fee-per-cycle", type=u64, default=None, metavar="N",
-                    help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
-    tt.add_argument("--max-fee-per-cell", type=u64, default=None, metavar="N",
-                    help="default 2 × the current cell basefee")
-    tt.add_argument("--priority-fee-per-cell", type=u64, default=None, metavar="N",
-                    help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
+    add_tx_flags(tt, wait_flag=True)
     tt.set_defaults(func=cmd_tx_transfer)
+
+    # actor_commands imports this module's helpers, so it is imported here, not at the top.
+    from cowboy_node.cli.actor_commands import register_query, register_tx
+
+    register_tx(tx_sub)
 
     q = subparsers.add_parser("query", help="read chain data from the node")
     q_sub = q.add_subparsers(dest="query_command", required=True)
@@ -363,3 +401,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     qt.add_argument("hash", type=_tx_hash, metavar="HASH")
     _add_rpc(qt)
     qt.set_defaults(func=cmd_query_tx)
+    register_query(q_sub)

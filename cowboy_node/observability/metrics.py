@@ -10,12 +10,17 @@ Label values must stay low-cardinality: ``route`` is the route *template*
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import time
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
+
+from cowboy_node.execution.context import EobReport
 
 NAMESPACE = "cowboy"
 
@@ -24,6 +29,8 @@ BLOCK_INTERVAL_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3
 TXS_PER_BLOCK_BUCKETS = (0, 1, 10, 100, 500, 1000, 2000, 5000, 10000)
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """Seconds spent building/executing or committing one block (well under the block time when healthy)."""
+EOB_STEP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""Seconds spent in one End-of-Block step (most steps take well under a millisecond)."""
 
 
 def _version() -> str:
@@ -63,6 +70,29 @@ class NodeMetrics:
                                     ["code"], namespace=ns, registry=r)
         self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
                                     ["route", "status"], namespace=ns, registry=r)
+        self.timers_fired = Counter(
+            "timers_fired", "Timer handlers run by DeliverTimers (successful or not).", namespace=ns, registry=r)
+        self.timers_deferred = Counter(
+            "timers_deferred", "Blocks whose timer lane budget closed while due timers remained "
+            "(those fire first in the next block).", namespace=ns, registry=r)
+        self.timers_expired = Counter(
+            "timers_expired", "Timers removed without firing because their TTL (expires_at) had passed.",
+            namespace=ns, registry=r)
+        self.timers_self_destructed = Counter(
+            "timers_self_destructed", "Timers removed without firing because their fee payer could not cover "
+            "the maximum cost of a fire.", namespace=ns, registry=r)
+        self.mailbox_delivered = Counter(
+            "mailbox_delivered", "Mailbox entries run by End-of-Block ExecuteMailbox (successful or not).",
+            namespace=ns, registry=r)
+        self.mailbox_dropped = Counter(
+            "mailbox_dropped", "Mailbox entries removed unrun because their fee payer could not cover them.",
+            namespace=ns, registry=r)
+        self.mailbox_pending = Gauge(
+            "mailbox_pending", "Mailbox entries left pending after the last block's ExecuteMailbox.",
+            namespace=ns, registry=r)
+        self.eob_step_duration = Histogram(
+            "eob_step_seconds", "Wall-clock time of one End-of-Block step, by step name.", ["step"],
+            namespace=ns, registry=r, buckets=EOB_STEP_BUCKETS)
 
     def observe_block(self, *, height: int, interval_s: float | None, tx_count: int, commit_s: float,
                       execution_s: float, basefee_cycles: int, basefee_cells: int) -> None:
@@ -76,10 +106,52 @@ class NodeMetrics:
         self.basefee.labels(resource="cycles").set(basefee_cycles)
         self.basefee.labels(resource="cells").set(basefee_cells)
 
+    def observe_timers(self, *, fired: int, deferred: bool, expired: int, self_destructed: int) -> None:
+        """Record one committed block's DeliverTimers outcome."""
+        self.timers_fired.inc(fired)
+        if deferred:
+            self.timers_deferred.inc()
+        self.timers_expired.inc(expired)
+        self.timers_self_destructed.inc(self_destructed)
+
+    def observe_eob(self, report: EobReport) -> None:
+        """Record what one committed block's End of Block did (``BlockContext.eob``)."""
+        # deferred counts blocks that left due timers behind (FIFO lane closed, or Globalbox fires queued).
+        self.observe_timers(fired=report.timers_fired, deferred=report.timers_deferred > 0,
+                            expired=report.timers_expired, self_destructed=report.timers_self_destructed)
+        self.mailbox_delivered.inc(report.mailbox_delivered)
+        self.mailbox_dropped.inc(report.mailbox_dropped)
+        self.mailbox_pending.set(report.mailbox_left)
+
+    def observe_eob_steps(self, durations: Iterable[tuple[str, float]]) -> None:
+        """Record the ``(step name, seconds)`` of one block's End-of-Block steps."""
+        for step, seconds in durations:
+            self.eob_step_duration.labels(step=step).observe(seconds)
+
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The registry rendered for an HTTP ``Accept`` header: (body, content type)."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
+
+
+class StepTimer:
+    """Times the steps of one block's End of Block: pass it as ``observe`` to the execution layer.
+
+    ``execution/`` never reads the clock; it calls ``observe(step_name)`` and runs the step inside the
+    returned context manager. The durations are only kept here and recorded once the block commits.
+    """
+
+    def __init__(self) -> None:
+        self.durations: list[tuple[str, float]] = []
+        """``(step name, seconds)`` in execution order."""
+
+    @contextlib.contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.durations.append((step, time.perf_counter() - t0))
 
 
 async def start_metrics_server(metrics: NodeMetrics, host: str, port: int) -> web.AppRunner:
@@ -134,6 +206,7 @@ def parse_host_port(text: str, *, key: str) -> tuple[str, int]:
 __all__ = [
     "NAMESPACE",
     "NodeMetrics",
+    "StepTimer",
     "parse_host_port",
     "start_metrics_server",
 ]

@@ -20,7 +20,9 @@ class RpcError(Exception):
 
 
 class NodeFacade(Protocol):
-    """What the RPC server calls. Every method is cheap and non-blocking (runs on the event loop)."""
+    """What the RPC server calls. Every method is cheap and non-blocking (runs on the event loop), except
+    the ``actor*`` methods and :meth:`read_actor`: the server runs those in a worker thread, as they wait
+    for the state lock and a read-only call runs actor code."""
 
     def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
         """Admit ``tx_bytes`` (u32 BE length ‖ canonical CBOR body) to the mempool.
@@ -64,4 +66,31 @@ class NodeFacade(Protocol):
 
     def state_proof(self, key: bytes) -> dict[str, Any]:
         """Inclusion/exclusion proof for a raw state key against the head state root."""
+        ...
+
+    def actor(self, address: bytes) -> dict[str, Any] | None:
+        """Deployed actor at the head: ``{"address", "creator", "source_hash", "deployed_at", "handlers",
+        "balance", "height"}``, or None if no actor lives at ``address``."""
+        ...
+
+    def actor_state(self, address: bytes, key: bytes) -> dict[str, Any] | None:
+        """One storage value of an actor: ``{"address", "key", "value" (hex or null), "height"}``; None if no actor."""
+        ...
+
+    def actor_state_scan(self, address: bytes, prefix: bytes, limit: int) -> dict[str, Any] | None:
+        """Up to ``limit`` storage entries whose key starts with ``prefix``, ascending by key:
+        ``{"address", "prefix", "entries": [{"key", "value"}], "truncated", "height"}``; None if no actor."""
+        ...
+
+    def actor_timers(self, address: bytes) -> dict[str, Any] | None:
+        """The actor's live timers in due order: ``{"address", "count", "timers": [...], "truncated", "height"}``;
+        None if no actor."""
+        ...
+
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int) -> dict[str, Any] | None:
+        """Run ``handler(payload)`` read-only on the head state (all writes discarded):
+        ``{"result" (hex or null), "error" (code or null), "cycles_used", "height"}``; None if no actor.
+
+        May take as long as ``cycles_limit`` cycles of actor code.
+        """
         ...

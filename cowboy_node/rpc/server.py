@@ -10,6 +10,8 @@ error responses, and turns anything unexpected into a generic 500.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -27,6 +29,17 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 MAX_STATE_KEY_BYTES = 1024
 """Longest raw state key ``/state/proof`` accepts."""
 MAX_HEIGHT = 2**64 - 1
+DEFAULT_SCAN_LIMIT = 100
+"""Entries ``/actor/{address}/state?prefix=`` returns when ``limit`` is not given."""
+MAX_SCAN_LIMIT = 1000
+"""Largest ``limit`` of an actor state scan."""
+DEFAULT_READ_CYCLES = 1_000_000
+"""Cycles limit of ``POST /actor/read`` when ``cycles_limit`` is not given."""
+MAX_READ_CYCLES = 10_000_000
+"""Largest ``cycles_limit`` of ``POST /actor/read`` (a read runs off the event loop but still holds the state lock)."""
+MAX_HANDLER_BYTES = 256
+"""Longest handler name (UTF-8 bytes), as for CallActor."""
+_READ_FIELDS = frozenset({"actor", "handler", "payload", "cycles_limit"})
 
 FACADE_KEY: web.AppKey[NodeFacade] = web.AppKey("facade")
 _MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
@@ -35,6 +48,7 @@ _METRICS_KEY: web.AppKey[Any] = web.AppKey("metrics")
 _HASH_RE = re.compile(r"(?:0[xX])?([0-9a-fA-F]{64})")
 _HEIGHT_RE = re.compile(r"[0-9]{1,20}")
 _HEX_RE = re.compile(r"(?:0[xX])?((?:[0-9a-fA-F]{2})*)")
+_LIMIT_RE = re.compile(r"[0-9]{1,7}")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -84,9 +98,30 @@ def parse_hex(text: str, *, param: str, code: str, max_bytes: int | None = None,
     return data
 
 
+def parse_limit(text: str) -> int:
+    """A decimal integer in ``1..MAX_SCAN_LIMIT``; else 400 ``invalid_limit``."""
+    if _LIMIT_RE.fullmatch(text) is None or not 1 <= int(text) <= MAX_SCAN_LIMIT:
+        raise RpcError(400, "invalid_limit", f"limit must be a decimal integer in 1..{MAX_SCAN_LIMIT}")
+    return int(text)
+
+
 # -- handlers ------------------------------------------------------------------------
 def _facade(request: web.Request) -> NodeFacade:
     return request.app[FACADE_KEY]
+
+
+async def _off_loop(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a facade call in a worker thread: actor reads wait for the state lock (held while a block is
+    built) and a read-only call runs actor code; neither may stall the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args))
+
+
+def _actor_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
+    if doc is None:
+        from cowboy_node.crypto.address import to_checksum_address
+
+        raise RpcError(404, "actor_not_found", f"no actor is deployed at {to_checksum_address(address)}")
+    return doc
 
 
 async def _read_body(request: web.Request) -> bytes:
@@ -179,6 +214,80 @@ async def handle_state_proof(request: web.Request) -> web.Response:
     return web.json_response(_facade(request).state_proof(key))
 
 
+async def handle_actor(request: web.Request) -> web.Response:
+    """``GET /actor/{address}``."""
+    address = parse_address_param(request.match_info["address"])
+    return web.json_response(_actor_found(await _off_loop(_facade(request).actor, address), address))
+
+
+async def handle_actor_state(request: web.Request) -> web.Response:
+    """``GET /actor/{address}/state?key=0x..`` (one value) or ``?prefix=0x..&limit=N`` (ordered scan)."""
+    address = parse_address_param(request.match_info["address"])
+    q = request.query
+    key_text, prefix_text, limit_text = q.get("key"), q.get("prefix"), q.get("limit")
+    facade = _facade(request)
+    if key_text is not None:
+        if prefix_text is not None or limit_text is not None:
+            raise RpcError(400, "invalid_query", "give either key, or prefix (and limit), not both")
+        key = parse_hex(key_text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
+        doc = await _off_loop(facade.actor_state, address, key)
+    else:
+        prefix = parse_hex(prefix_text or "", param="prefix", code="invalid_prefix", max_bytes=MAX_STATE_KEY_BYTES,
+                           allow_empty=True)
+        limit = DEFAULT_SCAN_LIMIT if limit_text is None else parse_limit(limit_text)
+        doc = await _off_loop(facade.actor_state_scan, address, prefix, limit)
+    return web.json_response(_actor_found(doc, address))
+
+
+async def handle_actor_timers(request: web.Request) -> web.Response:
+    """``GET /actor/{address}/timers``."""
+    address = parse_address_param(request.match_info["address"])
+    return web.json_response(_actor_found(await _off_loop(_facade(request).actor_timers, address), address))
+
+
+def _read_request(doc: object) -> tuple[bytes, str, bytes, int]:
+    """Validate the ``/actor/read`` body: ``{"actor", "handler", "payload"?, "cycles_limit"?}``."""
+    if not isinstance(doc, dict):
+        raise RpcError(400, "invalid_body", "body must be a JSON object {actor, handler, payload?, cycles_limit?}")
+    unknown = sorted(str(k) for k in doc if k not in _READ_FIELDS)
+    if unknown:
+        raise RpcError(400, "invalid_body", f"unknown fields {unknown}; expected {sorted(_READ_FIELDS)}")
+    actor_text, handler = doc.get("actor"), doc.get("handler")
+    if not isinstance(actor_text, str):
+        raise RpcError(400, "invalid_address", "actor is required: 0x + 40 hex digits")
+    actor = parse_address_param(actor_text)
+    try:
+        # JSON may carry lone surrogates ("\ud800"): they are not encodable, hence not a valid name.
+        handler_len = len(handler.encode("utf-8")) if isinstance(handler, str) else 0
+    except UnicodeEncodeError:
+        handler_len = 0
+    if not 0 < handler_len <= MAX_HANDLER_BYTES:
+        raise RpcError(400, "invalid_handler", f"handler is required: a name of 1..{MAX_HANDLER_BYTES} UTF-8 bytes")
+    assert isinstance(handler, str)
+    payload_text = doc.get("payload", "")
+    if not isinstance(payload_text, str):
+        raise RpcError(400, "invalid_payload", "payload must be a hex string")
+    payload = parse_hex(payload_text, param="payload", code="invalid_payload", allow_empty=True)
+    cycles = doc.get("cycles_limit", DEFAULT_READ_CYCLES)
+    if isinstance(cycles, bool) or not isinstance(cycles, int) or not 1 <= cycles <= MAX_READ_CYCLES:
+        raise RpcError(400, "invalid_cycles_limit", f"cycles_limit must be an integer in 1..{MAX_READ_CYCLES}")
+    return actor, handler, payload, cycles
+
+
+async def handle_actor_read(request: web.Request) -> web.Response:
+    """``POST /actor/read``: a read-only handler call on the head state (JSON in, JSON out)."""
+    body = await _read_body(request)
+    if request.content_type.lower() != "application/json":
+        raise RpcError(400, "invalid_body", "Content-Type must be application/json")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise RpcError(400, "invalid_body", "body is not valid JSON") from None
+    actor, handler, payload, cycles = _read_request(doc)
+    result = await _off_loop(_facade(request).read_actor, actor, handler, payload, cycles)
+    return web.json_response(_actor_found(result, actor))
+
+
 # -- middleware ----------------------------------------------------------------------
 def _route_label(request: web.Request) -> str:
     resource = request.match_info.route.resource
@@ -261,6 +370,10 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/tx/{hash}/receipt", handle_receipt, allow_head=False)
     r.add_get("/account/{address}", handle_account, allow_head=False)
     r.add_get("/state/proof", handle_state_proof, allow_head=False)
+    r.add_post("/actor/read", handle_actor_read)
+    r.add_get("/actor/{address}", handle_actor, allow_head=False)
+    r.add_get("/actor/{address}/state", handle_actor_state, allow_head=False)
+    r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
     return app
 
 

@@ -1,0 +1,313 @@
+"""Actor and timer client subcommands: ``tx deploy|call|update-timer-config|cancel-timer|extend-timer``
+and ``query actor|timers|read``.
+
+Same conventions as :mod:`cowboy_node.cli.client_commands` (JSON on stdout; exit 0 success, 1 node
+error / unreachable / wait timeout, 2 bad input). Byte arguments (salt, payload, state keys, timer
+ids) are hex with an optional ``0x``; a ``--key``/``--prefix`` state key that does not start with
+``0x`` is taken as UTF-8 text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.cli.client_commands import (
+    U64_MAX,
+    UsageError,
+    _add_rpc,
+    _address,
+    _client,
+    _print_json,
+    _run,
+    _uint,
+    add_tx_flags,
+    load_key,
+    report,
+    submit,
+)
+
+DEPLOY_CYCLES_LIMIT = 5_000_000
+"""Default cycles limit of ``tx deploy`` (compiling and the init handler)."""
+CALL_CYCLES_LIMIT = 1_000_000
+"""Default cycles limit of ``tx call``."""
+CELLS_MARGIN = 16_384
+"""Cells added to what a deploy or call carries, for the state the handler writes."""
+READ_CYCLES_LIMIT = 1_000_000
+"""Default cycles limit of ``query read`` (the node caps it at 10,000,000)."""
+MAX_SOURCE_BYTES = 128 * 1024
+MAX_SALT_BYTES = 32
+MAX_HANDLER_BYTES = 256
+MAX_STATE_KEY_BYTES = 1024
+
+_HEX_RE = re.compile(r"(?:0x)?((?:[0-9a-fA-F]{2})*)")
+
+
+# -- argument types --------------------------------------------------------------------
+def _hex(max_bytes: int | None = None, exact: int | None = None) -> Callable[[str], bytes]:
+    def parse(text: str) -> bytes:
+        m = _HEX_RE.fullmatch(text.strip())
+        if m is None:
+            raise argparse.ArgumentTypeError(f"expected hex bytes (optional 0x, even number of digits), got {text!r}")
+        data = bytes.fromhex(m.group(1))
+        if exact is not None and len(data) != exact:
+            raise argparse.ArgumentTypeError(f"expected exactly {exact} bytes, got {len(data)}")
+        if max_bytes is not None and len(data) > max_bytes:
+            raise argparse.ArgumentTypeError(f"at most {max_bytes} bytes, got {len(data)}")
+        return data
+    return parse
+
+
+def _handler(text: str) -> str:
+    try:
+        n = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        n = 0
+    if not 0 < n <= MAX_HANDLER_BYTES:
+        raise argparse.ArgumentTypeError(f"handler must be 1..{MAX_HANDLER_BYTES} UTF-8 bytes, got {text!r}")
+    return text
+
+
+def _scan_limit(text: str) -> int:
+    value = _uint(1000, "the scan maximum")(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _state_key(text: str, *, allow_empty: bool = False) -> bytes:
+    """``0x…`` is hex; anything else is the UTF-8 bytes of the text."""
+    try:
+        key = _hex()(text) if text.startswith("0x") else text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"state key is not valid text: {text!r}") from None
+    if not key and not allow_empty:
+        raise argparse.ArgumentTypeError("state key must not be empty")
+    if len(key) > MAX_STATE_KEY_BYTES:
+        raise argparse.ArgumentTypeError(f"state key longer than {MAX_STATE_KEY_BYTES} bytes")
+    return key
+
+
+def _read_source(path: str) -> str:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"--source: cannot read {path}: {e.strerror or e}") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise UsageError(f"--source: {path} is {len(raw)} bytes; the limit is {MAX_SOURCE_BYTES}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--source: {path} is not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+# -- tx commands -----------------------------------------------------------------------
+@_run
+def cmd_tx_deploy(args: argparse.Namespace) -> int:
+    """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt."""
+    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_node.execution.actors.model import derive_actor_address
+    from cowboy_node.types.instructions import DeployActor
+
+    source = _read_source(args.source)
+    if args.payload and not args.init:
+        raise UsageError("--payload needs --init (the payload is passed to the init handler)")
+    sk, sender = load_key(args)
+    if args.cells_limit is None:
+        args.cells_limit = 2 * len(source.encode("utf-8")) + len(args.payload) + CELLS_MARGIN
+    ins = DeployActor(source=source, salt=args.salt, init_handler=args.init or "", init_payload=args.payload)
+    address = to_checksum_address(derive_actor_address(sender, args.salt, source))
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, ins)
+    return report(client, tx_hash, wait=not args.no_wait, timeout=args.timeout, extra={"address": address})
+
+
+@_run
+def cmd_tx_call(args: argparse.Namespace) -> int:
+    """Call ``handler(payload)`` on an actor; with ``--wait`` prints the receipt and its events."""
+    from cowboy_node.types.instructions import CallActor
+
+    sk, sender = load_key(args)
+    if args.cells_limit is None:
+        args.cells_limit = len(args.payload) + CELLS_MARGIN
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, CallActor(actor=args.actor, handler=args.handler,
+                                                         payload=args.payload))
+    return report(client, tx_hash, wait=args.wait, timeout=args.timeout, from_receipt=_returned)
+
+
+def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
+    """``{"result": "0x…"}`` from the receipt's ``actor.returned`` event (CBOR byte string), if any."""
+    from cowboy_node.codec import CodecError, decode
+
+    for event in receipt.get("events") or ():
+        if isinstance(event, dict) and event.get("topic") == "actor.returned":
+            try:
+                value = decode(bytes.fromhex(str(event.get("data", ""))[2:]))
+            except (ValueError, CodecError):
+                return {}
+            return {"result": "0x" + value.hex()} if isinstance(value, bytes) else {}
+    return {}
+
+
+@_run
+def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
+    """System deployers only: replace the governed TimerConfig (every field must be given)."""
+    from cowboy_node.types.errors import ValidationError
+    from cowboy_node.types.instructions import UpdateTimerConfig
+    from cowboy_node.types.params import TimerConfig
+
+    cfg = TimerConfig(max_ttl_blocks=args.max_ttl_blocks, max_cycles_per_fire=args.max_cycles_per_fire,
+                      max_cells_per_fire=args.max_cells_per_fire, max_timers_per_actor=args.max_timers_per_actor,
+                      gc_cycles_per_block=args.gc_cycles_per_block)
+    try:
+        cfg.validate()
+    except ValidationError as e:
+        raise UsageError(e.message) from None
+    sk, sender = load_key(args)
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, UpdateTimerConfig(cfg))
+    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+
+
+@_run
+def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
+    """System deployers only: remove any actor's timer (idempotent)."""
+    from cowboy_node.types.instructions import CancelTimer
+
+    sk, sender = load_key(args)
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, CancelTimer(args.timer_id))
+    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+
+
+@_run
+def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
+    """System deployers only: raise a timer's expires_at (clamped to current + max_ttl_blocks)."""
+    from cowboy_node.types.instructions import ExtendTimer
+
+    sk, sender = load_key(args)
+    client = _client(args)
+    tx_hash = submit(args, client, sk, sender, ExtendTimer(args.timer_id, args.expires_at))
+    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+
+
+# -- query commands --------------------------------------------------------------------
+def _checksum(address: bytes) -> str:
+    from cowboy_node.crypto.address import to_checksum_address
+
+    return to_checksum_address(address)
+
+
+@_run
+def cmd_query_actor(args: argparse.Namespace) -> int:
+    """The actor record, one storage value (``--key``) or an ordered scan (``--prefix``/``--limit``)."""
+    base = f"/actor/{_checksum(args.address)}"
+    if args.key is not None:
+        if args.prefix is not None or args.limit is not None:
+            raise UsageError("--key cannot be combined with --prefix/--limit")
+        path = f"{base}/state?key=0x{args.key.hex()}"
+    elif args.prefix is not None or args.limit is not None:
+        query = {"prefix": "0x" + (args.prefix or b"").hex()}
+        if args.limit is not None:
+            query["limit"] = str(args.limit)
+        path = f"{base}/state?{urllib.parse.urlencode(query)}"
+    else:
+        path = base
+    _print_json(_client(args).get_json(path))
+    return 0
+
+
+@_run
+def cmd_query_timers(args: argparse.Namespace) -> int:
+    """The actor's live timers, in due order."""
+    _print_json(_client(args).get_json(f"/actor/{_checksum(args.address)}/timers"))
+    return 0
+
+
+@_run
+def cmd_query_read(args: argparse.Namespace) -> int:
+    """Run a handler read-only on the head state (nothing is written or charged)."""
+    body: dict[str, Any] = {"actor": _checksum(args.address), "handler": args.handler,
+                            "payload": "0x" + args.payload.hex(), "cycles_limit": args.cycles_limit}
+    _print_json(_client(args).post_json("/actor/read", body))
+    return 0
+
+
+# -- registration ----------------------------------------------------------------------
+def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tx deploy``, ``tx call`` and the timer system instructions."""
+    u64 = _uint(U64_MAX, "u64")
+    td = tx_sub.add_parser("deploy", help="deploy a Python actor (waits for the receipt unless --no-wait)")
+    td.add_argument("--key", required=True, metavar="FILE", help="deployer's account key file")
+    td.add_argument("--source", required=True, metavar="FILE", help="actor source file (UTF-8 Python)")
+    td.add_argument("--salt", type=_hex(MAX_SALT_BYTES), default=b"", metavar="HEX",
+                    help=f"0..{MAX_SALT_BYTES} bytes mixed into the address (default empty)")
+    td.add_argument("--init", type=_handler, default=None, metavar="HANDLER", help="handler run right after deploy")
+    td.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="payload for --init")
+    td.add_argument("--no-wait", action="store_true", help="print the address and tx hash without waiting")
+    add_tx_flags(td, wait_flag=False, cycles_limit=DEPLOY_CYCLES_LIMIT, cells_limit=None,
+                 cells_help=f"default 2 × source bytes + payload bytes + {CELLS_MARGIN}")
+    td.set_defaults(func=cmd_tx_deploy)
+
+    tc = tx_sub.add_parser("call", help="call a handler of a deployed actor")
+    tc.add_argument("--key", required=True, metavar="FILE", help="caller's account key file")
+    tc.add_argument("--actor", required=True, type=_address, metavar="ADDRESS")
+    tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
+    tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
+    add_tx_flags(tc, wait_flag=True, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
+                 cells_help=f"default payload bytes + {CELLS_MARGIN}")
+    tc.set_defaults(func=cmd_tx_call)
+
+    tu = tx_sub.add_parser("update-timer-config", help="(system deployers) replace the governed TimerConfig")
+    tu.add_argument("--key", required=True, metavar="FILE")
+    for name in ("max-ttl-blocks", "max-cycles-per-fire", "max-cells-per-fire", "max-timers-per-actor",
+                 "gc-cycles-per-block"):
+        tu.add_argument(f"--{name}", required=True, type=u64, metavar="N")
+    add_tx_flags(tu, wait_flag=True)
+    tu.set_defaults(func=cmd_tx_update_timer_config)
+
+    tk = tx_sub.add_parser("cancel-timer", help="(system deployers) remove any actor's timer; idempotent")
+    tk.add_argument("--key", required=True, metavar="FILE")
+    tk.add_argument("--timer-id", required=True, type=_hex(exact=32), metavar="HEX")
+    add_tx_flags(tk, wait_flag=True)
+    tk.set_defaults(func=cmd_tx_cancel_timer)
+
+    te = tx_sub.add_parser("extend-timer", help="(system deployers) raise a timer's expires_at; never shortens")
+    te.add_argument("--key", required=True, metavar="FILE")
+    te.add_argument("--timer-id", required=True, type=_hex(exact=32), metavar="HEX")
+    te.add_argument("--expires-at", required=True, type=u64, metavar="HEIGHT")
+    add_tx_flags(te, wait_flag=True)
+    te.set_defaults(func=cmd_tx_extend_timer)
+
+
+def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``query actor``, ``query timers`` and ``query read``."""
+    qa = q_sub.add_parser("actor", help="an actor's record, one storage value (--key) or a scan (--prefix)")
+    qa.add_argument("address", type=_address, metavar="ADDRESS")
+    qa.add_argument("--key", type=_state_key, default=None, metavar="STATE_KEY",
+                    help="storage key: 0x-hex, or text taken as UTF-8")
+    qa.add_argument("--prefix", type=lambda t: _state_key(t, allow_empty=True), default=None, metavar="PREFIX",
+                    help="list storage entries under this key prefix (0x-hex or text)")
+    qa.add_argument("--limit", type=_scan_limit, default=None, metavar="N",
+                    help="scan at most N entries (1..1000, default 100)")
+    _add_rpc(qa)
+    qa.set_defaults(func=cmd_query_actor)
+
+    qt = q_sub.add_parser("timers", help="an actor's live timers, in due order")
+    qt.add_argument("address", type=_address, metavar="ADDRESS")
+    _add_rpc(qt)
+    qt.set_defaults(func=cmd_query_timers)
+
+    qr = q_sub.add_parser("read", help="run a handler read-only on the head state (no transaction)")
+    qr.add_argument("address", type=_address, metavar="ADDRESS")
+    qr.add_argument("--handler", required=True, type=_handler, metavar="NAME")
+    qr.add_argument("--payload", type=_hex(), default=b"", metavar="HEX")
+    qr.add_argument("--cycles-limit", type=_uint(10_000_000, "the node's read maximum"), default=READ_CYCLES_LIMIT,
+                    metavar="N", help=f"default {READ_CYCLES_LIMIT}")
+    _add_rpc(qr)
+    qr.set_defaults(func=cmd_query_read)
