@@ -20,7 +20,7 @@ Format (hex strings are 0x-prefixed; amounts are decimal strings, u128)::
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,12 @@ from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.types.block import Round
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.fields import U128_MAX
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 _TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
              "system_deployers", "params"}
 _VALIDATOR_KEYS = {"name", "ed25519_public_key", "bls_public_key", "bls_share_index", "fee_recipient"}
-_PARAM_KEYS = {"block_time_ms", "basefee", "timer", "limits", "cip11"}
+_PARAM_KEYS = {"block_time_ms", "basefee", "timer", "limits", "cip11", "runners"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,8 @@ class Genesis:
     """CIP-11 protocol flags."""
     raw: bytes
     """The file bytes (hashed into the data directory's identity)."""
+    runners: RunnerConfig = field(default_factory=RunnerConfig)
+    """Runner-registry and job parameters (``params.runners``, defaults when absent)."""
 
     def hash(self) -> bytes:
         """Identity of this genesis: keccak256 of the file bytes."""
@@ -218,10 +220,11 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
         timer = TimerConfig.from_json(params.get("timer", {}), where="params.timer")
         limits = ChainLimits.from_json(params.get("limits", {}), where="params.limits")
         flags = Cip11Flags.from_json(params.get("cip11", {}), where="params.cip11")
+        runners = RunnerConfig.from_json(params.get("runners", {}), where="params.runners")
     except ValidationError as e:
         raise ConfigError(path, None, e.message) from None
     return Genesis(chain_id, genesis_time_ms, tuple(validators), threshold, group_pk, beacon, balances,
-                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw))
+                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners)
 
 
 def load_genesis(path: Path) -> Genesis:
@@ -249,6 +252,6 @@ def genesis_document(g: Genesis) -> dict[str, Any]:
         "system_deployers": [to_checksum_address(a) for a in g.system_deployers],
         "params": {
             "block_time_ms": g.block_time_ms, "basefee": g.basefee.to_json(), "timer": g.timer.to_json(),
-            "limits": g.limits.to_json(), "cip11": g.cip11.to_json(),
+            "limits": g.limits.to_json(), "cip11": g.cip11.to_json(), "runners": g.runners.to_json(),
         },
     }

@@ -8,12 +8,13 @@ from cowboy_node.codec import encode
 from cowboy_node.execution import system_state as ss
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 
 def apply_genesis(world: WorldState, *, chain_id: str, balances: Mapping[bytes, int],
                   system_deployers: tuple[bytes, ...], basefee: BasefeeConfig, timer: TimerConfig,
-                  limits: ChainLimits, flags: Cip11Flags) -> None:
+                  limits: ChainLimits, flags: Cip11Flags,
+                  runners: RunnerConfig | None = None) -> None:
     """Write the genesis state. Iterates balances in sorted order so the journal is seed-independent."""
     world.set(ss.KEY_CHAIN_ID, encode(chain_id))
     for address in sorted(balances):
@@ -24,3 +25,4 @@ def apply_genesis(world: WorldState, *, chain_id: str, balances: Mapping[bytes, 
     ss.set_timer_config(world, timer)
     ss.set_chain_limits(world, limits)
     ss.set_cip11_flags(world, flags)
+    ss.set_runner_config(world, runners or RunnerConfig())

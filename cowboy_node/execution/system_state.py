@@ -11,7 +11,7 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_map, expect_uint
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 
 def system_address(low_byte: int) -> bytes:
@@ -30,6 +30,7 @@ KEY_BASEFEE_CONFIG = _BASEFEE_NS + b"basefee_config"
 KEY_BASEFEE_STATE = _BASEFEE_NS + b"basefee_state"
 KEY_TIMER_CONFIG = _BASEFEE_NS + b"timer_config"
 KEY_CHAIN_LIMITS = b"sys/chain_limits"
+KEY_RUNNER_CONFIG = b"actor/" + RUNNER_REGISTRY + b"/kv/system:runner_config"
 KEY_CIP11_FLAGS = b"sys/cip11_flags"
 KEY_SYSTEM_DEPLOYERS = b"sys/system_deployers"
 KEY_CHAIN_ID = b"sys/chain_id"
@@ -85,6 +86,17 @@ def get_timer_config(world: WorldState) -> TimerConfig:
 def set_timer_config(world: WorldState, cfg: TimerConfig) -> None:
     """Replace the governed timer config."""
     world.set(KEY_TIMER_CONFIG, encode(cfg.to_cbor()))
+
+
+def get_runner_config(world: WorldState) -> RunnerConfig:
+    """Governed runner-registry and job config (defaults when absent)."""
+    raw = world.get(KEY_RUNNER_CONFIG)
+    return RunnerConfig() if raw is None else RunnerConfig.from_cbor(decode(raw))
+
+
+def set_runner_config(world: WorldState, cfg: RunnerConfig) -> None:
+    """Replace the governed runner-registry and job config."""
+    world.set(KEY_RUNNER_CONFIG, encode(cfg.to_cbor()))
 
 
 def get_chain_limits(world: WorldState) -> ChainLimits:

@@ -181,3 +181,63 @@ class ChainLimits(_UintConfig):
     """Most transactions in one block."""
     heartbeat_timeout_blocks: int = 100
     """CIP-11 HEARTBEAT_TIMEOUT_BLOCKS (governed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig(_UintConfig):
+    """Governed runner-registry and job parameters (CIP-2 as used by CIP-11; DESIGN.md §4 "Runner registry").
+
+    Reputation values are fixed point ×1e9 (``50_000_000_000`` = 50.0); permille values are out of 1,000.
+    Stored in state; genesis ``params.runners``.
+    """
+
+    min_runner_stake: int = 10**18
+    """Smallest stake a RunnerRegister may bond (genesis minimum, CIP-11 MIN_STAKE_CBY_WEI)."""
+    unbonding_blocks: int = 1_000
+    """Blocks between RunnerDeregister and the return of the stake."""
+    initial_reputation_x1e9: int = 50_000_000_000
+    """Reputation of a newly registered runner (50)."""
+    min_reputation_x1e9: int = 50_000_000_000
+    """Candidate reputation filter: candidates need at least this (50)."""
+    max_reputation_x1e9: int = 100_000_000_000
+    """Reputation ceiling (100)."""
+    reputation_normalizer_x1e9: int = 100_000_000_000
+    """REPUTATION_NORMALIZER of the CIP-2 v3 weight: weight = stake · max(sqrt(rep / norm), w_min_floor)."""
+    w_min_floor_x1e6: int = 100_000
+    """w_min_floor of the CIP-2 v3 weight, ×1e6 (0.1)."""
+    reputation_reward_x1e9: int = 1_000_000_000
+    """Reputation added for a result that contributed to a verified outcome (+1)."""
+    reputation_timeout_penalty_x1e9: int = 5_000_000_000
+    """Reputation removed for a missed deadline (−5)."""
+    reputation_slash_penalty_x1e9: int = 20_000_000_000
+    """Reputation removed for commit-without-reveal or a minority/invalid result (−20)."""
+    slash_permille: int = 100
+    """Share of stake slashed for commit-without-reveal (10%)."""
+    mru_ttl_blocks: int = 1_280
+    """CIP-11 MRU_TTL_BLOCKS."""
+    mru_weight_multiplier: int = 4
+    """CIP-11 MRU_WEIGHT_MULTIPLIER (iteration 0 only)."""
+    selection_seed_delay_views: int = 3
+    """CIP-11 SELECTION_SEED_DELAY_VIEWS (K) for M > 1 commit-then-reveal selection."""
+    max_job_retries: int = 3
+    """Timeout re-selections before a job fails."""
+    commit_phase_permille: int = 600
+    """Commit phase = the first 0.6 · timeout_blocks of an assignment; reveals after it."""
+    payment_runner_permille: int = 890
+    """Share of the payment paid to the runners (89%)."""
+    payment_burn_permille: int = 100
+    """Share of the payment burned (10%); the rest (1%) goes to the treasury."""
+    max_active_runners: int = 100_000
+    """Cap on the append-only active-runner array (bounds PresenceInput and registry scans)."""
+
+    def validate(self) -> None:
+        if max(self.min_reputation_x1e9, self.initial_reputation_x1e9) > self.max_reputation_x1e9:
+            raise ValidationError("invalid_config", "RunnerConfig reputations must not exceed max_reputation_x1e9")
+        if self.reputation_normalizer_x1e9 == 0:
+            raise ValidationError("invalid_config", "RunnerConfig.reputation_normalizer_x1e9 must be > 0")
+        if self.commit_phase_permille == 0 or self.commit_phase_permille >= 1_000:
+            raise ValidationError("invalid_config", "RunnerConfig.commit_phase_permille must be in 1..999")
+        if self.payment_runner_permille + self.payment_burn_permille > 1_000 or self.slash_permille > 1_000:
+            raise ValidationError("invalid_config", "RunnerConfig permille shares must not exceed 1000")
+        if self.mru_weight_multiplier == 0:
+            raise ValidationError("invalid_config", "RunnerConfig.mru_weight_multiplier must be > 0")
