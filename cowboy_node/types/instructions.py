@@ -22,6 +22,13 @@ from cowboy_node.types.fields import (
     expect_uint,
 )
 from cowboy_node.types.params import BasefeeConfig, TimerConfig
+from cowboy_node.types.runner_instructions import (
+    RunnerDeregister,
+    RunnerHeartbeat,
+    RunnerRegister,
+    RunnerUpdateCapabilities,
+    RunnerUpdateRateCard,
+)
 from cowboy_node.types.timer_policy import TimerPolicy
 
 
@@ -259,7 +266,8 @@ class UpdateTimerPolicy:
 
 
 Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
-               | UpdateTimerPolicy)
+               | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
+               | RunnerDeregister)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -272,6 +280,11 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     CancelTimer.KIND: (1, CancelTimer.from_fields),
     ExtendTimer.KIND: (2, ExtendTimer.from_fields),
     UpdateTimerPolicy.KIND: (1, UpdateTimerPolicy.from_fields),
+    RunnerRegister.KIND: (3, RunnerRegister.from_fields),
+    RunnerHeartbeat.KIND: (1, RunnerHeartbeat.from_fields),
+    RunnerUpdateCapabilities.KIND: (1, RunnerUpdateCapabilities.from_fields),
+    RunnerUpdateRateCard.KIND: (1, RunnerUpdateRateCard.from_fields),
+    RunnerDeregister.KIND: (0, RunnerDeregister.from_fields),
 }
 
 

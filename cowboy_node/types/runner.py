@@ -140,10 +140,12 @@ class RateCard:
         """Strict decode."""
         if not isinstance(value, dict) or len(value) > len(JOB_KINDS):
             raise DecodeError("rate_card: expected a map of job kind to rate", field="rate_card")
-        rates = []
-        for k in sorted(value):
+        # Check every key before sorting: mixed key types (int and text) would make sorted() raise TypeError.
+        for k in value:
             if not isinstance(k, int) or isinstance(k, bool) or k not in JOB_KIND_NAMES:
                 raise DecodeError(f"rate_card: unknown job kind {k!r}", field="rate_card")
+        rates = []
+        for k in sorted(value):
             r = expect_map(value[k], frozenset({0, 1}), "rate_card.rate")
             rates.append((k, Rate(decode_u128(r[0], "rate_card.base_price"),
                                   decode_u128(r[1], "rate_card.price_per_unit"))))
