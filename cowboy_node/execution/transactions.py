@@ -18,6 +18,7 @@ from cowboy_node.execution.actors.executor import execute_call, execute_deploy
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
@@ -34,6 +35,13 @@ from cowboy_node.types.instructions import (
     UpdateTimerPolicy,
 )
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
+from cowboy_node.types.runner_instructions import (
+    RunnerDeregister,
+    RunnerHeartbeat,
+    RunnerRegister,
+    RunnerUpdateCapabilities,
+    RunnerUpdateRateCard,
+)
 from cowboy_node.types.transaction import Transaction
 
 ACCOUNT_WRITE_CELLS = 64
@@ -165,6 +173,11 @@ EXECUTORS: dict[type, Executor] = {
     UpdateTimerPolicy: system_instructions.update_timer_policy,
     DeployActor: execute_deploy,
     CallActor: execute_call,
+    RunnerRegister: runner_registry.register,
+    RunnerHeartbeat: runner_registry.heartbeat,
+    RunnerUpdateCapabilities: runner_registry.update_capabilities,
+    RunnerUpdateRateCard: runner_registry.update_rate_card,
+    RunnerDeregister: runner_registry.deregister,
 }
 """Instruction type → executor (one entry per instruction kind)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cowboy_node.execution.eob.system_hooks import system_hooks
 from cowboy_node.execution.timers import store
 from cowboy_node.execution.timers.interval import set_interval
-from tests.unit.eob_helpers import ACTOR, SENDER, big_meter, make_ctx, make_world
+from tests.unit.eob_helpers import ACTOR, SENDER, balance, big_meter, make_ctx, make_world
 
 
 def test_fired_interval_timer_is_rescheduled_and_one_shot_timers_are_not() -> None:
@@ -29,3 +29,24 @@ def test_nothing_fired_writes_nothing() -> None:
     before = world.changes()
     system_hooks(world, make_ctx(3))
     assert world.changes() == before
+
+
+def test_system_hooks_returns_runner_stakes_whose_unbonding_ended() -> None:
+    from cowboy_node.execution.runners import store as runner_store
+    from cowboy_node.execution.system_state import RUNNER_REGISTRY
+    from cowboy_node.types.receipt import STATUS_SUCCESS
+    from cowboy_node.types.runner_instructions import RunnerDeregister
+    from tests.unit.test_runner_support import SK_A, UNBONDING, A, register, registry_world, run
+
+    world = registry_world()
+    assert register(world, SK_A, 1, stake=5_000).status == STATUS_SUCCESS
+    assert run(world, SK_A, RunnerDeregister(), 2).status == STATUS_SUCCESS
+    before = balance(world, A)
+    system_hooks(world, make_ctx(1 + UNBONDING))  # one block early
+    assert balance(world, A) == before
+    ctx = make_ctx(2 + UNBONDING)
+    system_hooks(world, ctx)
+    assert balance(world, A) == before + 5_000 and balance(world, RUNNER_REGISTRY) == 0
+    rec = runner_store.get_runner(world, A)
+    assert rec is not None and (rec.stake, rec.unbonding_until) == (0, 0)
+    assert [getattr(e, "topic") for e in ctx.events] == ["runner.unbonded"]  # noqa: B009
