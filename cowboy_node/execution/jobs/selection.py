@@ -1,0 +1,92 @@
+"""Committee selection: present-first draw over the filtered candidates (CIP-11 §7.3, §8.4, §9.2–§9.3).
+
+Which pools the draw sees:
+
+============================================  ==================  ===================  =========
+case                                          present pool        fallback pool        MRU bias
+============================================  ==================  ===================  =========
+CIP-11 off (``present_first=False``, v2)      empty               all eligible         no
+CIP-11 on, membership over full set           empty               all eligible         yes
+  (n_validators > 1 and M > 1, §7.3)
+CIP-11 on (Mode B)                            eligible ∩ present  eligible − present   yes
+CIP-11 on and Mode A effective                eligible ∩ present  empty                yes
+============================================  ==================  ===================  =========
+
+Mode A (hard exclusion) is effective only when ``PRESENCE_HARD_EXCLUDE_ENABLED`` is set *and* the §8.4 guard
+holds (:func:`mode_a_effective`); with the default subset bounds it never does, so presence never removes
+a floor-eligible runner. An empty or absent presence set leaves the present pool empty: the draw then
+runs over every eligible runner (fail-open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from cowboy_node.execution.jobs.draw import draw_committee_weighted
+from cowboy_node.execution.jobs.weights import base_weights
+from cowboy_node.types.params import Cip11Flags, RunnerConfig
+from cowboy_node.types.runner import RunnerRecord
+
+MIN_SUBSET = 3
+"""CIP-11 §13 MIN_SUBSET: floor on the connectivity subset size k."""
+MAX_SUBSET = 8
+"""CIP-11 §13 MAX_SUBSET: ceiling on k in default Mode B."""
+K_HARD_MIN = 20
+"""CIP-11 §13 K_HARD_MIN: smallest effective k for which Mode A may hard-exclude."""
+
+
+def effective_k(n_validators: int, *, min_subset: int = MIN_SUBSET, max_subset: int = MAX_SUBSET) -> int:
+    """``min(|V|, clamp(ceil(log2 |V|) + 1, MIN_SUBSET, MAX_SUBSET))`` (CIP-11 §8.4)."""
+    if n_validators < 1:
+        raise ValueError("a chain has at least one validator")
+    ceil_log2 = (n_validators - 1).bit_length()  # exact ceil(log2 n) for n ≥ 1, no floating point
+    return min(n_validators, min(max(ceil_log2 + 1, min_subset), max_subset))
+
+
+def mode_a_effective(flags: Cip11Flags, n_validators: int, t_hard: int, *, min_subset: int = MIN_SUBSET,
+                     max_subset: int = MAX_SUBSET, k_hard_min: int = K_HARD_MIN) -> bool:
+    """True iff Mode A hard-exclude applies: flag set, ``effective_k ≥ K_HARD_MIN`` and ``t_hard > effective_k/2``."""
+    if not flags.PRESENCE_HARD_EXCLUDE_ENABLED:
+        return False
+    k = effective_k(n_validators, min_subset=min_subset, max_subset=max_subset)
+    return k >= k_hard_min and t_hard >= k // 2 + 1
+
+
+def membership_over_full_set(n_validators: int, m: int) -> bool:
+    """§7.3 membership-steering bound: multi-validator jobs with M > 1 draw membership over all eligible."""
+    return n_validators > 1 and m > 1
+
+
+def select_committee(eligible: Sequence[RunnerRecord], present_indices: frozenset[int], m: int, seed: bytes,
+                     cfg: RunnerConfig, *, present_first: bool, membership_over_full_set: bool,
+                     mru_address: bytes | None, hard_exclude: bool = False) -> list[RunnerRecord]:
+    """Draw a committee of up to ``m`` runners from ``eligible`` (address ascending, as the filters return it).
+
+    ``present_indices`` are registry indices from the block's PresenceInput (empty when absent or
+    malformed). ``mru_address`` is the result of :func:`~cowboy_node.execution.jobs.mru.lookup_mru`.
+    ``hard_exclude`` must be :func:`mode_a_effective` (it only matters with ``present_first``).
+    Fewer than ``m`` runners come back when the pools run dry (under-fill, CIP-11 §11.2).
+    """
+    for a, b in pairwise(eligible):
+        if a.address >= b.address:
+            raise ValueError("eligible candidates must be strictly ascending by address")
+    # weights are computed per runner and carried with it through the partition and every swap_remove
+    weights = base_weights(list(eligible), cfg)
+    if not present_first:
+        return draw_committee_weighted([], [], eligible, weights, m, seed, None,
+                                       mru_multiplier=cfg.mru_weight_multiplier)
+    present: list[RunnerRecord] = []
+    present_w: list[int] = []
+    fallback: list[RunnerRecord] = []
+    fallback_w: list[int] = []
+    use_presence = hard_exclude or not membership_over_full_set
+    for r, w in zip(eligible, weights, strict=True):
+        if use_presence and r.index in present_indices:
+            present.append(r)
+            present_w.append(w)
+        elif not hard_exclude:
+            fallback.append(r)
+            fallback_w.append(w)
+    return draw_committee_weighted(present, present_w, fallback, fallback_w, m, seed, mru_address,
+                                   mru_multiplier=cfg.mru_weight_multiplier)
