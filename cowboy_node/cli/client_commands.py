@@ -384,8 +384,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     # actor_commands imports this module's helpers, so it is imported here, not at the top.
     from cowboy_node.cli.actor_commands import register_query, register_tx
+    from cowboy_node.cli.runner_commands import register_query as register_runner_query
+    from cowboy_node.cli.runner_commands import register_tx as register_runner_tx
 
     register_tx(tx_sub)
+    register_runner_tx(tx_sub)
 
     q = subparsers.add_parser("query", help="read chain data from the node")
     q_sub = q.add_subparsers(dest="query_command", required=True)
@@ -402,3 +405,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_rpc(qt)
     qt.set_defaults(func=cmd_query_tx)
     register_query(q_sub)
+    register_runner_query(q_sub)

@@ -6,7 +6,7 @@ methods, which return JSON-ready values or raise :class:`RpcError`.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class RpcError(Exception):
@@ -93,4 +93,29 @@ class NodeFacade(Protocol):
 
         May take as long as ``cycles_limit`` cycles of actor code.
         """
+        ...
+
+
+@runtime_checkable
+class RunnerFacade(Protocol):
+    """Runner Registry and parameter reads (``rpc/runner_routes.py``); the server runs them in a worker thread.
+
+    Kept apart from :class:`NodeFacade` so a facade without them still serves everything else: the runner
+    routes answer 501 ``not_implemented`` for it. ``chain/runner_queries.RunnerQueries`` implements them.
+    """
+
+    def params(self) -> dict[str, Any]:
+        """Every governed protocol parameter at the head: ``{"height", "basefee", "basefees", "timer",
+        "timer_policy", "limits", "cip11", "runners"}``."""
+        ...
+
+    def runners_active(self, offset: int, limit: int) -> dict[str, Any]:
+        """Up to ``limit`` entries of the active-runner array from registry index ``offset``, in index order:
+        ``{"height", "count", "offset", "heartbeat_timeout_blocks", "runners": [record + "eligible_now"],
+        "truncated"}``."""
+        ...
+
+    def runner(self, address: bytes) -> dict[str, Any] | None:
+        """The registration of ``address`` (record JSON + ``eligible_now`` + ``height``), or None if it never
+        registered."""
         ...

@@ -1,0 +1,223 @@
+"""Runner CLI commands against a real in-process node producing blocks in a background thread.
+
+``tx register-runner|runner-heartbeat|update-runner|deregister-runner`` build, sign and submit real
+transactions; ``query runners|runner|params`` read them back over HTTP. Bad input exits 2 and submits nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.keys import write_account_key
+from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.chain.node import Node
+from cowboy_node.chain.runner_queries import RunnerQueries
+from cowboy_node.cli import client_commands
+from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.state.memory import MemoryStore
+from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "runner-capabilities.json"
+STAKE = 10**18
+
+
+class RunnerNode(RunnerQueries, Node):
+    """A Node with the Runner Registry facade methods."""
+
+
+class LiveNode:
+    """A real node (in-memory chain) serving HTTP and producing a block every 20 ms on its own loop."""
+
+    def __init__(self) -> None:
+        dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
+        self.node = RunnerNode(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                               block_time_ms=20)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="cli-runner-node", daemon=True)
+        self.runner: web.AppRunner | None = None
+        self.producer: Future[None] | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        self.thread.start()
+        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node, "127.0.0.1", 0), self.loop)
+        self.runner = fut.result(timeout=10)
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        self.producer = asyncio.run_coroutine_threadsafe(self.node.run(), self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.node.request_stop)
+        if self.producer is not None:
+            self.producer.result(timeout=10)
+        if self.runner is not None:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LiveNode]:
+    import structlog
+
+    from cowboy_node.chain import node as node_module
+    from cowboy_node.rpc import server as server_module
+
+    with pytest.MonkeyPatch.context() as mp:  # the node logs every block to stdout; keep stdout for JSON
+        mp.setattr(node_module, "log", structlog.ReturnLogger())
+        mp.setattr(server_module, "log", structlog.ReturnLogger())
+        n = LiveNode()
+        n.start()
+        try:
+            yield n
+        finally:
+            n.stop()
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("keys")
+    out = {"alice": d / "alice.key", "bob": d / "bob.key"}
+    write_account_key(out["alice"], ALICE_SK)
+    write_account_key(out["bob"], BOB_SK)
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cowboy-node")
+    sub = p.add_subparsers(dest="command", required=True)
+    client_commands.register(sub)
+    return p
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
+    """(exit code, parsed stdout JSON or None, stderr)."""
+    try:
+        args = _parser().parse_args(argv)
+        rc: int = args.func(args)
+    except SystemExit as e:
+        rc = int(e.code or 0)
+    out = capsys.readouterr()
+    return rc, json.loads(out.out) if out.out.strip() else None, out.err
+
+
+def _next_nonce(live: LiveNode, who: bytes) -> int:
+    n: int = live.node.account(who)["next_pending_nonce"]
+    return n
+
+
+def test_runner_lifecycle_through_the_cli(live: LiveNode, keys: dict[str, Path], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    rpc = ["--rpc", live.url, "--timeout", "20"]
+    key = ["--key", str(keys["alice"])]
+    rc, out, err = run_cli(["tx", "register-runner", *key, "--stake", str(STAKE), "--capabilities", str(EXAMPLE),
+                            "--wait", *rpc], capsys)
+    assert rc == 0, err
+    assert out["receipt"]["status"] == "success", out["receipt"]
+    assert [e["topic"] for e in out["receipt"]["events"]] == ["runner.registered"]
+
+    rc, rec, err = run_cli(["query", "runner", to_checksum_address(ALICE), "--rpc", live.url], capsys)
+    assert rc == 0, err
+    assert (rec["index"], rec["health"], rec["stake"], rec["eligible_now"]) == (0, "healthy", str(STAKE), True)
+    assert rec["capabilities"]["job_types"] == ["http"] and "example.com" in rec["capabilities"]["http_domains"]
+    assert rec["rate_card"] == {"http": {"base_price": "1000", "price_per_unit": "0"}}
+
+    rc, out, err = run_cli(["tx", "runner-heartbeat", *key, "--paused", "--wait", *rpc], capsys)
+    assert rc == 0 and out["receipt"]["status"] == "success", err
+    rc, rec, err = run_cli(["query", "runner", to_checksum_address(ALICE), "--rpc", live.url], capsys)
+    assert rec["health"] == "paused" and rec["eligible_now"] is False
+
+    update = tmp_path / "update.json"
+    update.write_text(json.dumps({"job_types": ["http", "llm"], "http_domains": ["*"], "max_concurrent_jobs": 2,
+                                  "rate_card": {"llm": {"base_price": 5, "price_per_unit": "6"}}}))
+    rc, out, err = run_cli(["tx", "update-runner", *key, "--capabilities", str(update), "--wait", *rpc], capsys)
+    assert rc == 0, err
+    assert [r["status"] for r in out["receipts"]] == ["success", "success"]
+    assert [r["events"][0]["topic"] for r in out["receipts"]] == ["runner.capabilities_updated",
+                                                                  "runner.rate_card_updated"]
+    rc, listing, err = run_cli(["query", "runners", "--rpc", live.url], capsys)
+    assert rc == 0, err
+    assert listing["count"] == 1 and listing["runners"][0]["address"] == to_checksum_address(ALICE)
+    assert listing["runners"][0]["capabilities"]["job_types"] == ["llm", "http"]  # job-kind byte order
+    assert listing["runners"][0]["rate_card"] == {"llm": {"base_price": "5", "price_per_unit": "6"}}
+
+    rc, out, err = run_cli(["tx", "deregister-runner", *key, "--wait", *rpc], capsys)
+    assert rc == 0 and out["receipt"]["status"] == "success", err
+    rc, rec, err = run_cli(["query", "runner", to_checksum_address(ALICE), "--rpc", live.url], capsys)
+    assert rec["health"] == "deregistered" and rec["unbonding_until"] == out["height"] + 1_000
+    assert rec["index"] == 0
+
+
+def test_query_params_prints_all_protocol_parameters(live: LiveNode, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_cli(["query", "params", "--rpc", live.url], capsys)
+    assert rc == 0, err
+    assert out["runners"]["min_runner_stake"] == STAKE
+    assert {"basefee", "timer", "limits", "cip11", "runners"} <= set(out)
+
+
+def test_stake_below_the_minimum_is_a_failed_receipt(live: LiveNode, keys: dict[str, Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_cli(["tx", "register-runner", "--key", str(keys["bob"]), "--stake", str(STAKE - 1),
+                            "--capabilities", str(EXAMPLE), "--wait", "--rpc", live.url, "--timeout", "20"], capsys)
+    assert rc == 0, err  # included and failed: the receipt says why
+    assert (out["receipt"]["status"], out["receipt"]["error_code"]) == ("failed", "runner_stake_too_low")
+
+
+def test_capabilities_file_with_an_unknown_key_exits_2_and_submits_nothing(
+        live: LiveNode, keys: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    doc = json.loads(EXAMPLE.read_text())
+    doc["gpus"] = 8
+    bad.write_text(json.dumps(doc))
+    before = _next_nonce(live, BOB)
+    for cmd in (["tx", "register-runner", "--stake", str(STAKE)], ["tx", "update-runner"]):
+        rc, out, err = run_cli([*cmd, "--key", str(keys["bob"]), "--capabilities", str(bad), "--rpc", live.url],
+                               capsys)
+        assert rc == 2 and out is None
+        assert "invalid_capabilities" in err and "gpus" in err
+    assert _next_nonce(live, BOB) == before
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"job_types": ["http"]}'])
+def test_unusable_capabilities_files_exit_2(live: LiveNode, keys: dict[str, Path], tmp_path: Path, content: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "caps.json"
+    path.write_text(content)
+    rc, _, err = run_cli(["tx", "register-runner", "--key", str(keys["bob"]), "--stake", str(STAKE),
+                          "--capabilities", str(path), "--rpc", live.url], capsys)
+    assert rc == 2 and "--capabilities" in err
+
+
+def test_missing_capabilities_file_exits_2(live: LiveNode, keys: dict[str, Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_cli(["tx", "register-runner", "--key", str(keys["bob"]), "--stake", "1",
+                          "--capabilities", str(tmp_path / "nope.json"), "--rpc", live.url], capsys)
+    assert rc == 2 and "cannot read" in err
+
+
+def test_query_runner_bad_and_unknown_addresses(live: LiveNode, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_cli(["query", "runner", "0x1234", "--rpc", live.url], capsys)
+    assert rc == 2 and "invalid address" in err
+    rc, _, err = run_cli(["query", "runner", to_checksum_address(b"\x42" * 20), "--rpc", live.url], capsys)
+    assert rc == 1 and "runner_not_found" in err
+
+
+@pytest.mark.parametrize("argv", [["query", "runners", "--limit", "0"], ["query", "runners", "--limit", "1001"],
+                                  ["tx", "register-runner", "--key", "k", "--stake", "-1", "--capabilities", "c"],
+                                  ["tx", "register-runner", "--key", "k", "--stake", str(2**128),
+                                   "--capabilities", "c"]])
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, _ = run_cli(argv, capsys)
+    assert rc == 2
