@@ -33,7 +33,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "runner
 STAKE = 10**18
 
 
-class RunnerNode(RunnerQueries, Node):
+class RunnerNode(Node, RunnerQueries):
     """A Node with the Runner Registry facade methods."""
 
 

@@ -38,8 +38,9 @@ CAPS_JSON = {"job_types": ["http"], "regions": ["eu"], "http_domains": ["example
 CARD_JSON = {"http": {"base_price": "1000", "price_per_unit": "0"}}
 
 
-class RunnerNode(RunnerQueries, Node):
-    """A Node with the Runner Registry facade methods (``chain/runner_queries.RunnerQueries``)."""
+class RunnerNode(Node, RunnerQueries):
+    """A Node with the Runner Registry facade methods (``chain/runner_queries.RunnerQueries``; this order
+    stays valid once Node itself inherits them)."""
 
 
 @pytest.fixture(scope="module")
