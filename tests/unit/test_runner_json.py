@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cowboy_node.codec import decode, encode
 from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.runner import Capabilities, Health, Rate, RateCard, RunnerRecord
+from cowboy_node.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
 from cowboy_node.types.runner_json import (
     capabilities_to_json,
     rate_card_to_json,
@@ -123,3 +126,22 @@ def test_record_json_view() -> None:
     assert out["address"] == "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"  # EIP-55 test vector
     assert (out["index"], out["stake"], out["health"]) == (3, "100000000000000000000", "unhealthy")
     assert out["rate_card"] == {"http": {"base_price": "1000", "price_per_unit": "0"}}
+
+
+_NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-0123456789", min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions=st.lists(_NAME, max_size=8), domains=st.lists(_NAME.map(lambda s: "h" + s + "0.example"), max_size=8),
+       kinds=st.lists(st.sampled_from(sorted(JOB_KINDS)), min_size=1, max_size=6), data=st.data())
+def test_file_order_and_duplicates_do_not_change_the_canonical_bytes(regions: list[str], domains: list[str],
+                                                                     kinds: list[str], data: st.DataObject) -> None:
+    doc = {"job_types": kinds, "regions": regions, "http_domains": domains, "max_concurrent_jobs": 1}
+    shuffled = {"job_types": data.draw(st.permutations(kinds + kinds[:1])),
+                "regions": data.draw(st.permutations(regions + regions[:2])),
+                "http_domains": data.draw(st.permutations([d.upper() for d in domains])),
+                "max_concurrent_jobs": 1}
+    a, _ = runner_file_from_json(doc, require_rate_card=False)
+    b, _ = runner_file_from_json(shuffled, require_rate_card=False)
+    assert encode(a.to_cbor()) == encode(b.to_cbor())
+    assert Capabilities.from_cbor(decode(encode(a.to_cbor()))) == a  # canonical: the strict decoder accepts it
