@@ -90,7 +90,8 @@ def draw_committee_weighted(present: Sequence[RunnerRecord], present_weights: Se
             break
         mru_slot = -1
         if i == 0 and mru_address is not None:
-            mru_slot = next((k for k, r in enumerate(pool) if r.address == mru_address), -1)
+            addresses = [r.address for r in pool]
+            mru_slot = addresses.index(mru_address) if mru_address in addresses else -1
         if mru_slot >= 0:
             base = weights[mru_slot]
             weights[mru_slot] = base * mru_multiplier  # iteration 0 only: restored right after the draw

@@ -21,7 +21,8 @@ runs over every eligible runner (fail-open).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
+from itertools import compress
+from operator import lt
 
 from cowboy_node.execution.jobs.draw import draw_committee_weighted
 from cowboy_node.execution.jobs.weights import base_weights
@@ -68,25 +69,19 @@ def select_committee(eligible: Sequence[RunnerRecord], present_indices: frozense
     ``hard_exclude`` must be :func:`mode_a_effective` (it only matters with ``present_first``).
     Fewer than ``m`` runners come back when the pools run dry (under-fill, CIP-11 §11.2).
     """
-    for a, b in pairwise(eligible):
-        if a.address >= b.address:
-            raise ValueError("eligible candidates must be strictly ascending by address")
+    addresses = [r.address for r in eligible]
+    if not all(map(lt, addresses, addresses[1:])):
+        raise ValueError("eligible candidates must be strictly ascending by address")
     # weights are computed per runner and carried with it through the partition and every swap_remove
-    weights = base_weights(list(eligible), cfg)
+    weights = base_weights(eligible, cfg)
     if not present_first:
         return draw_committee_weighted([], [], eligible, weights, m, seed, None,
                                        mru_multiplier=cfg.mru_weight_multiplier)
-    present: list[RunnerRecord] = []
-    present_w: list[int] = []
-    fallback: list[RunnerRecord] = []
-    fallback_w: list[int] = []
     use_presence = hard_exclude or not membership_over_full_set
-    for r, w in zip(eligible, weights, strict=True):
-        if use_presence and r.index in present_indices:
-            present.append(r)
-            present_w.append(w)
-        elif not hard_exclude:
-            fallback.append(r)
-            fallback_w.append(w)
+    # stable partition (§9.2): one membership mask, applied to the runners and to their paired weights
+    marked = [r.index in present_indices for r in eligible] if use_presence else [False] * len(eligible)
+    unmarked = [] if hard_exclude else [not x for x in marked]
+    present, present_w = list(compress(eligible, marked)), list(compress(weights, marked))
+    fallback, fallback_w = list(compress(eligible, unmarked)), list(compress(weights, unmarked))
     return draw_committee_weighted(present, present_w, fallback, fallback_w, m, seed, mru_address,
                                    mru_multiplier=cfg.mru_weight_multiplier)

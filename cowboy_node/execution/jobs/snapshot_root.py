@@ -50,7 +50,7 @@ def root_of_leaves(leaves: Sequence[bytes]) -> bytes:
 def candidates_snapshot_root(candidates: Sequence[RunnerRecord], cfg: RunnerConfig,
                              weights: Sequence[int] | None = None) -> bytes:
     """Root over the ordered candidates; ``weights`` (paired with them) are computed from ``cfg`` if omitted."""
-    ws = base_weights(list(candidates), cfg) if weights is None else weights
+    ws = base_weights(candidates, cfg) if weights is None else weights
     if len(ws) != len(candidates):
         raise ValueError("one weight per candidate required")
     return root_of_leaves([candidate_leaf(k, r.address, effective_stake(r), r.reputation_x1e9, w)

@@ -13,6 +13,7 @@ The MRU multiplier (§9.3) is applied by the draw on top of this weight, never h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import isqrt
 
 from cowboy_node.types.params import RunnerConfig
@@ -39,20 +40,12 @@ def effective_stake(r: RunnerRecord) -> int:
     return r.stake
 
 
-def base_weights(candidates: list[RunnerRecord], cfg: RunnerConfig) -> list[int]:
+def base_weights(candidates: Sequence[RunnerRecord], cfg: RunnerConfig) -> list[int]:
     """Base weight of each candidate, paired by position with ``candidates``.
 
-    Runners often share a reputation value, so the square root is memoised per reputation for this call only
-    (a pure cache: the result is the same as calling :func:`cip2_v3_weight` per runner).
+    Runners often share a reputation value, so the square root is computed once per distinct reputation
+    (a pure cache: the result equals :func:`cip2_v3_weight` per runner; it runs for every job).
     """
     norm, floor = cfg.reputation_normalizer_x1e9, cfg.w_min_floor_x1e6
-    factors: dict[int, int] = {}
-    out: list[int] = []
-    append = out.append
-    for r in candidates:
-        rep = r.reputation_x1e9
-        f = factors.get(rep)
-        if f is None:
-            f = factors[rep] = weight_factor_x1e6(rep, norm, floor)
-        append(r.stake * f // FACTOR_SCALE)
-    return out
+    factor = {rep: weight_factor_x1e6(rep, norm, floor) for rep in dict.fromkeys(r.reputation_x1e9 for r in candidates)}
+    return [r.stake * factor[r.reputation_x1e9] // FACTOR_SCALE for r in candidates]

@@ -1,0 +1,148 @@
+"""Runner-selection benchmark (prints JSON).
+
+For each number of eligible runners N and committee size M, times one job's selection as the dispatcher
+runs it: the filter chain over a registry of N runners (all of which pass), given in address order as a
+prefix scan of address-keyed records returns them (``filter_ms_index_order_input``: the same filter given
+registry-index order, which adds the address sort), then ``select_committee``
+(CIP-2 v3 weights, present-first partition, weighted draw with the MRU bias), with half the registry
+marked present. Reported per job in ms (median over ``--reps``), split into filter and draw parts.
+
+Also reported, separately because it is paid once per block and not per job: decoding the block's
+PresenceInput bitmap for a registry of N runners (``decode_presence``).
+
+Baseline measured in the same run: N keccak256 calls over 32-byte inputs. ``ratio`` is selection time /
+baseline time (these machines are noisy; the ratio is what to compare across runs).
+
+Goal: M = 1 at N = 5,000 in ≤ 2 ms per job, growing linearly in N.
+
+Usage: python bench/dispatch.py [--sizes 100,1000,5000] [--committees 1,5] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from itertools import pairwise
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
+from cowboy_node.execution.jobs.selection import select_committee
+from cowboy_node.types.params import RunnerConfig
+from cowboy_node.types.presence import decode_presence, encode_presence
+from cowboy_node.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
+
+HEIGHT = 10_000
+TIMEOUT = 100
+CFG = RunnerConfig()
+REQ = SelectionRequest(job_kind=JOB_KINDS["http"], http_host="api.example.com", tee_required=False,
+                       required_tee_type=None, max_price=10**18, required_runner_pool=None)
+
+
+def registry(n: int) -> list[RunnerRecord]:
+    """``n`` healthy runners with hashed (unsorted) addresses, varied stake/reputation, all serving REQ."""
+    kinds = tuple(sorted(JOB_KINDS.values()))
+    rates = RateCard(tuple((k, Rate(10**15, 10**9)) for k in kinds))
+    out = []
+    for i in range(n):
+        caps = Capabilities(job_kinds=kinds, regions=("eu",), http_domains=("*.example.com", "api.other.org"),
+                            max_concurrent_jobs=8)
+        out.append(RunnerRecord(address=keccak256(i.to_bytes(4, "big"))[:20], index=i, stake=10**18 + i * 10**15,
+                                capabilities=caps, rate_card=rates, health=Health.HEALTHY, registered_at=1,
+                                last_heartbeat=HEIGHT - i % 50, reputation_x1e9=50_000_000_000 + (i % 50) * 10**9,
+                                active_jobs=i % 4, unbonding_until=0))
+    return sorted(out, key=lambda r: r.address)  # a prefix scan of address-keyed registry records
+
+
+def _median_s(fn: object, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(n: int, m: int, reps: int) -> dict[str, float]:
+    """Per-job selection timings for ``n`` eligible runners and a committee of ``m``."""
+    runners = registry(n)
+    present = frozenset(range(0, n, 2))
+    mru = runners[n // 3].address
+    seeds = [keccak256(b"job" + k.to_bytes(4, "big")) for k in range(reps)]
+    state = {"k": 0}
+
+    def job() -> None:
+        seed = seeds[state["k"] % reps]
+        state["k"] += 1
+        cands = eligible(runners, REQ, height=HEIGHT, heartbeat_timeout_blocks=TIMEOUT, cfg=CFG)
+        select_committee(cands, present, m, seed, CFG, present_first=True, membership_over_full_set=False,
+                         mru_address=mru)
+
+    cands = eligible(runners, REQ, height=HEIGHT, heartbeat_timeout_blocks=TIMEOUT, cfg=CFG)
+    assert len(cands) == n
+    job()  # warm caches
+    total = _median_s(job, reps)
+    filt = _median_s(lambda: eligible(runners, REQ, height=HEIGHT, heartbeat_timeout_blocks=TIMEOUT, cfg=CFG), reps)
+    by_index = sorted(runners, key=lambda r: r.index)
+    filt_unsorted = _median_s(lambda: eligible(by_index, REQ, height=HEIGHT, heartbeat_timeout_blocks=TIMEOUT,
+                                               cfg=CFG), reps)
+    draw = _median_s(lambda: select_committee(cands, present, m, seeds[0], CFG, present_first=True,
+                                              membership_over_full_set=False, mru_address=mru), reps)
+    inputs = [k.to_bytes(32, "big") for k in range(n)]
+    base = _median_s(lambda: [keccak256(x) for x in inputs], reps)
+    return {"eligible": n, "m": m, "ms_per_job": round(total * 1e3, 3), "filter_ms": round(filt * 1e3, 3),
+            "filter_ms_index_order_input": round(filt_unsorted * 1e3, 3),
+            "weights_and_draw_ms": round(draw * 1e3, 3), "baseline_keccak_ms": round(base * 1e3, 3),
+            "ratio": round(total / base, 2)}
+
+
+def measure_presence(n: int, reps: int) -> dict[str, float]:
+    """Per-block PresenceInput decoding for a registry of ``n`` with every other runner present."""
+    raw = encode_presence(range(0, n, 2), n)
+    bitmap = bytes([0x01, 0x00]) + bytes((n + 7) // 8 * [0x55])[: (n + 7) // 8]
+    if n % 8:  # clear bits past the registry end
+        bitmap = bitmap[:-1] + bytes([bitmap[-1] & ((1 << (n % 8)) - 1)])
+    t_bitmap = _median_s(lambda: decode_presence(bitmap, n), reps)
+    t_chosen = _median_s(lambda: decode_presence(raw, n), reps)
+    inputs = [k.to_bytes(32, "big") for k in range(n)]
+    base = _median_s(lambda: [keccak256(x) for x in inputs], reps)
+    return {"registry": n, "bitmap_bytes": len(bitmap) - 2, "decode_bitmap_ms": round(t_bitmap * 1e3, 3),
+            "decode_encoder_choice_ms": round(t_chosen * 1e3, 3), "baseline_keccak_ms": round(base * 1e3, 3),
+            "ratio": round(t_bitmap / base, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print one JSON object."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--sizes", default="100,1000,5000")
+    ap.add_argument("--committees", default="1,5")
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    committees = [int(x) for x in args.committees.split(",")]
+    t0 = time.perf_counter()
+    selection = [measure(n, m, args.reps) for n in sizes for m in committees]
+    presence = [measure_presence(n, args.reps) for n in sizes]
+    m1 = {r["eligible"]: r["ms_per_job"] for r in selection if r["m"] == 1}
+    growth = {f"{a}->{b}": round(m1[b] / m1[a], 2) for a, b in pairwise(sizes)}
+    goal_n = 5_000
+    out = {
+        "bench": "dispatch",
+        "selection": selection,
+        "presence_decode_per_block": presence,
+        "m1_growth_factor": growth,
+        "goal": {"m1_at_5000_ms_max": 2.0, "m1_at_5000_ms": m1.get(goal_n),
+                 "met": (m1[goal_n] <= 2.0) if goal_n in m1 else None},
+        "elapsed_s": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
