@@ -61,8 +61,10 @@ MAX_CHECKS = 16
 """Most verifier checks in one job (project choice)."""
 MAX_CHECK_TEXT_BYTES = 256
 """Longest field path / method / fqdn / expected value in a check (project choice)."""
-MAX_SCHEMA_BYTES = 16 * 1024
-"""Longest JSON-schema text of a ``json_schema_valid`` check (project choice)."""
+MAX_SCHEMA_BYTES = 64 * 1024
+"""Longest JSON-schema text of a ``json_schema_valid`` check (the verifier's limit, docs/verification.md §3)."""
+MAX_MATCH_FIELDS = 64
+"""Most fields of one ``structured_match`` check."""
 MAX_TEE_TYPE_BYTES = 32
 """Longest ``required_tee_type`` (a TEE name such as ``sgx``, ``sev-snp``, ``tdx``)."""
 MAX_DISPUTE_WINDOW_BLOCKS = 100_000
@@ -309,15 +311,16 @@ COMPARISON_CHECKS: frozenset[int] = frozenset({0, 2, 3})
 """Checks that compare several runners' results (majority_vote, structured_match, numeric_tolerance)."""
 _VALIDITY_CHECKS: frozenset[int] = frozenset({1, 4})
 ALLOWED_CHECKS: dict[VerificationMode, frozenset[int]] = {
-    VerificationMode.NONE: frozenset(),
+    VerificationMode.NONE: _VALIDITY_CHECKS,
     VerificationMode.ECONOMIC_BOND: _VALIDITY_CHECKS,
     VerificationMode.MAJORITY_VOTE: _VALIDITY_CHECKS | {0},
     VerificationMode.STRUCTURED_MATCH: _VALIDITY_CHECKS | COMPARISON_CHECKS,
     VerificationMode.DETERMINISTIC: _VALIDITY_CHECKS,
     VerificationMode.SEMANTIC_SIMILARITY: frozenset(),
 }
-"""Supported check kinds per mode (project choice): one-result validity checks (json_schema_valid,
-numeric_range) wherever a result exists; comparisons only where several results are compared."""
+"""Check kinds accepted per mode (project choice): the admission checks json_schema_valid and numeric_range
+apply to every result in every mode (docs/verification.md §4); a comparison check is accepted only in a mode
+whose agreement rule uses it, rather than being silently ignored."""
 
 
 def check_from_cbor(value: object) -> VerifierCheck:
@@ -383,22 +386,26 @@ def _fail(code: str, message: str) -> ValidationError:
     return ValidationError(code, message, field="verification")
 
 
-def _short_text(value: str, name: str, max_bytes: int = MAX_CHECK_TEXT_BYTES) -> None:
-    if not value or len(value.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise _fail("job_checks_invalid", f"{name} must be 1..{max_bytes} UTF-8 bytes")
+def _field_path(value: str, name: str) -> None:
+    """A field path (docs/verification.md §2): ``""`` is the whole result, else ``.``-separated non-empty
+    segments; at most 256 UTF-8 bytes."""
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_CHECK_TEXT_BYTES or (value and "" in value.split(".")):
+        raise _fail("job_checks_invalid", f"{name}: a field path of at most {MAX_CHECK_TEXT_BYTES} bytes "
+                                          "without empty segments")
 
 
 def _validate_check(i: int, c: VerifierCheck) -> None:
     where = f"verification.checks[{i}]"
     if isinstance(c, (MajorityVoteCheck, NumericToleranceCheck, NumericRangeCheck)):
-        _short_text(c.field, f"{where}.field")
+        _field_path(c.field, f"{where}.field")
     if isinstance(c, JsonSchemaValidCheck):
-        _short_text(c.schema, f"{where}.schema", MAX_SCHEMA_BYTES)
+        if not c.schema or len(c.schema.encode("utf-8", "surrogatepass")) > MAX_SCHEMA_BYTES:
+            raise _fail("job_checks_invalid", f"{where}.schema must be 1..{MAX_SCHEMA_BYTES} UTF-8 bytes")
     elif isinstance(c, StructuredMatchCheck):
-        if not 1 <= len(c.fields) <= MAX_CHECKS * 4 or len(set(c.fields)) != len(c.fields):
-            raise _fail("job_checks_invalid", f"{where}.fields must be 1..{MAX_CHECKS * 4} distinct paths")
+        if not 1 <= len(c.fields) <= MAX_MATCH_FIELDS or len(set(c.fields)) != len(c.fields):
+            raise _fail("job_checks_invalid", f"{where}.fields must be 1..{MAX_MATCH_FIELDS} distinct paths")
         for f in c.fields:
-            _short_text(f, f"{where}.fields[]")
+            _field_path(f, f"{where}.fields[]")
     elif isinstance(c, NumericToleranceCheck):
         if not math.isfinite(c.tolerance) or c.tolerance < 0:
             raise _fail("job_checks_invalid", f"{where}.tolerance must be a finite number ≥ 0")

@@ -390,7 +390,7 @@ requests = st.builds(
                      max_memory_mb=u64, max_retries=u64),
     verification=verifications, max_price=u64, tip=u64, timeout_blocks=u64, callback=callbacks,
     required_runner_pool=st.none() | st.binary(max_size=8),
-    attachments=st.none() | st.lists(st.dictionaries(st.integers(0, 5), st.integers() | texts, max_size=3),
+    attachments=st.none() | st.lists(st.dictionaries(st.integers(0, 5), u64 | texts, max_size=3),
                                      max_size=2).map(tuple))
 
 
@@ -527,10 +527,15 @@ def test_job_check_unsupported(check: VerifierCheck) -> None:
 @pytest.mark.parametrize(("mode", "runners", "check_list"), [
     (VerificationMode.STRUCTURED_MATCH, 3, ()),                                         # needs a comparison
     (VerificationMode.STRUCTURED_MATCH, 3, (JsonSchemaValidCheck(schema="{}"),)),       # only a validity check
-    (VerificationMode.NONE, 1, (JsonSchemaValidCheck(schema="{}"),)),                   # none: no checks
+    (VerificationMode.NONE, 1, (MajorityVoteCheck(field="a"),)),                        # nothing to compare
+    (VerificationMode.DETERMINISTIC, 3, (NumericToleranceCheck(field="p", tolerance=1.0),)),
     (VerificationMode.MAJORITY_VOTE, 3, (StructuredMatchCheck(fields=("a",)),)),        # kind not in mode
     (VerificationMode.STRUCTURED_MATCH, 3, (NumericToleranceCheck(field="p", tolerance=-1.0),)),
-    (VerificationMode.STRUCTURED_MATCH, 3, (MajorityVoteCheck(field=""),)),
+    (VerificationMode.STRUCTURED_MATCH, 3, (MajorityVoteCheck(field="a..b"),)),         # empty segment
+    (VerificationMode.STRUCTURED_MATCH, 3, (MajorityVoteCheck(field="a" * 257),)),
+    (VerificationMode.STRUCTURED_MATCH, 3, (StructuredMatchCheck(fields=()),)),
+    (VerificationMode.STRUCTURED_MATCH, 3, (StructuredMatchCheck(fields=tuple(f"f{i}" for i in range(65))),)),
+    (VerificationMode.STRUCTURED_MATCH, 3, (StructuredMatchCheck(fields=("a",)), JsonSchemaValidCheck(schema=""))),
     (VerificationMode.STRUCTURED_MATCH, 3, (StructuredMatchCheck(fields=("a", "a")),)),
     (VerificationMode.STRUCTURED_MATCH, 3, (StructuredMatchCheck(fields=("a",)),
                                             NumericRangeCheck(field="p", min=2.0, max=1.0))),
@@ -538,6 +543,22 @@ def test_job_check_unsupported(check: VerifierCheck) -> None:
 def test_job_checks_invalid(mode: VerificationMode, runners: int, check_list: tuple[VerifierCheck, ...]) -> None:
     req = _verif(mode=mode, runners=runners, threshold=runners // 2 + 1, checks=check_list)
     assert _code(req) == "job_checks_invalid"
+
+
+def test_admission_checks_are_accepted_in_every_mode_and_the_empty_path_is_the_whole_result() -> None:
+    admission = (JsonSchemaValidCheck(schema='{"type": "object"}'), NumericRangeCheck(field="", min=0, max=1))
+    validate_request(_verif(checks=admission))
+    validate_request(_verif(mode=VerificationMode.DETERMINISTIC, runners=2, threshold=2, checks=admission))
+    validate_request(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=3, threshold=2,
+                            checks=(MajorityVoteCheck(field=""),)))
+    validate_request(_verif(mode=VerificationMode.STRUCTURED_MATCH, runners=2, threshold=2,
+                            checks=(StructuredMatchCheck(fields=tuple(f"f{i}" for i in range(64))),)))
+
+
+def test_too_many_checks_are_invalid() -> None:
+    many = tuple(NumericRangeCheck(field="p", min=0, max=1) for _ in range(17))
+    assert _code(_verif(checks=many)) == "job_checks_invalid"
+    validate_request(_verif(checks=many[:16]))
 
 
 def test_job_verification_invalid() -> None:
