@@ -572,7 +572,7 @@ def decode_job_spec(raw: bytes) -> JobSpecV1:
     try:
         value = decode(raw)
     except CodecError as e:
-        raise DecodeError(f"job_spec: {e}", field="job_spec", code=e.code) from None
+        raise DecodeError(f"job_spec: {e}", field="job_spec") from None
     return JobSpecV1.from_cbor(value)
 
 
@@ -586,7 +586,7 @@ def decode_job_request(raw: bytes) -> JobRequest:
     try:
         value = decode(raw)
     except CodecError as e:
-        raise DecodeError(f"job_request: {e}", field="job_request", code=e.code) from None
+        raise DecodeError(f"job_request: {e}", field="job_request") from None
     return JobRequest.from_cbor(value)
 
 
