@@ -26,6 +26,9 @@ def expect_map(value: object, keys: frozenset[int], name: str) -> Mapping[int, A
     """Return ``value`` as a map after checking it has exactly the integer ``keys``."""
     if not isinstance(value, dict):
         raise DecodeError(f"{name}: expected a map", field=name)
+    # CBOR true/false are not the integers 1/0, though Python compares them equal.
+    if any(isinstance(k, bool) for k in value):
+        raise DecodeError(f"{name}: map keys must be unsigned integers, not booleans", field=name)
     actual = frozenset(value.keys())
     if actual != keys:
         missing = sorted(k for k in keys if k not in actual)
