@@ -26,10 +26,11 @@ from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.end_of_block import Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
+from cowboy_node.execution.jobs.dispatch import due_seed_rounds
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.block import Block, BlockHeader, Round
+from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
 from cowboy_node.types.merkle import receipts_root, tx_root
 from cowboy_node.types.receipt import Receipt
 from cowboy_node.types.transaction import Transaction
@@ -120,12 +121,35 @@ class Chain:
         return self.head.header.beacon
 
     # -- building -----------------------------------------------------------------
-    def env_for(self, *, timestamp_ms: int, fee_recipient: bytes,
-                beacon: bytes, presence_input: bytes | None) -> BlockEnv:
+    def env_for(self, *, timestamp_ms: int, fee_recipient: bytes, beacon: bytes, presence_input: bytes | None,
+                round_: Round | None = None, consumed_seeds: tuple[ConsumedSeed, ...] = ()) -> BlockEnv:
         """Execution environment of the next block."""
-        return BlockEnv(chain_id=self.genesis.chain_id, height=self.height + 1, timestamp_ms=timestamp_ms,
+        r = round_ if round_ is not None else Round(0, self.height + 1)
+        return self._env(height=self.height + 1, timestamp_ms=timestamp_ms, fee_recipient=fee_recipient,
+                         beacon=beacon, presence_input=presence_input, round_=r, consumed_seeds=consumed_seeds)
+
+    def _env(self, *, height: int, timestamp_ms: int, fee_recipient: bytes, beacon: bytes,
+             presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...]) -> BlockEnv:
+        parent = self.head.header
+        return BlockEnv(chain_id=self.genesis.chain_id, height=height, timestamp_ms=timestamp_ms,
                         fee_recipient=fee_recipient, beacon=beacon, parent_beacon=self.parent_beacon(),
-                        presence_input=presence_input, parent_state_root=self.head.header.state_root)
+                        presence_input=presence_input, parent_state_root=parent.state_root,
+                        round=(round_.epoch, round_.view), parent_round=(parent.round.epoch, parent.round.view),
+                        consumed_seeds=tuple((c.seed_epoch, c.seed_view, c.seed_signature) for c in consumed_seeds),
+                        n_validators=len(self.genesis.validators))
+
+    def seeds_due(self) -> tuple[ConsumedSeed, ...]:
+        """ConsumedSeedsV1 for the next block: the seed of every pending-selection round already revealed.
+
+        Single validator: the seed of Round(0, v) is the beacon of block v, known once block v is committed.
+        """
+        out = []
+        for epoch, view in due_seed_rounds(self.world(), self.height):
+            block = self.blocks.block(view)
+            header = None if block is None else block.header
+            if header is not None and (header.round.epoch, header.round.view) == (epoch, view):
+                out.append(ConsumedSeed(epoch, view, header.beacon))
+        return tuple(out)
 
     def build(self, candidates: list[Transaction], *, env: BlockEnv, round_: Round, proposer: bytes,
               sign: _Signer, signatures_checked: bool, observe: Observe | None = None) -> PreparedBlock:
@@ -139,7 +163,9 @@ class Chain:
             chain_id=env.chain_id, height=env.height, parent_hash=self.head.hash(), round=round_,
             timestamp_ms=env.timestamp_ms, proposer=proposer, tx_root=result.tx_root,
             state_root=result.state_root, receipts_root=result.receipts_root, beacon=env.beacon,
-            presence_input=env.presence_input, consumed_seeds=(), cycles_used=result.cycles_used,
+            presence_input=env.presence_input,
+            consumed_seeds=tuple(ConsumedSeed(e, v, sig) for e, v, sig in env.consumed_seeds),
+            cycles_used=result.cycles_used,
             cells_used=result.cells_used, cycle_basefee=result.cycle_basefee, cell_basefee=result.cell_basefee,
         )
         block = Block(header, tuple(result.transactions), sign(header.digest()))
@@ -162,11 +188,9 @@ class Chain:
         fee_recipient = next(v.fee_recipient for v in self.genesis.validators
                              if v.ed25519_public_key == block.header.proposer)
         world = self.world()
-        env = BlockEnv(chain_id=self.genesis.chain_id, height=block.header.height,
-                       timestamp_ms=block.header.timestamp_ms, fee_recipient=fee_recipient,
-                       beacon=block.header.beacon, parent_beacon=self.parent_beacon(),
-                       presence_input=block.header.presence_input,
-                       parent_state_root=self.head.header.state_root)
+        h = block.header
+        env = self._env(height=h.height, timestamp_ms=h.timestamp_ms, fee_recipient=fee_recipient, beacon=h.beacon,
+                        presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds)
         result = execute_block(world, env, block.header, block.transactions)
         return PreparedBlock(block, result, world)
 

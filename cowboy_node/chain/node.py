@@ -22,11 +22,13 @@ from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.keys import ValidatorKey
 from cowboy_node.chain.mempool import Mempool, MempoolError
-from cowboy_node.chain.verify import REGISTRY_SIZE_WITHOUT_RUNNERS, expected_round
+from cowboy_node.chain.runner_queries import RunnerQueries
+from cowboy_node.chain.verify import expected_round
 from cowboy_node.crypto import bls, ed25519
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
@@ -42,7 +44,7 @@ _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", 
                         "priority_fee_above_max"})
 
 
-class Node:
+class Node(RunnerQueries):
     """A single-validator node: owns the chain, the mempool and the producer loop."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
@@ -67,6 +69,10 @@ class Node:
         self._last_commit_monotonic: float | None = None
 
     # -- production -----------------------------------------------------------------
+    def local_presence(self) -> frozenset[int]:
+        """Registry indices of runners with a live authenticated session (CIP-11 §7.4): none without transport."""
+        return frozenset()
+
     def request_stop(self) -> None:
         """Ask the producer to stop after the block in progress."""
         self._stopping = True
@@ -108,13 +114,15 @@ class Node:
         timestamp_ms = max(int(time.time() * 1000), parent.timestamp_ms + 1)
         round_ = expected_round(parent.height + 1)
         beacon = sign_beacon(self._bls_secret, round_)
-        flags = get_cip11_flags(chain.world())
-        # No runner registry yet: the proposer's present set is empty; a valid empty set when required.
-        presence = (encode_presence((), REGISTRY_SIZE_WITHOUT_RUNNERS)
+        parent_world = chain.world()
+        flags = get_cip11_flags(parent_world)
+        # Local presence (CIP-11 §7.4) comes from the QUIC transport; until it runs the present set is empty,
+        # encoded as a valid empty set over |registry(H−1)| whenever the field is required or shadowed.
+        presence = (encode_presence(self.local_presence(), registry_size(parent_world))
                     if flags.CIP11_PRESENT_FIRST_ENABLED or flags.CIP11_PRESENCE_SHADOW_ENABLED else None)
         candidates = self.mempool.ready(self._account_nonce(), chain.genesis.limits.max_block_txs)
         env = chain.env_for(timestamp_ms=timestamp_ms, fee_recipient=self.fee_recipient, beacon=beacon,
-                            presence_input=presence)
+                            presence_input=presence, round_=round_, consumed_seeds=chain.seeds_due())
         t0 = time.perf_counter()
         eob_timer = StepTimer()
 

@@ -12,14 +12,8 @@ from cowboy_node.chain.beacon import verify_beacon
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.crypto import ed25519
 from cowboy_node.execution.errors import InvalidBlock
-from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, Round
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.presence import decode_presence
-
-REGISTRY_SIZE_WITHOUT_RUNNERS = 0
-"""The runner registry is empty until runner registration exists; presence indexes refer to it."""
 
 
 def expected_round(height: int) -> Round:
@@ -47,16 +41,15 @@ def verify_header(block: Block, parent: BlockHeader, genesis: Genesis, parent_wo
         raise InvalidBlock("bad_block_signature", "proposer signature does not verify", field="signature")
     if not verify_beacon(genesis.group_public_key, h.round, h.beacon):
         raise InvalidBlock("bad_beacon", "beacon is not the group signature over the round", field="beacon")
-    if h.consumed_seeds:
-        # No pending selection exists to consume a seed; any entry is unconsumed and thus invalid (§9.2).
-        raise InvalidBlock("unconsumed_seed", "consumed_seeds lists a seed no pending selection uses",
+    rounds = [(c.seed_epoch, c.seed_view) for c in h.consumed_seeds]
+    if rounds != sorted(set(rounds)):
+        raise InvalidBlock("consumed_seeds_not_sorted", "consumed_seeds must be sorted by round without duplicates",
                            field="consumed_seeds")
-    flags = get_cip11_flags(parent_world)
-    if flags.CIP11_PRESENT_FIRST_ENABLED and not flags.PRESENCE_HARD_EXCLUDE_ENABLED:
-        if h.presence_input is None:
-            raise InvalidBlock("missing_presence_input", "PresenceInputV1 is required while present-first "
-                               "selection is enabled", field="presence_input")
-        try:
-            decode_presence(h.presence_input, REGISTRY_SIZE_WITHOUT_RUNNERS)
-        except DecodeError as e:
-            raise InvalidBlock("invalid_presence_input", e.message, field="presence_input") from e
+    for c in h.consumed_seeds:
+        # Every entry must be the threshold seed of its round; execution checks each one is consumed (§9.2).
+        if (c.seed_epoch, c.seed_view) >= (h.round.epoch, h.round.view) or \
+                not verify_beacon(genesis.group_public_key, Round(c.seed_epoch, c.seed_view), c.seed_signature):
+            raise InvalidBlock("bad_consumed_seed", f"consumed seed of round ({c.seed_epoch}, {c.seed_view}) "
+                               "does not verify", field="consumed_seeds")
+    # PresenceInput is decoded and checked by execution against |registry(H−1)| (execution.block).
+    del parent_world

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport
 from cowboy_node.execution.end_of_block import Observe, run_end_of_block
 from cowboy_node.execution.errors import InvalidBlock, TxInvalid
+from cowboy_node.execution.jobs.dispatch import process_pending
+from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import (
     get_basefee_config,
     get_basefees,
@@ -26,7 +28,10 @@ from cowboy_node.execution.transactions import execute_transaction
 from cowboy_node.state.store import WriteOp
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import BlockHeader
+from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.merkle import receipts_root, tx_root
+from cowboy_node.types.params import Cip11Flags
+from cowboy_node.types.presence import decode_presence
 from cowboy_node.types.receipt import Receipt
 from cowboy_node.types.transaction import Transaction
 
@@ -61,6 +66,32 @@ class BlockResult:
     """What End of Block did (``ctx.eob``): counters the node turns into metrics."""
 
 
+def decode_block_presence(world: WorldState, env: BlockEnv, flags: Cip11Flags, *,
+                          strict: bool = True) -> tuple[frozenset[int], int]:
+    """PresenceInput(H) decoded once against |registry(H−1)| (CIP-11 §7.2), and that size.
+
+    Active Mode B (present-first on; Mode A is never effective on this node, its K_HARD_MIN guard needs ≥ 20
+    validators): the field is required and must be well formed, else the block is invalid. Otherwise an
+    absent or malformed field is an empty present set and live selection ignores presence. ``strict=False``
+    (the proposer building its own block) degrades a bad field to the empty set instead of raising.
+    """
+    size = registry_size(world)
+    if not flags.CIP11_PRESENT_FIRST_ENABLED:
+        return frozenset(), size
+    if not strict:
+        try:
+            return (frozenset() if env.presence_input is None else decode_presence(env.presence_input, size)), size
+        except DecodeError:
+            return frozenset(), size
+    if env.presence_input is None:
+        raise InvalidBlock("missing_presence_input", "PresenceInputV1 is required while present-first selection "
+                           "is enabled", field="presence_input")
+    try:
+        return decode_presence(env.presence_input, size), size
+    except DecodeError as e:
+        raise InvalidBlock("invalid_presence_input", e.message, field="presence_input") from e
+
+
 def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
     """Read the governed configs once for this block (mid-block changes apply from the next)."""
     cycle_bf, cell_bf = get_basefees(world)
@@ -73,6 +104,15 @@ def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
         cycle_basefee=cycle_bf,
         cell_basefee=cell_bf,
     )
+
+
+def start_block(world: WorldState, env: BlockEnv, *, strict_presence: bool = True) -> BlockContext:
+    """:func:`begin_block`, then decode the block's PresenceInput and run the pending-selection pass
+    (CIP-11 §9.2: at the start of the block, before any transaction)."""
+    ctx = begin_block(world, env)
+    ctx.present, ctx.registry_size = decode_block_presence(world, env, ctx.flags, strict=strict_presence)
+    process_pending(world, ctx)
+    return ctx
 
 
 def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receipts: list[Receipt],
@@ -94,7 +134,7 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
 
     ``observe`` (optional) wraps each End-of-Block step, see :func:`run_end_of_block`.
     """
-    ctx = begin_block(world, env)
+    ctx = start_block(world, env, strict_presence=False)
     limit = ctx.limits.max_block_txs if max_txs is None else min(max_txs, ctx.limits.max_block_txs)
     txs: list[Transaction] = []
     receipts: list[Receipt] = []
@@ -114,7 +154,7 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
 def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,
                   transactions: Iterable[Transaction]) -> BlockResult:
     """Execute a received block and check every computed value against its header."""
-    ctx = begin_block(world, env)
+    ctx = start_block(world, env)
     txs = list(transactions)
     if len(txs) > ctx.limits.max_block_txs:
         raise InvalidBlock("too_many_txs", f"block has {len(txs)} transactions, limit {ctx.limits.max_block_txs}")

@@ -31,6 +31,14 @@ class BlockEnv:
     """The block's PresenceInputV1 bytes, if any."""
     parent_state_root: bytes = bytes(32)
     """State root of the parent block (Mailbox ``deliver_id`` input, seeds/000 §10.1)."""
+    round: tuple[int, int] = (0, 0)
+    """(epoch, view) in which this block is proposed: r_submit of the jobs it includes (CIP-11 §9.2)."""
+    parent_round: tuple[int, int] = (0, 0)
+    """(epoch, view) of the parent block: the round of ``parent_beacon`` (M == 1 selection seed)."""
+    consumed_seeds: tuple[tuple[int, int, bytes], ...] = ()
+    """The block's ConsumedSeedsV1 entries (seed_epoch, seed_view, 48-byte seed signature), sorted by round."""
+    n_validators: int = 1
+    """Size of the validator set (the membership-steering bound applies when > 1, CIP-11 §7.3)."""
 
 
 @dataclass(slots=True)
@@ -101,3 +109,16 @@ class BlockContext:
     """Block-level events (End of Block steps)."""
     eob: EobReport = field(default_factory=EobReport)
     """What End of Block did (counters for metrics, the block's modified-key set)."""
+    present: frozenset[int] = frozenset()
+    """Registry indices of PresenceInput(H), decoded once against the parent registry (empty when absent,
+    malformed outside active Mode B, or while present-first is off)."""
+    registry_size: int = 0
+    """|registry(H−1)|: the PresenceInput index basis of this block."""
+    jobs_per_tx: dict[bytes, int] = field(default_factory=dict)
+    """Jobs submitted so far by each transaction (the ``derive_job_id`` index)."""
+    jobs_assigned: list[bytes] = field(default_factory=list)
+    """Job ids assigned (or re-assigned) in this block, in order: the node pushes them after commit."""
+    jobs_finished: list[bytes] = field(default_factory=list)
+    """Job ids that reached a terminal state in this block, in order (callbacks, cancels)."""
+    jobs_reselected: int = 0
+    """Timeout re-selections in this block."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from cowboy_node.codec import decode, encode
 from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.system_state import JOB_DISPATCHER as JOB_CALLBACK_SENDER
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.errors import DecodeError
@@ -47,6 +48,10 @@ KIND_MESSAGE = 0
 """Entry made by ``send_message``: runs ``target.handle_message(payload)``."""
 KIND_TIMER = 1
 """Entry made by DeliverTimers under the Globalbox policy: one timer fire."""
+KIND_JOB_CALLBACK = 2
+"""Entry made by ResolveOffchain: a finished job's callback ``target.<handler>(payload)``, paid by the target."""
+JOB_CALLBACK_DOMAIN = b"cowboy/mailbox/job-callback/v1"
+"""Domain tag of a job-callback entry's ``deliver_id`` preimage."""
 
 MESSAGE_HANDLER = "handle_message"
 """Handler a message entry runs (the SDK's ``@actor`` dispatcher name)."""
@@ -89,7 +94,7 @@ class MailboxEntry:
         """Strict decode."""
         m = expect_map(decode(raw), frozenset(range(10)), "mailbox_entry")
         kind = expect_uint(m[1], "mailbox_entry.kind")
-        if kind not in (KIND_MESSAGE, KIND_TIMER):
+        if kind not in (KIND_MESSAGE, KIND_TIMER, KIND_JOB_CALLBACK):
             raise DecodeError(f"mailbox_entry.kind {kind} is unknown", field="mailbox_entry.kind")
         tid = m[9]
         return cls(
@@ -206,5 +211,16 @@ def enqueue(world: WorldState, ctx: BlockContext, *, sender: bytes, target: byte
     did = message_deliver_id(ctx.env.height, ctx.env.parent_state_root, seq)
     entry = MailboxEntry(deliver_id=did, kind=KIND_MESSAGE, sender=sender, target=target, handler=MESSAGE_HANDLER,
                          payload=payload, gas_limit=get_timer_config(world).max_cycles_per_fire, fee_payer=target,
+                         height=ctx.env.height, timer_id=None)
+    return materialize(world, entry)
+
+
+def enqueue_job_callback(world: WorldState, ctx: BlockContext, *, job_id: bytes, target: bytes, handler: str,
+                         payload: bytes) -> int:
+    """Queue a finished job's callback (ResolveOffchain); idempotent per (job, block) through ``deliver_id``."""
+    did = keccak256(JOB_CALLBACK_DOMAIN + ctx.env.height.to_bytes(8, "big") + job_id)
+    entry = MailboxEntry(deliver_id=did, kind=KIND_JOB_CALLBACK, sender=JOB_CALLBACK_SENDER, target=target,
+                         handler=handler, payload=payload,
+                         gas_limit=get_timer_config(world).max_cycles_per_fire, fee_payer=target,
                          height=ctx.env.height, timer_id=None)
     return materialize(world, entry)

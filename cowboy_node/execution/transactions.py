@@ -17,6 +17,7 @@ from cowboy_node.execution import fees, system_instructions
 from cowboy_node.execution.actors.executor import execute_call, execute_deploy
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
+from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
@@ -34,6 +35,7 @@ from cowboy_node.types.instructions import (
     UpdateTimerConfig,
     UpdateTimerPolicy,
 )
+from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
 from cowboy_node.types.runner_instructions import (
     RunnerDeregister,
@@ -178,6 +180,9 @@ EXECUTORS: dict[type, Executor] = {
     RunnerUpdateCapabilities: runner_registry.update_capabilities,
     RunnerUpdateRateCard: runner_registry.update_rate_card,
     RunnerDeregister: runner_registry.deregister,
+    JobSubmit: job_executors.execute_job_submit,
+    JobResultCommit: job_executors.execute_result_commit,
+    JobResultSubmit: job_executors.execute_result_submit,
 }
 """Instruction type → executor (one entry per instruction kind)."""
 

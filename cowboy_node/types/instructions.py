@@ -21,6 +21,7 @@ from cowboy_node.types.fields import (
     expect_text,
     expect_uint,
 )
+from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_node.types.params import BasefeeConfig, TimerConfig
 from cowboy_node.types.runner_instructions import (
     RunnerDeregister,
@@ -267,7 +268,7 @@ class UpdateTimerPolicy:
 
 Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
-               | RunnerDeregister)
+               | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -285,6 +286,9 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     RunnerUpdateCapabilities.KIND: (1, RunnerUpdateCapabilities.from_fields),
     RunnerUpdateRateCard.KIND: (1, RunnerUpdateRateCard.from_fields),
     RunnerDeregister.KIND: (0, RunnerDeregister.from_fields),
+    JobSubmit.KIND: (1, JobSubmit.from_fields),
+    JobResultCommit.KIND: (2, JobResultCommit.from_fields),
+    JobResultSubmit.KIND: (4, JobResultSubmit.from_fields),
 }
 
 

@@ -80,7 +80,11 @@ def _resign(dev: DevGenesis, block: Block, **fields: object) -> Block:
     ({"timestamp_ms": 0}, "timestamp_not_increasing"),
     ({"round": Round(0, 7)}, "wrong_round"),
     ({"beacon": b"\x00" * 48}, "bad_beacon"),
-    ({"consumed_seeds": (ConsumedSeed(0, 1, b"\x07" * 48),)}, "unconsumed_seed"),
+    ({"consumed_seeds": (ConsumedSeed(0, 1, b"\x07" * 48),)}, "bad_consumed_seed"),
+    # A genuine seed (the genesis beacon is the seed of Round(0, 0)) that no pending selection consumes.
+    ({"consumed_seeds": (ConsumedSeed(0, 0, make_dev_genesis().genesis.genesis_beacon),)}, "unconsumed_seed"),
+    ({"consumed_seeds": (ConsumedSeed(0, 0, make_dev_genesis().genesis.genesis_beacon),) * 2},
+     "consumed_seeds_not_sorted"),
     ({"presence_input": None}, "missing_presence_input"),
     ({"presence_input": b"\x01\x01\x00\x00\x00\x00\x00"}, "invalid_presence_input"),
     ({"state_root": b"\x09" * 32}, "state_root_mismatch"),

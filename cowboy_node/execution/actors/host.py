@@ -75,6 +75,10 @@ EMIT_EVENT_CYCLES = 300
 CALL_ACTOR_CYCLES = 700
 """call_actor, on top of what the callee uses (charged to the caller)."""
 SEND_MESSAGE_CYCLES = 1_000
+SUBMIT_JOB_CYCLES = 1_000
+"""Host-call overhead of ``submit_job`` (the dispatcher then charges its own submission and selection cost)."""
+MAX_JOB_REQUEST_BYTES = 64 * 1024
+"""Largest ``submit_job`` payload (the canonical request limit of docs/jobs.md)."""
 """send_message; cells ``MESSAGE_OVERHEAD_CELLS + len(payload)``."""
 MESSAGE_OVERHEAD_CELLS = 72
 """Cells of a Mailbox entry besides its payload (sender, target, sequence number)."""
@@ -209,7 +213,7 @@ class Host:
 
     The public methods are exactly the SDK host contract (``cowboy_sdk.mock_host``);
     ``HostError`` is exposed as an attribute because the SDK looks it up as
-    ``pvm_host.HostError``. ``submit_job`` is added by the jobs issue.
+    ``pvm_host.HostError``.
     """
 
     __slots__ = ("_closed", "_ctx", "_events", "_frame", "_meter", "_owner", "_scope", "_world")
@@ -446,6 +450,27 @@ class Host:
             raise TxFailed("balance_overflow", "recipient balance would exceed u128")
         self._meter.charge_cells(put_account(self._world, dest, Account(recipient.balance + value, recipient.nonce)))
         self._events.append(Event(me, "transfer", encode({0: dest, 1: encode_u128(value)})))
+
+    def submit_job(self, payload: object) -> bytes:
+        """Submit an off-chain job paid from this actor's balance; returns its job id (docs/jobs.md).
+
+        ``payload`` is the canonical CBOR ``JobRequest`` or its JSON form (UTF-8, parsed strictly); the
+        callback names the actor and handler that receive the result in End of Block.
+        """
+        from cowboy_node.execution.jobs.executors import submit_request
+        from cowboy_node.execution.jobs.json_strict import parse_json
+        from cowboy_node.types.errors import DecodeError, ValidationError
+        from cowboy_node.types.jobspec import decode_job_request
+        from cowboy_node.types.jobspec_json import parse_job_request_json
+
+        data = _bytes(payload, "payload", MAX_JOB_REQUEST_BYTES)
+        self._enter(SUBMIT_JOB_CYCLES)
+        try:
+            request = (parse_job_request_json(parse_json(data)) if data[:1] == b"{" else decode_job_request(data))
+        except (DecodeError, ValidationError) as e:
+            raise TxFailed("invalid_job_spec", e.message) from None
+        return submit_request(self._world, self._ctx, self._meter, request, submitter=self._frame.actor,
+                              tx_hash=self._frame.tx_hash, events=self._events)
 
     # --- timers (schedule.py charges the 200 cycles of §6.1 and raises timer_* codes) ---------
     def schedule_timer(self, height: object, payload: object) -> bytes:

@@ -197,6 +197,13 @@ def run_message(world: WorldState, ctx: BlockContext, *, sender: bytes, target: 
     return _outcome(world, ctx, frame, MESSAGE_HANDLER, payload, meter)
 
 
+def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target: bytes, handler: str,
+                 payload: bytes, meter: Meter) -> FireOutcome:
+    """Deliver a finished job's result to ``target.handler(payload)`` (sender = the Job Dispatcher)."""
+    frame = CallFrame(actor=target, sender=sender, tx_sender=target, tx_hash=NO_TX_HASH, depth=1)
+    return _outcome(world, ctx, frame, handler, payload, meter)
+
+
 def read_only_call(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,
                    cycles_limit: int) -> tuple[bytes | None, str | None, int]:
     """Run a handler on a checkpoint that is always reverted: ``(result, error_code, cycles_used)``.

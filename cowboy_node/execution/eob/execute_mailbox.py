@@ -164,5 +164,9 @@ def _dispatch(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry,
                       timer_id=entry.timer_id or b"", handler=entry.handler, fee_payer=entry.fee_payer,
                       gas_limit_per_fire=entry.gas_limit, expires_at=entry.height, seq=0)
         return fire(world, ctx, deliver.route(timer), meter)
+    if entry.kind == mailbox.KIND_JOB_CALLBACK:
+        from cowboy_node.execution.actors.invoke import run_callback
+        return run_callback(world, ctx, sender=entry.sender, target=entry.target, handler=entry.handler,
+                            payload=entry.payload, meter=meter)
     send = run_message or _default_run_message()
     return send(world, ctx, sender=entry.sender, target=entry.target, payload=entry.payload, meter=meter)

@@ -1,0 +1,230 @@
+"""Jobs end to end in one chain, with scripted runners (transactions signed by test keys, no transport).
+
+Register three runners, submit an M == 1 job and an M == 3 majority-vote job, commit, reveal, settle, deliver
+the result to an actor's callback; and a runner that stays silent times out, is excluded and the job is
+re-selected. Blocks are produced and verified through the real Chain (build → commit), so every assignment,
+pending selection, ConsumedSeeds entry and settlement also replays on a follower to the same roots.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cowboy_node.chain.beacon import sign_beacon
+from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.chain.devgenesis import DevGenesis
+from cowboy_node.chain.verify import expected_round
+from cowboy_node.codec import decode
+from cowboy_node.crypto import bls, ed25519
+from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.store import get_state
+from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key, result_commitment
+from cowboy_node.execution.runners.store import get_runner, registry_size
+from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account
+from cowboy_node.state.memory import MemoryStore
+from cowboy_node.types.instructions import DeployActor, Instruction, Transfer
+from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_node.types.jobspec import derive_job_id
+from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_node.types.presence import encode_presence
+from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_node.types.runner_json import runner_file_from_json
+from cowboy_node.types.transaction import Transaction
+from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
+RUNNER_SKS = [(0x1000 + i).to_bytes(32, "big") for i in range(3)]
+RUNNERS = [private_key_to_address(sk) for sk in RUNNER_SKS]
+STAKE = 10**18
+CALLBACK_ACTOR = '''import pvm_host
+
+
+def on_result(payload):
+    pvm_host.set_state(b"last", payload)
+    return b""
+'''
+LIMITS = {"cycles_limit": 5_000_000, "cells_limit": 200_000}
+
+
+class Net:
+    """A producer chain and a follower that verifies every block."""
+
+    def __init__(self, dev: DevGenesis) -> None:
+        self.dev = dev
+        self.chain = Chain(MemoryStore(), dev.genesis)
+        self.follower = Chain(MemoryStore(), dev.genesis)
+        self.nonces: dict[bytes, int] = {}
+        self.present: frozenset[int] = frozenset()
+
+    def tx(self, sk: bytes, ins: Instruction) -> Transaction:
+        sender = private_key_to_address(sk)
+        n = self.nonces.get(sender, 0)
+        self.nonces[sender] = n + 1
+        return make_tx(sk, n, ins, **LIMITS)
+
+    def block(self, txs: list[Transaction]) -> PreparedBlock:
+        chain, key = self.chain, self.dev.validator_key
+        rnd = expected_round(chain.height + 1)
+        presence = encode_presence(self.present, registry_size(chain.world()))
+        env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
+                            beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), rnd),
+                            presence_input=presence, round_=rnd, consumed_seeds=chain.seeds_due())
+        p = chain.build(txs, env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),
+                        sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
+        assert not p.result.rejected, [(t.instruction, e.code) for t, e in p.result.rejected]
+        chain.commit(p)
+        self.follower.commit(self.follower.verify_and_prepare(p.block))
+        assert self.follower.head.header.state_root == chain.head.header.state_root
+        return p
+
+    def job(self, job_id: bytes) -> JobRecord:
+        raw = self.chain.world().get(job_key(job_id))
+        assert raw is not None
+        return JobRecord.decode(raw)
+
+
+def _net() -> Net:
+    balances = {ALICE: 10**24, **{r: 10**21 for r in RUNNERS}}
+    net = Net(make_dev_genesis(balances=balances))
+    caps, card = runner_file_from_json(json.loads((EXAMPLES / "runner-capabilities.json").read_text()),
+                                       require_rate_card=True)
+    assert card is not None
+    net.block([net.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS])
+    net.block([net.tx(ALICE_SK, DeployActor(CALLBACK_ACTOR, b"", "", b""))])
+    actor = derive_actor_address(ALICE, b"", CALLBACK_ACTOR)
+    net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
+    net.present = frozenset(range(len(RUNNERS)))
+    return net
+
+
+def _request(actor: bytes | None = None, **overrides: object) -> JobSubmit:
+    doc = json.loads((EXAMPLES / "job-http.json").read_text())
+    doc.update(overrides)
+    if actor is not None:
+        doc["callback"] = {"actor": "0x" + actor.hex(), "handler": "on_result", "correlation_id": "c-1"}
+    return JobSubmit(parse_job_request_json(doc))
+
+
+def test_single_runner_job_settles_pays_and_calls_back() -> None:
+    net = _net()
+    actor = derive_actor_address(ALICE, b"", CALLBACK_ACTOR)
+    alice_before = get_account(net.chain.world(), ALICE).balance
+    submit = net.tx(ALICE_SK, _request(actor))
+    p = net.block([submit])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    rec = net.job(job_id)
+    assert rec.status == JobStatus.ASSIGNED and len(rec.committee) == 1
+    assert rec.deadline_block == p.block.header.height + 100  # submitted_at + timeout_blocks (§10.1)
+    runner = rec.committee[0]
+    sk = RUNNER_SKS[RUNNERS.index(runner)]
+    runner_before = get_account(net.chain.world(), runner).balance
+    reveal = net.tx(sk, JobResultSubmit(job_id, b'{"v": 1}', b"", 0))
+    p = net.block([reveal])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    done = net.job(job_id)
+    assert (done.status, done.outcome, done.reason) == (JobStatus.COMPLETED, b'{"v": 1}', "verified")
+    world = net.chain.world()
+    # Payment = min(base 1000 + 0 units, max_price) + tip 0 = 1000: 890 to the runner; the rest refunded.
+    fee = int(p.result.receipts[0].fee_paid)
+    assert get_account(world, runner).balance == runner_before + 890 - fee
+    assert get_account(world, JOB_DISPATCHER).balance == 0
+    assert get_account(world, ALICE).balance < alice_before  # fees and the 1000 paid
+    assert get_runner(world, runner).active_jobs == 0  # type: ignore[union-attr]
+    last = get_state(world, actor, b"last")
+    assert last is not None
+    cb = decode(last)
+    assert isinstance(cb, dict)
+    assert (cb[0], cb[1], cb[2], cb[3], cb[4]) == (job_id, True, b'{"v": 1}', "verified", "c-1")
+
+
+def test_three_runner_majority_vote_waits_for_its_seed_then_commits_reveals_and_settles() -> None:
+    net = _net()
+    req = _request(verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=10)
+    submit = net.tx(ALICE_SK, req)
+    p = net.block([submit])
+    s = p.block.header.height
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    assert net.job(job_id).status == JobStatus.PENDING_SELECTION
+    # K = 3 views: the seed of Round(0, S + 3) exists once block S + 3 is committed; block S + 4 consumes it.
+    for _ in range(3):
+        assert not net.block([]).block.header.consumed_seeds
+        assert net.job(job_id).status == JobStatus.PENDING_SELECTION
+    p = net.block([])
+    [seed] = p.block.header.consumed_seeds
+    assert (seed.seed_epoch, seed.seed_view) == (0, s + 3)
+    rec = net.job(job_id)
+    assert rec.status == JobStatus.ASSIGNED and sorted(rec.committee) == sorted(RUNNERS)
+    h = p.block.header.height
+    assert rec.assignment_height == h and rec.deadline_block == h + 10 and rec.commit_end == h + 6
+    results = {RUNNERS[0]: b"A", RUNNERS[1]: b"A", RUNNERS[2]: b"B"}
+    net.block([net.tx(sk, JobResultCommit(job_id, result_commitment(job_id, r, results[r], b"salt")))
+               for sk, r in zip(RUNNER_SKS, RUNNERS, strict=True)])
+    while net.chain.height < rec.commit_end:
+        net.block([])
+    p = net.block([net.tx(sk, JobResultSubmit(job_id, results[r], b"salt", 0))
+                   for sk, r in zip(RUNNER_SKS, RUNNERS, strict=True)])
+    assert all(r.error_code is None for r in p.result.receipts), [r.error_code for r in p.result.receipts]
+    done = net.job(job_id)
+    assert (done.status, done.outcome) == (JobStatus.COMPLETED, b"A")
+    world = net.chain.world()
+    minority = get_runner(world, RUNNERS[2])
+    majority = get_runner(world, RUNNERS[0])
+    assert minority is not None and majority is not None
+    assert minority.reputation_x1e9 < majority.reputation_x1e9
+
+
+def test_reveal_before_the_window_or_not_matching_its_commitment_is_refused() -> None:
+    net = _net()
+    submit = net.tx(ALICE_SK, _request(verification={"mode": "majority_vote", "runners": 3, "threshold": 2},
+                                       timeout_blocks=10))
+    net.block([submit])
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+        net.block([])
+    commit = result_commitment(job_id, RUNNERS[0], b"A", b"salt")
+    net.block([net.tx(RUNNER_SKS[0], JobResultCommit(job_id, commit))])
+    early = net.block([net.tx(RUNNER_SKS[0], JobResultSubmit(job_id, b"A", b"salt", 0))])
+    assert early.result.receipts[0].error_code == "reveal_window_not_open"
+    while net.chain.height < net.job(job_id).commit_end:
+        net.block([])
+    wrong = net.block([net.tx(RUNNER_SKS[0], JobResultSubmit(job_id, b"B", b"salt", 0))])
+    assert wrong.result.receipts[0].error_code == "reveal_mismatch"
+    outsider = net.block([net.tx(ALICE_SK, JobResultSubmit(job_id, b"A", b"salt", 0))])
+    assert outsider.result.receipts[0].error_code == "not_on_committee"
+
+
+def test_silent_runner_times_out_is_excluded_and_the_job_is_reselected() -> None:
+    net = _net()
+    submit = net.tx(ALICE_SK, _request(timeout_blocks=10))
+    net.block([submit])
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    first = net.job(job_id)
+    [silent] = first.committee
+    while net.chain.height <= first.deadline_block:
+        net.block([])
+    rec = net.job(job_id)
+    assert rec.status == JobStatus.ASSIGNED and rec.attempt == 1
+    assert rec.excluded == (silent,) and silent not in rec.committee
+    assert rec.assignment_height == first.deadline_block + 1
+    assert rec.deadline_block == rec.assignment_height + 10
+    runner = get_runner(net.chain.world(), silent)
+    assert runner is not None and runner.reputation_x1e9 < 50 * 10**9 and runner.active_jobs == 0
+
+
+def test_job_nobody_can_serve_is_refused_and_escrow_untouched() -> None:
+    net = _net()
+    before = get_account(net.chain.world(), ALICE).balance
+    doc = {"job_type": {"kind": "http", "url": "https://elsewhere.net/x", "method": "GET"}, "max_price": "1000000"}
+    p = net.block([net.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))])
+    r = p.result.receipts[0]
+    assert r.error_code == "no_eligible_runner"
+    assert get_account(net.chain.world(), ALICE).balance == before - int(r.fee_paid)
+    assert get_account(net.chain.world(), JOB_DISPATCHER).balance == 0
+    cheap = net.block([net.tx(ALICE_SK, _request(max_price="999"))])
+    assert cheap.result.receipts[0].error_code == "no_eligible_runner"
+    semantic = net.block([net.tx(ALICE_SK, _request(verification={"mode": "semantic_similarity", "runners": 2,
+                                                                  "threshold": 2}))])
+    assert semantic.result.receipts[0].error_code == "semantic_similarity_unsupported"
