@@ -126,3 +126,18 @@ def test_field_paths_follow_object_keys_and_canonical_array_indexes() -> None:
         split_path("a..b")
     with pytest.raises(ValidationError):
         split_path(".a")
+
+
+def test_deep_nesting_is_refused_even_with_a_raised_recursion_limit() -> None:
+    # The PVM raises the interpreter's recursion limit; the recursive C parser must never see a deep document,
+    # or it overflows the C stack and the whole node dies (seen as a segfault before this check).
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1_000_000)
+    try:
+        _refused("[" * 200_000 + "]" * 200_000)
+        _refused('{"a":' * 100_000 + "1" + "}" * 100_000)
+        parse_json('["[[[[", "{{{{"]')  # brackets inside strings do not nest
+    finally:
+        sys.setrecursionlimit(old)

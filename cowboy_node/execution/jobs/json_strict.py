@@ -89,6 +89,31 @@ def _check_tree(value: Any, depth: int) -> None:
             _check_tree(item, depth + 1)
 
 
+def _max_depth(raw: bytes) -> int:
+    """Deepest ``[``/``{`` nesting outside string literals (a linear scan; no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for b in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:  # quote
+                in_string = False
+        elif b == 0x22:
+            in_string = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:
+                    return deepest
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
 def parse_json(data: bytes | str) -> JsonValue:
     """Parse one strict JSON document; raise ``ValidationError("json_invalid")`` on any refusal."""
     if isinstance(data, str):
@@ -106,6 +131,10 @@ def parse_json(data: bytes | str) -> JsonValue:
         raise ValidationError(CODE_JSON_INVALID, "document is not valid UTF-8") from exc
     if text.startswith("\ufeff"):
         raise ValidationError(CODE_JSON_INVALID, "byte-order mark is not allowed")
+    # Bound the nesting before the recursive C parser sees it: with the interpreter's recursion limit raised
+    # (the PVM raises it), a deep document would overflow the C stack and kill the process.
+    if _max_depth(raw) > MAX_JSON_DEPTH:
+        raise ValidationError(CODE_JSON_INVALID, f"nesting deeper than {MAX_JSON_DEPTH}")
     try:
         value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
                            parse_constant=_parse_constant, object_pairs_hook=_pairs)
