@@ -51,6 +51,16 @@ def put_account(world: WorldState, address: bytes, account: Account) -> int:
     return len(key) + len(raw)
 
 
+def move_balance(world: WorldState, src: bytes, dst: bytes, amount: int) -> None:
+    """Move ``amount`` from ``src`` to ``dst`` (the caller has checked ``src`` can afford it)."""
+    if amount == 0:
+        return
+    a = get_account(world, src)
+    put_account(world, src, Account(a.balance - amount, a.nonce))
+    b = get_account(world, dst)
+    put_account(world, dst, Account(b.balance + amount, b.nonce))
+
+
 def get_basefee_config(world: WorldState) -> BasefeeConfig:
     """Governed CIP-3 config (defaults when absent)."""
     raw = world.get(KEY_BASEFEE_CONFIG)

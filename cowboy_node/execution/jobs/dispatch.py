@@ -30,9 +30,8 @@ from cowboy_node.execution.jobs.model import (
 )
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import store as registry
-from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config, put_account
+from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config, move_balance
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.account import Account
 from cowboy_node.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_uint
 from cowboy_node.types.jobspec import (
     JobRequest,
@@ -165,9 +164,7 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     payer = get_account(world, submitter)
     if payer.balance - reserved < escrow:
         raise TxFailed("insufficient_balance", f"escrow of {escrow} exceeds the available balance")
-    put_account(world, submitter, Account(payer.balance - escrow, payer.nonce))
-    dispatcher = get_account(world, JOB_DISPATCHER)
-    put_account(world, JOB_DISPATCHER, Account(dispatcher.balance + escrow, dispatcher.nonce))
+    move_balance(world, submitter, JOB_DISPATCHER, escrow)
     raw_spec = canonical_job_spec(spec)
     rec = JobRecord(job_id=job_id, spec=raw_spec, status=JobStatus.PENDING_SELECTION, mode_byte=MODE_V2, seed=b"",
                     committee=(), attempt=0, excluded=(), assignment_height=0, deadline_block=0, commit_end=0,

@@ -44,6 +44,7 @@ from cowboy_node.execution.system_state import (
     JOB_DISPATCHER,
     get_account,
     get_runner_config,
+    move_balance,
     put_account,
 )
 from cowboy_node.state.world import WorldState
@@ -206,15 +207,6 @@ def _release_assignment(world: WorldState, rec: JobRecord) -> None:
     world.delete(deadline_key(rec.deadline_block, rec.job_id))
 
 
-def _move(world: WorldState, src: bytes, dst: bytes, amount: int) -> None:
-    if amount == 0:
-        return
-    a = get_account(world, src)
-    put_account(world, src, Account(a.balance - amount, a.nonce))
-    b = get_account(world, dst)
-    put_account(world, dst, Account(b.balance + amount, b.nonce))
-
-
 def _complete(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpecV1, verdict: Verdict) -> None:
     cfg = get_runner_config(world)
     first = verdict.matching[0]
@@ -225,10 +217,10 @@ def _complete(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpe
     price = spec.max_price if rate is None else payment.usage_price(rate.base_price, rate.price_per_unit, units)
     s = payment.settle(spec.max_price, spec.tip, price, verdict.matching, cfg)
     for r, amount in s.per_runner:
-        _move(world, JOB_DISPATCHER, r, amount)
+        move_balance(world, JOB_DISPATCHER, r, amount)
         registry.adjust_reputation(world, r, cfg.reputation_reward_x1e9, cfg)
-    _move(world, JOB_DISPATCHER, TREASURY, s.treasury)
-    _move(world, JOB_DISPATCHER, rec.payer, s.refund)
+    move_balance(world, JOB_DISPATCHER, TREASURY, s.treasury)
+    move_balance(world, JOB_DISPATCHER, rec.payer, s.refund)
     # Burned: leaves the dispatcher's balance and the supply.
     d = get_account(world, JOB_DISPATCHER)
     put_account(world, JOB_DISPATCHER, Account(d.balance - s.burned, d.nonce))
@@ -245,7 +237,7 @@ def _complete(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpe
 
 def fail(world: WorldState, ctx: BlockContext, rec: JobRecord, reason: str) -> None:
     """Terminal failure: full refund of the escrow to the payer."""
-    _move(world, JOB_DISPATCHER, rec.payer, rec.escrow)
+    move_balance(world, JOB_DISPATCHER, rec.payer, rec.escrow)
     done = replace(rec, status=JobStatus.FAILED, outcome=None, reason=reason, finished_at=ctx.env.height)
     world.set(job_key(rec.job_id), done.encode())
     ctx.jobs_finished.append(rec.job_id)
