@@ -10,6 +10,7 @@ from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import dispatch, results
 from cowboy_node.execution.jobs.json_schema import check_schema
+from cowboy_node.execution.jobs.verification import check_params
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_runner_config
 from cowboy_node.state.world import WorldState
@@ -28,6 +29,8 @@ def validate(world: WorldState, request: JobRequest) -> None:
         for check in request.verification.checks:
             if isinstance(check, JsonSchemaValidCheck):
                 check_schema(check.schema)
+        # The verifier's own rules too, so that a job accepted here can always be evaluated at conclusion.
+        check_params(results.verification_params_of(request.verification))
     except ValidationError as e:
         raise TxFailed(e.code, e.message) from None
 

@@ -57,6 +57,7 @@ from cowboy_node.types.jobspec_checks import (
     NumericRangeCheck,
     NumericToleranceCheck,
     StructuredMatchCheck,
+    VerificationConfig,
     VerifierCheck,
 )
 from cowboy_node.types.receipt import Event
@@ -150,7 +151,11 @@ def _check(c: VerifierCheck) -> Check:
 
 def verification_params(spec: JobSpecV1) -> VerificationParams:
     """The verifier's inputs from a job spec."""
-    v = spec.verification
+    return verification_params_of(spec.verification)
+
+
+def verification_params_of(v: VerificationConfig) -> VerificationParams:
+    """The verifier's inputs from a verification config (also checked at submission, see ``executors.validate``)."""
     return VerificationParams(mode=int(v.mode), runners=v.runners, threshold=v.threshold,
                               checks=tuple(_check(c) for c in v.checks))
 
