@@ -24,7 +24,7 @@ from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key, resu
 from cowboy_node.execution.runners.store import get_runner, registry_size
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import DeployActor, Instruction, Transfer
+from cowboy_node.types.instructions import CallActor, DeployActor, Instruction, Transfer
 from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_node.types.jobspec import derive_job_id
 from cowboy_node.types.jobspec_json import parse_job_request_json
@@ -85,17 +85,18 @@ class Net:
         return JobRecord.decode(raw)
 
 
-def _net() -> Net:
-    balances = {ALICE: 10**24, **{r: 10**21 for r in RUNNERS}}
+def _net(sks: list[bytes] = RUNNER_SKS) -> Net:
+    """Runners ``sks`` registered in this order (so their registry indices follow it), a callback actor."""
+    balances = {ALICE: 10**24, **{private_key_to_address(sk): 10**21 for sk in sks}}
     net = Net(make_dev_genesis(balances=balances))
     caps, card = runner_file_from_json(json.loads((EXAMPLES / "runner-capabilities.json").read_text()),
                                        require_rate_card=True)
     assert card is not None
-    net.block([net.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS])
+    net.block([net.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in sks])
     net.block([net.tx(ALICE_SK, DeployActor(CALLBACK_ACTOR, b"", "", b""))])
     actor = derive_actor_address(ALICE, b"", CALLBACK_ACTOR)
     net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
-    net.present = frozenset(range(len(RUNNERS)))
+    net.present = frozenset(range(len(sks)))
     return net
 
 
@@ -228,3 +229,94 @@ def test_job_nobody_can_serve_is_refused_and_escrow_untouched() -> None:
     semantic = net.block([net.tx(ALICE_SK, _request(verification={"mode": "semantic_similarity", "runners": 2,
                                                                   "threshold": 2}))])
     assert semantic.result.receipts[0].error_code == "semantic_similarity_unsupported"
+
+
+SUBMITTING_ACTOR = '''import pvm_host
+
+
+def start(payload):
+    job_id = pvm_host.submit_job(payload)
+    pvm_host.set_state(b"job", job_id)
+    return job_id
+
+
+def on_result(payload):
+    pvm_host.set_state(b"last", payload)
+    return b""
+'''
+
+
+def test_actor_submits_a_job_with_pvm_host_and_its_callback_receives_the_result() -> None:
+    """``pvm_host.submit_job`` from an actor (issue §2): the actor pays the escrow from its own balance, owns the
+    job, and its ``on_result`` handler receives the verified result in End of Block."""
+    net = _net()
+    net.block([net.tx(ALICE_SK, DeployActor(SUBMITTING_ACTOR, b"", "", b""))])
+    actor = derive_actor_address(ALICE, b"", SUBMITTING_ACTOR)
+    net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
+    doc = json.loads((EXAMPLES / "job-http.json").read_text())
+    doc["callback"] = {"actor": "0x" + actor.hex(), "handler": "on_result", "correlation_id": "from-actor"}
+    doc["max_price"] = str(10**15)  # large enough that a missing refund could not hide in the callback's fee
+    call = net.tx(ALICE_SK, CallActor(actor, "start", json.dumps(doc).encode()))
+    actor_before = get_account(net.chain.world(), actor).balance
+    p = net.block([call])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    job_id = derive_job_id(call.tx_hash(), 0)  # derived from the calling transaction, index 0
+    assert get_state(net.chain.world(), actor, b"job") == job_id
+    rec = net.job(job_id)
+    assert rec.status == JobStatus.ASSIGNED and rec.payer == actor
+    assert get_account(net.chain.world(), JOB_DISPATCHER).balance == rec.escrow > 0
+    assert get_account(net.chain.world(), actor).balance == actor_before - rec.escrow
+    runner = rec.committee[0]
+    p = net.block([net.tx(RUNNER_SKS[RUNNERS.index(runner)], JobResultSubmit(job_id, b'{"ok": true}', b"", 0))])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    assert net.job(job_id).status == JobStatus.COMPLETED
+    last = get_state(net.chain.world(), actor, b"last")
+    assert last is not None
+    cb = decode(last)
+    assert isinstance(cb, dict)
+    assert (cb[0], cb[1], cb[2], cb[4]) == (job_id, True, b'{"ok": true}', "from-actor")
+    # The unused escrow (10^15 − 1,000) went back to the actor; what it spent besides the 1,000 paid is the fee of
+    # its own callback run (the callback actor pays, docs/jobs.md), far below 10^14.
+    after = get_account(net.chain.world(), actor).balance
+    assert actor_before - 10**14 < after < actor_before - 1000
+    assert get_account(net.chain.world(), JOB_DISPATCHER).balance == 0
+
+
+def test_actor_submit_job_with_a_bad_spec_fails_the_call_and_takes_no_escrow() -> None:
+    net = _net()
+    net.block([net.tx(ALICE_SK, DeployActor(SUBMITTING_ACTOR, b"", "", b""))])
+    actor = derive_actor_address(ALICE, b"", SUBMITTING_ACTOR)
+    net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
+    before = get_account(net.chain.world(), actor).balance
+    p = net.block([net.tx(ALICE_SK, CallActor(actor, "start", b'{"job_type": {"kind": "http"}}'))])
+    assert p.result.receipts[0].error_code == "invalid_job_spec"
+    assert get_account(net.chain.world(), actor).balance == before
+    assert get_account(net.chain.world(), JOB_DISPATCHER).balance == 0
+    assert get_state(net.chain.world(), actor, b"job") is None
+
+
+SIX_SKS = [(0x2000 + i).to_bytes(32, "big") for i in range(6)]
+
+
+def _committees_after_registering(order: list[int]) -> tuple[list[tuple[bytes, ...]], tuple[bytes, ...]]:
+    """Register SIX_SKS in ``order``; submit four M == 1 jobs and one M == 3 job; return the committees."""
+    net = _net([SIX_SKS[i] for i in order])
+    singles = [net.tx(ALICE_SK, _request()) for _ in range(4)]
+    triple = net.tx(ALICE_SK, _request(verification={"mode": "majority_vote", "runners": 3, "threshold": 2}))
+    net.block([*singles, triple])
+    for _ in range(4):  # K = 3 views, then the block that consumes the seed
+        net.block([])
+    m1 = [net.job(derive_job_id(t.tx_hash(), 0)).committee for t in singles]
+    return m1, net.job(derive_job_id(triple.tx_hash(), 0)).committee
+
+
+def test_committees_do_not_depend_on_registration_or_storage_order() -> None:
+    """§9: candidates are taken in address order whatever order the registry stores or iterates them in. The
+    same runners registered in two different orders (different registry indices, different storage and
+    iteration order of the index array) yield the same committees, in the same committee order, for the same
+    jobs. Equal stakes make every position's weight equal, so drawing over index order instead of address
+    order would pick different runners."""
+    a = _committees_after_registering([0, 1, 2, 3, 4, 5])
+    b = _committees_after_registering([5, 3, 1, 0, 4, 2])
+    assert len(a[1]) == 3 and all(len(c) == 1 for c in a[0])
+    assert a == b
