@@ -64,6 +64,15 @@ class BlockResult:
     """(build mode) candidates left out and why."""
     eob: EobReport = field(default_factory=EobReport)
     """What End of Block did (``ctx.eob``): counters the node turns into metrics."""
+    jobs_assigned: list[bytes] = field(default_factory=list)
+    """Jobs given a committee in this block (new, pending or re-selected), in order: the node pushes these
+    assignments to their runners once the block is committed (CIP-11 §10.1)."""
+    jobs_finished: list[bytes] = field(default_factory=list)
+    """Jobs that reached a terminal state in this block (their pushes are cancelled, §10.5)."""
+    jobs_reselected: int = 0
+    """Timeout re-selections made in this block."""
+    present_count: int = 0
+    """Runners in the block's decoded PresenceInput (the present pool's size)."""
 
 
 def decode_block_presence(world: WorldState, env: BlockEnv, flags: Cip11Flags, *,
@@ -124,6 +133,8 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
         cycle_basefee=ctx.cycle_basefee, cell_basefee=ctx.cell_basefee, state_root=root, state_ops=ops,
         tx_root=tx_root([t.tx_hash() for t in txs]),
         receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
+        jobs_assigned=list(ctx.jobs_assigned), jobs_finished=list(ctx.jobs_finished),
+        jobs_reselected=ctx.jobs_reselected, present_count=len(ctx.present),
     )
 
 

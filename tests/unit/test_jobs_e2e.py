@@ -118,6 +118,7 @@ def test_single_runner_job_settles_pays_and_calls_back() -> None:
     job_id = derive_job_id(submit.tx_hash(), 0)
     rec = net.job(job_id)
     assert rec.status == JobStatus.ASSIGNED and len(rec.committee) == 1
+    assert p.result.jobs_assigned == [job_id] and p.result.present_count == len(RUNNERS)  # what the node pushes
     assert rec.deadline_block == p.block.header.height + 100  # submitted_at + timeout_blocks (§10.1)
     runner = rec.committee[0]
     sk = RUNNER_SKS[RUNNERS.index(runner)]
@@ -127,6 +128,7 @@ def test_single_runner_job_settles_pays_and_calls_back() -> None:
     assert p.result.receipts[0].error_code is None, p.result.receipts[0]
     done = net.job(job_id)
     assert (done.status, done.outcome, done.reason) == (JobStatus.COMPLETED, b'{"v": 1}', "verified")
+    assert p.result.jobs_finished == [job_id] and p.result.jobs_assigned == []
     world = net.chain.world()
     # Payment = min(base 1000 + 0 units, max_price) + tip 0 = 1000: 890 to the runner; the rest refunded.
     fee = int(p.result.receipts[0].fee_paid)
