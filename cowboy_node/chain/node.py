@@ -20,6 +20,7 @@ from cowboy_node.chain import actor_queries
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.job_queries import JobQueries, block_job_activity
 from cowboy_node.chain.keys import ValidatorKey
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.runner_queries import RunnerQueries
@@ -44,7 +45,7 @@ _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", 
                         "priority_fee_above_max"})
 
 
-class Node(RunnerQueries):
+class Node(RunnerQueries, JobQueries):
     """A single-validator node: owns the chain, the mempool and the producer loop."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
@@ -128,11 +129,12 @@ class Node(RunnerQueries):
 
         def build() -> Any:
             with self._tree_lock:
-                return chain.build(candidates, env=env, round_=round_, proposer=self._ed_pub,
-                                   sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True,
-                                   observe=eob_timer)
+                built = chain.build(candidates, env=env, round_=round_, proposer=self._ed_pub,
+                                    sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True,
+                                    observe=eob_timer)
+                return built, block_job_activity(chain, built, env)  # the parent state is still the head
 
-        prepared = await asyncio.get_running_loop().run_in_executor(self._executor, build)
+        prepared, jobs = await asyncio.get_running_loop().run_in_executor(self._executor, build)
         t1 = time.perf_counter()
         with self._tree_lock:
             chain.commit(prepared)
@@ -152,6 +154,7 @@ class Node(RunnerQueries):
         # Recorded only now: a block that failed to build or commit adds nothing.
         self.metrics.observe_eob(prepared.result.eob)
         self.metrics.observe_eob_steps(eob_timer.durations)
+        self.metrics.observe_jobs(jobs)
         self.metrics.mempool_size.set(len(self.mempool))
         self.metrics.mempool_bytes.set(self.mempool.size_bytes)
         log.info("block committed", height=h.height, txs=len(block.transactions),

@@ -119,3 +119,33 @@ class RunnerFacade(Protocol):
         """The registration of ``address`` (record JSON + ``eligible_now`` + ``height``), or None if it never
         registered."""
         ...
+
+
+@runtime_checkable
+class JobFacade(Protocol):
+    """Job Dispatcher reads (``rpc/job_routes.py``); the server runs them in a worker thread.
+
+    Kept apart from :class:`NodeFacade` like :class:`RunnerFacade`: without them the job routes answer 501
+    ``not_implemented``. ``chain/job_queries.JobQueries`` implements them.
+    """
+
+    def job(self, job_id: bytes) -> dict[str, Any] | None:
+        """The whole job record as JSON (status name, spec JSON and hash, committee, attempt, windows,
+        commits, reveals, escrow, payer, outcome, reason, finished_at, height), or None if no such job."""
+        ...
+
+    def job_status(self, job_id: bytes) -> dict[str, Any] | None:
+        """``{"job_id", "status", "attempt", "committee", "assignment_height", "commit_end", "deadline_block",
+        "committed", "revealed", "reason", "finished_at", "height"}``, or None if no such job."""
+        ...
+
+    def job_results(self, job_id: bytes) -> dict[str, Any] | None:
+        """``{"job_id", "status", "attempt", "reveals": [{"runner", "units", "result", "is_json",
+        "result_json"}], "outcome", "finished_at", "height"}``, or None if no such job."""
+        ...
+
+    def runner_jobs(self, runner: bytes, limit: int, after: bytes | None) -> dict[str, Any] | None:
+        """The poll fallback: up to ``limit`` live assignments of ``runner`` after job id ``after``, in job-id
+        order: ``{"runner", "height", "jobs", "truncated", "next_after"}``; None if the runner never registered.
+        Raises ``RpcError(410, "poll_disabled")`` when ``CIP11_POLL_DISABLED`` is set in state."""
+        ...

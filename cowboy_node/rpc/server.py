@@ -374,10 +374,12 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/actor/{address}", handle_actor, allow_head=False)
     r.add_get("/actor/{address}/state", handle_actor_state, allow_head=False)
     r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
-    # runner_routes imports this module's helpers, so it is imported here, not at the top.
+    # runner_routes and job_routes import this module's helpers, so they are imported here, not at the top.
+    from cowboy_node.rpc.job_routes import add_job_routes
     from cowboy_node.rpc.runner_routes import add_runner_routes
 
     add_runner_routes(r)
+    add_job_routes(r)
     return app
 
 

@@ -1,0 +1,308 @@
+"""Read-only views of the Job Dispatcher for the HTTP API, and what a block did to jobs (for metrics).
+
+Each view reads one :class:`WorldState`; the caller holds the node's state lock so the view and ``height``
+belong to the same head. :class:`JobQueries` gives a node the facade methods of
+:class:`~cowboy_node.rpc.facade.JobFacade` on top of these views.
+
+:func:`block_job_activity` runs in the node after a block is built and before it is committed: it compares
+the job records the block writes with the parent's (the state ops of the block), decodes the block's
+PresenceInput, and times one committee selection replayed on the parent state (execution never reads a
+clock, so the node measures a replay of the same pure functions; see docs/jobs.md "Metrics").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cowboy_node.chain.blockstore import STATE_PREFIX
+from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.execution.jobs import dispatch, weights
+from cowboy_node.execution.jobs.json_strict import parse_json
+from cowboy_node.execution.jobs.model import JOB_PREFIX, RUNNER_PREFIX, JobRecord, JobStatus, job_key
+from cowboy_node.execution.runners import store
+from cowboy_node.execution.system_state import get_cip11_flags, get_runner_config
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.errors import DecodeError, ValidationError
+from cowboy_node.types.jobspec import decode_job_spec
+from cowboy_node.types.jobspec_json import job_spec_to_json
+from cowboy_node.types.presence import decode_presence
+
+if TYPE_CHECKING:
+    from cowboy_node.chain.chain import Chain, PreparedBlock
+    from cowboy_node.execution.context import BlockEnv
+
+STATUS_NAMES: dict[JobStatus, str] = {
+    JobStatus.PENDING_SELECTION: "pending_selection",
+    JobStatus.ASSIGNED: "assigned",
+    JobStatus.COMPLETED: "completed",
+    JobStatus.FAILED: "failed",
+}
+"""JSON name of each job status."""
+TRANSITIONS = ("submitted", "assigned", "committed", "revealed", "settled", "failed")
+"""Job events counted per block (the ``transition`` label of ``cowboy_job_transitions_total``)."""
+
+
+class PollDisabled(Exception):
+    """``CIP11_POLL_DISABLED`` is set: the poll endpoint is gone (CIP-11 §13, phase 3)."""
+
+
+def _h(data: bytes) -> str:
+    return "0x" + data.hex()
+
+
+def _load(world: WorldState, job_id: bytes) -> JobRecord | None:
+    raw = world.get(job_key(job_id))
+    return None if raw is None else JobRecord.decode(raw)
+
+
+def _result(result: bytes) -> dict[str, Any]:
+    """``{"result": hex, "is_json", "result_json"}``: the bytes, and their value when they are strict JSON
+    (docs/verification.md §2)."""
+    try:
+        return {"result": _h(result), "is_json": True, "result_json": parse_json(result)}
+    except ValidationError:
+        return {"result": _h(result), "is_json": False, "result_json": None}
+
+
+def job_view(world: WorldState, job_id: bytes, *, height: int) -> dict[str, Any] | None:
+    """The whole job record as JSON, or None if no job has this id (docs/api.md ``GET /job/{id}``)."""
+    rec = _load(world, job_id)
+    if rec is None:
+        return None
+    spec = decode_job_spec(rec.spec)
+    return {
+        "job_id": _h(rec.job_id),
+        "status": STATUS_NAMES[rec.status],
+        "spec": job_spec_to_json(spec),
+        "job_spec": _h(rec.spec),
+        "job_spec_hash": _h(keccak256(rec.spec)),
+        "mode_byte": rec.mode_byte,
+        "seed": _h(rec.seed) if rec.seed else None,
+        "committee": [to_checksum_address(a) for a in rec.committee],
+        "attempt": rec.attempt,
+        "excluded": [to_checksum_address(a) for a in rec.excluded],
+        "assignment_height": rec.assignment_height,
+        "deadline_block": rec.deadline_block,
+        "commit_end": rec.commit_end,
+        "commits": [{"runner": to_checksum_address(r), "commitment": _h(c)} for r, c in rec.commits],
+        "reveals": [{"runner": to_checksum_address(r), "result": _h(v.result), "units": v.units}
+                    for r, v in rec.reveals],
+        "escrow": str(rec.escrow),
+        "payer": to_checksum_address(rec.payer),
+        "outcome": None if rec.outcome is None else _h(rec.outcome),
+        "reason": rec.reason,
+        "finished_at": rec.finished_at,
+        "height": height,
+    }
+
+
+def job_status_view(world: WorldState, job_id: bytes, *, height: int) -> dict[str, Any] | None:
+    """The small status document of a job, or None (docs/api.md ``GET /job/{id}/status``)."""
+    rec = _load(world, job_id)
+    if rec is None:
+        return None
+    return {
+        "job_id": _h(rec.job_id),
+        "status": STATUS_NAMES[rec.status],
+        "attempt": rec.attempt,
+        "committee": [to_checksum_address(a) for a in rec.committee],
+        "assignment_height": rec.assignment_height,
+        "commit_end": rec.commit_end,
+        "deadline_block": rec.deadline_block,
+        "committed": [to_checksum_address(r) for r, _ in rec.commits],
+        "revealed": [to_checksum_address(r) for r, _ in rec.reveals],
+        "reason": rec.reason,
+        "finished_at": rec.finished_at,
+        "height": height,
+    }
+
+
+def job_results_view(world: WorldState, job_id: bytes, *, height: int) -> dict[str, Any] | None:
+    """The reveals of the current assignment and, once concluded, the verified outcome; None if no such job.
+
+    ``outcome`` is null while the job is live, ``{"ok": true, "reason", "result", "result_json", "is_json"}``
+    once COMPLETED and ``{"ok": false, "reason", "result": null, ...}`` once FAILED.
+    """
+    rec = _load(world, job_id)
+    if rec is None:
+        return None
+    outcome: dict[str, Any] | None = None
+    if rec.status == JobStatus.COMPLETED:
+        outcome = {"ok": True, "reason": rec.reason, **_result(rec.outcome or b"")}
+    elif rec.status == JobStatus.FAILED:
+        outcome = {"ok": False, "reason": rec.reason, "result": None, "result_json": None, "is_json": False}
+    return {
+        "job_id": _h(rec.job_id),
+        "status": STATUS_NAMES[rec.status],
+        "attempt": rec.attempt,
+        "reveals": [{"runner": to_checksum_address(r), "units": v.units, **_result(v.result)}
+                    for r, v in rec.reveals],
+        "outcome": outcome,
+        "finished_at": rec.finished_at,
+        "height": height,
+    }
+
+
+def runner_jobs_view(world: WorldState, runner: bytes, *, height: int, limit: int,
+                     after: bytes | None = None) -> dict[str, Any] | None:
+    """The poll fallback (CIP-11 §14): the live assignments of ``runner`` from the ``jobs/runner/`` index, in
+    job-id order, at most ``limit`` of them after the job id ``after``.
+
+    Returns None if ``runner`` never registered; raises :class:`PollDisabled` when ``CIP11_POLL_DISABLED``
+    is set in state.
+    """
+    if get_cip11_flags(world).CIP11_POLL_DISABLED:
+        raise PollDisabled("the poll endpoint is disabled (CIP11_POLL_DISABLED); use the QUIC transport")
+    if store.get_runner(world, runner) is None:
+        return None
+    prefix = RUNNER_PREFIX + runner
+    # Job ids are 32 bytes, so the key of ``after`` plus one zero byte is the first key strictly after it.
+    start = None if after is None else prefix + after + b"\x00"
+    jobs: list[dict[str, Any]] = []
+    truncated = False
+    for key, _ in world.iterate(prefix, start=start):
+        if len(jobs) == limit:
+            truncated = True
+            break
+        rec = _load(world, key[len(prefix):])
+        if rec is None or rec.status != JobStatus.ASSIGNED:
+            raise ValueError(f"jobs/runner index entry 0x{key[len(prefix):].hex()} has no live job")
+        spec = decode_job_spec(rec.spec)
+        jobs.append({
+            "job_id": _h(rec.job_id), "job_spec": _h(rec.spec), "spec": job_spec_to_json(spec),
+            "job_spec_hash": _h(keccak256(rec.spec)), "assignment_height": rec.assignment_height,
+            "deadline_block": rec.deadline_block, "commit_end": rec.commit_end, "attempt": rec.attempt,
+            "committee_size": len(rec.committee), "committed": rec.commitment_of(runner) is not None,
+            "revealed": rec.reveal_of(runner) is not None,
+        })
+    return {"runner": to_checksum_address(runner), "height": height, "jobs": jobs, "truncated": truncated,
+            "next_after": jobs[-1]["job_id"] if truncated else None}
+
+
+# -- what a block did to jobs (metrics) ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class JobActivity:
+    """Job events of one built block, derived from its state writes (read by the node's metrics)."""
+
+    transitions: dict[str, int]
+    """Count per event name of :data:`TRANSITIONS` (zero counts included)."""
+    reselections: int
+    """Timeout re-selections (attempt increments)."""
+    present_pool: int
+    """Runners marked present by the block's PresenceInput (0 when the field is absent or undecodable)."""
+    selection_seconds: float | None
+    """Wall time of one committee selection replayed on the parent state, if the block assigned a job."""
+
+
+def _same_assignment(old: JobRecord | None, new: JobRecord) -> bool:
+    """Both records describe the same assignment (commits and reveals accumulate within one)."""
+    return old is not None and old.attempt == new.attempt and old.assignment_height == new.assignment_height
+
+
+def count_transitions(old: JobRecord | None, new: JobRecord, counts: dict[str, int]) -> int:
+    """Add the events of one job record change (``old`` → ``new``; ``old`` None for a new job) to ``counts``
+    (keys: :data:`TRANSITIONS`); returns the re-selections it carries (attempt increments)."""
+    if old is None:
+        counts["submitted"] += 1
+    same = _same_assignment(old, new)
+    if new.assignment_height and (old is None or old.assignment_height != new.assignment_height):
+        counts["assigned"] += 1  # assignment heights only grow: a new one is a (re-)assignment
+    base_commits = len(old.commits) if same and old is not None else 0
+    base_reveals = len(old.reveals) if same and old is not None else 0
+    counts["committed"] += max(0, len(new.commits) - base_commits)
+    counts["revealed"] += max(0, len(new.reveals) - base_reveals)
+    if new.status == JobStatus.COMPLETED and (old is None or old.status != JobStatus.COMPLETED):
+        counts["settled"] += 1
+    if new.status == JobStatus.FAILED and (old is None or old.status != JobStatus.FAILED):
+        counts["failed"] += 1
+    return 0 if old is None else max(0, new.attempt - old.attempt)
+
+
+def _time_selection(parent: WorldState, env: BlockEnv, present: frozenset[int], rec: JobRecord) -> float | None:
+    """Seconds to select ``rec``'s committee again on ``parent`` (nothing is written); None if it cannot."""
+    from cowboy_node.execution.block import begin_block
+
+    try:
+        spec = decode_job_spec(rec.spec)
+        ctx = begin_block(parent, env)
+        ctx.present = present
+        t0 = time.perf_counter()
+        candidates, _ = dispatch.eligible_for(parent, ctx, spec, rec.excluded)
+        if len(candidates) < spec.verification.runners:
+            return None
+        base = weights.base_weights(candidates, get_runner_config(parent))
+        dispatch.draw_from(parent, ctx, spec, candidates, base, spec.verification.runners, rec.seed or bytes(32))
+        return time.perf_counter() - t0
+    except Exception:  # a metric sample must never fail block production
+        return None
+
+
+def block_job_activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivity:
+    """What ``prepared`` (built, not yet committed: ``chain.world()`` is still its parent state) did to jobs.
+
+    Call it under the node's state lock, before ``chain.commit(prepared)``.
+    """
+    parent = chain.world()
+    counts = dict.fromkeys(TRANSITIONS, 0)
+    reselections = 0
+    assigned: JobRecord | None = None
+    prefix = STATE_PREFIX + JOB_PREFIX
+    for key, value in prepared.result.state_ops:  # data ops are sorted by key; tree ops do not match the prefix
+        if value is None or not key.startswith(prefix):
+            continue
+        new = JobRecord.decode(value)
+        old_raw = parent.get(key[len(STATE_PREFIX):])
+        old = None if old_raw is None else JobRecord.decode(old_raw)
+        before = counts["assigned"]
+        reselections += count_transitions(old, new, counts)
+        if assigned is None and counts["assigned"] > before:
+            assigned = new
+    size = store.registry_size(parent)
+    raw = prepared.block.header.presence_input
+    try:
+        present = frozenset() if raw is None else decode_presence(raw, size)
+    except DecodeError:
+        present = frozenset()
+    seconds = None if assigned is None else _time_selection(parent, env, present, assigned)
+    return JobActivity(transitions=counts, reselections=reselections, present_pool=len(present),
+                       selection_seconds=seconds)
+
+
+class JobQueries:
+    """The job methods of :class:`~cowboy_node.rpc.facade.JobFacade`, for a node holding ``chain`` and the
+    state lock ``_tree_lock`` (``class Node(RunnerQueries, JobQueries)``)."""
+
+    chain: Chain
+    """The node's chain (head state and height)."""
+    _tree_lock: threading.Lock
+    """Held while a block is built; reads take it so a view and its height belong to one head."""
+
+    def job(self, job_id: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.JobFacade`."""
+        with self._tree_lock:
+            return job_view(self.chain.world(), job_id, height=self.chain.height)
+
+    def job_status(self, job_id: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.JobFacade`."""
+        with self._tree_lock:
+            return job_status_view(self.chain.world(), job_id, height=self.chain.height)
+
+    def job_results(self, job_id: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.JobFacade`."""
+        with self._tree_lock:
+            return job_results_view(self.chain.world(), job_id, height=self.chain.height)
+
+    def runner_jobs(self, runner: bytes, limit: int, after: bytes | None) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.JobFacade`."""
+        from cowboy_node.rpc.facade import RpcError
+
+        try:
+            with self._tree_lock:
+                return runner_jobs_view(self.chain.world(), runner, height=self.chain.height, limit=limit,
+                                        after=after)
+        except PollDisabled as e:
+            raise RpcError(410, "poll_disabled", str(e)) from None

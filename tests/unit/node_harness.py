@@ -1,0 +1,146 @@
+"""Shared setup of the CLI and HTTP tests that need a real node (in-memory chain).
+
+- :class:`LiveNode`: a node serving HTTP on a free port and producing blocks on its own event loop thread
+  (for CLI commands that wait for receipts);
+- :func:`manual_node`: a node whose blocks the test produces one by one (deterministic HTTP tests);
+- :func:`run_cli`: run the real ``cowboy-node`` parser in-process and parse its JSON output;
+- :func:`tx`: a signed transaction with generous limits, numbering nonces per sender.
+
+The same setup is repeated in test_cli_runners/test_cli_actors/test_rpc_runners/test_rpc_actors, which
+predate this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.devgenesis import create_dev_genesis
+from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.chain.node import Node
+from cowboy_node.cli.main import build_parser
+from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.observability import NodeMetrics
+from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.state.memory import MemoryStore
+from cowboy_node.types.instructions import Instruction
+from cowboy_node.types.params import ChainLimits, Cip11Flags
+from cowboy_node.types.runner_json import runner_file_from_json
+from cowboy_node.types.transaction import Transaction
+from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, CHAIN_ID, FEE_RECIPIENT, make_tx
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
+JOB_EXAMPLE = EXAMPLES / "job-http.json"
+CAPS_EXAMPLE = EXAMPLES / "runner-capabilities.json"
+RUNNER_SKS = [(0x2000 + i).to_bytes(32, "big") for i in range(3)]
+RUNNERS = [private_key_to_address(sk) for sk in RUNNER_SKS]
+STAKE = 10**18
+"""The default min_runner_stake."""
+LIMITS = {"cycles_limit": 5_000_000, "cells_limit": 200_000}
+LONG_HEARTBEAT = ChainLimits(heartbeat_timeout_blocks=10_000_000)
+"""Runners registered once stay floor-eligible however many blocks a live test produces."""
+
+
+def example_caps() -> tuple[Any, Any]:
+    """(Capabilities, RateCard) of configs/examples/runner-capabilities.json."""
+    return runner_file_from_json(json.loads(CAPS_EXAMPLE.read_text()), require_rate_card=True)
+
+
+def make_node(*, phase: int = 2, block_time_ms: int = 1000, node_class: type[Node] = Node,
+              limits: ChainLimits | None = LONG_HEARTBEAT) -> Node:
+    """A node over a fresh in-memory chain funding ALICE, BOB and the runner keys."""
+    balances = {ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS, **{r: 10**21 for r in RUNNERS}}
+    dev = create_dev_genesis(chain_id=CHAIN_ID, balances=balances, system_deployers=(ALICE,),
+                             fee_recipient=FEE_RECIPIENT, genesis_time_ms=1_700_000_000_000,
+                             cip11=Cip11Flags.for_phase(phase), limits=limits, entropy=bytes(range(96)))
+    return node_class(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                      block_time_ms=block_time_ms, metrics=NodeMetrics())
+
+
+class Nonces:
+    """Signs transactions with consecutive nonces per sender."""
+
+    def __init__(self) -> None:
+        self.next: dict[bytes, int] = {}
+
+    def tx(self, sk: bytes, ins: Instruction) -> Transaction:
+        """A signed transaction with :data:`LIMITS`."""
+        sender = private_key_to_address(sk)
+        n = self.next.get(sender, 0)
+        self.next[sender] = n + 1
+        return make_tx(sk, n, ins, **LIMITS)  # type: ignore[arg-type]
+
+
+def produce(node: Node, txs: list[Transaction]) -> list[Any]:
+    """Admit ``txs``, produce one block, and return its receipts (every transaction must be included)."""
+    for t in txs:
+        node.submit_transaction(t.to_bytes())
+    asyncio.run(node.produce_block())
+    receipts = node.chain.receipts_at(node.chain.height)
+    assert receipts is not None and len(receipts) == len(txs), receipts
+    return receipts
+
+
+class LiveNode:
+    """A real node serving HTTP and producing a block every ``block_time_ms`` on its own loop thread."""
+
+    def __init__(self, *, phase: int = 2, block_time_ms: int = 50) -> None:
+        self.node = make_node(phase=phase, block_time_ms=block_time_ms)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="live-node", daemon=True)
+        self.runner: web.AppRunner | None = None
+        self.producer: Future[None] | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        """Serve HTTP on a free port and start producing."""
+        self.thread.start()
+        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node, "127.0.0.1", 0), self.loop)
+        self.runner = fut.result(timeout=10)
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        self.producer = asyncio.run_coroutine_threadsafe(self.node.run(), self.loop)
+
+    def stop(self) -> None:
+        """Stop producing, close the server and the loop."""
+        self.loop.call_soon_threadsafe(self.node.request_stop)
+        if self.producer is not None:
+            self.producer.result(timeout=10)
+        if self.runner is not None:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
+    """The node logs every block to stdout; tests that parse stdout as JSON silence it."""
+    import structlog
+
+    from cowboy_node.chain import node as node_module
+    from cowboy_node.rpc import server as server_module
+
+    mp.setattr(node_module, "log", structlog.ReturnLogger())
+    mp.setattr(server_module, "log", structlog.ReturnLogger())
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
+    """Run ``cowboy-node argv`` in-process: (exit code, parsed stdout JSON or None, stderr)."""
+    try:
+        args = build_parser().parse_args(argv)
+        rc: int = args.func(args)
+    except SystemExit as e:
+        rc = int(e.code or 0)
+    out = capsys.readouterr()
+    return rc, json.loads(out.out) if out.out.strip() else None, out.err
+
+
+__all__ = ["ALICE_SK", "CAPS_EXAMPLE", "JOB_EXAMPLE", "RUNNERS", "RUNNER_SKS", "STAKE", "LiveNode", "Nonces",
+           "example_caps", "make_node", "produce", "quiet_node_logs", "run_cli"]
