@@ -1,0 +1,177 @@
+"""Job client subcommands: ``tx submit-job`` and ``query job``.
+
+Same conventions as :mod:`cowboy_node.cli.client_commands` (JSON on stdout; exit 0 success, 1 node error /
+unreachable / wait timeout / failed transaction, 2 bad input). The spec file is the JSON form of a job request
+(docs/jobs.md "JobSpec JSON form"; example ``configs/examples/job-http.json``). It is checked before anything is
+sent: a bad file exits 2 with the ``invalid_job_spec`` (shape) or submission-rule code and the field's JSON path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.cli.client_commands import (
+    UsageError,
+    _add_rpc,
+    _client,
+    _error,
+    _print_json,
+    _run,
+    _wait_for_receipt,
+    add_tx_flags,
+    load_key,
+    submit,
+)
+
+SUBMIT_CYCLES_LIMIT = 1_000_000
+"""Default cycles limit of ``tx submit-job``: 20,000 plus 50 per registered runner scanned by selection
+(execution/jobs/dispatch.py), so this covers ~19,000 registered runners."""
+CELLS_MARGIN = 4_096
+"""Cells added to twice the instruction's size: the job record, indexes and events."""
+CELLS_PER_RUNNER = 256
+"""Cells charged per committee member (dispatch.py)."""
+MAX_SPEC_FILE_BYTES = 256 * 1024
+"""Largest spec file read."""
+
+_JOB_ID_RE = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
+
+
+def _job_id(text: str) -> str:
+    m = _JOB_ID_RE.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"expected a job id: 0x followed by 64 hex digits, got {text!r}")
+    return "0x" + m.group(1).lower()
+
+
+def _read_spec(path: str) -> Any:
+    """The JobRequest of a spec file, shape-checked; problems are usage errors naming the JSON path."""
+    from cowboy_node.types.errors import ValidationError
+    from cowboy_node.types.jobspec_json import parse_job_request_json
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"--spec: cannot read {path}: {e.strerror or e}") from None
+    if len(raw) > MAX_SPEC_FILE_BYTES:
+        raise UsageError(f"--spec: {path} is larger than {MAX_SPEC_FILE_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UsageError(f"--spec: {path} is not valid JSON: {e}") from None
+    try:
+        return parse_job_request_json(doc)
+    except ValidationError as e:
+        raise UsageError(f"--spec: {path}: {e.code}: {e.message}") from None
+
+
+def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
+    """The chain's submission rules (execution/jobs/executors.validate), so a refused job costs no fee."""
+    from cowboy_node.execution.jobs.json_schema import check_schema
+    from cowboy_node.execution.jobs.results import verification_params_of
+    from cowboy_node.execution.jobs.verification import check_params
+    from cowboy_node.types.errors import ValidationError
+    from cowboy_node.types.jobspec import validate_request
+    from cowboy_node.types.jobspec_checks import JsonSchemaValidCheck
+
+    try:
+        validate_request(request, commit_phase_permille=commit_phase_permille)
+        for check in request.verification.checks:
+            if isinstance(check, JsonSchemaValidCheck):
+                check_schema(check.schema)
+        check_params(verification_params_of(request.verification))
+    except ValidationError as e:
+        field = f" ({e.field})" if getattr(e, "field", None) else ""
+        raise UsageError(f"--spec: {path}: {e.code}{field}: {e.message}") from None
+
+
+def _commit_phase_permille(client: Any) -> int:
+    from cowboy_node.cli.client import ApiError
+
+    params = client.get_json("/params")
+    value = params.get("runners", {}).get("commit_phase_permille") if isinstance(params, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiError("invalid_response", "/params has no runners.commit_phase_permille", 200)
+    return value
+
+
+@_run
+def cmd_tx_submit_job(args: argparse.Namespace) -> int:
+    """Submit a job; prints its id (derived from the transaction hash, index 0) and, with ``--wait``, the
+    receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 1 with its code."""
+    from cowboy_node.codec import encode
+    from cowboy_node.types.instructions import instruction_to_cbor
+    from cowboy_node.types.job_instructions import JobSubmit
+    from cowboy_node.types.jobspec import derive_job_id
+
+    request = _read_spec(args.spec)
+    sk, sender = load_key(args)
+    client = _client(args)
+    _check_rules(args.spec, request, _commit_phase_permille(client))
+    ins = JobSubmit(request)
+    if args.cells_limit is None:
+        size = len(encode(instruction_to_cbor(ins)))
+        args.cells_limit = 2 * size + CELLS_PER_RUNNER * request.verification.runners + CELLS_MARGIN
+    tx_hash = submit(args, client, sk, sender, ins)
+    job_id = "0x" + derive_job_id(bytes.fromhex(tx_hash[2:]), 0).hex()
+    head = {"job_id": job_id, "tx_hash": tx_hash}
+    if not args.wait:
+        _print_json(head)
+        return 0
+    receipt = _wait_for_receipt(client, tx_hash, args.timeout)
+    if receipt is None:
+        message = f"no receipt for {tx_hash} after {args.timeout:g} s"
+        _print_json({**head, "error": {"code": "timeout", "message": message}})
+        _error(f"timeout: {message}")
+        return 1
+    out: dict[str, Any] = {**head, "height": receipt.get("height"), "receipt": receipt}
+    if receipt.get("status") != "success":
+        code = receipt.get("error_code") or "failed"
+        _print_json({**out, "error": {"code": code, "message": f"JobSubmit failed: {code}"}})
+        _error(f"{code}: the JobSubmit transaction failed; no job was created and the escrow is untouched")
+        return 1
+    out["job"] = client.get_json(f"/job/{job_id}/status")
+    _print_json(out)
+    return 0
+
+
+@_run
+def cmd_query_job(args: argparse.Namespace) -> int:
+    """The whole job record (``GET /job/{id}``), or with ``--status`` / ``--results`` the smaller views."""
+    suffix = "/status" if args.status else "/results" if args.results else ""
+    _print_json(_client(args).get_json(f"/job/{args.job_id}{suffix}"))
+    return 0
+
+
+def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``tx submit-job``."""
+    tj = tx_sub.add_parser("submit-job", help="submit an off-chain job (prints its job_id)")
+    tj.add_argument("--key", required=True, metavar="FILE", help="the submitter's account key file (pays the escrow)")
+    tj.add_argument("--spec", required=True, metavar="FILE.json",
+                    help="the job request in JSON (docs/jobs.md; e.g. configs/examples/job-http.json)")
+    add_tx_flags(tj, wait_flag=True, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
+                 cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per runner + {CELLS_MARGIN}")
+    tj.set_defaults(func=cmd_tx_submit_job)
+
+
+def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``query job``."""
+    qj = q_sub.add_parser("job", help="a job's record (GET /job/{id})")
+    qj.add_argument("job_id", type=_job_id, metavar="ID", help="0x + 64 hex digits")
+    view = qj.add_mutually_exclusive_group()
+    view.add_argument("--status", action="store_true", help="only the status view (GET /job/{id}/status)")
+    view.add_argument("--results", action="store_true", help="reveals and outcome (GET /job/{id}/results)")
+    _add_rpc(qj)
+    qj.set_defaults(func=cmd_query_job)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the job commands to the ``tx`` and ``query`` groups already registered on ``subparsers`` (by
+    :func:`cowboy_node.cli.client_commands.register`)."""
+    for group, add in (("tx", register_tx), ("query", register_query)):
+        parser = subparsers.choices[group]
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        add(action)
