@@ -15,12 +15,16 @@ import ipaddress
 import time
 from collections.abc import Iterable, Iterator
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 
 from cowboy_node.execution.context import EobReport
+
+if TYPE_CHECKING:
+    from cowboy_node.chain.job_queries import JobActivity
 
 NAMESPACE = "cowboy"
 
@@ -31,6 +35,10 @@ DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 """Seconds spent building/executing or committing one block (well under the block time when healthy)."""
 EOB_STEP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 """Seconds spent in one End-of-Block step (most steps take well under a millisecond)."""
+SELECTION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
+"""Seconds of one committee selection (goal: ≤ 2 ms for M = 1 over 5,000 eligible runners)."""
+JOB_TRANSITIONS = ("submitted", "assigned", "committed", "revealed", "settled", "failed")
+"""Label values of ``cowboy_job_transitions_total`` (``chain.job_queries.TRANSITIONS``)."""
 
 
 def _version() -> str:
@@ -93,6 +101,32 @@ class NodeMetrics:
         self.eob_step_duration = Histogram(
             "eob_step_seconds", "Wall-clock time of one End-of-Block step, by step name.", ["step"],
             namespace=ns, registry=r, buckets=EOB_STEP_BUCKETS)
+        self.job_transitions = Counter(
+            "job_transitions", "Job events in committed blocks: submitted, assigned (first selection and "
+            "re-selections), committed and revealed results, settled and failed jobs.", ["transition"],
+            namespace=ns, registry=r)
+        for t in JOB_TRANSITIONS:  # exported at 0 from the start, so rate() works from the first job
+            self.job_transitions.labels(transition=t)
+        self.job_reselections = Counter(
+            "job_reselections", "Timeout re-selections of a job's committee (CIP-11 §11.2).", namespace=ns,
+            registry=r)
+        self.job_selection = Histogram(
+            "job_selection_seconds", "Wall time of one committee selection (filter chain, weights, present-first "
+            "draw), replayed by the node on the parent state for the first job assigned in a block.",
+            namespace=ns, registry=r, buckets=SELECTION_BUCKETS)
+        self.present_pool = Gauge(
+            "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
+            namespace=ns, registry=r)
+
+    def observe_jobs(self, activity: JobActivity) -> None:
+        """Record what one committed block did to jobs (``chain.job_queries.block_job_activity``)."""
+        for name, n in activity.transitions.items():
+            if n:
+                self.job_transitions.labels(transition=name).inc(n)
+        self.job_reselections.inc(activity.reselections)
+        if activity.selection_seconds is not None:
+            self.job_selection.observe(activity.selection_seconds)
+        self.present_pool.set(activity.present_pool)
 
     def observe_block(self, *, height: int, interval_s: float | None, tx_count: int, commit_s: float,
                       execution_s: float, basefee_cycles: int, basefee_cells: int) -> None:
