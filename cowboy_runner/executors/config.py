@@ -1,0 +1,160 @@
+"""Executor configuration: plain dataclasses the runner daemon's TOML loader builds (docs/runner-executors.md).
+
+Hex keys (model ids, executor hashes) are accepted as 64 hex digits with or without ``0x``, any case, and
+normalised to ``bytes`` on construction; a malformed one raises ``ValueError`` at load time, not at job time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from cowboy_node.types.job_instructions import MAX_RESULT_BYTES
+
+HASH_LEN = 32
+
+
+def parse_hex32(text: str | bytes, what: str) -> bytes:
+    """32 bytes from ``0x``-optional hex text (or bytes already 32 long); ``ValueError`` otherwise."""
+    if isinstance(text, bytes):
+        raw = text
+    else:
+        digits = text[2:] if text[:2].lower() == "0x" else text
+        try:
+            raw = bytes.fromhex(digits) if digits.isascii() and len(digits) == 2 * HASH_LEN else b""
+        except ValueError:
+            raw = b""
+    if len(raw) != HASH_LEN:
+        raise ValueError(f"{what}: expected 32 bytes as 64 hex digits, got {text!r}")
+    return raw
+
+
+def _hex_keyed(value: Mapping[Any, Any], what: str) -> Mapping[bytes, Any]:
+    out: dict[bytes, Any] = {}
+    for k, v in value.items():
+        key = parse_hex32(k, what)
+        if key in out:
+            raise ValueError(f"{what}: {k!r} is listed twice")
+        out[key] = v
+    return MappingProxyType(out)
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """HTTP job executor settings."""
+
+    allowed_domains: tuple[str, ...] = ()
+    """Hosts HTTP jobs may reach — the runner's registered ``capabilities.http_domains`` (``example.com``
+    exactly, ``*.example.com`` strict subdomains, ``*`` any host), matched like the on-chain capability filter.
+    Redirect targets must match too."""
+    max_response_bytes: int = 1 << 20
+    """Largest response body read (after content decoding); more is ``response_too_large``."""
+    max_redirects: int = 5
+    """Most redirects followed per job."""
+    allow_private_addresses: bool = False
+    """Allow targets that are (or resolve to) loopback, private, link-local or otherwise non-global addresses.
+    Off by default so a ``*`` allow-list cannot reach the runner's own network (SSRF)."""
+    user_agent: str = "cowboy-runner"
+    """User-Agent sent unless the job sets one."""
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """LLM job executor settings: one OpenAI-compatible chat-completions endpoint."""
+
+    base_url: str
+    """API base including the version segment, e.g. ``https://api.openai.com/v1`` or
+    ``http://127.0.0.1:8000/v1``; requests go to ``{base_url}/chat/completions``."""
+    models: Mapping[Any, str] = field(default_factory=dict)
+    """Job ``model_id`` → model name sent to the endpoint; keys are 32 bytes or hex text, stored as bytes."""
+    api_key: str | None = None
+    """Sent as ``Authorization: Bearer <api_key>`` when set."""
+    default_temperature: float = 0.0
+    """Temperature used when the job leaves it null."""
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    """How structured output is requested when the job has a ``response_model``: ``json_schema`` sends the
+    schema (OpenAI structured outputs); ``json_object`` asks only for JSON, for servers without schema support.
+    The reply is validated against the schema either way."""
+    max_response_bytes: int = 4 << 20
+    """Largest endpoint response read."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", _hex_keyed(self.models, "llm.models"))
+        if self.response_format not in ("json_schema", "json_object"):
+            raise ValueError("llm.response_format must be 'json_schema' or 'json_object'")
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server reachable over streamable HTTP."""
+
+    url: str
+    """The server's MCP endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra request headers (e.g. ``Authorization``)."""
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """MCP job executor settings."""
+
+    servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    """Server name (the job's ``server`` field, exact) → server."""
+    default_timeout_seconds: float = 30.0
+    """Call timeout when the job's ``timeout_seconds`` is null (the job's wall-time bound still applies)."""
+    max_response_bytes: int = 4 << 20
+    """Largest response read from a server per request."""
+    protocol_version: str = "2025-06-18"
+    """MCP protocol revision offered in ``initialize``."""
+
+
+@dataclass(frozen=True)
+class CustomExecutorConfig:
+    """One local command serving a custom ``executor_hash``."""
+
+    argv: tuple[str, ...]
+    """Command and arguments (no shell). The job's ``params`` arrive on stdin; stdout is the result."""
+    env: Mapping[str, str] | None = None
+    """Environment of the process (None: inherit the runner's)."""
+    cwd: str | None = None
+    """Working directory (None: the runner's)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "argv", tuple(self.argv))
+        if not self.argv:
+            raise ValueError("custom executor argv must not be empty")
+
+
+@dataclass(frozen=True)
+class CustomConfig:
+    """Custom job executor settings."""
+
+    executors: Mapping[Any, CustomExecutorConfig] = field(default_factory=dict)
+    """``executor_hash`` → command; keys are 32 bytes or hex text, stored as bytes."""
+    max_stdout_bytes: int = MAX_RESULT_BYTES
+    """Largest stdout accepted; more kills the process group (``output_too_large``)."""
+    stderr_tail_bytes: int = 2048
+    """How much of the end of stderr is kept for ``process_failed`` reports."""
+    enforce_memory_limit: bool = True
+    """Apply the job's ``max_memory_mb`` as ``RLIMIT_AS`` (address space) to the process."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "executors", _hex_keyed(self.executors, "custom.executors"))
+
+
+@dataclass(frozen=True)
+class ExecutorsConfig:
+    """All executor settings; a None section means that job kind is not served."""
+
+    http: HttpConfig | None = None
+    """HTTP executor (None: HTTP jobs are refused)."""
+    llm: LlmConfig | None = None
+    """LLM executor."""
+    mcp: McpConfig | None = None
+    """MCP executor."""
+    custom: CustomConfig | None = None
+    """Custom executor."""
+    max_output_bytes: int = MAX_RESULT_BYTES
+    """Largest result an executor returns (the ``JobResultSubmit`` result cap)."""

@@ -1,0 +1,155 @@
+"""Custom job executor (job kind 0x03): the operator's local command for an ``executor_hash``, run as its own
+process group with the job's ``params`` on stdin, its stdout as the result, and wall-time, memory and stdout
+limits (docs/runner-executors.md §Custom)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import resource
+import signal
+from collections.abc import Callable
+
+from cowboy_node.types.jobspec import CustomJob, JobType, ResourceBounds
+from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size, with_deadline
+from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
+
+READ_BYTES = 64 * 1024
+"""Pipe read size."""
+MEMORY_MARKERS: tuple[bytes, ...] = (
+    b"MemoryError",                      # Python
+    b"Cannot allocate memory",           # strerror(ENOMEM): C programs, shells, mmap failures
+    b"std::bad_alloc",                   # C++
+    b"memory allocation of",             # Rust's alloc failure handler
+    b"out of memory",                    # Go runtime, glibc, many others
+    b"Out of memory",
+)
+"""Substrings of a stderr tail that mark a death by the address-space limit (see :func:`died_of_memory`)."""
+
+
+def died_of_memory(stderr_tail: bytes) -> bool:
+    """Whether a failed process hit its memory limit.
+
+    RLIMIT_AS makes allocations fail (``ENOMEM``) rather than delivering a distinctive signal, so the only
+    portable evidence is what the program printed while dying: the runtimes' allocation-failure messages.
+    """
+    return any(m in stderr_tail for m in MEMORY_MARKERS)
+
+
+def _memory_limiter(max_memory_mb: int) -> Callable[[], None]:
+    limit = max_memory_mb * 1024 * 1024
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)  # an unprivileged process cannot raise its hard limit
+
+    def apply() -> None:  # runs in the child between fork and exec: setrlimit only, nothing that takes locks
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process's whole group (the command and anything it spawned)."""
+    # start_new_session=True made the child a group leader (pgid == pid); the pgid cannot be reused while
+    # any member is alive, so this never hits an unrelated group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class CustomExecutor:
+    """Executes :class:`~cowboy_node.types.jobspec.CustomJob`; see docs/runner-executors.md §Custom."""
+
+    def __init__(self, config: CustomConfig, *, max_output_bytes: int) -> None:
+        self.config = config
+        """Settings."""
+        self.max_output_bytes = max_output_bytes
+        """Largest result returned (stdout is also capped by ``config.max_stdout_bytes``)."""
+
+    async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
+        """Run the command within ``deadline_s`` seconds; the process group is always killed afterwards."""
+        if not isinstance(job, CustomJob):
+            raise ExecutorError("unsupported_job_type", f"custom executor cannot run {type(job).__name__}")
+        spec = self.config.executors.get(job.executor_hash)
+        if spec is None:
+            raise ExecutorError("unknown_executor", f"executor_hash {job.executor_hash.hex()} is not configured")
+        memory_mb = bounds.max_memory_mb if bounds is not None and self.config.enforce_memory_limit else None
+        procs: list[asyncio.subprocess.Process] = []
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            out, rc, tail = await with_deadline(self._run(spec, job.params, memory_mb, procs), deadline_s)
+        except ExecutorError as e:
+            if procs:
+                e.detail.setdefault("pid", procs[0].pid)
+            raise
+        finally:
+            if procs:
+                kill_group(procs[0])
+                if procs[0].returncode is None:
+                    await procs[0].wait()
+        wall_ms = math.ceil((loop.time() - started) * 1000)
+        pid = procs[0].pid
+        detail: dict[str, object] = {"pid": pid, "exit_code": rc, "wall_ms": wall_ms,
+                                     "stderr_tail": tail.decode("utf-8", "replace")}
+        if rc != 0:
+            if memory_mb is not None and died_of_memory(tail):
+                raise ExecutorError("memory_limit", f"process exceeded max_memory_mb {memory_mb}", detail=detail)
+            how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+            raise ExecutorError("process_failed", f"process ended with {how}: "
+                                                  f"{tail[-300:].decode('utf-8', 'replace')}", detail=detail)
+        return ExecutionResult(check_output_size(out, self.max_output_bytes), wall_ms, detail)
+
+    async def _run(self, spec: CustomExecutorConfig, params: bytes, memory_mb: int | None,
+                   procs: list[asyncio.subprocess.Process]) -> tuple[bytes, int, bytes]:
+        PIPE = asyncio.subprocess.PIPE
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *spec.argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, start_new_session=True,
+                preexec_fn=None if memory_mb is None else _memory_limiter(memory_mb),
+                env=None if spec.env is None else dict(spec.env), cwd=spec.cwd)
+        except OSError as e:
+            raise ExecutorError("process_failed", f"cannot start {spec.argv[0]!r}: {e}") from None
+        procs.append(proc)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        feeder = asyncio.create_task(self._feed(proc.stdin, params))
+        tail = asyncio.create_task(self._tail(proc.stderr))
+        try:
+            out = await self._read_stdout(proc.stdout, proc)
+            rc = await proc.wait()
+            await feeder
+            return out, rc, await tail
+        finally:
+            feeder.cancel()
+            tail.cancel()
+            await asyncio.gather(feeder, tail, return_exceptions=True)
+
+    @staticmethod
+    async def _feed(stdin: asyncio.StreamWriter, params: bytes) -> None:
+        try:
+            stdin.write(params)
+            await stdin.drain()
+            stdin.close()
+            await stdin.wait_closed()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command need not read all of its input
+
+    async def _tail(self, stderr: asyncio.StreamReader) -> bytes:
+        keep = self.config.stderr_tail_bytes
+        tail = b""
+        while chunk := await stderr.read(READ_BYTES):
+            tail = (tail + chunk)[-keep:] if keep > 0 else b""
+        return tail
+
+    async def _read_stdout(self, stdout: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> bytes:
+        cap = self.config.max_stdout_bytes
+        parts: list[bytes] = []
+        total = 0
+        while chunk := await stdout.read(READ_BYTES):
+            total += len(chunk)
+            if total > cap:
+                kill_group(proc)
+                raise ExecutorError("output_too_large", f"stdout exceeded {cap} bytes", detail={"limit": cap})
+            parts.append(chunk)
+        return b"".join(parts)
