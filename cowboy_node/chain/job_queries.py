@@ -244,8 +244,17 @@ def _time_selection(parent: WorldState, env: BlockEnv, present: frozenset[int], 
 def block_job_activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivity:
     """What ``prepared`` (built, not yet committed: ``chain.world()`` is still its parent state) did to jobs.
 
-    Call it under the node's state lock, before ``chain.commit(prepared)``.
+    Call it under the node's state lock, before ``chain.commit(prepared)``. Never raises: metrics must not stop
+    block production (an unexpected error yields an empty activity).
     """
+    try:
+        return _activity(chain, prepared, env)
+    except Exception:
+        return JobActivity(transitions=dict.fromkeys(TRANSITIONS, 0), reselections=0, present_pool=0,
+                           selection_seconds=None)
+
+
+def _activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivity:
     parent = chain.world()
     counts = dict.fromkeys(TRANSITIONS, 0)
     reselections = 0
