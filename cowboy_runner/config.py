@@ -1,0 +1,582 @@
+"""``runner.toml``: the runner daemon's settings, and ``init_home`` which writes a commented one.
+
+Every problem is a :class:`ConfigError` whose text names the exact TOML key
+(``runner.toml: executors.custom.0x…: expected an array of strings``). Unknown sections and keys are errors: a
+typo must not silently fall back to a default. Relative paths are relative to the home directory. The section
+and key reference is ``docs/runner.md``; :func:`render_template` is the file ``init`` writes, commented line by
+line.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.cli.client import normalize_url
+from cowboy_node.observability.metrics import parse_host_port
+from cowboy_node.types.errors import ValidationError
+from cowboy_node.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
+from cowboy_node.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_runner.schedule import DEFAULT_SAFETY_MARGIN_BLOCKS
+
+CONFIG_FILE = "runner.toml"
+"""Name of the settings file in the home directory."""
+DEFAULT_KEY_FILE = "keys/runner.key"
+"""Default key file, relative to home."""
+DEFAULT_JOURNAL = "data/journal.sqlite3"
+"""Default journal database, relative to home."""
+DEFAULT_QUIC_PORT = 4433
+"""Port of the validator's CIP-11 QUIC transport when ``runner.quic_endpoint`` is not set (the node's
+``quic.addr`` default)."""
+DEFAULT_METRICS_ADDR = "127.0.0.1:9465"
+"""Runner metrics listen address (next to the node's 9464)."""
+LOG_FORMATS = ("console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+MAX_CHAIN_ID_CHARS = 64
+"""Longest chain id (the transaction decoder's limit)."""
+
+
+class ConfigError(Exception):
+    """An invalid ``runner.toml``; the text is ``runner.toml: <key>: <message>`` and is shown as-is."""
+
+    def __init__(self, key: str | None, message: str, *, file: str = CONFIG_FILE) -> None:
+        super().__init__(f"{file}: {key}: {message}" if key else f"{file}: {message}")
+        self.key = key
+        self.message = message
+        self.file = file
+
+
+# -- settings ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HttpExecutorSettings:
+    """``[executors.http]``."""
+
+    max_response_bytes: int = 1_048_576
+    """Largest response body read; the job fails with ``response_too_large`` beyond it."""
+    connect_timeout_s: float = 10.0
+    """TCP/TLS connect timeout."""
+    request_timeout_s: float = 30.0
+    """Whole-request timeout (the job's own wall-time bound still applies if shorter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlmExecutorSettings:
+    """``[executors.llm]`` and ``[executors.llm.models]``."""
+
+    base_url: str | None = None
+    """OpenAI-compatible API root (``…/v1``); None: llm jobs are not served."""
+    api_key: str | None = None
+    """Bearer token sent to ``base_url`` (or taken from the ``api_key_env`` variable)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (read by the executor, not here)."""
+    default_temperature: float = 0.0
+    """Temperature when the job gives none."""
+    timeout_s: float = 120.0
+    """Request timeout."""
+    models: dict[bytes, str] = field(default_factory=dict)
+    """``model_id`` (32 bytes) → the endpoint's model name."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpExecutorSettings:
+    """``[executors.mcp]`` and ``[executors.mcp.servers]``."""
+
+    timeout_s: float = 30.0
+    """Per tool call."""
+    servers: dict[str, str] = field(default_factory=dict)
+    """Server name (the job's ``mcp.server``) → streamable-HTTP endpoint URL."""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomExecutorSettings:
+    """``[executors.custom]``: limits, and ``"<executor_hash>" = [argv…]`` entries."""
+
+    time_limit_s: float = 60.0
+    """Wall time before the process group is killed."""
+    memory_limit_mb: int = 512
+    """Address-space limit of the process (RLIMIT_AS)."""
+    max_output_bytes: int = 262_144
+    """Largest stdout kept (the chain's result limit is 256 KiB)."""
+    commands: dict[bytes, tuple[str, ...]] = field(default_factory=dict)
+    """``executor_hash`` (32 bytes) → argv of the local command."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    """``[executors.*]``."""
+
+    http: HttpExecutorSettings = HttpExecutorSettings()
+    """HTTP jobs."""
+    llm: LlmExecutorSettings = LlmExecutorSettings()
+    """LLM jobs."""
+    mcp: McpExecutorSettings = McpExecutorSettings()
+    """MCP tool calls."""
+    custom: CustomExecutorSettings = CustomExecutorSettings()
+    """Custom executors."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatSettings:
+    """``[heartbeat]``."""
+
+    quic_interval_blocks: int = 1
+    """QUIC HeartbeatPing every N new block heights (CIP-11 HEARTBEAT_BLOCKS)."""
+    onchain_cadence_blocks: int = 0
+    """On-chain heartbeat cadence; 0: ``HEARTBEAT_TIMEOUT_BLOCKS − safety_margin_blocks`` (§6.6)."""
+    safety_margin_blocks: int = DEFAULT_SAFETY_MARGIN_BLOCKS
+    """Blocks kept between the cadence and the floor timeout (inclusion delay, congestion)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSettings:
+    """``[results]``: rebroadcast of retained result transactions (§10.3)."""
+
+    inclusion_grace_blocks: int = 2
+    """RESULT_TX_INCLUSION_GRACE_BLOCKS: wait this long after sending before self-submitting."""
+    rebroadcast_interval_blocks: int = 2
+    """RESULT_TX_REBROADCAST_INTERVAL_BLOCKS: then rebroadcast this often until inclusion or expiry."""
+
+
+@dataclass(frozen=True, slots=True)
+class FeeSettings:
+    """``[fees]``: fee fields of the runner's transactions, from the node's current basefees."""
+
+    max_fee_multiplier: int = 2
+    """Max fee per unit = multiplier × basefee."""
+    priority_fee_per_cycle: int = 1_000
+    """Tip per cycle (capped at the max fee)."""
+    priority_fee_per_cell: int = 1_000
+    """Tip per cell (capped at the max fee)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    """Parsed ``runner.toml``."""
+
+    home: Path
+    """Home directory (holds runner.toml, the key, the journal)."""
+    validator_rpc: str
+    """HTTP API of the validator (normalised, no trailing slash)."""
+    quic_endpoint: tuple[str, int]
+    """(host, port) of the validator's QUIC transport."""
+    chain_id: str | None
+    """Expected chain id; None: taken from the validator's ``/status``."""
+    key_file: Path
+    """Absolute key file path."""
+    journal_path: Path
+    """Absolute journal database path."""
+    poll_interval_s: float
+    """Poll fallback interval (``GET /runner/{address}/jobs``) while no session is up."""
+    capabilities: Capabilities
+    """What ``register`` announces and what the executors accept."""
+    rate_card: RateCard
+    """Prices ``register`` announces."""
+    heartbeat: HeartbeatSettings
+    """Heartbeat cadences."""
+    results: ResultSettings
+    """Result-tx rebroadcast."""
+    fees: FeeSettings
+    """Fee policy."""
+    metrics_addr: tuple[str, int] | None
+    """Prometheus listen address; None when disabled."""
+    log_format: str
+    """console or json."""
+    log_level: str
+    """debug, info, warning or error."""
+    executors: ExecutorSettings
+    """Executor sections."""
+
+
+# -- value checks -----------------------------------------------------------------------------
+def _table(value: object, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(key, "expected a table")
+    return value
+
+
+def _known(table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+    for k in sorted(table):
+        if k not in allowed:
+            raise ConfigError(f"{where}.{k}" if where else k, f"unknown key; allowed: {', '.join(allowed)}")
+
+
+def _int(table: dict[str, Any], where: str, key: str, default: int, *, minimum: int = 1) -> int:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ConfigError(f"{where}.{key}", f"expected an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _seconds(table: dict[str, Any], where: str, key: str, default: float) -> float:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"{where}.{key}", f"expected a positive number of seconds, got {v!r}")
+    return float(v)
+
+
+def _str(table: dict[str, Any], where: str, key: str, default: str | None) -> str | None:
+    v = table.get(key, default)
+    if v is not None and (not isinstance(v, str) or not v):
+        raise ConfigError(f"{where}.{key}", f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _url(value: object, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected an http:// or https:// URL string, got {value!r}")
+    try:
+        return normalize_url(value)
+    except ValueError as e:
+        raise ConfigError(key, str(e)) from None
+
+
+def _host_port(value: object, key: str) -> tuple[str, int]:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected HOST:PORT, got {value!r}")
+    try:
+        return parse_host_port(value, key=key)
+    except ValueError as e:
+        raise ConfigError(key, str(e).removeprefix(f"{key}: ")) from None
+
+
+def _hash_key(text: str, where: str) -> bytes:
+    body = text[2:] if text.startswith("0x") else text
+    if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
+        raise ConfigError(f"{where}.{text}", "expected a 32-byte hash: 64 hex digits, optionally 0x-prefixed")
+    return bytes.fromhex(body)
+
+
+def _validation(e: ValidationError) -> ConfigError:
+    key = e.field or "capabilities"
+    return ConfigError(key, e.message.removeprefix(f"{key}: "))
+
+
+# -- sections ---------------------------------------------------------------------------------
+_SECTIONS = ("runner", "capabilities", "rate_card", "heartbeat", "results", "fees", "metrics", "log", "executors")
+_RUNNER_KEYS = ("validator_rpc", "quic_endpoint", "chain_id", "key_file", "journal", "poll_interval_s")
+
+
+def _runner(doc: dict[str, Any], home: Path) -> dict[str, Any]:
+    if "runner" not in doc:
+        raise ConfigError("runner", "required section is missing")
+    t = _table(doc["runner"], "runner")
+    _known(t, "runner", _RUNNER_KEYS)
+    if "validator_rpc" not in t:
+        raise ConfigError("runner.validator_rpc", "required key is missing")
+    rpc = _url(t["validator_rpc"], "runner.validator_rpc")
+    if "quic_endpoint" in t:
+        quic = _host_port(t["quic_endpoint"], "runner.quic_endpoint")
+    else:
+        host = urllib.parse.urlsplit(rpc).hostname or ""
+        quic = (host, DEFAULT_QUIC_PORT)
+    chain_id = _str(t, "runner", "chain_id", None)
+    if chain_id is not None and len(chain_id) > MAX_CHAIN_ID_CHARS:
+        raise ConfigError("runner.chain_id", f"longer than {MAX_CHAIN_ID_CHARS} characters")
+    key_file = _str(t, "runner", "key_file", DEFAULT_KEY_FILE)
+    journal = _str(t, "runner", "journal", DEFAULT_JOURNAL)
+    assert key_file is not None and journal is not None
+    return {"validator_rpc": rpc, "quic_endpoint": quic, "chain_id": chain_id, "key_file": home / key_file,
+            "journal_path": home / journal, "poll_interval_s": _seconds(t, "runner", "poll_interval_s", 2.0)}
+
+
+def _capabilities(doc: dict[str, Any]) -> tuple[Capabilities, RateCard]:
+    if "capabilities" not in doc:
+        raise ConfigError("capabilities", "required section is missing")
+    caps_t = _table(doc["capabilities"], "capabilities")
+    _known(caps_t, "capabilities", CAPABILITY_KEYS)
+    if "rate_card" not in doc:
+        raise ConfigError("rate_card", "required section is missing (one [rate_card.<job type>] per job type)")
+    card_t = _table(doc["rate_card"], "rate_card")
+    try:
+        caps = capabilities_from_json(caps_t, where="capabilities")
+        card = rate_card_from_json(card_t, where="rate_card")
+    except ValidationError as e:
+        raise _validation(e) from None
+    for kind, _rate in card.rates:
+        if kind not in caps.job_kinds:
+            name = JOB_KIND_NAMES[kind]
+            raise ConfigError(f"rate_card.{name}", f"job type {name!r} is priced but not in capabilities.job_types")
+    for kind in caps.job_kinds:
+        if card.rate_for(kind) is None:
+            name = JOB_KIND_NAMES[kind]
+            raise ConfigError(f"rate_card.{name}", f"job type {name!r} is served but has no price")
+    return caps, card
+
+
+def _small_sections(doc: dict[str, Any]) -> dict[str, Any]:
+    hb = _table(doc.get("heartbeat", {}), "heartbeat")
+    _known(hb, "heartbeat", ("quic_interval_blocks", "onchain_cadence_blocks", "safety_margin_blocks"))
+    res = _table(doc.get("results", {}), "results")
+    _known(res, "results", ("inclusion_grace_blocks", "rebroadcast_interval_blocks"))
+    fees = _table(doc.get("fees", {}), "fees")
+    _known(fees, "fees", ("max_fee_multiplier", "priority_fee_per_cycle", "priority_fee_per_cell"))
+    met = _table(doc.get("metrics", {}), "metrics")
+    _known(met, "metrics", ("addr", "enabled"))
+    log = _table(doc.get("log", {}), "log")
+    _known(log, "log", ("format", "level"))
+    enabled = met.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError("metrics.enabled", f"expected true or false, got {enabled!r}")
+    addr = _host_port(met.get("addr", DEFAULT_METRICS_ADDR), "metrics.addr")
+    fmt, level = log.get("format", "console"), log.get("level", "info")
+    if fmt not in LOG_FORMATS:
+        raise ConfigError("log.format", f"expected one of {list(LOG_FORMATS)}, got {fmt!r}")
+    if level not in LOG_LEVELS:
+        raise ConfigError("log.level", f"expected one of {list(LOG_LEVELS)}, got {level!r}")
+    return {
+        "heartbeat": HeartbeatSettings(
+            quic_interval_blocks=_int(hb, "heartbeat", "quic_interval_blocks", 1),
+            onchain_cadence_blocks=_int(hb, "heartbeat", "onchain_cadence_blocks", 0, minimum=0),
+            safety_margin_blocks=_int(hb, "heartbeat", "safety_margin_blocks", DEFAULT_SAFETY_MARGIN_BLOCKS)),
+        "results": ResultSettings(
+            inclusion_grace_blocks=_int(res, "results", "inclusion_grace_blocks", 2),
+            rebroadcast_interval_blocks=_int(res, "results", "rebroadcast_interval_blocks", 2)),
+        "fees": FeeSettings(
+            max_fee_multiplier=_int(fees, "fees", "max_fee_multiplier", 2),
+            priority_fee_per_cycle=_int(fees, "fees", "priority_fee_per_cycle", 1_000, minimum=0),
+            priority_fee_per_cell=_int(fees, "fees", "priority_fee_per_cell", 1_000, minimum=0)),
+        "metrics_addr": addr if enabled else None,
+        "log_format": fmt,
+        "log_level": level,
+    }
+
+
+def _executors(doc: dict[str, Any]) -> ExecutorSettings:
+    ex = _table(doc.get("executors", {}), "executors")
+    _known(ex, "executors", ("http", "llm", "mcp", "custom"))
+    w = "executors.http"
+    http = _table(ex.get("http", {}), w)
+    _known(http, w, ("max_response_bytes", "connect_timeout_s", "request_timeout_s"))
+    http_s = HttpExecutorSettings(max_response_bytes=_int(http, w, "max_response_bytes", 1_048_576),
+                                  connect_timeout_s=_seconds(http, w, "connect_timeout_s", 10.0),
+                                  request_timeout_s=_seconds(http, w, "request_timeout_s", 30.0))
+    w = "executors.llm"
+    llm = _table(ex.get("llm", {}), w)
+    _known(llm, w, ("base_url", "api_key", "api_key_env", "default_temperature", "timeout_s", "models"))
+    if "api_key" in llm and "api_key_env" in llm:
+        raise ConfigError(f"{w}.api_key_env", "set api_key or api_key_env, not both")
+    temp = llm.get("default_temperature", 0.0)
+    if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0.0 <= temp <= 2.0:
+        raise ConfigError(f"{w}.default_temperature", f"expected a number in 0..2, got {temp!r}")
+    models: dict[bytes, str] = {}
+    for name, value in sorted(_table(llm.get("models", {}), f"{w}.models").items()):
+        model_id = _hash_key(name, f"{w}.models")
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{w}.models.{name}", f"expected the endpoint's model name, got {value!r}")
+        if model_id in models:
+            raise ConfigError(f"{w}.models.{name}", "the same model_id is listed twice")
+        models[model_id] = value
+    if models and "base_url" not in llm:
+        raise ConfigError(f"{w}.base_url", "required when models are configured")
+    llm_s = LlmExecutorSettings(
+        base_url=_url(llm["base_url"], f"{w}.base_url") if "base_url" in llm else None,
+        api_key=_str(llm, w, "api_key", None), api_key_env=_str(llm, w, "api_key_env", None),
+        default_temperature=float(temp), timeout_s=_seconds(llm, w, "timeout_s", 120.0), models=models)
+    w = "executors.mcp"
+    mcp = _table(ex.get("mcp", {}), w)
+    _known(mcp, w, ("timeout_s", "servers"))
+    servers = {name: _url(url, f"{w}.servers.{name}")
+               for name, url in sorted(_table(mcp.get("servers", {}), f"{w}.servers").items())}
+    mcp_s = McpExecutorSettings(timeout_s=_seconds(mcp, w, "timeout_s", 30.0), servers=servers)
+    return ExecutorSettings(http=http_s, llm=llm_s, mcp=mcp_s, custom=_custom(ex))
+
+
+_CUSTOM_LIMITS = ("time_limit_s", "memory_limit_mb", "max_output_bytes")
+
+
+def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
+    w = "executors.custom"
+    t = _table(ex.get("custom", {}), w)
+    commands: dict[bytes, tuple[str, ...]] = {}
+    for name, value in sorted(t.items()):
+        if name in _CUSTOM_LIMITS:
+            continue
+        if not (name.startswith("0x") or len(name) == 64):
+            raise ConfigError(f"{w}.{name}", f"unknown key; allowed: {', '.join(_CUSTOM_LIMITS)} "
+                                             "or an executor hash (64 hex digits)")
+        executor_hash = _hash_key(name, w)
+        if not isinstance(value, list) or not value or not all(isinstance(a, str) and a for a in value):
+            raise ConfigError(f"{w}.{name}", "expected a non-empty array of non-empty strings (the command's argv)")
+        if "\x00" in "".join(value):
+            raise ConfigError(f"{w}.{name}", "argv must not contain NUL characters")
+        if executor_hash in commands:
+            raise ConfigError(f"{w}.{name}", "the same executor hash is listed twice")
+        commands[executor_hash] = tuple(value)
+    return CustomExecutorSettings(time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
+                                  memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
+                                  max_output_bytes=_int(t, w, "max_output_bytes", 262_144), commands=commands)
+
+
+# -- loading ----------------------------------------------------------------------------------
+def parse_settings(text: str, home: Path) -> RunnerSettings:
+    """Parse the text of a ``runner.toml`` belonging to ``home``; raises :class:`ConfigError`."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(None, f"not valid TOML: {e}") from None
+    for section in sorted(doc):
+        if section not in _SECTIONS:
+            raise ConfigError(section, f"unknown section; allowed: {', '.join(_SECTIONS)}")
+    runner = _runner(doc, home)
+    caps, card = _capabilities(doc)
+    return RunnerSettings(home=home, **runner, capabilities=caps, rate_card=card,
+                          **_small_sections(doc), executors=_executors(doc))
+
+
+def load_settings(home: Path | str) -> RunnerSettings:
+    """Read ``home/runner.toml``; raises :class:`ConfigError`."""
+    h = Path(home)
+    path = h / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(None, f"{path} not found; run `cowboy-runner init --home {h}` first") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(None, f"cannot read {path}: {e}") from None
+    return parse_settings(text, h)
+
+
+# -- init -------------------------------------------------------------------------------------
+def render_template(validator_rpc: str) -> str:
+    """The commented ``runner.toml`` written by ``cowboy-runner init`` (every line explained)."""
+    rpc = normalize_url(validator_rpc)
+    host = urllib.parse.urlsplit(rpc).hostname or "127.0.0.1"
+    quic_host = f"[{host}]" if ":" in host else host
+    return f"""\
+# cowboy-runner configuration (docs/runner.md). Unknown keys are errors; relative paths are relative to
+# the home directory that holds this file.
+
+[runner]
+# HTTP API of your validator (transactions, chain queries, the poll fallback).
+validator_rpc = "{rpc}"
+# The validator's CIP-11 QUIC transport, HOST:PORT (default: the RPC host and port {DEFAULT_QUIC_PORT}).
+# quic_endpoint = "{quic_host}:{DEFAULT_QUIC_PORT}"
+# Expected chain id; when unset it is read from the validator's /status at start-up.
+# chain_id = "cowboy-devnet-1"
+# The runner's secp256k1 key (mode 0600; `init` created it). Its address is the runner identity.
+key_file = "{DEFAULT_KEY_FILE}"
+# Durable journal of result obligations (SQLite). Keep it: it holds signed result transactions.
+journal = "{DEFAULT_JOURNAL}"
+# Seconds between polls of GET /runner/{{address}}/jobs while no QUIC session is up.
+poll_interval_s = 2.0
+
+[capabilities]
+# Job types served: llm, http, mcp, custom (each needs a [rate_card.<type>] below).
+job_types = ["http"]
+# Regions you operate in (matched against jobs that ask for one).
+regions = []
+# Hosts HTTP jobs may reach: "example.com" exactly, "*.example.com" any subdomain, "*" any host.
+http_domains = ["example.com"]
+# Most jobs in flight at once; at this limit the runner signals backpressure.
+max_concurrent_jobs = 4
+# TEE attestations offered (e.g. "sgx", "sev-snp", "tdx"); empty: none.
+tee_types = []
+# Runner pools you are entitled to serve (0x-hex ids).
+pools = []
+
+[rate_card.http]
+# Price of one http job before usage, in the smallest unit (decimal string).
+base_price = "1000"
+# Price per reported usage unit.
+price_per_unit = "0"
+
+[heartbeat]
+# QUIC HeartbeatPing every N new blocks (CIP-11 HEARTBEAT_BLOCKS).
+quic_interval_blocks = 1
+# On-chain heartbeat cadence in blocks; 0 = HEARTBEAT_TIMEOUT_BLOCKS - safety_margin_blocks.
+onchain_cadence_blocks = 0
+# Blocks kept between the cadence and the eligibility timeout (inclusion delay, congestion).
+safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
+
+[results]
+# Blocks to wait for a sent result transaction before resubmitting it yourself.
+inclusion_grace_blocks = 2
+# Then resubmit every N blocks until it is included or the job ends.
+rebroadcast_interval_blocks = 2
+
+[fees]
+# Max fee per cycle/cell = this multiple of the current basefee.
+max_fee_multiplier = 2
+# Tips to the block proposer per cycle and per cell (capped at the max fee).
+priority_fee_per_cycle = 1000
+priority_fee_per_cell = 1000
+
+[metrics]
+# Prometheus exposition at http://ADDR/metrics.
+addr = "{DEFAULT_METRICS_ADDR}"
+# false: no metrics port.
+enabled = true
+
+[log]
+# "console" for humans, "json" for log shippers.
+format = "console"
+# debug | info | warning | error
+level = "info"
+
+[executors.http]
+# Largest response body read (bytes); larger responses fail the job.
+max_response_bytes = 1048576
+# Connect and whole-request timeouts in seconds (a job's own wall-time bound can be shorter).
+connect_timeout_s = 10.0
+request_timeout_s = 30.0
+
+[executors.llm]
+# OpenAI-compatible endpoint serving llm jobs (needed once models are listed).
+# base_url = "http://127.0.0.1:8000/v1"
+# API key, or the name of an environment variable holding it (not both).
+# api_key_env = "OPENAI_API_KEY"
+# Temperature when the job sets none.
+default_temperature = 0.0
+# Request timeout in seconds.
+timeout_s = 120.0
+
+[executors.llm.models]
+# "<model_id: 64 hex digits>" = "<model name at the endpoint>"
+
+[executors.mcp]
+# Seconds per tool call.
+timeout_s = 30.0
+
+[executors.mcp.servers]
+# <server name used by jobs> = "<streamable HTTP URL>"
+
+[executors.custom]
+# Wall time (seconds), address-space limit (MiB) and stdout cap (bytes) of custom executor processes.
+time_limit_s = 60.0
+memory_limit_mb = 512
+max_output_bytes = 262144
+# "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
+"""
+
+
+def init_home(home: Path, validator_rpc: str, *, force: bool = False) -> Path:
+    """Create ``home`` with a new key (mode 0600) and a commented ``runner.toml``; returns the runner.toml path.
+
+    An existing key is never overwritten: without ``force`` an existing key or runner.toml is an error
+    (FileExistsError); with ``force`` runner.toml is rewritten and an existing key is kept (after checking it
+    loads). An invalid ``validator_rpc`` raises ValueError before anything is written.
+    """
+    from cowboy_runner.keyfile import create_key, load_key
+
+    text = render_template(validator_rpc)  # validates the URL first
+    home = Path(home)
+    config = home / CONFIG_FILE
+    key = home / DEFAULT_KEY_FILE
+    if not force:
+        for p in (config, key):
+            if p.exists() or p.is_symlink():
+                raise FileExistsError(f"{p} already exists; refusing to overwrite it (use --force to rewrite "
+                                      f"{CONFIG_FILE}; the key is never replaced)")
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if key.exists() or key.is_symlink():
+        load_key(key)
+    else:
+        create_key(key)
+    tmp = config.with_name(f".{CONFIG_FILE}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(config)
+    return config
