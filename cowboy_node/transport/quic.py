@@ -228,6 +228,18 @@ class _FramedProtocol(QuicConnectionProtocol):
             self._quic.close(error_code=QuicErrorCode.NO_ERROR, reason_phrase=self._close_phrase)
             self.transmit()
 
+    def release(self, reason: str) -> None:
+        """Close now and go quiet: CONNECTION_CLOSE sent, then no timer and no datagram any more (socket closing)."""
+        if not self._terminated:
+            self.begin_close(None, reason)  # no-op if already closing
+            self._close_quic()  # a Goodbye still lingering is cut short
+            self._terminated = True
+        self._aborted = True
+        for timer in (self._timer, self._linger):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._linger = None
+
     # --- receiving -------------------------------------------------------------------------------------------
 
     def quic_event_received(self, event: QuicEvent) -> None:
@@ -628,11 +640,8 @@ class QuicFrameServer(QuicServer):
     def close(self) -> None:
         """Close every connection (handlers get ``on_close("shutdown")``) and stop listening."""
         for protocol in list(self._live.values()):
-            protocol.begin_close(None, "shutdown")
+            protocol.release("shutdown")  # the socket is about to close: no timer may fire after it
             protocol._cancel_auth_timer()
-            if protocol._timer is not None:  # the socket is about to close: stop aioquic's timer too
-                protocol._timer.cancel()
-                protocol._timer = None
             self._forget(protocol)
         self._protocols.clear()
         if self._transport is not None:
@@ -690,15 +699,7 @@ class _ClientProtocol(_FramedProtocol):
 
     def abort(self) -> None:
         """Send CONNECTION_CLOSE now (no Goodbye linger, no closing period) and release the socket."""
-        if not self._terminated:
-            self.begin_close(None, "local")  # no-op if already closing
-            self._close_quic()  # a Goodbye still lingering is cut short
-            self._terminated = True
-        self._aborted = True
-        for timer in (self._timer, self._linger):
-            if timer is not None:
-                timer.cancel()
-        self._timer = self._linger = None
+        self.release("local")
         if self._transport is not None:
             self._transport.close()
         self.terminated.set()
