@@ -22,8 +22,7 @@ from cowboy_node.chain.blockstore import (
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.verify import verify_header
 from cowboy_node.execution.block import BlockResult, build_block, execute_block
-from cowboy_node.execution.context import BlockEnv
-from cowboy_node.execution.end_of_block import Observe
+from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
 from cowboy_node.execution.jobs.dispatch import due_seed_rounds

@@ -13,18 +13,16 @@ clock, so the node measures a replay of the same pure functions; see docs/jobs.m
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.chain.blockstore import STATE_PREFIX
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.execution.jobs import dispatch, weights
 from cowboy_node.execution.jobs.json_strict import parse_json
 from cowboy_node.execution.jobs.model import JOB_PREFIX, RUNNER_PREFIX, JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners import store
-from cowboy_node.execution.system_state import get_cip11_flags, get_runner_config
+from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.errors import DecodeError, ValidationError
 from cowboy_node.types.jobspec import decode_job_spec
@@ -194,8 +192,10 @@ class JobActivity:
     """Timeout re-selections (attempt increments)."""
     present_pool: int
     """Runners marked present by the block's PresenceInput (0 when the field is absent or undecodable)."""
-    selection_seconds: float | None
-    """Wall time of one committee selection replayed on the parent state, if the block assigned a job."""
+    selection: list[tuple[str, float]]
+    """``(section, seconds)`` of each selection section execution ran in the block: ``job_filter`` (registry
+    scan and filter chain) and ``job_draw`` (present-first partition and weighted draw), measured by the
+    node's observer around the real calls (empty when the block was not measured)."""
 
 
 def _same_assignment(old: JobRecord | None, new: JobRecord) -> bool:
@@ -222,43 +222,25 @@ def count_transitions(old: JobRecord | None, new: JobRecord, counts: dict[str, i
     return 0 if old is None else max(0, new.attempt - old.attempt)
 
 
-def _time_selection(parent: WorldState, env: BlockEnv, present: frozenset[int], rec: JobRecord) -> float | None:
-    """Seconds to select ``rec``'s committee again on ``parent`` (nothing is written); None if it cannot."""
-    from cowboy_node.execution.block import begin_block
-
-    try:
-        spec = decode_job_spec(rec.spec)
-        ctx = begin_block(parent, env)
-        ctx.present = present
-        t0 = time.perf_counter()
-        candidates, _ = dispatch.eligible_for(parent, ctx, spec, rec.excluded)
-        if len(candidates) < spec.verification.runners:
-            return None
-        base = weights.base_weights(candidates, get_runner_config(parent))
-        dispatch.draw_from(parent, ctx, spec, candidates, base, spec.verification.runners, rec.seed or bytes(32))
-        return time.perf_counter() - t0
-    except Exception:  # a metric sample must never fail block production
-        return None
-
-
-def block_job_activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivity:
+def block_job_activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv,
+                       selection: list[tuple[str, float]] | None = None) -> JobActivity:
     """What ``prepared`` (built, not yet committed: ``chain.world()`` is still its parent state) did to jobs.
 
     Call it under the node's state lock, before ``chain.commit(prepared)``. Never raises: metrics must not stop
     block production (an unexpected error yields an empty activity).
     """
     try:
-        return _activity(chain, prepared, env)
+        return _activity(chain, prepared, env, list(selection or ()))
     except Exception:
         return JobActivity(transitions=dict.fromkeys(TRANSITIONS, 0), reselections=0, present_pool=0,
-                           selection_seconds=None)
+                           selection=list(selection or ()))
 
 
-def _activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivity:
+def _activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv,
+              selection: list[tuple[str, float]]) -> JobActivity:
     parent = chain.world()
     counts = dict.fromkeys(TRANSITIONS, 0)
     reselections = 0
-    assigned: JobRecord | None = None
     prefix = STATE_PREFIX + JOB_PREFIX
     for key, value in prepared.result.state_ops:  # data ops are sorted by key; tree ops do not match the prefix
         if value is None or not key.startswith(prefix):
@@ -266,19 +248,15 @@ def _activity(chain: Chain, prepared: PreparedBlock, env: BlockEnv) -> JobActivi
         new = JobRecord.decode(value)
         old_raw = parent.get(key[len(STATE_PREFIX):])
         old = None if old_raw is None else JobRecord.decode(old_raw)
-        before = counts["assigned"]
         reselections += count_transitions(old, new, counts)
-        if assigned is None and counts["assigned"] > before:
-            assigned = new
     size = store.registry_size(parent)
     raw = prepared.block.header.presence_input
     try:
         present = frozenset() if raw is None else decode_presence(raw, size)
     except DecodeError:
         present = frozenset()
-    seconds = None if assigned is None else _time_selection(parent, env, present, assigned)
     return JobActivity(transitions=counts, reselections=reselections, present_pool=len(present),
-                       selection_seconds=seconds)
+                       selection=selection)
 
 
 class JobQueries:

@@ -43,6 +43,8 @@ log = get_logger("cowboy.node")
 _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", "wrong_chain_id", "tx_too_large",
                         "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic",
                         "priority_fee_above_max"})
+# Sections execution reports through the same observer as the End-of-Block steps (job selection timing).
+_SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
 
 class Node(RunnerQueries, JobQueries):
@@ -132,7 +134,8 @@ class Node(RunnerQueries, JobQueries):
                 built = chain.build(candidates, env=env, round_=round_, proposer=self._ed_pub,
                                     sign=lambda d: ed25519.sign(self._ed_seed, d), signatures_checked=True,
                                     observe=eob_timer)
-                return built, block_job_activity(chain, built, env)  # the parent state is still the head
+                selection = [(name, s) for name, s in eob_timer.durations if name in _SELECTION_SECTIONS]
+                return built, block_job_activity(chain, built, env, selection)  # the parent is still the head
 
         prepared, jobs = await asyncio.get_running_loop().run_in_executor(self._executor, build)
         t1 = time.perf_counter()
@@ -153,7 +156,7 @@ class Node(RunnerQueries, JobQueries):
                                    basefee_cells=h.cell_basefee)
         # Recorded only now: a block that failed to build or commit adds nothing.
         self.metrics.observe_eob(prepared.result.eob)
-        self.metrics.observe_eob_steps(eob_timer.durations)
+        self.metrics.observe_eob_steps((n, s) for n, s in eob_timer.durations if n not in _SELECTION_SECTIONS)
         self.metrics.observe_jobs(jobs)
         self.metrics.mempool_size.set(len(self.mempool))
         self.metrics.mempool_bytes.set(self.mempool.size_bytes)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport
-from cowboy_node.execution.end_of_block import Observe, run_end_of_block
+from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport, Observe
+from cowboy_node.execution.end_of_block import run_end_of_block
 from cowboy_node.execution.errors import InvalidBlock, TxInvalid
 from cowboy_node.execution.jobs.dispatch import process_pending
 from cowboy_node.execution.runners.store import registry_size
@@ -115,10 +115,12 @@ def begin_block(world: WorldState, env: BlockEnv) -> BlockContext:
     )
 
 
-def start_block(world: WorldState, env: BlockEnv, *, strict_presence: bool = True) -> BlockContext:
+def start_block(world: WorldState, env: BlockEnv, *, strict_presence: bool = True,
+                observe: Observe | None = None) -> BlockContext:
     """:func:`begin_block`, then decode the block's PresenceInput and run the pending-selection pass
-    (CIP-11 §9.2: at the start of the block, before any transaction)."""
+    (CIP-11 §9.2: at the start of the block, before any transaction). ``observe`` is kept in the context."""
     ctx = begin_block(world, env)
+    ctx.observe = observe
     ctx.present, ctx.registry_size = decode_block_presence(world, env, ctx.flags, strict=strict_presence)
     process_pending(world, ctx)
     return ctx
@@ -145,7 +147,7 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
 
     ``observe`` (optional) wraps each End-of-Block step, see :func:`run_end_of_block`.
     """
-    ctx = start_block(world, env, strict_presence=False)
+    ctx = start_block(world, env, strict_presence=False, observe=observe)
     limit = ctx.limits.max_block_txs if max_txs is None else min(max_txs, ctx.limits.max_block_txs)
     txs: list[Transaction] = []
     receipts: list[Receipt] = []

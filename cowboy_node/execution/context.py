@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,11 @@ from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags
 if TYPE_CHECKING:
     from cowboy_node.execution.timers.model import Timer
 
+
+
+Observe = Callable[[str], contextlib.AbstractContextManager[object]]
+"""Given a section name, a context manager wrapped around that section (e.g. a timer in the node). Execution
+never reads the clock itself; what the observer does cannot change a result."""
 
 @dataclass(frozen=True, slots=True)
 class BlockEnv:
@@ -122,3 +129,5 @@ class BlockContext:
     """Job ids that reached a terminal state in this block, in order (callbacks, cancels)."""
     jobs_reselected: int = 0
     """Timeout re-selections in this block."""
+    observe: Observe | None = None
+    """Wraps measured sections (``job_filter``, ``job_draw`` and the End-of-Block steps); None: not measured."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.context import BlockContext, Observe
 from cowboy_node.execution.eob.commit import commit
 from cowboy_node.execution.eob.deliver_timers import deliver_timers
 from cowboy_node.execution.eob.execute_mailbox import execute_mailbox
@@ -22,8 +22,6 @@ from cowboy_node.state.world import WorldState
 
 EobStep = Callable[[WorldState, BlockContext], None]
 """One End-of-Block step."""
-Observe = Callable[[str], contextlib.AbstractContextManager[object]]
-"""Given a step name, a context manager wrapped around that step (e.g. a timer in the node)."""
 
 EOB_STEPS: tuple[tuple[str, EobStep], ...] = (
     ("deliver_timers", deliver_timers),

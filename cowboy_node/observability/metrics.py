@@ -111,9 +111,9 @@ class NodeMetrics:
             "job_reselections", "Timeout re-selections of a job's committee (CIP-11 §11.2).", namespace=ns,
             registry=r)
         self.job_selection = Histogram(
-            "job_selection_seconds", "Wall time of one committee selection (filter chain, weights, present-first "
-            "draw), replayed by the node on the parent state for the first job assigned in a block.",
-            namespace=ns, registry=r, buckets=SELECTION_BUCKETS)
+            "job_selection_seconds", "Wall time of committee selection as execution ran it, per section: "
+            "phase=filter (registry scan and filter chain), phase=draw (present-first partition and weighted draw).",
+            ["phase"], namespace=ns, registry=r, buckets=SELECTION_BUCKETS)
         self.present_pool = Gauge(
             "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
             namespace=ns, registry=r)
@@ -124,8 +124,8 @@ class NodeMetrics:
             if n:
                 self.job_transitions.labels(transition=name).inc(n)
         self.job_reselections.inc(activity.reselections)
-        if activity.selection_seconds is not None:
-            self.job_selection.observe(activity.selection_seconds)
+        for section, seconds in activity.selection:
+            self.job_selection.labels(phase=section.removeprefix("job_")).observe(seconds)
         self.present_pool.set(activity.present_pool)
 
     def observe_block(self, *, height: int, interval_s: float | None, tx_count: int, commit_s: float,

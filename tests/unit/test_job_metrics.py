@@ -75,7 +75,8 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
         job_id = derive_job_id(submit.tx_hash(), 0)
         text = _scrape(node)
         assert _transitions(text) == {**dict.fromkeys(TRANSITIONS, 0.0), "submitted": 1.0, "assigned": 1.0}
-        assert _value(text, "cowboy_job_selection_seconds_count") == 1.0
+        assert _value(text, "cowboy_job_selection_seconds_count", 'phase="filter"') == 1.0
+        assert _value(text, "cowboy_job_selection_seconds_count", 'phase="draw"') == 1.0
         assert _value(text, "cowboy_present_pool_size") == 2.0  # both runners registered as of block 1
         assert _value(text, "cowboy_job_reselections_total") == 0.0
 
@@ -88,7 +89,7 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
         text = _scrape(node)
         assert _value(text, "cowboy_job_reselections_total") == 1.0
         assert _transitions(text)["assigned"] == 2.0
-        assert _value(text, "cowboy_job_selection_seconds_count") == 2.0
+        assert _value(text, "cowboy_job_selection_seconds_count", 'phase="draw"') == 2.0
 
         other = RUNNERS.index(bytes.fromhex(second["committee"][0][2:].lower()))
         sk = RUNNER_SKS[other]
@@ -99,7 +100,7 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
         text = _scrape(node)
         assert _transitions(text) == {"submitted": 1.0, "assigned": 2.0, "committed": 1.0, "revealed": 1.0,
                                       "settled": 1.0, "failed": 0.0}
-        assert _value(text, "cowboy_job_selection_seconds_count") == 2.0
+        assert _value(text, "cowboy_job_selection_seconds_count", 'phase="draw"') == 2.0
     finally:
         node._executor.shutdown()
 

@@ -14,6 +14,7 @@ record; at the pending pass its root is recomputed and compared byte for byte wi
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from cowboy_node.codec import decode, encode
@@ -65,9 +66,20 @@ def selection_request(spec: JobSpecV1, excluded: tuple[bytes, ...] = ()) -> Sele
                             required_runner_pool=spec.required_runner_pool, excluded=frozenset(excluded))
 
 
+def observed(ctx: BlockContext, section: str) -> AbstractContextManager[object]:
+    """``ctx.observe(section)`` when the node measures this block, else a no-op (execution never reads a clock)."""
+    return ctx.observe(section) if ctx.observe is not None else nullcontext()
+
+
 def eligible_for(world: WorldState, ctx: BlockContext, spec: JobSpecV1,
               excluded: tuple[bytes, ...]) -> tuple[list[RunnerRecord], dict[str, int]]:
     """Floor-eligible candidates for ``spec`` in address order, and the per-filter rejection counts."""
+    with observed(ctx, "job_filter"):
+        return _eligible_for(world, ctx, spec, excluded)
+
+
+def _eligible_for(world: WorldState, ctx: BlockContext, spec: JobSpecV1,
+                  excluded: tuple[bytes, ...]) -> tuple[list[RunnerRecord], dict[str, int]]:
     return eligible_with_report(registry.runners_in_index_order(world), selection_request(spec, excluded),
                                 height=ctx.env.height, heartbeat_timeout_blocks=ctx.limits.heartbeat_timeout_blocks,
                                 cfg=get_runner_config(world))
@@ -101,6 +113,12 @@ def _mru_address(world: WorldState, ctx: BlockContext, submitter: bytes, job_kin
 def draw_from(world: WorldState, ctx: BlockContext, spec: JobSpecV1, candidates: list[RunnerRecord],
               candidate_weights: list[int], m: int, seed: bytes) -> list[RunnerRecord]:
     """Present-first weighted draw of up to ``m`` runners from address-ordered candidates with paired weights."""
+    with observed(ctx, "job_draw"):
+        return _draw_from(world, ctx, spec, candidates, candidate_weights, m, seed)
+
+
+def _draw_from(world: WorldState, ctx: BlockContext, spec: JobSpecV1, candidates: list[RunnerRecord],
+               candidate_weights: list[int], m: int, seed: bytes) -> list[RunnerRecord]:
     present_idx = present_set(ctx, m)
     present: list[RunnerRecord] = []
     present_w: list[int] = []
