@@ -198,6 +198,8 @@ def start_mcp_server(mode: str) -> Any:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _run_mcp_server(mode: str) -> None:
