@@ -384,11 +384,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     # actor_commands imports this module's helpers, so it is imported here, not at the top.
     from cowboy_node.cli.actor_commands import register_query, register_tx
+    from cowboy_node.cli.job_commands import register_query as register_job_query
+    from cowboy_node.cli.job_commands import register_tx as register_job_tx
     from cowboy_node.cli.runner_commands import register_query as register_runner_query
     from cowboy_node.cli.runner_commands import register_tx as register_runner_tx
 
     register_tx(tx_sub)
     register_runner_tx(tx_sub)
+    register_job_tx(tx_sub)
 
     q = subparsers.add_parser("query", help="read chain data from the node")
     q_sub = q.add_subparsers(dest="query_command", required=True)
@@ -406,3 +409,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     qt.set_defaults(func=cmd_query_tx)
     register_query(q_sub)
     register_runner_query(q_sub)
+    register_job_query(q_sub)

@@ -166,12 +166,3 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     view.add_argument("--results", action="store_true", help="reveals and outcome (GET /job/{id}/results)")
     _add_rpc(qj)
     qj.set_defaults(func=cmd_query_job)
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the job commands to the ``tx`` and ``query`` groups already registered on ``subparsers`` (by
-    :func:`cowboy_node.cli.client_commands.register`)."""
-    for group, add in (("tx", register_tx), ("query", register_query)):
-        parser = subparsers.choices[group]
-        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        add(action)

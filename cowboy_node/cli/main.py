@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cowboy_node.chain.config import load_config, render_config, split_host_port
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli import client_commands, job_commands
+from cowboy_node.cli import client_commands
 
 DEFAULT_FAUCET_BALANCE = 10**27
 """1e9 CBY in wei for the development faucet."""
@@ -125,7 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_replay)
 
     client_commands.register(sub)
-    job_commands.register(sub)
     return p
 
 
