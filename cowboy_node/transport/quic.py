@@ -153,6 +153,7 @@ class _FramedProtocol(QuicConnectionProtocol):
         self._closing = False  # a close was requested: no frame is delivered or sent any more
         self._terminated = False  # aioquic reported the end of the connection
         self._aborted = False  # socket released without waiting for the QUIC closing period
+        self._in_events = False  # inside _process_events, which its callers always follow with transmit()
         enable_channel_binding(quic)  # must precede the handshake
         super().__init__(quic)
         self.channel_binding = b""
@@ -184,7 +185,8 @@ class _FramedProtocol(QuicConnectionProtocol):
             return
         if self._stream_open:
             self._quic.send_stream_data(STREAM_ID, data)
-            self._transmit_soon()  # coalesce frames sent in the same loop iteration into one flight
+            if not self._in_events:  # inside event processing aioquic transmits right after; else coalesce
+                self._transmit_soon()
         else:
             self._queued += data
 
@@ -215,6 +217,13 @@ class _FramedProtocol(QuicConnectionProtocol):
         super().transmit()
         if self._linger is not None and self._goodbye_acknowledged():
             self._close_quic()
+
+    def _process_events(self) -> None:
+        self._in_events = True
+        try:
+            super()._process_events()
+        finally:
+            self._in_events = False
 
     def _goodbye_acknowledged(self) -> bool:
         stream = self._quic._streams.get(STREAM_ID)  # aioquic has no public "data acknowledged" signal
@@ -280,8 +289,7 @@ class _FramedProtocol(QuicConnectionProtocol):
                 return
             if self._queued:
                 self._quic.send_stream_data(STREAM_ID, bytes(self._queued))
-                self._queued.clear()
-                self._transmit_soon()
+                self._queued.clear()  # transmitted by aioquic right after this event batch
         try:
             frames = self._decoder.feed(data)
         except TransportError as e:
