@@ -24,6 +24,7 @@ from cowboy_node.chain.job_queries import JobQueries, block_job_activity
 from cowboy_node.chain.keys import ValidatorKey
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.runner_queries import RunnerQueries
+from cowboy_node.chain.transport_link import TransportLink
 from cowboy_node.chain.verify import expected_round
 from cowboy_node.crypto import bls, ed25519
 from cowboy_node.crypto.address import to_checksum_address
@@ -34,6 +35,8 @@ from cowboy_node.execution.system_state import get_account, get_basefees, get_ci
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.rpc.facade import RpcError
+from cowboy_node.transport.preimages import ValidatorKey as TransportValidatorKey
+from cowboy_node.transport.service import TransportService
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.presence import encode_presence
 
@@ -47,7 +50,7 @@ _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", 
 _SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
 
-class Node(RunnerQueries, JobQueries):
+class Node(RunnerQueries, JobQueries, TransportLink):
     """A single-validator node: owns the chain, the mempool and the producer loop."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
@@ -70,11 +73,20 @@ class Node(RunnerQueries, JobQueries):
         self._tree_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
         self._last_commit_monotonic: float | None = None
+        self.transport: TransportService | None = None
+        """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
-        """Registry indices of runners with a live authenticated session (CIP-11 §7.4): none without transport."""
-        return frozenset()
+        """Registry indices of runners with a live authenticated, accepting session (CIP-11 §7.4): none without
+        transport."""
+        if self.transport is None:
+            return frozenset()
+        return self.transport.local_presence(self.chain.height)
+
+    def validator_transport_key(self) -> TransportValidatorKey:
+        """This validator's Ed25519 peer key as the transport signs with it (HelloAck, pongs, assignments)."""
+        return TransportValidatorKey(self._ed_seed)
 
     def request_stop(self) -> None:
         """Ask the producer to stop after the block in progress."""
@@ -119,8 +131,8 @@ class Node(RunnerQueries, JobQueries):
         beacon = sign_beacon(self._bls_secret, round_)
         parent_world = chain.world()
         flags = get_cip11_flags(parent_world)
-        # Local presence (CIP-11 §7.4) comes from the QUIC transport; until it runs the present set is empty,
-        # encoded as a valid empty set over |registry(H−1)| whenever the field is required or shadowed.
+        # Local presence (CIP-11 §7.4) comes from the QUIC transport (empty without it), encoded over
+        # |registry(H−1)| whenever the field is required or shadowed.
         presence = (encode_presence(self.local_presence(), registry_size(parent_world))
                     if flags.CIP11_PRESENT_FIRST_ENABLED or flags.CIP11_PRESENCE_SHADOW_ENABLED else None)
         candidates = self.mempool.ready(self._account_nonce(), chain.genesis.limits.max_block_txs)
@@ -144,6 +156,9 @@ class Node(RunnerQueries, JobQueries):
         t2 = time.perf_counter()
         block = prepared.block
         self.mempool.remove_committed(block.transactions, self._account_nonce())
+        if self.transport is not None:  # push only once the assignment block is committed (CIP-11 §10.1)
+            self.transport.on_block_committed(block.header.height, prepared.result.jobs_assigned,
+                                              prepared.result.jobs_finished)
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
                 self.mempool.remove(tx.tx_hash())

@@ -13,17 +13,38 @@ from cowboy_node.chain.genesis import load_genesis
 from cowboy_node.chain.keys import KeyFileError, load_validator_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
+from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
+from cowboy_node.transport.preimages import validator_set_hash
+from cowboy_node.transport.service import TransportConfig, TransportService
 
 log = get_logger("cowboy.node")
 
 
 class StartupError(Exception):
     """The node cannot start; the message names the file/key and what was expected."""
+
+
+async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics) -> TransportService | None:
+    """Start the CIP-11 QUIC transport when the chain's ``CIP11_TRANSPORT_ENABLED`` flag is set (phase ≥ 1).
+
+    The certificate is self-signed and kept in the home directory (identity is proven by the CIP-11 HelloAck,
+    not by the certificate). Raises OSError if the UDP address cannot be bound.
+    """
+    if not get_cip11_flags(node.chain.world()).CIP11_TRANSPORT_ENABLED:
+        return None
+    host, port = split_host_port(quic_addr, path=str(home / "config.toml"), key="quic.addr")
+    vset = validator_set_hash([v.ed25519_public_key for v in node.chain.genesis.validators])
+    transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
+                                 config=TransportConfig(host=host, port=port, cert_path=home / "quic-cert.pem",
+                                                        key_path=home / "quic-key.pem"))
+    await transport.start()
+    node.transport = transport
+    return transport
 
 
 async def run_node(home: Path) -> int:
@@ -67,6 +88,7 @@ async def run_node(home: Path) -> int:
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
+        transport = await start_transport(node, home, cfg.quic_addr, metrics)
     except OSError as e:
         for r in runners:
             await r.cleanup()
@@ -77,10 +99,13 @@ async def run_node(home: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, node.request_stop)
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
+             quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
              metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path))
     try:
         await node.run()
     finally:
+        if transport is not None:
+            await transport.stop()
         for r in runners:
             await r.cleanup()
         chain.close()

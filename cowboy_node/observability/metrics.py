@@ -114,9 +114,35 @@ class NodeMetrics:
             "job_selection_seconds", "Wall time of committee selection as execution ran it, per section: "
             "phase=filter (registry scan and filter chain), phase=draw (present-first partition and weighted draw).",
             ["phase"], namespace=ns, registry=r, buckets=SELECTION_BUCKETS)
+        # CIP-11 transport (cowboy_node/transport/service.py reports through the three methods below).
+        self.transport_events = Counter(
+            "transport_events", "CIP-11 transport events by kind: handshake (admission outcome), frame (received, by "
+            "type), goodbye (local:/peer: reason), ack (accepted, duplicate, reject, hard_failure), dispatch (pushed, "
+            "cancels, no_session, not_present), result (commit/result forwarded or refused, protocol errors).",
+            ["kind", "label"], namespace=ns, registry=r)
+        self.runners_connected = Gauge("runners_connected", "Runner sessions authenticated on this validator.",
+                                       namespace=ns, registry=r)
+        self.runners_present = Gauge("runners_present", "Runners in this validator's local presence.",
+                                     namespace=ns, registry=r)
+        self.push_latency_seconds = Histogram(
+            "push_latency_seconds", "Assignment block commit to the runner's JobAck{Accepted}.", namespace=ns,
+            registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
         self.present_pool = Gauge(
             "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
             namespace=ns, registry=r)
+
+    def transport_event(self, kind: str, label: str) -> None:
+        """Count one transport event (see ``cowboy_transport_events_total``)."""
+        self.transport_events.labels(kind=kind, label=label).inc()
+
+    def transport_gauges(self, *, connected: int, present: int) -> None:
+        """Current authenticated sessions and local-presence size."""
+        self.runners_connected.set(connected)
+        self.runners_present.set(present)
+
+    def push_latency(self, seconds: float) -> None:
+        """Commit → JobAck{Accepted} of one push."""
+        self.push_latency_seconds.observe(seconds)
 
     def observe_jobs(self, activity: JobActivity) -> None:
         """Record what one committed block did to jobs (``chain.job_queries.block_job_activity``)."""

@@ -1,0 +1,66 @@
+"""The node's side of the transport interface (:class:`cowboy_node.transport.service.NodeLink`).
+
+Reads happen at the committed head under the node's state lock; the transport never touches execution.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.execution.runners import store
+from cowboy_node.transport.enums import GoodbyeReason
+from cowboy_node.transport.errors import TransportError
+from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.transport.service import AssignmentInfo
+from cowboy_node.transport.validator_session import Admission
+from cowboy_node.types.runner import Health
+
+if TYPE_CHECKING:
+    from cowboy_node.chain.chain import Chain
+
+
+class TransportLink:
+    """Mixin for a node holding ``chain`` and ``_tree_lock``: admission, assignments and the head height."""
+
+    chain: Chain
+    """The node's chain."""
+    _tree_lock: threading.Lock
+    """Held while a block is built."""
+
+    @property
+    def chain_id(self) -> str:
+        """The chain's id."""
+        return self.chain.genesis.chain_id
+
+    def head_height(self) -> int:
+        """Committed height."""
+        return self.chain.height
+
+    def admission(self, runner: PubKey) -> Admission:
+        """§6.2: a secp256k1 key whose address is a registered, not deregistered runner. With one validator
+        (k = 1) every runner's subset is this validator, so NotInSubset never applies here."""
+        try:
+            address = runner.address()
+        except TransportError:
+            return Admission(False, GoodbyeReason.NOT_REGISTERED)
+        with self._tree_lock:
+            rec = store.get_runner(self.chain.world(), address)
+        if rec is None:
+            return Admission(False, GoodbyeReason.NOT_REGISTERED)
+        if rec.health == Health.DEREGISTERED:
+            return Admission(False, GoodbyeReason.DEREGISTERED)
+        return Admission(True, runner_index=rec.index, address=address)
+
+    def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
+        """The job's current assignment at the head."""
+        with self._tree_lock:
+            raw = self.chain.world().get(job_key(job_id))
+        if raw is None:
+            return None
+        rec = JobRecord.decode(raw)
+        live = rec.status in (JobStatus.ASSIGNED, JobStatus.PENDING_SELECTION)
+        return AssignmentInfo(job_spec=rec.spec, assignment_height=rec.assignment_height,
+                              deadline_block=rec.deadline_block, committee=rec.committee,
+                              live=rec.status == JobStatus.ASSIGNED, failed=not live and rec.status == JobStatus.FAILED)

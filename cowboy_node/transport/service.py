@@ -1,0 +1,443 @@
+"""The node's CIP-11 transport: QUIC listener + one ValidatorSession per runner connection (§6, §7.4, §10).
+
+The interface to the rest of the node is deliberately narrow (DESIGN.md §4 "Transport"), so the listener can
+later move into worker processes without touching execution:
+
+- **in**: :class:`NodeLink` — the head height, the admission verdict for a runner key, what a committed job's
+  assignment is, and the normal transaction-admission path (:meth:`NodeLink.submit_transaction`);
+- **out**: :meth:`TransportService.local_presence` (the registry indices the proposer writes into
+  ``PresenceInput``, §8.1) and the transactions carried by result frames, forwarded unchanged;
+- **events from the producer**: :meth:`TransportService.on_block_committed` — push the block's new
+  assignments (§10.1) and cancel pushes of jobs that ended or were re-selected (§10.5).
+
+Everything protocol-level lives in the sans-I/O layers (``validator_session``, ``presence``, ``push``,
+``result_frames``); this module only wires them to the QUIC adapter and the node, and counts what happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from cowboy_node.observability.logging import get_logger
+from cowboy_node.transport.enums import AckKind, CancelReason, GoodbyeReason
+from cowboy_node.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
+from cowboy_node.transport.frames import Frame, Goodbye
+from cowboy_node.transport.preimages import ValidatorKey, make_assignment
+from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
+from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
+from cowboy_node.transport.quic import FrameConnection, QuicFrameServer, start_server
+from cowboy_node.transport.quic_certs import ensure_certificate
+from cowboy_node.transport.quic_limits import ServerLimits
+from cowboy_node.transport.result_frames import FrameKind, check_result_tx
+from cowboy_node.transport.session import (
+    AckReceived,
+    AckTimedOut,
+    Authenticated,
+    BackpressureReceived,
+    Closed,
+    Event,
+    PresenceRefreshed,
+    PresenceWithdrawn,
+    ResultFrame,
+)
+from cowboy_node.transport.validator_session import Admission, ValidatorSession
+
+log = get_logger("cowboy.transport")
+
+TICK_INTERVAL_S = 0.2
+"""How often session deadlines (handshake, idle, ack timeouts) are checked."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentInfo:
+    """What the chain says about one job's current assignment (read at the committed head)."""
+
+    job_spec: bytes
+    """Canonical JobSpecV1 bytes (carried verbatim in JobAssignment)."""
+    assignment_height: int
+    """Block that made the assignment."""
+    deadline_block: int
+    """Chain-derived timeout-index block."""
+    committee: tuple[bytes, ...]
+    """Runner addresses of the current committee, in committee order."""
+    live: bool
+    """False once the job is terminal."""
+    failed: bool = False
+    """Terminal and failed (cancel reason JobFailed rather than JobSettled)."""
+
+
+class NodeLink(Protocol):
+    """What the transport needs from the node (all reads at the committed head)."""
+
+    @property
+    def chain_id(self) -> str:
+        """The chain's id (Hello check, assignment preimage)."""
+        ...
+
+    def head_height(self) -> int:
+        """Committed height."""
+        ...
+
+    def admission(self, runner: PubKey) -> Admission:
+        """§6.2 admission verdict for the runner key offered in a Hello."""
+        ...
+
+    def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
+        """The job's current assignment, or None if the job does not exist."""
+        ...
+
+    def submit_transaction(self, tx_bytes: bytes) -> dict[str, object]:
+        """The normal transaction-admission path (raises ``RpcError`` on a refusal)."""
+        ...
+
+
+class TransportMetrics(Protocol):
+    """The counters the service reports (``NodeMetrics`` implements it)."""
+
+    def transport_event(self, kind: str, label: str) -> None:
+        """Count one event: ``kind`` in handshake / frame / goodbye / ack / dispatch / result."""
+        ...
+
+    def transport_gauges(self, *, connected: int, present: int) -> None:
+        """Current connected (authenticated) runners and local-presence size."""
+        ...
+
+    def push_latency(self, seconds: float) -> None:
+        """Block commit → JobAck for one push."""
+        ...
+
+
+class _NullMetrics:
+    def transport_event(self, kind: str, label: str) -> None:
+        pass
+
+    def transport_gauges(self, *, connected: int, present: int) -> None:
+        pass
+
+    def push_latency(self, seconds: float) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class TransportConfig:
+    """Where and how the node's transport listens."""
+
+    host: str = "127.0.0.1"
+    """UDP listen address."""
+    port: int = 4433
+    """UDP port (0: any free port)."""
+    cert_path: Path | None = None
+    """Self-signed certificate (created on first start when missing); None: an ephemeral one in memory."""
+    key_path: Path | None = None
+    """Its private key."""
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    """Connection caps, Retry threshold, per-peer Hello rate, idle timeouts."""
+    presence_timeout_blocks: int = PRESENCE_TIMEOUT_BLOCKS
+    """Drop a silent runner from local presence after this many blocks (§6.3)."""
+    ack_timeout_blocks: int = ACK_TIMEOUT_BLOCKS
+    """HardFailure threshold after a push (§10.6)."""
+    subset_epoch: int = 0
+    """Validator-set epoch offered in Hello (static set: 0)."""
+
+
+class _RunnerConnection:
+    """The ConnectionHandler of one QUIC connection: feeds frames to its session, handles its events."""
+
+    def __init__(self, service: TransportService, conn: FrameConnection) -> None:
+        self.service = service
+        self.conn = conn
+        self.session: ValidatorSession | None = None
+        self.runner_index: int | None = None
+        self.address: bytes | None = None
+        self.runner_pubkey: PubKey | None = None
+
+    # --- ConnectionHandler ---
+    def on_open(self, conn: FrameConnection) -> None:
+        s = self.service
+        self.session = ValidatorSession(
+            chain_id=s.link.chain_id, key=s.key, validator_set_hash=s.validator_set_hash,
+            subset_epoch=s.config.subset_epoch, channel_binding=conn.channel_binding,
+            challenge_nonce=secrets.token_bytes(32), admit=s.admit, height=s.link.head_height, now=s.now(),
+            ack_timeout_blocks=s.config.ack_timeout_blocks)
+        s.connections.add(self)
+
+    def on_frame(self, frame: Frame) -> None:
+        if self.session is None:
+            return
+        self.service.metrics.transport_event("frame", type(frame).__name__)
+        self.handle(self.session.receive(frame, self.service.now()))
+
+    def on_close(self, reason: str) -> None:
+        if self.session is not None:
+            self.handle(self.session.connection_lost(), transport_closed=True)
+        self.service.connections.discard(self)
+        self.service._forget(self)
+
+    # --- events ---
+    def handle(self, events: list[Event], *, transport_closed: bool = False) -> None:
+        """Apply session events, then flush the session's outbound frames (a Goodbye closes the connection)."""
+        for ev in events:
+            self.service._on_event(self, ev)
+        self.flush(transport_closed=transport_closed)
+
+    def flush(self, *, transport_closed: bool = False) -> None:
+        """Send queued frames; a queued Goodbye goes out last with the close."""
+        if self.session is None:
+            return
+        goodbye: Goodbye | None = None
+        for frame in self.session.take_outbound():
+            if isinstance(frame, Goodbye):
+                goodbye = frame
+            elif not transport_closed and not self.conn.closed:
+                self.conn.send(frame)
+        if goodbye is not None and not transport_closed and not self.conn.closed:
+            self.conn.close(goodbye)
+
+    def fail(self, error: TransportError) -> None:
+        """Close this session for a protocol error the node found (e.g. a bad result transaction)."""
+        if self.session is not None:
+            self.service.metrics.transport_event("result", error.code)
+            self.handle(self.session.close(error.reason, error.code))
+
+
+class TransportService:
+    """Owns the QUIC server, the sessions, local presence and push bookkeeping. Runs on the node's event loop."""
+
+    def __init__(self, link: NodeLink, key: ValidatorKey, *, validator_set_hash: bytes,
+                 config: TransportConfig | None = None, metrics: TransportMetrics | None = None) -> None:
+        self.link = link
+        self.key = key
+        self.validator_set_hash = validator_set_hash
+        self.config = config or TransportConfig()
+        self.metrics: TransportMetrics = metrics or _NullMetrics()
+        self.presence = LocalPresence(timeout_blocks=self.config.presence_timeout_blocks)
+        self.pushes = PushTracker(ack_timeout_blocks=self.config.ack_timeout_blocks)
+        self.connections: set[_RunnerConnection] = set()
+        self._by_index: dict[int, _RunnerConnection] = {}
+        self._commit_time: dict[bytes, float] = {}  # job_id → monotonic time its assignment block committed
+        self._server: QuicFrameServer | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    # --- lifecycle ---
+    @property
+    def port(self) -> int:
+        """The bound UDP port (after :meth:`start`)."""
+        if self._server is None:
+            raise RuntimeError("transport not started")
+        return self._server.port
+
+    async def start(self) -> None:
+        """Listen and start the deadline ticker. Raises OSError if the address cannot be bound."""
+        cfg = self.config
+        if cfg.cert_path is not None and cfg.key_path is not None:
+            cert, key = ensure_certificate(cfg.cert_path, cfg.key_path, "cowboy-validator")
+        else:
+            from cowboy_node.transport.quic_certs import generate_self_signed
+
+            cert, key = generate_self_signed("cowboy-validator")
+        self._server = await start_server(cfg.host, cfg.port, handler_factory=lambda c: _RunnerConnection(self, c),
+                                          limits=cfg.limits, certificate_pem=cert, private_key_pem=key)
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+        log.info("transport listening", addr=f"{cfg.host}:{self.port}")
+
+    async def stop(self) -> None:
+        """Say Goodbye{Shutdown} to every runner and close the listener."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for c in list(self.connections):
+            if c.session is not None:
+                c.handle(c.session.close(GoodbyeReason.SHUTDOWN, "validator shutting down"))
+        if self.connections:
+            await asyncio.sleep(0.05)  # let the Goodbyes leave before the socket closes
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    @staticmethod
+    def now() -> float:
+        """Monotonic seconds (session deadlines)."""
+        return time.monotonic()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            self.tick()
+
+    def tick(self) -> None:
+        """Run session deadlines and refresh the gauges."""
+        height = self.link.head_height()
+        now = self.now()
+        for c in list(self.connections):
+            if c.session is not None:
+                c.handle(c.session.tick(now, height))
+        self.metrics.transport_gauges(connected=len(self._by_index), present=len(self.presence.present(height)))
+
+    # --- the node's side of the interface ---
+    def admit(self, runner: PubKey) -> Admission:
+        """The node's admission verdict, counted by outcome."""
+        verdict = self.link.admission(runner)
+        label = "admitted" if verdict.ok else (verdict.reason or GoodbyeReason.NOT_REGISTERED).name.lower()
+        self.metrics.transport_event("handshake", label)
+        return verdict
+
+    def local_presence(self, height: int) -> frozenset[int]:
+        """Registry indices present at ``height`` (what the proposer encodes into PresenceInput)."""
+        return self.presence.present(height)
+
+    def on_block_committed(self, height: int, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
+        """Push the block's assignments to live sessions and cancel pushes that the chain superseded (§10.1, §10.5)."""
+        committed_at = self.now()
+        for job_id in jobs_finished:
+            self._end_job(job_id)
+        for job_id in jobs_assigned:
+            info = self.link.assignment_for(job_id)
+            if info is None or not info.live:
+                continue
+            self._commit_time[job_id] = committed_at
+            self._cancel_superseded(job_id, info)
+            for address in info.committee:
+                self._push(job_id, info, address, height)
+
+    # --- internals ---
+    def _push(self, job_id: bytes, info: AssignmentInfo, address: bytes, height: int) -> None:
+        conn = next((c for c in self._by_index.values() if c.address == address), None)
+        if conn is None or conn.session is None or conn.runner_pubkey is None or conn.runner_index is None:
+            self.metrics.transport_event("dispatch", "no_session")
+            return
+        if conn.runner_index not in self.presence:
+            self.metrics.transport_event("dispatch", "not_present")
+            return
+        frame = make_assignment(self.link.chain_id, self.key, job_id, info.job_spec, info.assignment_height,
+                                info.deadline_block, conn.runner_pubkey)
+        try:
+            conn.session.push(frame)
+        except LocalProtocolError as e:
+            self.metrics.transport_event("dispatch", e.code)
+            return
+        self.pushes.pushed(job_id, conn.runner_index, height, frame.assignment_hash)
+        self.metrics.transport_event("dispatch", "pushed")
+        conn.flush()
+
+    def _cancel_superseded(self, job_id: bytes, info: AssignmentInfo) -> None:
+        committee = set(info.committee)
+        for p in self.pushes.for_job(job_id):
+            conn = self._by_index.get(p.runner_index)
+            if conn is not None and conn.address not in committee:
+                self._cancel(conn, job_id, CancelReason.RESELECTED)
+
+    def _end_job(self, job_id: bytes) -> None:
+        info = self.link.assignment_for(job_id)
+        reason = CancelReason.JOB_FAILED if info is not None and info.failed else CancelReason.JOB_SETTLED
+        for p in self.pushes.for_job(job_id):
+            conn = self._by_index.get(p.runner_index)
+            if conn is not None and p.outcome is not Outcome.SUCCESS:
+                self._cancel(conn, job_id, reason)
+            if conn is not None and conn.session is not None:
+                conn.session.forget(job_id)
+        self.pushes.forget_job(job_id)
+        self._commit_time.pop(job_id, None)
+
+    def _cancel(self, conn: _RunnerConnection, job_id: bytes, reason: CancelReason) -> None:
+        if conn.session is None:
+            return
+        try:
+            if conn.session.cancel(job_id, reason):
+                self.metrics.transport_event("dispatch", f"cancel_{reason.name.lower()}")
+        except LocalProtocolError:
+            return
+        conn.flush()
+
+    def _forget(self, conn: _RunnerConnection) -> None:
+        if conn.runner_index is not None and self._by_index.get(conn.runner_index) is conn:
+            del self._by_index[conn.runner_index]
+            self.presence.connection_closed(conn.runner_index)
+            self.pushes.forget_runner(conn.runner_index)
+
+    def _on_event(self, conn: _RunnerConnection, ev: Event) -> None:
+        m = self.metrics
+        if isinstance(ev, Authenticated):
+            self._authenticated(conn, ev)
+        elif isinstance(ev, PresenceRefreshed):
+            if ev.runner_index is not None and ev.accepting_new:
+                self.presence.ping(ev.runner_index, ev.height)
+        elif isinstance(ev, PresenceWithdrawn):
+            if ev.runner_index is not None:
+                self.presence.backpressure(ev.runner_index, accepting_new=False)
+        elif isinstance(ev, BackpressureReceived):
+            if conn.runner_index is not None:
+                self.presence.backpressure(conn.runner_index, ev.accepting_new)
+        elif isinstance(ev, AckReceived):
+            self._ack(conn, ev)
+        elif isinstance(ev, AckTimedOut):
+            m.transport_event("ack", "hard_failure")
+            if conn.runner_index is not None:
+                self.presence.hard_failure(conn.runner_index)
+                p = self.pushes.get(ev.job_id, conn.runner_index)
+                if p is not None and p.outcome is Outcome.PENDING:
+                    p.outcome = Outcome.HARD_FAILURE
+        elif isinstance(ev, ResultFrame):
+            self._result(conn, ev)
+        elif isinstance(ev, Closed):
+            label = ev.reason.name.lower() if ev.reason is not None else "connection_lost"
+            m.transport_event("goodbye", f"{'peer' if ev.by_peer else 'local'}:{label}")
+            self._forget(conn)
+
+    def _authenticated(self, conn: _RunnerConnection, ev: Authenticated) -> None:
+        conn.runner_index, conn.address, conn.runner_pubkey = ev.runner_index, ev.address, ev.peer_pubkey
+        self.conn_mark_authenticated(conn)
+        if ev.runner_index is None:
+            return
+        old = self._by_index.get(ev.runner_index)
+        self._by_index[ev.runner_index] = conn
+        if old is not None and old is not conn and old.session is not None:
+            old.runner_index = None  # its close must not clear the new session's presence
+            old.handle(old.session.close(GoodbyeReason.REPLACED, "a newer session of this runner authenticated"))
+        log.info("runner session authenticated", index=ev.runner_index, address="0x" + (ev.address or b"").hex())
+
+    @staticmethod
+    def conn_mark_authenticated(conn: _RunnerConnection) -> None:
+        """Tell the QUIC layer the connection is no longer half-open."""
+        conn.conn.mark_authenticated()
+
+    def _ack(self, conn: _RunnerConnection, ev: AckReceived) -> None:
+        kind = ev.status.kind
+        self.metrics.transport_event("ack", kind.name.lower())
+        if conn.runner_index is None:
+            return
+        if self.pushes.get(ev.job_id, conn.runner_index) is not None:
+            self.pushes.acked(ev.job_id, conn.runner_index, kind)
+        t = self._commit_time.get(ev.job_id)
+        if t is not None and kind is AckKind.ACCEPTED:
+            self.metrics.push_latency(self.now() - t)
+
+    def _result(self, conn: _RunnerConnection, ev: ResultFrame) -> None:
+        if conn.address is None:
+            return
+        kind: FrameKind = "commit" if ev.kind == "commit" else "result"
+        try:
+            check_result_tx(ev.tx_bytes, kind=kind, job_id=ev.job_id, runner_address=conn.address)
+        except RemoteProtocolError as e:
+            conn.fail(e)
+            return
+        from cowboy_node.rpc.facade import RpcError
+
+        try:
+            self.link.submit_transaction(ev.tx_bytes)
+            self.metrics.transport_event("result", f"{kind}_forwarded")
+        except RpcError as e:
+            # Duplicate admission or a nonce already used after inclusion are non-failures (§10.3): the runner
+            # keeps its retained transaction and rebroadcasts; nothing is minted or amended here.
+            self.metrics.transport_event("result", f"{kind}_refused:{e.code}")
+            return
+        if conn.runner_index is not None and self.pushes.get(ev.job_id, conn.runner_index) is not None:
+            self.pushes.result_forwarded(ev.job_id, conn.runner_index)

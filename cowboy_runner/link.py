@@ -1,0 +1,222 @@
+"""A runner's session with one validator over CIP-11 QUIC: connect, authenticate, heartbeat, take assignments,
+hand them to a job handler, send the result transactions back on the Accepted stream, reconnect with backoff.
+
+This is the transport half of the runner; what to do with an assignment (dedup across validators, journal,
+executors, commit/reveal timing) is the caller's ``on_assignment`` callback. The minimal form used by the
+transport's end-to-end tests executes one trivial job kind; the daemon (``cowboy_runner/daemon.py``) plugs in
+the real executors and the durable journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from cowboy_node.transport.enums import GoodbyeReason
+from cowboy_node.transport.errors import LocalProtocolError
+from cowboy_node.transport.frames import AckStatus, Frame, Goodbye, JobAssignment
+from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_node.transport.runner_session import RunnerSession
+from cowboy_node.transport.session import (
+    AssignmentReceived,
+    AssignmentRejected,
+    Authenticated,
+    CancelReceived,
+    Closed,
+    Event,
+    PongReceived,
+)
+from cowboy_runner.schedule import backoff_delay
+
+log = logging.getLogger("cowboy.runner.link")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkConfig:
+    """Where the validator is and who it must be."""
+
+    host: str
+    """Validator QUIC host."""
+    port: int
+    """Validator QUIC port (UDP)."""
+    chain_id: str
+    """Chain the runner serves."""
+    validator_set: tuple[bytes, ...]
+    """Ordered raw Ed25519 peer keys of the validator-set snapshot (§5.4)."""
+    expected_validator: bytes | None = None
+    """Raw Ed25519 key the validator must prove (None: any snapshot member)."""
+    ping_interval_s: float = 1.0
+    """HeartbeatPing cadence (HEARTBEAT_BLOCKS = 1 at 1-second blocks)."""
+    max_attempts: int | None = None
+    """Stop reconnecting after this many consecutive failures (None: forever)."""
+
+
+AssignmentHandler = Callable[["Link", JobAssignment], Awaitable[None]]
+"""Called for each verified assignment; it must ack it (``Link.ack``) and later send result frames."""
+
+
+class Link:
+    """One validator session with reconnects. ``height`` returns the runner's view of the chain head."""
+
+    def __init__(self, key: SessionKey, config: LinkConfig, *, height: Callable[[], int],
+                 on_assignment: AssignmentHandler, on_cancel: Callable[[bytes], None] | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.key = key
+        self.config = config
+        self.height = height
+        self.on_assignment = on_assignment
+        self.on_cancel = on_cancel
+        self.rng = rng or random.Random()
+        self.session: RunnerSession | None = None
+        self.conn: ClientConnection | None = None
+        self.authenticated = asyncio.Event()
+        self.accepting_new = True
+        self.connects = 0
+        self.last_rtt: float | None = None
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- sending (valid only while a session is up) ---
+    def ack(self, job_id: bytes, status: AckStatus) -> None:
+        """Sign and send a JobAck for an assignment received on the current session."""
+        self._with_session(lambda s: s.ack(job_id, status))
+
+    def send_commit(self, job_id: bytes, tx_bytes: bytes) -> None:
+        """Send a JobResultCommit frame (the runner-signed transaction) on the Accepted stream."""
+        self._with_session(lambda s: s.send_commit(job_id, tx_bytes))
+
+    def send_result(self, job_id: bytes, tx_bytes: bytes) -> None:
+        """Send a JobResult frame (the runner-signed JobResultSubmit) on the Accepted stream."""
+        self._with_session(lambda s: s.send_result(job_id, tx_bytes))
+
+    def set_accepting(self, accepting: bool) -> None:
+        """Backpressure (§6.4): signalled with the next ping."""
+        self.accepting_new = accepting
+
+    def _with_session(self, fn: Callable[[RunnerSession], None]) -> None:
+        s = self.session
+        if s is None or s.closed:
+            raise LocalProtocolError("no_session", "no live session with the validator")
+        fn(s)
+        self._flush()
+
+    def _flush(self) -> None:
+        s, c = self.session, self.conn
+        if s is None or c is None:
+            return
+        for frame in s.take_outbound():
+            if isinstance(frame, Goodbye):
+                c.close(frame)
+            elif not c.closed:
+                c.send(frame)
+
+    # --- lifecycle ---
+    def stop(self) -> None:
+        """Say Goodbye{Shutdown} and stop reconnecting."""
+        self._stopping = True
+        if self.session is not None and not self.session.closed:
+            self.session.close(GoodbyeReason.SHUTDOWN, "runner stopping")
+            self._flush()
+
+    async def run(self) -> None:
+        """Keep a session up until :meth:`stop` (or ``max_attempts`` consecutive failures)."""
+        failures = 0
+        while not self._stopping:
+            ok = await self._one_session()
+            if self._stopping:
+                break
+            failures = 0 if ok else failures + 1
+            if self.config.max_attempts is not None and failures >= self.config.max_attempts:
+                raise ConnectionError(f"validator unreachable after {failures} attempts")
+            await asyncio.sleep(backoff_delay(failures, self.rng))  # §11.3: 100 ms × 2^n, cap 30 s, ±25%
+
+    async def _one_session(self) -> bool:
+        """Connect and serve one session; True if it authenticated."""
+        cfg = self.config
+        try:
+            conn = await connect(cfg.host, cfg.port, timeout_s=5.0)
+        except (OSError, ConnectionClosed, TimeoutError) as e:
+            log.warning("validator unreachable: %s", e)
+            return False
+        self.connects += 1
+        expected = PubKey.validator(cfg.expected_validator) if cfg.expected_validator is not None else None
+        session = RunnerSession(chain_id=cfg.chain_id, key=self.key, expected_validator=expected,
+                                validator_set=cfg.validator_set, subset_epoch=0,
+                                channel_binding=conn.channel_binding, challenge_nonce=secrets.token_bytes(32))
+        self.session, self.conn = session, conn
+        session.start(time.monotonic(), self.height())
+        self._flush()
+        pinger = asyncio.get_running_loop().create_task(self._ping_loop(session))
+        authenticated = False
+        try:
+            while not session.closed:
+                try:
+                    frame = await asyncio.wait_for(conn.recv(), timeout=cfg.ping_interval_s)
+                except TimeoutError:
+                    self._handle(session.tick(time.monotonic(), self.height()))
+                    continue
+                except ConnectionClosed:
+                    self._handle(session.connection_lost())
+                    break
+                authenticated |= self._handle(session.receive(frame, time.monotonic()))
+        finally:
+            pinger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pinger
+            self.authenticated.clear()
+            self.session = None
+            if not conn.closed:
+                conn.close()
+            try:  # let the Goodbye/close leave, then always release the UDP socket (also when cancelled)
+                await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
+            except TimeoutError:
+                pass
+            finally:
+                conn.abort()
+        return authenticated
+
+    async def _ping_loop(self, session: RunnerSession) -> None:
+        await self.authenticated.wait()
+        while not session.closed:
+            session.ping(time.monotonic(), self.height(), accepting_new=self.accepting_new)
+            self._flush()
+            await asyncio.sleep(self.config.ping_interval_s)
+
+    def _handle(self, events: Sequence[Event]) -> bool:
+        authenticated = False
+        for ev in events:
+            if isinstance(ev, Authenticated):
+                authenticated = True
+                self.authenticated.set()
+                log.info("session authenticated with validator %s", ev.peer_pubkey.key.hex()[:16])
+            elif isinstance(ev, AssignmentReceived):
+                self._spawn(self.on_assignment(self, ev.frame))
+            elif isinstance(ev, AssignmentRejected):
+                log.warning("unverifiable assignment %s: %s", ev.job_id.hex()[:16], ev.code)
+            elif isinstance(ev, CancelReceived):
+                if self.on_cancel is not None:
+                    self.on_cancel(ev.job_id)
+            elif isinstance(ev, PongReceived):
+                self.last_rtt = ev.rtt
+            elif isinstance(ev, Closed):
+                log.info("session closed: %s %s", ev.reason.name if ev.reason else "connection lost", ev.detail or "")
+        self._flush()
+        return authenticated
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def frame_name(frame: Frame) -> str:
+    """Type name of a frame (for logs and metrics)."""
+    return type(frame).__name__

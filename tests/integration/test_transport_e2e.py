@@ -1,0 +1,120 @@
+"""CIP-11 end to end over loopback QUIC, in one process: a real node (chain, producer, transport service) and
+the minimal runner link. Register → connect (Hello/HelloAck bound to the TLS channel) → heartbeats put the
+runner in local presence and in the blocks' PresenceInput → JobSubmit → the assignment block commits → the
+node pushes a signed JobAssignment → the runner verifies and acks Accepted → executes → sends its signed
+JobResultSubmit as a JobResult frame → the node checks and forwards it to the mempool → it is included and the
+job settles and pays the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from cowboy_node.chain.node import Node
+from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.system_state import get_account, get_basefees
+from cowboy_node.transport.frames import AckStatus, JobAssignment
+from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_node.transport.preimages import validator_set_hash
+from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_node.types.job_instructions import JobSubmit
+from cowboy_node.types.jobspec import decode_job_spec, derive_job_id
+from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_node.types.presence import decode_presence
+from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_runner.keyfile import RunnerKey
+from cowboy_runner.link import Link, LinkConfig
+from cowboy_runner.txbuild import Fees, build_result_submit
+from tests.helpers import ALICE_SK
+from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
+
+RESULT = b'{"price": 42}'
+
+
+def _metric(node: Node, name: str, **labels: str) -> float:
+    value = node.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def _until(predicate: object, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> None:
+    node = make_node(phase=2, block_time_ms=200)
+    nonces = Nonces()
+    caps, card = example_caps()
+    produce(node, [nonces.tx(RUNNER_SKS[0], RunnerRegister(STAKE, caps, card))])
+    runner_key = RunnerKey.from_private_key(RUNNER_SKS[0])
+    chain_id = node.chain_id
+    vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
+    seen: dict[str, object] = {}
+
+    async def on_assignment(link: Link, a: JobAssignment) -> None:
+        seen["assignment"] = a
+        link.ack(a.job_id, AckStatus.accepted())
+        spec = decode_job_spec(a.job_spec)  # the runner executes exactly the bytes it was sent
+        seen["url"] = getattr(spec.job_type, "url", None)
+        cycle_bf, cell_bf = get_basefees(node.chain.world())
+        tx = build_result_submit(runner_key, chain_id, job_id=a.job_id, result=RESULT, salt=b"", units=0,
+                                 nonce=get_account(node.chain.world(), runner_key.address).nonce,
+                                 fees=Fees.from_basefees(cycle_bf, cell_bf))
+        seen["result_tx"] = tx.tx_hash()
+        link.send_result(a.job_id, tx.to_bytes())
+
+    async def main() -> None:
+        service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
+                                   config=TransportConfig(port=0), metrics=node.metrics)
+        await service.start()
+        node.transport = service
+        producer = asyncio.get_running_loop().create_task(node.run())
+        link = Link(SessionKey(RUNNER_SKS[0]), LinkConfig(host="127.0.0.1", port=service.port, chain_id=chain_id,
+                                                          validator_set=vset, expected_validator=vset[0],
+                                                          ping_interval_s=0.2),
+                    height=lambda: node.chain.height, on_assignment=on_assignment)
+        runner_task = asyncio.get_running_loop().create_task(link.run())
+        try:
+            await _until(lambda: 0 in node.local_presence())
+            start = node.chain.height
+            await _until(lambda: node.chain.height > start + 1)
+            header = node.chain.head.header
+            assert header.presence_input is not None
+            assert decode_presence(header.presence_input, 1) == frozenset({0})  # the proposer wrote it in
+
+            before = get_account(node.chain.world(), RUNNERS[0]).balance
+            submit = nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text()))))
+            node.submit_transaction(submit.to_bytes())
+            job_id = derive_job_id(submit.tx_hash(), 0)
+            await _until(lambda: (node.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
+            job = node.job(job_id)
+            assert job is not None
+            a = seen["assignment"]
+            assert isinstance(a, JobAssignment) and a.job_id == job_id
+            assert a.assignment_height == job["assignment_height"] and a.deadline_block == job["deadline_block"]
+            assert seen["url"] == json.loads(JOB_EXAMPLE.read_text())["job_type"]["url"]
+            results = node.job_results(job_id)
+            assert results is not None and results["outcome"]["result"] == "0x" + RESULT.hex(), results
+            receipt = node.receipt(seen["result_tx"])  # type: ignore[arg-type]
+            assert receipt is not None and receipt["status"] == "success", receipt
+            # The reveal is the runner's own forwarded transaction: it paid its fee and got 89% of the price
+            # (min(base 1,000 + 0 units, max_price) + tip 0), docs/jobs.md.
+            fee = int(receipt["fee_paid"])
+            assert get_account(node.chain.world(), RUNNERS[0]).balance == before - fee + 890
+            assert _metric(node, "cowboy_transport_events_total", kind="dispatch", label="pushed") == 1.0
+            assert _metric(node, "cowboy_transport_events_total", kind="ack", label="accepted") == 1.0
+            assert _metric(node, "cowboy_transport_events_total", kind="result", label="result_forwarded") == 1.0
+            assert _metric(node, "cowboy_transport_events_total", kind="handshake", label="admitted") >= 1.0
+            assert _metric(node, "cowboy_push_latency_seconds_count") == 1.0
+        finally:
+            link.stop()
+            node.request_stop()
+            await producer
+            await asyncio.wait_for(asyncio.gather(runner_task, return_exceptions=True), 10)
+            await service.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 90))
