@@ -15,6 +15,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PIP_FLAGS := --disable-pip-version-check -q
 FUZZ_SECONDS ?= 300
+FUZZ_TRANSPORT_CASES ?= 100000
 DEVNET_HOME ?= ./devnet-home
 
 .PHONY: help venv install lint typecheck test devnet fuzz bench clean distclean
@@ -50,11 +51,17 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
 	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh
 
-fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300)
+fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the CIP-11 frame decoder and sessions (>= 100,000 cases)
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)
+	$(VPY) tests/fuzz/fuzz_transport.py --cases $(FUZZ_TRANSPORT_CASES)
 
-bench: $(STAMP) ## Throughput benchmark (prints JSON)
+bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
+	$(VPY) bench/eob_timers.py
+	$(VPY) bench/dispatch.py
+	$(VPY) bench/quic_echo.py
+	$(VPY) bench/push_latency.py
+	$(VPY) bench/runner_capacity.py
 
 clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
