@@ -9,8 +9,9 @@ The node records every JobAssignment it pushes; the runner's framed responses cl
 | SoftFailure  | JobAck Reject(_) (or another framed response)                                |
 | HardFailure  | no framed response within ACK_TIMEOUT_BLOCKS of the push                     |
 
+The ACK_TIMEOUT_BLOCKS deadline itself is kept by the session (``ValidatorSession.tick`` → ``AckTimedOut``).
 Only a HardFailure touches routing (the caller clears the runner's local presence). None of these touch chain
-state. Heights are chain heights given by the caller.
+state.
 """
 
 from __future__ import annotations
@@ -60,8 +61,7 @@ class Push:
 class PushTracker:
     """Pushes in flight, keyed by (job_id, runner index)."""
 
-    def __init__(self, *, ack_timeout_blocks: int = ACK_TIMEOUT_BLOCKS) -> None:
-        self.ack_timeout_blocks = ack_timeout_blocks
+    def __init__(self) -> None:
         self._pushes: dict[tuple[bytes, int], Push] = {}
 
     def __len__(self) -> int:
@@ -92,14 +92,13 @@ class PushTracker:
             p.outcome = Outcome.SUCCESS
         return p.outcome
 
-    def expire(self, height: int) -> list[Push]:
-        """Pushes with no framed response for more than ACK_TIMEOUT_BLOCKS: marked HardFailure and returned."""
-        out = []
-        for p in self._pushes.values():
-            if p.outcome is Outcome.PENDING and height - p.pushed_at > self.ack_timeout_blocks:
-                p.outcome = Outcome.HARD_FAILURE
-                out.append(p)
-        return out
+    def hard_failure(self, job_id: bytes, runner_index: int) -> Outcome:
+        """The session reported no framed response within ACK_TIMEOUT_BLOCKS (``AckTimedOut``): a pending push
+        becomes a HardFailure; one already answered keeps its classification."""
+        p = self._pushes[(job_id, runner_index)]
+        if p.outcome is Outcome.PENDING:
+            p.outcome = Outcome.HARD_FAILURE
+        return p.outcome
 
     def for_job(self, job_id: bytes) -> list[Push]:
         """Every push of ``job_id`` (to cancel them when the job ends or is re-selected)."""

@@ -219,7 +219,7 @@ class TransportService:
         self.config = config or TransportConfig()
         self.metrics: TransportMetrics = metrics or _NullMetrics()
         self.presence = LocalPresence(timeout_blocks=self.config.presence_timeout_blocks)
-        self.pushes = PushTracker(ack_timeout_blocks=self.config.ack_timeout_blocks)
+        self.pushes = PushTracker()
         self.connections: set[_RunnerConnection] = set()
         self._by_index: dict[int, _RunnerConnection] = {}
         self._commit_time: dict[bytes, float] = {}  # job_id → monotonic time its assignment block committed
@@ -382,9 +382,8 @@ class TransportService:
             m.transport_event("ack", "hard_failure")
             if conn.runner_index is not None:
                 self.presence.hard_failure(conn.runner_index)
-                p = self.pushes.get(ev.job_id, conn.runner_index)
-                if p is not None and p.outcome is Outcome.PENDING:
-                    p.outcome = Outcome.HARD_FAILURE
+                if self.pushes.get(ev.job_id, conn.runner_index) is not None:
+                    self.pushes.hard_failure(ev.job_id, conn.runner_index)
         elif isinstance(ev, ResultFrame):
             self._result(conn, ev)
         elif isinstance(ev, Closed):

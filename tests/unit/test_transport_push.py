@@ -39,16 +39,14 @@ def test_accepted_then_forwarded_result_is_success() -> None:
     assert t.result_forwarded(JOB, 1) is Outcome.SUCCESS
 
 
-def test_no_framed_response_within_ack_timeout_is_a_hard_failure_exactly_after_the_window() -> None:
-    t = PushTracker(ack_timeout_blocks=15)
+def test_ack_timeout_makes_a_pending_push_a_hard_failure_but_never_reclassifies_an_answered_one() -> None:
+    t = PushTracker()
     t.pushed(JOB, 1, 10, AH)
     t.pushed(OTHER_JOB, 2, 10, AH)
     t.acked(OTHER_JOB, 2, AckKind.REJECT)
-    assert t.expire(25) == []  # 15 blocks after the push: still inside the window
-    [hard] = t.expire(26)
-    assert (hard.job_id, hard.runner_index, hard.outcome) == (JOB, 1, Outcome.HARD_FAILURE)
-    assert t.get(OTHER_JOB, 2).outcome is Outcome.SOFT_FAILURE  # type: ignore[union-attr]
-    assert t.expire(100) == []  # classified once
+    assert t.hard_failure(JOB, 1) is Outcome.HARD_FAILURE
+    assert t.hard_failure(OTHER_JOB, 2) is Outcome.SOFT_FAILURE  # a framed response was received
+    assert t.acked(JOB, 1, AckKind.ACCEPTED) is Outcome.HARD_FAILURE  # a late ack does not undo it
 
 
 def test_forget_job_and_runner() -> None:

@@ -1,0 +1,59 @@
+"""The node's side of the transport interface: §6.2 admission from the registry at the head, and the assignment
+the transport pushes (read from the committed job record)."""
+
+from __future__ import annotations
+
+import json
+
+from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.crypto.secp256k1 import private_key_to_public_key
+from cowboy_node.transport.enums import GoodbyeReason
+from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.types.job_instructions import JobSubmit
+from cowboy_node.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
+from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_node.types.runner_instructions import RunnerDeregister, RunnerRegister
+from tests.helpers import ALICE_SK
+from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
+
+
+def _pub(sk: bytes) -> PubKey:
+    return PubKey.runner(private_key_to_public_key(sk, compressed=True))
+
+
+def test_admission_follows_the_registry_at_the_head() -> None:
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    assert node.admission(_pub(RUNNER_SKS[0])).reason is GoodbyeReason.NOT_REGISTERED
+    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:2]])
+    ok = node.admission(_pub(RUNNER_SKS[1]))
+    assert (ok.ok, ok.runner_index, ok.address) == (True, 1, RUNNERS[1])  # index = registration order
+    produce(node, [n.tx(RUNNER_SKS[0], RunnerDeregister())])
+    gone = node.admission(_pub(RUNNER_SKS[0]))
+    assert (gone.ok, gone.reason) == (False, GoodbyeReason.DEREGISTERED)
+    assert node.admission(_pub(RUNNER_SKS[2])).reason is GoodbyeReason.NOT_REGISTERED
+
+
+def test_validator_key_is_not_a_runner_identity() -> None:
+    node = make_node(phase=2)
+    assert node.admission(PubKey.validator(bytes(32))).reason is GoodbyeReason.NOT_REGISTERED
+
+
+def test_assignment_for_reads_the_committed_job() -> None:
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    produce(node, [n.tx(RUNNER_SKS[0], RunnerRegister(STAKE, caps, card))])
+    submit = n.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text()))))
+    produce(node, [submit])
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    info = node.assignment_for(job_id)
+    assert info is not None and info.live and info.committee == (RUNNERS[0],)
+    job = node.job(job_id)
+    assert job is not None
+    assert (info.assignment_height, info.deadline_block) == (job["assignment_height"], job["deadline_block"])
+    # The pushed bytes are the canonical spec the chain hashed (the runner recomputes job_spec_hash from them).
+    assert "0x" + keccak256(info.job_spec).hex() == job["job_spec_hash"]
+    assert canonical_job_spec(decode_job_spec(info.job_spec)) == info.job_spec
+    assert node.assignment_for(b"\x00" * 32) is None
