@@ -118,3 +118,74 @@ def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> Non
             await service.stop()
 
     asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_silent_runner_is_reselected_and_gets_a_cancel_while_the_new_runner_gets_the_push() -> None:
+    """§10.5/§11.2 over QUIC: the first assignee acks but never answers; at deadline_block the chain re-selects
+    (excluding it), the node pushes the new assignment to the other runner and sends the old one JobCancel
+    {Reselected}; the other runner's result settles the job."""
+    node = make_node(phase=2, block_time_ms=200)
+    nonces = Nonces()
+    caps, card = example_caps()
+    produce(node, [nonces.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:2]])
+    chain_id = node.chain_id
+    vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
+    received: dict[int, list[bytes]] = {0: [], 1: []}
+    cancelled: dict[int, list[bytes]] = {0: [], 1: []}
+    silent: list[int] = []
+
+    def handler(i: int) -> object:
+        key = RunnerKey.from_private_key(RUNNER_SKS[i])
+
+        async def on_assignment(link: Link, a: JobAssignment) -> None:
+            received[i].append(a.job_id)
+            link.ack(a.job_id, AckStatus.accepted())
+            if not silent:
+                silent.append(i)  # the first runner to get the job stays silent
+                return
+            cycle_bf, cell_bf = get_basefees(node.chain.world())
+            tx = build_result_submit(key, chain_id, job_id=a.job_id, result=RESULT, salt=b"", units=0,
+                                     nonce=get_account(node.chain.world(), key.address).nonce,
+                                     fees=Fees.from_basefees(cycle_bf, cell_bf))
+            link.send_result(a.job_id, tx.to_bytes())
+
+        return on_assignment
+
+    async def main() -> None:
+        service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
+                                   config=TransportConfig(port=0), metrics=node.metrics)
+        await service.start()
+        node.transport = service
+        producer = asyncio.get_running_loop().create_task(node.run())
+        links = [Link(SessionKey(RUNNER_SKS[i]),
+                      LinkConfig(host="127.0.0.1", port=service.port, chain_id=chain_id, validator_set=vset,
+                                 ping_interval_s=0.2),
+                      height=lambda: node.chain.height, on_assignment=handler(i),  # type: ignore[arg-type]
+                      on_cancel=lambda job_id, i=i: cancelled[i].append(job_id))  # type: ignore[misc]
+                 for i in range(2)]
+        tasks = [asyncio.get_running_loop().create_task(link.run()) for link in links]
+        try:
+            await _until(lambda: node.local_presence() == frozenset({0, 1}))
+            doc = json.loads(JOB_EXAMPLE.read_text())
+            doc["timeout_blocks"] = 10  # the minimum
+            submit = nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))
+            node.submit_transaction(submit.to_bytes())
+            job_id = derive_job_id(submit.tx_hash(), 0)
+            await _until(lambda: (node.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
+            job = node.job(job_id)
+            assert job is not None and job["attempt"] == 1
+            [first] = silent
+            other = 1 - first
+            assert received[first] == [job_id] and received[other] == [job_id]
+            assert cancelled[first] == [job_id] and cancelled[other] == []
+            assert _metric(node, "cowboy_transport_events_total", kind="dispatch", label="cancel_reselected") == 1.0
+            assert _metric(node, "cowboy_transport_events_total", kind="dispatch", label="pushed") == 2.0
+        finally:
+            for link in links:
+                link.stop()
+            node.request_stop()
+            await producer
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+            await service.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 90))
