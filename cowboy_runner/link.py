@@ -81,6 +81,8 @@ class Link:
         self.accepting_new = True
         self.connects = 0
         self.last_rtt: float | None = None
+        self.last_pong_at: float | None = None
+        """Wall-clock time of the last verified HeartbeatPong (presence, shown by ``status``)."""
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -206,6 +208,7 @@ class Link:
                     self.on_cancel(ev.job_id)
             elif isinstance(ev, PongReceived):
                 self.last_rtt = ev.rtt
+                self.last_pong_at = time.time()
             elif isinstance(ev, Closed):
                 log.info("session closed: %s %s", ev.reason.name if ev.reason else "connection lost", ev.detail or "")
         self._flush()

@@ -1,0 +1,337 @@
+"""``cowboy-runner run``: the runner daemon.
+
+Start-up: load ``runner.toml`` and the key, read ``/status`` (chain id, the validator's Ed25519 key; one
+validator, so the subset is k = 1) and ``/params``, open the journal, build the executors, resume every pending
+obligation, then run concurrently:
+
+* one :class:`~cowboy_runner.link.Link` per validator (QUIC session, reconnects with the §11.3 backoff);
+* the head loop: poll ``/height`` twice per block time; on each new head run ``JobManager.tick`` (inclusions,
+  reveals, expiry, REST rebroadcasts) and the §6.6 on-chain heartbeat;
+* the poll fallback (``cowboy_runner.poll``) while no session is up;
+* the status writer (``status.json`` every second) and, when enabled, the Prometheus endpoint.
+
+Signals: SIGTERM/SIGINT stop at once (the journal keeps every obligation); SIGUSR1 drains: stop accepting
+(backpressure on the session, ``Reject(Draining)``), let in-flight executions finish and their result transactions
+be signed, journaled and sent, then exit 0 (still-unsettled signed transactions are resumed on the next start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import structlog
+
+from cowboy_node.cli.client import ApiError, NodeUnreachable
+from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.transport.frames import JobAssignment
+from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_node.types.runner import JOB_KINDS
+from cowboy_runner.chain_client import ChainClient
+from cowboy_runner.config import RunnerSettings
+from cowboy_runner.executors import (
+    CustomConfig,
+    CustomExecutorConfig,
+    ExecutorRegistry,
+    ExecutorsConfig,
+    HttpConfig,
+    LlmConfig,
+    McpConfig,
+    McpServerConfig,
+)
+from cowboy_runner.jobs import JobManager
+from cowboy_runner.journal import Journal
+from cowboy_runner.keyfile import RunnerKey
+from cowboy_runner.link import Link, LinkConfig
+from cowboy_runner.metrics import RunnerMetrics
+from cowboy_runner.poll import Poller
+from cowboy_runner.schedule import effective_cadence, heartbeat_due
+from cowboy_runner.status import remove_pid, write_pid, write_status
+from cowboy_runner.txbuild import Fees, build_heartbeat
+
+log = structlog.get_logger("cowboy.runner.daemon")
+
+ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
+"""``1``: HTTP jobs may reach loopback/private addresses (tests, private deployments). Interim switch until
+``runner.toml`` has an ``executors.http.allow_private_addresses`` key (config.py is not this module's)."""
+HEARTBEAT_RETRY_BLOCKS = 5
+"""Blocks to wait for a submitted on-chain heartbeat to show in the registry before sending another."""
+
+
+class StartupError(Exception):
+    """The daemon cannot start; ``exit_code`` is the documented CLI exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
+    """Adapter from ``runner.toml``'s executor sections to the executors' own configuration."""
+    caps, ex = settings.capabilities, settings.executors
+    http = None
+    if JOB_KINDS["http"] in caps.job_kinds:
+        http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=ex.http.max_response_bytes,
+                          allow_private_addresses=os.environ.get(ALLOW_PRIVATE_ENV) == "1")
+    llm = None
+    if ex.llm.base_url is not None:
+        api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)
+        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=api_key,
+                        default_temperature=ex.llm.default_temperature)
+    mcp = None
+    if ex.mcp.servers:
+        mcp = McpConfig(servers={name: McpServerConfig(url) for name, url in sorted(ex.mcp.servers.items())},
+                        default_timeout_seconds=ex.mcp.timeout_s)
+    custom = None
+    if ex.custom.commands:
+        commands = {h: CustomExecutorConfig(argv) for h, argv in sorted(ex.custom.commands.items())}
+        custom = CustomConfig(executors=commands, max_stdout_bytes=ex.custom.max_output_bytes)
+    return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    """structlog (and the stdlib loggers of the transport) to stderr, console or JSON lines."""
+    lvl = getattr(logging, level.upper())
+    logging.basicConfig(level=lvl, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(
+        colors=False)
+    structlog.configure(processors=[structlog.processors.add_log_level,
+                                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+                        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+
+
+class Daemon:
+    """One running runner."""
+
+    def __init__(self, settings: RunnerSettings, key: RunnerKey) -> None:
+        self.settings = settings
+        self.key = key
+        self.chain = ChainClient(settings.validator_rpc)
+        self.metrics = RunnerMetrics()
+        self.state_dir = settings.journal_path.parent
+        self.chain_id = ""
+        self.block_time_s = 1.0
+        self.basefees = (0, 0)
+        self.params: dict[str, Any] = {}
+        self.links: list[Link] = []
+        self.jobs: JobManager | None = None
+        self.poller: Poller | None = None
+        self.journal: Journal | None = None
+        self.last_error = ""
+        self.stopping = asyncio.Event()
+        self._hb_sent_at: int | None = None
+        self._connects_seen = 0
+        self._ticked = -1
+
+    # -- start-up -----------------------------------------------------------------------
+    async def _bootstrap(self) -> tuple[bytes, ...]:
+        s = self.settings
+        try:
+            status = await self.chain.status()
+            self.params = await self.chain.params()
+        except NodeUnreachable as e:
+            raise StartupError(f"runner.validator_rpc: validator unreachable at {s.validator_rpc}: {e}", 4) from None
+        except ApiError as e:
+            raise StartupError(f"runner.validator_rpc: {s.validator_rpc} answered {e.code}: {e.message}", 4) from None
+        self.chain_id = str(status["chain_id"])
+        if s.chain_id is not None and s.chain_id != self.chain_id:
+            raise StartupError(f"runner.chain_id: configured {s.chain_id!r} but the validator serves "
+                               f"{self.chain_id!r}", 2)
+        self.block_time_s = max(0.05, int(status.get("block_time_ms", 1000)) / 1000.0)
+        self._set_basefees(status)
+        vkey = bytes.fromhex(str(status["validator"]["ed25519_public_key"])[2:])
+        return (vkey,)
+
+    def _set_basefees(self, status: dict[str, Any]) -> None:
+        bf = status.get("basefee") or {}
+        self.basefees = (int(bf.get("cycle", 0)), int(bf.get("cell", 0)))
+
+    def fees(self) -> Fees:
+        """Fee fields from the latest basefees and the ``[fees]`` policy."""
+        f = self.settings.fees
+        return Fees.from_basefees(*self.basefees, multiplier=f.max_fee_multiplier,
+                                  priority_fee_per_cycle=f.priority_fee_per_cycle,
+                                  priority_fee_per_cell=f.priority_fee_per_cell)
+
+    def _on_capacity(self, accepting: bool) -> None:
+        for link in self.links:
+            link.set_accepting(accepting)
+
+    # -- main ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        """Run until stopped or drained; returns the exit code."""
+        s = self.settings
+        vset = await self._bootstrap()
+        self.journal = Journal(s.journal_path)
+        limits = self.params.get("limits", {})
+        self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
+                               executors=ExecutorRegistry(executors_config(s)),
+                               max_concurrent=s.capabilities.max_concurrent_jobs, fees=self.fees,
+                               grace_blocks=s.results.inclusion_grace_blocks,
+                               interval_blocks=s.results.rebroadcast_interval_blocks, metrics=self.metrics,
+                               on_capacity=self._on_capacity, max_tx_bytes=limits.get("max_tx_bytes"))
+        if s.metrics_addr is not None:
+            try:
+                self.metrics.serve(*s.metrics_addr)
+            except OSError as e:
+                raise StartupError(f"metrics.addr: cannot listen on {s.metrics_addr[0]}:{s.metrics_addr[1]}: {e}",
+                                   2) from None
+        jobs = self.jobs
+        jobs.head = await self.chain.height()
+        resumed = await jobs.resume()
+        log.info("runner started", address=self.key.checksum_address, chain_id=self.chain_id, head=jobs.head,
+                 resumed=resumed, validator=vset[0].hex()[:16])
+        host, port = s.quic_endpoint
+        for vkey in vset:
+            cfg = LinkConfig(host=host, port=port, chain_id=self.chain_id, validator_set=vset, expected_validator=vkey,
+                             ping_interval_s=self.block_time_s * s.heartbeat.quic_interval_blocks)
+            self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
+                                   on_assignment=self._on_assignment, on_cancel=self._on_cancel))
+        self.poller = Poller(self.chain, jobs, self.key.address, s.poll_interval_s,
+                             sessions_up=lambda: any(lk.authenticated.is_set() for lk in self.links),
+                             metrics=self.metrics)
+        write_pid(self.state_dir)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+        loop.add_signal_handler(signal.SIGINT, self.stopping.set)
+        loop.add_signal_handler(signal.SIGUSR1, self.drain)
+        tasks = [loop.create_task(lk.run()) for lk in self.links]
+        tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()),
+                  loop.create_task(self._status_loop())]
+        try:
+            await self.stopping.wait()
+        finally:
+            for lk in self.links:
+                lk.stop()
+            await asyncio.sleep(0.2)  # let the Goodbye leave
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for t in list(jobs.tasks.values()):
+                t.cancel()
+            await asyncio.gather(*jobs.tasks.values(), return_exceptions=True)
+            self._write_status()
+            self.journal.close()
+            remove_pid(self.state_dir)
+            log.info("runner stopped")
+        return 0
+
+    def drain(self) -> None:
+        """Stop taking new work; exit once in-flight executions have produced their result transactions."""
+        if self.jobs is None or self.jobs.draining:
+            return
+        log.info("draining: no new assignments; finishing in-flight jobs", in_flight=self.jobs.in_flight)
+        self.jobs.draining = True
+        self._on_capacity(False)
+
+    def _on_cancel(self, job_id: bytes) -> None:
+        assert self.jobs is not None
+        self.jobs.cancel(job_id)
+
+    async def _on_assignment(self, link: Link, frame: JobAssignment) -> None:
+        assert self.jobs is not None
+        await self.jobs.on_push(link, frame)
+
+    async def _head_loop(self) -> None:
+        assert self.jobs is not None and self.journal is not None
+        jobs = self.jobs
+        while True:
+            try:
+                status = await self.chain.status()
+                self._set_basefees(status)
+                height = int(status["height"])
+                if height > self._ticked:
+                    self._ticked = height
+                    await jobs.tick(height)
+                    await self._heartbeat(height)
+                self.last_error = ""
+            except (ApiError, NodeUnreachable) as e:
+                self.last_error = f"validator API: {e}"
+                log.warning("validator API error", error=str(e))
+            except Exception as e:  # keep the daemon up; the journal keeps every obligation
+                self.last_error = f"internal: {e!r}"
+                log.error("head loop error", error=repr(e))
+            if jobs.draining and not jobs.tasks and not any(ob.state == "executed" for ob in self.journal.pending()):
+                log.info("drained")
+                self.stopping.set()
+                return
+            await asyncio.sleep(self.block_time_s / 2)
+
+    async def _heartbeat(self, height: int) -> None:
+        """§6.6 on-chain heartbeat: phase-staggered, forced refresh before the floor lapses."""
+        record = await self.chain.runner(self.key.address)
+        if record is None:
+            self.last_error = "not registered: run `cowboy-runner register`"
+            return
+        last = int(record.get("last_heartbeat", 0))
+        if self._hb_sent_at is not None and last < self._hb_sent_at and height - self._hb_sent_at < \
+                HEARTBEAT_RETRY_BLOCKS:
+            return  # one heartbeat in flight at a time
+        timeout = int(self.params.get("limits", {}).get("heartbeat_timeout_blocks", 100))
+        hb = self.settings.heartbeat
+        try:
+            cadence = effective_cadence(timeout, min(hb.safety_margin_blocks, timeout - 1), hb.onchain_cadence_blocks)
+        except ValueError as e:
+            self.last_error = f"heartbeat: {e}"
+            return
+        if cadence >= timeout or not heartbeat_due(height, last, self.key.address, self.chain_id, cadence, timeout):
+            return
+        assert self.jobs is not None
+        try:
+            nonce = await self.chain.next_nonce(self.key.address)
+            tx = build_heartbeat(self.key, self.chain_id, accepting=self.jobs.accepting(), nonce=nonce,
+                                 fees=self.fees())
+            await self.chain.submit(tx.to_bytes())
+            self._hb_sent_at = height
+            self.metrics.heartbeats.labels(outcome="ok").inc()
+            log.info("on-chain heartbeat submitted", height=height, last_heartbeat=last)
+        except (ApiError, NodeUnreachable) as e:
+            self.metrics.heartbeats.labels(outcome="error").inc()
+            log.warning("on-chain heartbeat not submitted", error=str(e))
+
+    async def _status_loop(self) -> None:
+        while True:
+            self._write_status()
+            await asyncio.sleep(1.0)
+
+    def _write_status(self) -> None:
+        jobs, journal = self.jobs, self.journal
+        if jobs is None or journal is None:
+            return
+        connects = sum(lk.connects for lk in self.links)
+        if connects > self._connects_seen:
+            self.metrics.reconnects.inc(connects - self._connects_seen)
+            self._connects_seen = connects
+        self.metrics.sessions_up.set(sum(1 for lk in self.links if lk.authenticated.is_set()))
+        try:
+            pending = journal.pending()
+            recent = journal.recent(10)
+        except Exception:  # journal closed at shutdown
+            return
+        doc = {
+            "pid": os.getpid(), "updated_at": time.time(), "address": to_checksum_address(self.key.address),
+            "chain_id": self.chain_id, "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
+            "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
+                          "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
+                          "connects": lk.connects, "last_pong_at": lk.last_pong_at,
+                          "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
+                         for lk in self.links],
+            "poll": {"active": bool(self.poller and self.poller.active),
+                     "disabled": bool(self.poller and self.poller.disabled)},
+            "jobs_in_flight": [{"job_id": "0x" + j.hex(), "state": jobs.jobs[j].state if j in jobs.jobs else "?",
+                                "source": jobs.jobs[j].source if j in jobs.jobs else "?"} for j in sorted(jobs.tasks)],
+            "pending_obligations": len(pending),
+            "obligations": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state} for ob in pending],
+            "last_results": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state, "reason": ob.reason}
+                             for ob in recent],
+            "last_error": self.last_error,
+        }
+        with contextlib.suppress(OSError):
+            write_status(self.state_dir, doc)

@@ -1,0 +1,57 @@
+"""Prometheus metrics of the runner daemon (``[metrics] addr``; docs/runner.md "Metrics").
+
+Per-job latency is broken into the stages of issue 6: assignment received → ack → execution start → execution
+end → result included, each observed as the seconds since the assignment was received
+(``cowboy_runner_job_stage_seconds{stage=…}``). A private registry per daemon keeps tests independent.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+STAGES = ("ack", "execution_start", "execution_end", "result_included")
+"""Stages observed after ``assignment received`` (the clock's zero)."""
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class RunnerMetrics:
+    """Every runner metric, registered in :attr:`registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        """The registry served on the metrics port."""
+        r = self.registry
+        self.job_stage = Histogram("cowboy_runner_job_stage_seconds",
+                                   "Seconds from assignment received to each job stage", ["stage"],
+                                   buckets=_BUCKETS, registry=r)
+        """Latency breakdown per stage (:data:`STAGES`)."""
+        self.assignments = Counter("cowboy_runner_assignments_total", "Assignments by source and decision",
+                                   ["source", "decision"], registry=r)
+        """Assignments received (source push|poll; decision accepted|duplicate|reject_<reason>)."""
+        self.executor_failures = Counter("cowboy_runner_executor_failures_total",
+                                         "Failed executions by executor failure code", ["code"], registry=r)
+        """Executor failures by stable code (docs/runner-executors.md)."""
+        self.result_txs = Counter("cowboy_runner_result_txs_total", "Result transactions by kind and event",
+                                  ["kind", "event"], registry=r)
+        """Commit/reveal txs signed, sent as frames, rebroadcast over REST, included."""
+        self.sessions_up = Gauge("cowboy_runner_sessions_up", "Authenticated validator sessions", registry=r)
+        """Sessions currently authenticated."""
+        self.reconnects = Counter("cowboy_runner_session_connects_total", "QUIC connection attempts that reached "
+                                  "the validator (first connect included)", registry=r)
+        """Connections made (a reconnect is every connect after the first)."""
+        self.jobs_in_flight = Gauge("cowboy_runner_jobs_in_flight", "Jobs executing now", registry=r)
+        """Executions in progress."""
+        self.heartbeats = Counter("cowboy_runner_onchain_heartbeats_total", "On-chain heartbeats submitted",
+                                  ["outcome"], registry=r)
+        """RunnerHeartbeat submissions (ok|error)."""
+        self.polls = Counter("cowboy_runner_polls_total", "Poll fallback requests by outcome", ["outcome"],
+                             registry=r)
+        """Poll fallback calls (ok|error|disabled)."""
+
+    def stage(self, stage: str, seconds: float) -> None:
+        """Observe ``seconds`` since the assignment was received for ``stage``."""
+        self.job_stage.labels(stage=stage).observe(max(0.0, seconds))
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose ``/metrics`` on ``host:port`` (a daemon thread of prometheus_client)."""
+        start_http_server(port, addr=host, registry=self.registry)
