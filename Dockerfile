@@ -4,6 +4,7 @@
 #   docker run --rm -v cowboy-data:/data cowboy-node init --home /data \
 #       --rpc-addr 0.0.0.0:4000 --quic-addr 0.0.0.0:4433 --metrics-addr 0.0.0.0:9464
 #   docker run -d -v cowboy-data:/data -p 4000:4000 -p 4433:4433/udp -p 9464:9464 cowboy-node
+#   docker run -d -v runner-data:/runner --entrypoint cowboy-runner cowboy-node run --home /runner
 #
 # The node's home (config.toml, genesis.json, keys/, data/) is the volume /data.
 # docker-compose.yml does the init step for you.
@@ -13,12 +14,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Unprivileged user owning the data volume.
+# Unprivileged user owning the node's data volume and the runner home (a new named volume mounted on
+# /runner takes this directory's owner, so the runner can write its key and journal there).
 RUN groupadd --system --gid 10001 cowboy \
     && useradd --system --uid 10001 --gid cowboy --home-dir /data --no-create-home \
        --shell /usr/sbin/nologin cowboy \
-    && mkdir -p /data \
-    && chown cowboy:cowboy /data
+    && mkdir -p /data /runner \
+    && chown cowboy:cowboy /data /runner
 
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -40,8 +42,10 @@ RUN set -eux; \
     cd /; \
     rm -rf /src
 
-# One-shot initialisation helper used by docker-compose.yml (init the home if it has no config.toml).
+# One-shot helpers used by docker-compose.yml: init the node home if it has no config.toml; init, fund and
+# register the devnet runner.
 COPY --chmod=0755 deploy/devnet.sh /usr/local/bin/cowboy-devnet
+COPY --chmod=0755 deploy/devnet-runner.sh /usr/local/bin/cowboy-devnet-runner
 
 USER cowboy
 WORKDIR /data

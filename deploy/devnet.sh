@@ -16,6 +16,13 @@
 #   DEVNET_CHAIN_ID  chain id for a new home (default cowboy-devnet-1)
 #   COWBOY_NODE      cowboy-node executable (default .venv/bin/cowboy-node of this checkout,
 #                    else cowboy-node on PATH)
+#   DEVNET_RUNNER    1: also start one local runner (run mode only; default 0, node only). The node then
+#                    runs as a child of this script, next to deploy/devnet-runner.sh, which waits for the
+#                    RPC, initialises DEVNET_RUNNER_HOME, funds the runner from the faucet key, registers it
+#                    and runs `cowboy-runner run`. SIGINT/SIGTERM stop both; when the node exits the runner
+#                    is stopped; if only the runner stops, the node keeps running.
+#   DEVNET_RUNNER_HOME  runner home (default DEVNET_HOME/runner)
+#   COWBOY_RUNNER    cowboy-runner executable for DEVNET_RUNNER=1 (default: as COWBOY_NODE)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,4 +93,37 @@ INFO
 if [[ "$mode" == "init" ]]; then
     exit 0
 fi
-exec "$COWBOY_NODE" run --home "$DEVNET_HOME"
+if [[ "${DEVNET_RUNNER:-0}" != "1" ]]; then
+    exec "$COWBOY_NODE" run --home "$DEVNET_HOME"
+fi
+
+# DEVNET_RUNNER=1: the node and one runner, both children of this shell.
+DEVNET_RUNNER_HOME="${DEVNET_RUNNER_HOME:-$DEVNET_HOME/runner}"
+runner_env=(RUNNER_HOME="$DEVNET_RUNNER_HOME" RUNNER_VALIDATOR_RPC="$rpc_url" RUNNER_FAUCET_KEY="$faucet_key"
+            COWBOY_NODE="$COWBOY_NODE")
+if [[ -n "${COWBOY_RUNNER:-}" ]]; then
+    runner_env+=(COWBOY_RUNNER="$COWBOY_RUNNER")
+fi
+echo "  runner      $DEVNET_RUNNER_HOME   (cowboy-runner status --home $DEVNET_RUNNER_HOME)"
+echo
+
+"$COWBOY_NODE" run --home "$DEVNET_HOME" &
+node_pid=$!
+env "${runner_env[@]}" bash "$repo_root/deploy/devnet-runner.sh" run &
+runner_pid=$!
+
+stop_all() {
+    kill -TERM "$runner_pid" "$node_pid" 2>/dev/null || true
+}
+trap stop_all INT TERM
+
+# `wait` returns early when a trapped signal arrives; keep waiting until the node has really exited.
+set +e
+while true; do
+    wait "$node_pid"
+    node_status=$?
+    kill -0 "$node_pid" 2>/dev/null || break
+done
+kill -TERM "$runner_pid" 2>/dev/null
+wait "$runner_pid"
+exit "$node_status"

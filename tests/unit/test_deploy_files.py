@@ -46,6 +46,7 @@ CLI: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str], int]] = {
     ("query", "account"): (frozenset({"--rpc"}), frozenset(), 1),
     ("query", "block"): (frozenset({"--rpc"}), frozenset(), 1),
     ("query", "tx"): (frozenset({"--rpc"}), frozenset(), 1),
+    ("query", "runner"): (frozenset({"--rpc"}), frozenset(), 1),
 }
 REQUIRED_ARGS: dict[tuple[str, ...], frozenset[str]] = {
     ("init",): frozenset({"--home"}),
@@ -55,9 +56,26 @@ REQUIRED_ARGS: dict[tuple[str, ...], frozenset[str]] = {
 }
 
 
-def cli_problems(argv: list[str]) -> list[str]:
-    """Problems of ``cowboy-node ARGV`` against the CLI contract."""
-    for path, (valued, boolean, n_positional) in sorted(CLI.items(), key=lambda kv: -len(kv[0])):
+# The cowboy-runner command-line contract (issue 6; docs/runner.md), same shape as CLI.
+RUNNER_CLI: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str], int]] = {
+    ("init",): (frozenset({"--home", "--validator-rpc"}), frozenset({"--force"}), 0),
+    ("register",): (frozenset({"--home", "--stake"}), frozenset(), 0),
+    ("run",): (frozenset({"--home"}), frozenset(), 0),
+    ("status",): (frozenset({"--home"}), frozenset({"--json"}), 0),
+    ("drain",): (frozenset({"--home"}), frozenset(), 0),
+    ("deregister",): (frozenset({"--home"}), frozenset(), 0),
+}
+RUNNER_REQUIRED_ARGS: dict[tuple[str, ...], frozenset[str]] = {
+    **{path: frozenset({"--home"}) for path in RUNNER_CLI},
+    ("init",): frozenset({"--home", "--validator-rpc"}),
+    ("register",): frozenset({"--home", "--stake"}),
+}
+
+
+def cli_problems(argv: list[str], program: str = "cowboy-node") -> list[str]:
+    """Problems of ``PROGRAM ARGV`` against that program's CLI contract (cowboy-node or cowboy-runner)."""
+    contract, required = (RUNNER_CLI, RUNNER_REQUIRED_ARGS) if program == "cowboy-runner" else (CLI, REQUIRED_ARGS)
+    for path, (valued, boolean, n_positional) in sorted(contract.items(), key=lambda kv: -len(kv[0])):
         if tuple(argv[:len(path)]) != path:
             continue
         problems: list[str] = []
@@ -74,22 +92,22 @@ def cli_problems(argv: list[str]) -> list[str]:
                 elif flag in valued:
                     if not eq:
                         if i + 1 >= len(rest) or rest[i + 1].startswith("--"):
-                            problems.append(f"cowboy-node {' '.join(path)}: {flag} needs a value")
+                            problems.append(f"{program} {' '.join(path)}: {flag} needs a value")
                         i += 1
                     seen.add(flag)
                 else:
-                    problems.append(f"cowboy-node {' '.join(path)}: unknown flag {flag}")
+                    problems.append(f"{program} {' '.join(path)}: unknown flag {flag}")
             else:
                 positional.append(arg)
             i += 1
         if len(positional) != n_positional:
-            problems.append(f"cowboy-node {' '.join(path)}: expected {n_positional} positional argument(s), "
+            problems.append(f"{program} {' '.join(path)}: expected {n_positional} positional argument(s), "
                             f"got {positional}")
-        missing = REQUIRED_ARGS.get(path, frozenset()) - seen
+        missing = required.get(path, frozenset()) - seen
         if missing:
-            problems.append(f"cowboy-node {' '.join(path)}: missing {sorted(missing)}")
+            problems.append(f"{program} {' '.join(path)}: missing {sorted(missing)}")
         return problems
-    return [f"cowboy-node: unknown subcommand {argv[:2]}"]
+    return [f"{program}: unknown subcommand {argv[:2]}"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +304,8 @@ PORT = re.compile(r"^(?:(?P<ip>\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]):)?(?:(
                   r"(?P<container>\d+(?:-\d+)?)(?:/(?P<proto>tcp|udp|sctp))?$")
 DEVNET_SCRIPT = "deploy/devnet.sh"
 DEVNET_MODES = ("init", "run")
+RUNNER_SCRIPT = "deploy/devnet-runner.sh"
+RUNNER_SCRIPT_MODES = ("setup", "run")
 
 
 def _as_argv(value: Any) -> list[str] | None:
@@ -413,8 +433,8 @@ def _command_problems(name: str, svc: dict[str, Any], dockerfile_path: Path) -> 
             command = (cmd_ins.exec_form() or shlex.split(cmd_ins.args)) if cmd_ins else []
     else:
         command = _as_argv(svc.get("command")) or []  # an overridden entrypoint drops the image's CMD
-    if entrypoint == ["cowboy-node"]:
-        return [f"{name}: {p}" for p in cli_problems(command)]
+    if entrypoint in (["cowboy-node"], ["cowboy-runner"]):
+        return [f"{name}: {p}" for p in cli_problems(command, entrypoint[0])]
     if len(entrypoint) == 1:
         copies = {dest: srcs for i in instructions if i.keyword in ("COPY", "ADD")
                   for _, srcs, dest in [copy_sources(i)]}
@@ -423,8 +443,12 @@ def _command_problems(name: str, svc: dict[str, Any], dockerfile_path: Path) -> 
             if not command or command[0] not in DEVNET_MODES:
                 return [f"{name}: {DEVNET_SCRIPT} takes a mode {DEVNET_MODES}, got {command}"]
             return [f"{name}: {p}" for p in cli_problems(["init", "--home", "/data", *command[1:]])]
-        return [f"{name}: entrypoint {entrypoint} is neither cowboy-node nor a script the Dockerfile copies "
-                f"from {DEVNET_SCRIPT}"]
+        if sources == [RUNNER_SCRIPT]:
+            if len(command) > 1 or (command and command[0] not in RUNNER_SCRIPT_MODES):
+                return [f"{name}: {RUNNER_SCRIPT} takes only a mode {RUNNER_SCRIPT_MODES}, got {command}"]
+            return []
+        return [f"{name}: entrypoint {entrypoint} is neither cowboy-node, cowboy-runner nor a script the "
+                f"Dockerfile copies from {DEVNET_SCRIPT} or {RUNNER_SCRIPT}"]
     return [f"{name}: unsupported entrypoint {entrypoint}"]
 
 
@@ -572,10 +596,119 @@ def test_compose_checks_catch_broken_compose_files() -> None:
         (lambda d: d["services"]["node"].update(restart="sometimes"), "invalid restart policy"),
         (lambda d: d["services"]["node"].update(stop_grace_period="thirty"), "not a duration"),
         (lambda d: d["services"]["node"].update(helthcheck={}), "unknown key 'helthcheck'"),
+        (lambda d: d["services"]["runner"].update(command=["serve", "--home", "/runner"]),
+         "cowboy-runner: unknown subcommand"),
+        (lambda d: d["services"]["runner"].update(command=["run"]), "cowboy-runner run: missing ['--home']"),
+        (lambda d: d["services"]["runner"].update(command=["run", "--home", "/runner", "--rpc", "x"]),
+         "cowboy-runner run: unknown flag --rpc"),
+        (lambda d: d["services"]["runner-setup"].update(command=["register"]), "takes only a mode"),
+        (lambda d: d["services"]["runner-setup"].update(command=["setup", "--stake", "1"]), "takes only a mode"),
+        (lambda d: d["services"]["runner"]["depends_on"]["runner-setup"].update(condition="finished"),
+         "invalid condition"),
+        (lambda d: d["services"]["node"].update(ports=["4433:4433/quic"]), "malformed port"),
     ]
     for mutate, expected in cases:
         problems = broken(mutate)
         assert any(expected in p for p in problems), (expected, problems)
+
+
+def _port_mappings(service: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """(host port, container port, protocol) of a service's short-syntax single-port mappings."""
+    out = []
+    for entry in service.get("ports", []):
+        m = PORT.match(entry)
+        assert m and m.group("host"), entry
+        out.append((int(m.group("host")), int(m.group("container")), m.group("proto") or "tcp"))
+    return out
+
+
+def _addr_flag(argv: list[str], flag: str) -> tuple[str, int]:
+    host, _, port = argv[argv.index(flag) + 1].rpartition(":")
+    return host, int(port)
+
+
+def test_compose_publishes_the_quic_port_as_udp_and_the_node_listens_on_all_interfaces() -> None:
+    services = compose_doc()["services"]
+    init_argv = services["init"]["command"]
+    quic_host, quic_port = _addr_flag(init_argv, "--quic-addr")
+    assert quic_host == "0.0.0.0"  # loopback inside the container would be unreachable through the mapping
+    mappings = _port_mappings(services["node"])
+    assert (quic_port, quic_port, "udp") in mappings
+    # QUIC is UDP only: a TCP mapping of the QUIC port would be a silent misconfiguration.
+    assert not [m for m in mappings if m[1] == quic_port and m[2] != "udp"]
+    assert f"{quic_port}/udp" in exposed_ports(dockerfile())
+    for flag in ("--rpc-addr", "--metrics-addr"):
+        host, port = _addr_flag(init_argv, flag)
+        assert host == "0.0.0.0" and (port, port, "tcp") in mappings, flag
+
+
+def _script_copied_to(path: str) -> list[str]:
+    """Sources of the Dockerfile COPY whose destination is ``path``."""
+    for ins in dockerfile():
+        if ins.keyword in ("COPY", "ADD"):
+            _, sources, dest = copy_sources(ins)
+            if dest == path:
+                return sources
+    return []
+
+
+def _volume_at(service: dict[str, Any], target: str) -> tuple[str, str] | None:
+    """(named volume, mode) mounted at ``target`` in a service, if any."""
+    for v in service.get("volumes", []):
+        parts = str(v).split(":")
+        if len(parts) >= 2 and parts[1] == target:
+            return parts[0], parts[2] if len(parts) > 2 else "rw"
+    return None
+
+
+def test_compose_runner_setup_waits_for_a_healthy_node_then_inits_funds_and_registers_once() -> None:
+    doc = compose_doc()
+    services = doc["services"]
+    setup, node = services["runner-setup"], services["node"]
+    assert setup["image"] == node["image"]  # same image, built once by the node/init services
+    (entry,) = setup["entrypoint"]
+    assert _script_copied_to(entry) == [RUNNER_SCRIPT]
+    assert setup["command"] == ["setup"]  # setup only: exits after registering, the `runner` service runs
+    assert setup["depends_on"]["node"]["condition"] == "service_healthy"
+    assert setup.get("restart", "no") == "no"
+    env = setup["environment"]
+    # The runner reaches the node by its service name on the RPC port the node listens on.
+    rpc = env["RUNNER_VALIDATOR_RPC"]
+    assert rpc == f"http://node:{_addr_flag(services['init']['command'], '--rpc-addr')[1]}"
+    # Its home is a named volume it can keep across restarts (key, journal).
+    home_volume = _volume_at(setup, env["RUNNER_HOME"])
+    assert home_volume is not None and home_volume[0] in doc["volumes"] and home_volume[1] == "rw"
+    # The faucet key comes from the node's volume, mounted read-only.
+    faucet_dir = env["RUNNER_FAUCET_KEY"].removesuffix("/keys/faucet.key")
+    assert _volume_at(setup, faucet_dir) == ("cowboy-data", "ro")
+    assert int(env["RUNNER_STAKE"]) >= 10**18  # genesis runners.min_runner_stake
+
+
+def test_compose_runner_service_runs_cowboy_runner_on_the_registered_home() -> None:
+    services = compose_doc()["services"]
+    runner, setup = services["runner"], services["runner-setup"]
+    home = setup["environment"]["RUNNER_HOME"]
+    assert runner["image"] == services["node"]["image"]
+    assert runner["entrypoint"] == ["cowboy-runner"]
+    assert project_scripts()["cowboy-runner"] == "cowboy_runner.cli:main"
+    assert runner["command"] == ["run", "--home", home]
+    assert _volume_at(runner, home) == _volume_at(setup, home)
+    assert runner["depends_on"]["runner-setup"]["condition"] == "service_completed_successfully"
+    assert runner["depends_on"]["node"]["condition"] == "service_healthy"
+    test = runner["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "cowboy-runner" and cli_problems(test[2:], "cowboy-runner") == []
+    assert test[2] == "status" and test[test.index("--home") + 1] == home
+    assert runner["restart"] == "unless-stopped" and runner["stop_signal"] == "SIGTERM"
+    assert "ports" not in runner  # the runner dials out; it serves nothing to the host
+
+
+def test_dockerfile_creates_the_runner_home_owned_by_the_unprivileged_user() -> None:
+    # A new named volume takes the owner of the image directory it is mounted on: without this the runner
+    # (uid 10001) could not write its key and journal to /runner.
+    home = compose_doc()["services"]["runner-setup"]["environment"]["RUNNER_HOME"]
+    runs = [i.args for i in dockerfile() if i.keyword == "RUN"]
+    assert any(re.search(rf"mkdir -p [^&;]*{home}\b", r) and re.search(rf"chown cowboy:cowboy [^&;]*{home}\b", r)
+               for r in runs), runs
 
 
 def test_cli_contract_checker() -> None:
@@ -587,6 +720,11 @@ def test_cli_contract_checker() -> None:
     assert cli_problems(["keys", "show"]) != []
     assert cli_problems(["status", "--rpc"]) == ["cowboy-node status: --rpc needs a value"]
     assert cli_problems(["serve"]) == ["cowboy-node: unknown subcommand ['serve']"]
+    assert cli_problems(["init", "--home", "h", "--validator-rpc", "http://x"], "cowboy-runner") == []
+    assert cli_problems(["status", "--home", "h", "--json"], "cowboy-runner") == []
+    assert cli_problems(["register", "--home", "h"], "cowboy-runner") == [
+        "cowboy-runner register: missing ['--stake']"]
+    assert "cowboy-node status: unknown flag --home" in cli_problems(["status", "--home", "h"])
 
 
 # =============================================================================================
@@ -696,7 +834,8 @@ def _run_devnet(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess
     log = tmp_path / "calls.log"
     log.unlink(missing_ok=True)
     env = {**os.environ, "COWBOY_NODE": str(stub), "DEVNET_HOME": str(tmp_path / "home"), "STUB_LOG": str(log)}
-    env.pop("DEVNET_CHAIN_ID", None)
+    for var in ("DEVNET_CHAIN_ID", "DEVNET_RUNNER", "DEVNET_RUNNER_HOME", "COWBOY_RUNNER"):
+        env.pop(var, None)
     res = subprocess.run(["bash", str(ROOT / DEVNET_SCRIPT), *args], capture_output=True, text=True, env=env,
                          timeout=60, check=False)
     calls = log.read_text().splitlines() if log.exists() else []
@@ -731,6 +870,151 @@ def test_devnet_script_init_mode_passes_flags_and_does_not_run(tmp_path: Path) -
     assert calls == [f"init --home {home} --chain-id cowboy-devnet-1 --rpc-addr 0.0.0.0:4000"]
     res, calls = _run_devnet(tmp_path, "bogus")
     assert res.returncode == 2 and calls == []
+
+
+STUB_TOOL = """#!/usr/bin/env bash
+# A stand-in for cowboy-node / cowboy-runner: logs "<program> <argv>" and plays the part the test sets.
+printf '%s %s\\n' "$STUB_NAME" "$*" >> "$STUB_LOG"
+case "$STUB_NAME $1" in
+    "node init")
+        mkdir -p "$3/keys" && touch "$3/keys/faucet.key"
+        printf '[node]\\nchain_id = "x"\\n[rpc]\\naddr = "0.0.0.0:4100"\\n' > "$3/config.toml" ;;
+    "node keys") echo 0x00000000000000000000000000000000000000aa ;;
+    "node query") exit "${STUB_QUERY_RUNNER_RC:-1}" ;;
+    "node run")
+        # With a runner: stay up until its daemon has started (bounded); then exit with a distinctive status.
+        if [[ -n "${STUB_RUNNER_WAITS:-}" ]]; then
+            for _ in $(seq 300); do [[ -f "$STUB_DIR/runner-started" ]] && break; sleep 0.1; done
+        fi
+        exit 3 ;;
+    "runner init")
+        mkdir -p "$3/keys" && touch "$3/runner.toml" "$3/keys/runner.key" ;;
+    "runner register")
+        printf '%s\\n' "${STUB_REGISTER_OUT:-registered}"
+        exit "${STUB_REGISTER_RC:-0}" ;;
+    "runner run")
+        if [[ -n "${STUB_RUNNER_WAITS:-}" ]]; then
+            sleep 60 & sleeper=$!
+            trap 'kill $sleeper; echo "runner got SIGTERM" >> "$STUB_LOG"; exit 0' TERM
+            touch "$STUB_DIR/runner-started"
+            wait
+        fi ;;
+esac
+exit 0
+"""
+
+
+def _stub_tools(tmp_path: Path) -> dict[str, str]:
+    """Write stub cowboy-node / cowboy-runner executables; returns the environment that selects them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    env: dict[str, str] = {}
+    for name, var in (("node", "COWBOY_NODE"), ("runner", "COWBOY_RUNNER")):
+        path = bin_dir / f"cowboy-{name}"
+        path.write_text(f"#!/usr/bin/env bash\nSTUB_NAME={name} exec bash {bin_dir}/stub.sh \"$@\"\n")
+        path.chmod(0o755)
+        env[var] = str(path)
+    (bin_dir / "stub.sh").write_text(STUB_TOOL)
+    return env
+
+
+def _run_script(tmp_path: Path, script: str, *args: str, **extra: str) -> tuple[subprocess.CompletedProcess[str],
+                                                                                 list[list[str]]]:
+    """Run a deploy script against the stubs; returns the result and the stub calls as [program, *argv]."""
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVNET_", "RUNNER_", "COWBOY_", "STUB_"))}
+    env.update(_stub_tools(tmp_path), STUB_LOG=str(log), STUB_DIR=str(tmp_path), **extra)
+    res = subprocess.run(["bash", str(ROOT / script), *args], capture_output=True, text=True, env=env,
+                         timeout=60, check=False)
+    calls = [ln.split(" ") for ln in log.read_text().splitlines()] if log.exists() else []
+    return res, calls
+
+
+def _runner_setup_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"RUNNER_HOME": str(tmp_path / "rhome"), "RUNNER_VALIDATOR_RPC": "http://127.0.0.1:4100",
+            "RUNNER_FAUCET_KEY": str(tmp_path / "faucet.key"), **extra}
+
+
+def _assert_calls_follow_the_contracts(calls: list[list[str]]) -> None:
+    for program, *argv in calls:
+        if argv != ["got", "SIGTERM"]:  # the stub's own note, not an invocation
+            assert cli_problems(argv, f"cowboy-{program}") == [], (program, argv)
+
+
+def test_runner_script_setup_inits_funds_from_the_faucet_and_registers_then_stops(tmp_path: Path) -> None:
+    (tmp_path / "faucet.key").touch()
+    rhome, rpc, addr = tmp_path / "rhome", "http://127.0.0.1:4100", "0x00000000000000000000000000000000000000aa"
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, "setup", **_runner_setup_env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert calls == [
+        ["node", "status", "--rpc", rpc],
+        ["runner", "init", "--home", str(rhome), "--validator-rpc", rpc],
+        ["node", "keys", "show", f"{rhome}/keys/runner.key"],
+        ["node", "query", "runner", addr, "--rpc", rpc],
+        ["node", "tx", "transfer", "--key", str(tmp_path / "faucet.key"), "--to", addr,
+         "--amount", "2000000000000000000", "--rpc", rpc, "--wait"],
+        ["runner", "register", "--home", str(rhome), "--stake", "1000000000000000000"],
+    ]
+    _assert_calls_follow_the_contracts(calls)
+
+
+def test_runner_script_setup_is_idempotent_for_an_initialised_registered_runner(tmp_path: Path) -> None:
+    (tmp_path / "rhome").mkdir()
+    (tmp_path / "rhome" / "runner.toml").touch()
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, "setup", STUB_QUERY_RUNNER_RC="0",
+                             **_runner_setup_env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert [c[:2] for c in calls] == [["node", "status"], ["node", "keys"], ["node", "query"]]
+    assert "already registered" in res.stdout
+
+
+def test_runner_script_tolerates_already_registered_but_not_other_register_failures(tmp_path: Path) -> None:
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, "setup", STUB_REGISTER_RC="1",
+                             STUB_REGISTER_OUT="error: runner_already_registered: a registration exists",
+                             **_runner_setup_env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert not [c for c in calls if c[1] == "tx"]  # no faucet key file: the account must be funded already
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, "setup", STUB_REGISTER_RC="1",
+                             STUB_REGISTER_OUT="error: stake below runners.min_runner_stake",
+                             **_runner_setup_env(tmp_path))
+    assert res.returncode == 1 and "register failed" in res.stderr
+    assert "min_runner_stake" in res.stdout
+
+
+def test_runner_script_run_mode_sets_up_then_runs_the_daemon_and_rejects_arguments(tmp_path: Path) -> None:
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, **_runner_setup_env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert calls[-2][:2] == ["runner", "register"]
+    assert calls[-1] == ["runner", "run", "--home", str(tmp_path / "rhome")]
+    _assert_calls_follow_the_contracts(calls)
+    assert os.access(ROOT / RUNNER_SCRIPT, os.X_OK)
+    for bad in (["serve"], ["setup", "--stake", "5"]):
+        res, calls = _run_script(tmp_path, RUNNER_SCRIPT, *bad, **_runner_setup_env(tmp_path))
+        assert res.returncode == 2 and calls == [], bad
+    res, calls = _run_script(tmp_path, RUNNER_SCRIPT, "setup", **_runner_setup_env(tmp_path, RUNNER_STAKE="1e18"))
+    assert res.returncode == 2 and calls == []
+
+
+def test_devnet_script_starts_a_runner_only_when_asked_and_stops_it_with_the_node(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    res, calls = _run_script(tmp_path, DEVNET_SCRIPT, DEVNET_HOME=str(home))
+    assert res.returncode == 3, res.stderr  # the node stub's status, from exec
+    assert [c[0] for c in calls] == ["node", "node"]  # default: init + run, no runner at all
+
+    res, calls = _run_script(tmp_path, DEVNET_SCRIPT, DEVNET_HOME=str(home), DEVNET_RUNNER="1",
+                             STUB_RUNNER_WAITS="1")
+    assert res.returncode == 3, res.stderr  # the node's exit status is the script's
+    rhome, rpc = home / "runner", "http://127.0.0.1:4100"  # the node's configured RPC, wildcard → loopback
+    assert ["node", "run", "--home", str(home)] in calls
+    assert ["runner", "init", "--home", str(rhome), "--validator-rpc", rpc] in calls
+    assert ["node", "query", "runner", "0x00000000000000000000000000000000000000aa", "--rpc", rpc] in calls
+    transfer = next(c for c in calls if c[1:3] == ["tx", "transfer"])
+    assert transfer[transfer.index("--key") + 1] == f"{home}/keys/faucet.key"
+    assert ["runner", "run", "--home", str(rhome)] in calls
+    assert calls[-1] == ["runner", "got", "SIGTERM"]  # the runner is stopped once the node has exited
+    _assert_calls_follow_the_contracts(calls)
+    assert f"cowboy-runner status --home {rhome}" in res.stdout
 
 
 # =============================================================================================
