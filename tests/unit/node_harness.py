@@ -92,8 +92,8 @@ def produce(node: Node, txs: list[Transaction]) -> list[Any]:
 class LiveNode:
     """A real node serving HTTP and producing a block every ``block_time_ms`` on its own loop thread."""
 
-    def __init__(self, *, phase: int = 2, block_time_ms: int = 50) -> None:
-        self.node = make_node(phase=phase, block_time_ms=block_time_ms)
+    def __init__(self, *, phase: int = 2, block_time_ms: int = 50, node: Node | None = None) -> None:
+        self.node = node if node is not None else make_node(phase=phase, block_time_ms=block_time_ms)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="live-node", daemon=True)
         self.runner: web.AppRunner | None = None

@@ -6,31 +6,26 @@ query commands read them back over HTTP. Bad input exits 2 and submits nothing.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.keys import write_account_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
-from cowboy_node.cli import client_commands
+from cowboy_node.cli.main import build_parser
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.params import TimerConfig
 from tests.helpers import ALICE, ALICE_SK, BOB_SK, make_dev_genesis
+from tests.unit.node_harness import LiveNode, quiet_node_logs, run_cli
 
 SOURCE = '''import pvm_host
 
@@ -59,49 +54,18 @@ def _address(sender: bytes, salt: bytes, source: str) -> bytes:
     return keccak256(sender + salt + keccak256(source.encode()))[12:]
 
 
-class LiveNode:
+def _live_node() -> LiveNode:
     """A real Node (in-memory chain) serving HTTP and producing a block every 20 ms on its own loop."""
-
-    def __init__(self) -> None:
-        dev = make_dev_genesis()
-        self.node = Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                         block_time_ms=20)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cli-actor-node", daemon=True)
-        self.runner: web.AppRunner | None = None
-        self.producer: Future[None] | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        self.thread.start()
-        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node, "127.0.0.1", 0), self.loop)
-        self.runner = fut.result(timeout=10)
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-        self.producer = asyncio.run_coroutine_threadsafe(self.node.run(), self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.node.request_stop)
-        if self.producer is not None:
-            self.producer.result(timeout=10)
-        if self.runner is not None:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+    dev = make_dev_genesis()
+    return LiveNode(node=Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                              block_time_ms=20))
 
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    import structlog
-
-    from cowboy_node.chain import node as node_module
-    from cowboy_node.rpc import server as server_module
-
-    # The node logs every block to stdout; keep stdout for the CLI's JSON.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(node_module, "log", structlog.ReturnLogger())
-        mp.setattr(server_module, "log", structlog.ReturnLogger())
-        n = LiveNode()
+        quiet_node_logs(mp)  # the node logs every block to stdout; keep stdout for the CLI's JSON
+        n = _live_node()
         n.start()
         try:
             yield n
@@ -125,31 +89,13 @@ def source_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cowboy-node")
-    sub = p.add_subparsers(dest="command", required=True)
-    client_commands.register(sub)
-    return p
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
-    """(exit code, parsed stdout JSON or None, stderr)."""
-    try:
-        args = _parser().parse_args(argv)
-        rc: int = args.func(args)
-    except SystemExit as e:
-        rc = int(e.code or 0)
-    out = capsys.readouterr()
-    return rc, json.loads(out.out) if out.out.strip() else None, out.err
-
-
 @pytest.fixture(scope="module")
 def deployed(live: LiveNode, keys: dict[str, Path], source_file: Path) -> dict[str, Any]:
     """Deploy once for the module (salt 01, init payload "5"), via the CLI's own code path."""
     import contextlib
     import io
 
-    args = _parser().parse_args(["tx", "deploy", "--key", str(keys["alice"]), "--source", str(source_file),
+    args = build_parser().parse_args(["tx", "deploy", "--key", str(keys["alice"]), "--source", str(source_file),
                                  "--salt", "0x01", "--init", "init", "--payload", "35", "--rpc", live.url,
                                  "--timeout", "20"])
     buf = io.StringIO()

@@ -6,28 +6,21 @@ transactions; ``query runners|runner|params`` read them back over HTTP. Bad inpu
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.keys import write_account_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
 from cowboy_node.chain.runner_queries import RunnerQueries
-from cowboy_node.cli import client_commands
 from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.memory import MemoryStore
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis
+from tests.unit.node_harness import LiveNode, quiet_node_logs, run_cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "runner-capabilities.json"
 STAKE = 10**18
@@ -37,48 +30,18 @@ class RunnerNode(Node, RunnerQueries):
     """A Node with the Runner Registry facade methods."""
 
 
-class LiveNode:
+def _live_node() -> LiveNode:
     """A real node (in-memory chain) serving HTTP and producing a block every 20 ms on its own loop."""
-
-    def __init__(self) -> None:
-        dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
-        self.node = RunnerNode(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                               block_time_ms=20)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cli-runner-node", daemon=True)
-        self.runner: web.AppRunner | None = None
-        self.producer: Future[None] | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        self.thread.start()
-        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node, "127.0.0.1", 0), self.loop)
-        self.runner = fut.result(timeout=10)
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-        self.producer = asyncio.run_coroutine_threadsafe(self.node.run(), self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.node.request_stop)
-        if self.producer is not None:
-            self.producer.result(timeout=10)
-        if self.runner is not None:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+    dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
+    return LiveNode(node=RunnerNode(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                                    block_time_ms=20))
 
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    import structlog
-
-    from cowboy_node.chain import node as node_module
-    from cowboy_node.rpc import server as server_module
-
-    with pytest.MonkeyPatch.context() as mp:  # the node logs every block to stdout; keep stdout for JSON
-        mp.setattr(node_module, "log", structlog.ReturnLogger())
-        mp.setattr(server_module, "log", structlog.ReturnLogger())
-        n = LiveNode()
+    with pytest.MonkeyPatch.context() as mp:
+        quiet_node_logs(mp)  # the node logs every block to stdout; keep stdout for the CLI's JSON
+        n = _live_node()
         n.start()
         try:
             yield n
@@ -93,24 +56,6 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_account_key(out["alice"], ALICE_SK)
     write_account_key(out["bob"], BOB_SK)
     return out
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cowboy-node")
-    sub = p.add_subparsers(dest="command", required=True)
-    client_commands.register(sub)
-    return p
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
-    """(exit code, parsed stdout JSON or None, stderr)."""
-    try:
-        args = _parser().parse_args(argv)
-        rc: int = args.func(args)
-    except SystemExit as e:
-        rc = int(e.code or 0)
-    out = capsys.readouterr()
-    return rc, json.loads(out.out) if out.out.strip() else None, out.err
 
 
 def _next_nonce(live: LiveNode, who: bytes) -> int:
