@@ -33,14 +33,12 @@ from typing import Protocol
 from cowboy_node.codec import encode
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import get_account, get_timer_config, put_account
+from cowboy_node.execution.system_state import get_account, get_timer_config
 from cowboy_node.execution.timers import deliver, watch
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.account import Account
 from cowboy_node.types.fields import encode_u128
 from cowboy_node.types.receipt import Event
 
@@ -120,29 +118,10 @@ def _drop(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry, cos
 def _run(world: WorldState, ctx: BlockContext, seq: int, entry: mailbox.MailboxEntry, cost: int, cells_limit: int,
          run_fire: RunFire | None, run_message: RunMessage | None) -> int:
     """Pre-charge, execute, refund, burn; returns the cycles used."""
-    payer = get_account(world, entry.fee_payer)
-    put_account(world, entry.fee_payer, Account(payer.balance - cost, payer.nonce))
-    meter = Meter(entry.gas_limit, cells_limit)
-    cp = world.checkpoint()
-    try:
-        outcome = _dispatch(world, ctx, entry, meter, run_fire, run_message)
-    except TxFailed as e:
-        outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
-    except BaseException:
-        world.revert(cp)
-        raise
-    if outcome.ok:
-        world.release(cp)
-    else:
-        world.revert(cp)
-    cycles = min(max(outcome.cycles_used, 0), entry.gas_limit)
-    cells = min(max(outcome.cells_used, 0), cells_limit)
-    actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee
-    payer = get_account(world, entry.fee_payer)
-    put_account(world, entry.fee_payer, Account(payer.balance + cost - actual, payer.nonce))
-    ctx.burned += actual
-    ctx.cycles_used += cycles
-    ctx.cells_used += cells
+    run = deliver.charged_run(world, ctx, fee_payer=entry.fee_payer, cost=cost, gas_limit=entry.gas_limit,
+                              cells_limit=cells_limit,
+                              run=lambda meter: _dispatch(world, ctx, entry, meter, run_fire, run_message))
+    outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
     if outcome.ok:
         ctx.events.extend(outcome.events)
     if entry.kind == mailbox.KIND_TIMER:

@@ -280,15 +280,31 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
     return DeliveryReport(fired, deferred, expired, destructed, gc_deferred, lane_used, gc_used, tuple(events))
 
 
-def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
-          run_handler: RunHandler, events: list[Event]) -> int:
-    """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
-    payer = get_account(world, timer.fee_payer)
-    put_account(world, timer.fee_payer, Account(payer.balance - cost, payer.nonce))
-    meter = Meter(timer.gas_limit_per_fire, cfg.max_cells_per_fire)
+@dataclass(frozen=True, slots=True)
+class ChargedRun:
+    """What :func:`charged_run` did: the handler's outcome and what it was charged."""
+
+    outcome: FireOutcome
+    """The handler's outcome (its writes kept only when ``ok``)."""
+    cycles: int
+    """Cycles charged (clamped to the gas limit)."""
+    cells: int
+    """Cells charged (clamped to the cells limit)."""
+    actual: int
+    """Fee charged and burned: cycles × cycle basefee + cells × cell basefee."""
+
+
+def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost: int, gas_limit: int,
+                cells_limit: int, run: Callable[[Meter], FireOutcome]) -> ChargedRun:
+    """Pre-charge ``cost`` to ``fee_payer``, run the handler in a checkpoint (reverted on failure), refund the
+    unused part and burn the rest (seeds/003 §6.3 steps 4–7; the same for Mailbox entries). Timers and Mailbox
+    entries carry no priority fee: the whole actual cost is basefee, burned; tip 0."""
+    payer = get_account(world, fee_payer)
+    put_account(world, fee_payer, Account(payer.balance - cost, payer.nonce))
+    meter = Meter(gas_limit, cells_limit)
     cp = world.checkpoint()
     try:
-        outcome = run_handler(world, route(timer), meter)
+        outcome = run(meter)
     except TxFailed as e:
         outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
     except BaseException:
@@ -298,15 +314,23 @@ def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, 
         world.release(cp)
     else:
         world.revert(cp)
-    cycles = min(max(outcome.cycles_used, 0), timer.gas_limit_per_fire)
-    cells = min(max(outcome.cells_used, 0), cfg.max_cells_per_fire)
+    cycles = min(max(outcome.cycles_used, 0), gas_limit)
+    cells = min(max(outcome.cells_used, 0), cells_limit)
     actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee
-    payer = get_account(world, timer.fee_payer)
-    put_account(world, timer.fee_payer, Account(payer.balance + cost - actual, payer.nonce))
-    # Timers carry no priority fee under CIP-5 FIFO: the whole actual cost is basefee, burned; tip 0.
+    payer = get_account(world, fee_payer)
+    put_account(world, fee_payer, Account(payer.balance + cost - actual, payer.nonce))
     ctx.burned += actual
     ctx.cycles_used += cycles
     ctx.cells_used += cells
+    return ChargedRun(outcome, cycles, cells, actual)
+
+
+def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
+          run_handler: RunHandler, events: list[Event]) -> int:
+    """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
+    run = charged_run(world, ctx, fee_payer=timer.fee_payer, cost=cost, gas_limit=timer.gas_limit_per_fire,
+                      cells_limit=cfg.max_cells_per_fire, run=lambda meter: run_handler(world, route(timer), meter))
+    outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
     if outcome.ok:
         events.extend(outcome.events)
     events.append(Event(timer.actor_address, TOPIC_FIRED,
