@@ -37,7 +37,7 @@ README_COMMANDS = [
 # number of positional arguments).
 CLI: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str], int]] = {
     ("init",): (frozenset({"--home", "--chain-id", "--rpc-addr", "--quic-addr", "--metrics-addr",
-                           "--block-time-ms"}), frozenset(), 0),
+                           "--block-time-ms", "--cip11-phase"}), frozenset(), 0),
     ("run",): (frozenset({"--home"}), frozenset(), 0),
     ("status",): (frozenset({"--rpc"}), frozenset({"--json"}), 0),
     ("keys", "new"): (frozenset({"--out"}), frozenset(), 0),
@@ -640,6 +640,9 @@ def test_compose_publishes_the_quic_port_as_udp_and_the_node_listens_on_all_inte
     for flag in ("--rpc-addr", "--metrics-addr"):
         host, port = _addr_flag(init_argv, flag)
         assert host == "0.0.0.0" and (port, port, "tcp") in mappings, flag
+    # CIP-11 §6.6: raise the file-descriptor limit to at least 2 x runners (thousands at target scale).
+    nofile = services["node"]["ulimits"]["nofile"]
+    assert min(nofile["soft"], nofile["hard"]) >= 2 * 5_000
 
 
 def _script_copied_to(path: str) -> list[str]:
@@ -1038,6 +1041,19 @@ def test_readme_documents_every_route_and_cli_command() -> None:
         assert route in text, route
     for path in CLI:
         assert "cowboy-node " + " ".join(path) in text, path
+
+
+def test_readme_documents_the_cip11_phases_the_udp_port_and_runner_commands_of_the_contract() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Runners (CIP-11)"):text.index("## CLI")]
+    for phase, flag in ((1, "CIP11_TRANSPORT_ENABLED"), (2, "CIP11_PRESENT_FIRST_ENABLED"), (3, "CIP11_POLL_DISABLED")):
+        assert re.search(rf"^\| {phase} \|[^\n]*{flag}", section, re.M), phase
+    assert re.search(r"^\| 0 \| none \|", section, re.M)
+    assert "--cip11-phase" in section and "4433" in section and "UDP" in section and "410" in section
+    commands = [shlex.split(ln.split("#")[0]) for ln in section.splitlines() if ln.startswith("cowboy-runner ")]
+    assert [c[1] for c in commands] == ["init", "register", "run", "status"]  # init -> register -> run
+    for argv in commands:
+        assert cli_problems(argv[1:], "cowboy-runner") == [], argv
 
 
 CONFIG_KEYS = {
