@@ -103,7 +103,7 @@ class TransportMetrics(Protocol):
     """The counters the service reports (``NodeMetrics`` implements it)."""
 
     def transport_event(self, kind: str, label: str) -> None:
-        """Count one event: ``kind`` in handshake / frame / goodbye / ack / dispatch / result."""
+        """Count one event: ``kind`` in handshake / frame / goodbye / ack / dispatch / result / quic."""
         ...
 
     def transport_gauges(self, *, connected: int, present: int) -> None:
@@ -177,7 +177,13 @@ class _RunnerConnection:
 
     def on_close(self, reason: str) -> None:
         if self.session is not None:
-            self.handle(self.session.connection_lost(), transport_closed=True)
+            if reason.startswith("protocol_error:"):
+                # The adapter refused the peer's bytes (decoder or stream misuse) and already sent
+                # Goodbye{ProtocolError}: count it as the local protocol-error close it is, not a lost connection.
+                error = RemoteProtocolError(reason.split(":", 1)[1], "refused by the QUIC adapter")
+                self.handle(self.session.receive_error(error, self.service.now()), transport_closed=True)
+            else:
+                self.handle(self.session.connection_lost(), transport_closed=True)
         self.service.connections.discard(self)
         self.service._forget(self)
 
@@ -225,6 +231,7 @@ class TransportService:
         self._commit_time: dict[bytes, float] = {}  # job_id → monotonic time its assignment block committed
         self._server: QuicFrameServer | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._stats_seen: dict[str, int] = {}  # QUIC adapter counter → value already reported as events
 
     # --- lifecycle ---
     @property
@@ -259,6 +266,7 @@ class TransportService:
                 c.handle(c.session.close(GoodbyeReason.SHUTDOWN, "validator shutting down"))
         if self.connections:
             await asyncio.sleep(0.05)  # let the Goodbyes leave before the socket closes
+        self._publish_stats()
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -281,6 +289,25 @@ class TransportService:
             if c.session is not None:
                 c.handle(c.session.tick(now, height))
         self.metrics.transport_gauges(connected=len(self._by_index), present=len(self.presence.present(height)))
+        self._publish_stats()
+
+    def _publish_stats(self) -> None:
+        """Report what the QUIC adapter refused or dropped before any session saw it (garbage datagrams, bad frame
+        bytes, caps, rate limit, Retry) as ``transport_event("quic", label)``; label is the ServerStats counter name,
+        or ``name:key`` for its per-reason dicts. Only increases since the last call are reported."""
+        if self._server is None:
+            return
+        stats = self._server.stats
+        current = {"ignored_datagrams": stats.ignored_datagrams, "retries_sent": stats.retries_sent,
+                   "handler_errors": stats.handler_errors}
+        for group in ("refused", "decode_errors", "stream_errors"):
+            for key, value in getattr(stats, group).items():
+                current[f"{group}:{key}"] = value
+        for label in sorted(current):
+            delta = current[label] - self._stats_seen.get(label, 0)
+            self._stats_seen[label] = current[label]
+            for _ in range(max(0, delta)):
+                self.metrics.transport_event("quic", label)
 
     # --- the node's side of the interface ---
     def admit(self, runner: PubKey) -> Admission:

@@ -103,6 +103,7 @@ def attack(h: NodeHarness, coro_fn: object) -> None:
 def test_garbage_datagrams_are_dropped_counted_and_never_answered(h: NodeHarness) -> None:
     async def go() -> None:
         before = h.stats.ignored_datagrams
+        before_metric = h.metric("quic", "ignored_datagrams")
         datagrams = [b"", b"\x00", b"\xff" * 40, bytes(range(256)) * 4]
         datagrams += [bytes([0x40]) + bytes([i]) * 1250 for i in range(4)]  # short header, unknown connection
         datagrams += [bytes([0xC0]) + b"\x00\x00\x00\x01" + b"\x05" * 20]  # undersized Initial-looking
@@ -113,6 +114,8 @@ def test_garbage_datagrams_are_dropped_counted_and_never_answered(h: NodeHarness
                 sock.sendto(d, ("127.0.0.1", h.port))
             # b"" may be swallowed by the kernel as a zero-length datagram; every other one must be counted.
             await until(lambda: h.stats.ignored_datagrams - before >= len(datagrams) - 1, "datagrams counted")
+            await until(lambda: h.metric("quic", "ignored_datagrams") - before_metric >= len(datagrams) - 1,
+                        "datagrams in the node metrics")
             with pytest.raises(BlockingIOError):  # nothing came back: no reflection, no amplification
                 sock.recvfrom(65536)
         finally:
@@ -132,6 +135,8 @@ def test_garbage_datagrams_are_dropped_counted_and_never_answered(h: NodeHarness
 def test_bad_frame_bytes_get_goodbye_protocol_error_and_are_counted(h: NodeHarness, raw: bytes, code: str) -> None:
     async def go() -> None:
         before = h.stats.decode_errors.get(code, 0)
+        before_metric = h.metric("quic", f"decode_errors:{code}")
+        before_goodbye = h.metric("goodbye", "local:protocol_error")
 
         async def send(a: Attacker) -> None:
             a.conn.send_raw(raw)
@@ -139,6 +144,8 @@ def test_bad_frame_bytes_get_goodbye_protocol_error_and_are_counted(h: NodeHarne
         bye = await expect_goodbye(h, send, GoodbyeReason.PROTOCOL_ERROR)
         assert bye.detail == code
         await until(lambda: h.stats.decode_errors.get(code, 0) == before + 1, f"decode_errors[{code}]")
+        await until(lambda: h.metric("quic", f"decode_errors:{code}") == before_metric + 1, "metric counted")
+        assert h.metric("goodbye", "local:protocol_error") == before_goodbye + 1  # the node closed, not the peer
 
     attack(h, go)
 
@@ -363,6 +370,7 @@ def test_per_peer_hello_rate_limit(h: NodeHarness) -> None:
         assert service._server is not None
         stats = service._server.stats
         conns: list[Attacker] = []
+        before_metric = h.metric("quic", "refused:rate_limited")
         try:
             for _ in range(2):
                 conns.append(await Attacker.open(h, service.port))
@@ -377,6 +385,7 @@ def test_per_peer_hello_rate_limit(h: NodeHarness) -> None:
             for c in conns:
                 c.abort()
             await service.stop()
+        assert h.metric("quic", "refused:rate_limited") == before_metric + 1
 
     attack(h, go)
 
@@ -387,6 +396,7 @@ def test_connection_cap_and_half_open_cap(h: NodeHarness) -> None:
         assert service._server is not None
         stats = service._server.stats
         first = await Attacker.open(h, service.port)
+        before_metric = h.metric("quic", f"refused:{why}")
         try:
             if authenticate_first:
                 await first.handshake(ATTACKER_SK)
@@ -403,6 +413,7 @@ def test_connection_cap_and_half_open_cap(h: NodeHarness) -> None:
         finally:
             first.abort()
             await service.stop()
+        assert h.metric("quic", f"refused:{why}") == before_metric + 1
 
     async def go() -> None:
         await refused(replace(ROOMY, max_connections=1), "max_connections", authenticate_first=True)
