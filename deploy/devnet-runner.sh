@@ -20,6 +20,8 @@
 #                         runners.min_runner_stake)
 #   RUNNER_FUND           amount sent from the faucet before registering (default 2·10^18: the stake plus
 #                         plenty for fees)
+#   RUNNER_QUIC_ENDPOINT  HOST:PORT of the node's QUIC transport, written into a NEW runner.toml as
+#                         [runner] quic_endpoint (default: unset, i.e. the RPC host, port 4433)
 #   RUNNER_WAIT_S         how long to wait for the node's RPC (default 60)
 #   RUNNER_FAUCET_KEY     funded account key (default ./devnet-home/keys/faucet.key); if the file does not
 #                         exist the runner account must already be funded
@@ -85,6 +87,20 @@ done
 if [[ ! -f "$RUNNER_HOME/runner.toml" ]]; then
     echo "runner: initialising $RUNNER_HOME (validator $RUNNER_VALIDATOR_RPC)"
     "$COWBOY_RUNNER" init --home "$RUNNER_HOME" --validator-rpc "$RUNNER_VALIDATOR_RPC"
+    if [[ -n "${RUNNER_QUIC_ENDPOINT:-}" ]]; then
+        # The template carries the key commented out; set it in place (the only edit made to runner.toml).
+        tmp="$RUNNER_HOME/runner.toml.tmp"
+        awk -v ep="$RUNNER_QUIC_ENDPOINT" '
+            !done && /^#[[:space:]]*quic_endpoint[[:space:]]*=/ { print "quic_endpoint = \"" ep "\""; done = 1; next }
+            { print }
+            END { if (!done) exit 1 }
+        ' "$RUNNER_HOME/runner.toml" > "$tmp" || {
+            rm -f "$tmp"
+            echo "error: no quic_endpoint line in $RUNNER_HOME/runner.toml to set" >&2
+            exit 1
+        }
+        mv "$tmp" "$RUNNER_HOME/runner.toml"
+    fi
 fi
 address="$("$COWBOY_NODE" keys show "$RUNNER_HOME/keys/runner.key")"
 

@@ -19,8 +19,8 @@
 #   DEVNET_RUNNER    1: also start one local runner (run mode only; default 0, node only). The node then
 #                    runs as a child of this script, next to deploy/devnet-runner.sh, which waits for the
 #                    RPC, initialises DEVNET_RUNNER_HOME, funds the runner from the faucet key, registers it
-#                    and runs `cowboy-runner run`. SIGINT/SIGTERM stop both; when the node exits the runner
-#                    is stopped; if only the runner stops, the node keeps running.
+#                    and runs `cowboy-runner run`. SIGINT/SIGTERM stop both (the runner first); when the node
+#                    exits the runner is stopped; if only the runner stops, the node keeps running.
 #   DEVNET_RUNNER_HOME  runner home (default DEVNET_HOME/runner)
 #   COWBOY_RUNNER    cowboy-runner executable for DEVNET_RUNNER=1 (default: as COWBOY_NODE)
 set -euo pipefail
@@ -100,7 +100,7 @@ fi
 # DEVNET_RUNNER=1: the node and one runner, both children of this shell.
 DEVNET_RUNNER_HOME="${DEVNET_RUNNER_HOME:-$DEVNET_HOME/runner}"
 runner_env=(RUNNER_HOME="$DEVNET_RUNNER_HOME" RUNNER_VALIDATOR_RPC="$rpc_url" RUNNER_FAUCET_KEY="$faucet_key"
-            COWBOY_NODE="$COWBOY_NODE")
+            RUNNER_QUIC_ENDPOINT="$(config_addr quic 127.0.0.1:4433)" COWBOY_NODE="$COWBOY_NODE")
 if [[ -n "${COWBOY_RUNNER:-}" ]]; then
     runner_env+=(COWBOY_RUNNER="$COWBOY_RUNNER")
 fi
@@ -111,18 +111,23 @@ echo
 node_pid=$!
 env "${runner_env[@]}" bash "$repo_root/deploy/devnet-runner.sh" run &
 runner_pid=$!
+set +e  # from here on exit statuses are collected, not fatal
 
+# Runner first, so that it says Goodbye and stops polling while the node still answers; then the node.
+signalled=0
 stop_all() {
-    kill -TERM "$runner_pid" "$node_pid" 2>/dev/null || true
+    signalled=1
+    kill -TERM "$runner_pid" 2>/dev/null && wait "$runner_pid"
+    kill -TERM "$node_pid" 2>/dev/null || true
 }
 trap stop_all INT TERM
 
-# `wait` returns early when a trapped signal arrives; keep waiting until the node has really exited.
-set +e
+# `wait` returns early (status > 128) when a trapped signal arrives: then wait again for the node's real status.
 while true; do
+    signalled=0
     wait "$node_pid"
     node_status=$?
-    kill -0 "$node_pid" 2>/dev/null || break
+    (( signalled )) || break
 done
 kill -TERM "$runner_pid" 2>/dev/null
 wait "$runner_pid"

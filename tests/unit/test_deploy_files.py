@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +60,11 @@ REQUIRED_ARGS: dict[tuple[str, ...], frozenset[str]] = {
 # The cowboy-runner command-line contract (issue 6; docs/runner.md), same shape as CLI.
 RUNNER_CLI: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str], int]] = {
     ("init",): (frozenset({"--home", "--validator-rpc"}), frozenset({"--force"}), 0),
-    ("register",): (frozenset({"--home", "--stake"}), frozenset(), 0),
+    ("register",): (frozenset({"--home", "--stake", "--timeout"}), frozenset(), 0),
     ("run",): (frozenset({"--home"}), frozenset(), 0),
     ("status",): (frozenset({"--home"}), frozenset({"--json"}), 0),
-    ("drain",): (frozenset({"--home"}), frozenset(), 0),
-    ("deregister",): (frozenset({"--home"}), frozenset(), 0),
+    ("drain",): (frozenset({"--home", "--wait"}), frozenset(), 0),
+    ("deregister",): (frozenset({"--home", "--timeout"}), frozenset(), 0),
 }
 RUNNER_REQUIRED_ARGS: dict[tuple[str, ...], frozenset[str]] = {
     **{path: frozenset({"--home"}) for path in RUNNER_CLI},
@@ -714,6 +715,22 @@ def test_dockerfile_creates_the_runner_home_owned_by_the_unprivileged_user() -> 
                for r in runs), runs
 
 
+def test_runner_cli_contract_matches_the_real_cowboy_runner_parser() -> None:
+    # The compose file and the scripts are checked against RUNNER_CLI; it must describe the real CLI.
+    from cowboy_runner.cli import build_parser
+
+    for path, (valued, boolean, _) in RUNNER_CLI.items():
+        argv = [*path, *(a for flag in sorted(valued) for a in (flag, "1")), *sorted(boolean)]
+        args = build_parser().parse_args(argv)
+        assert args.command == path[0] and args.home == "1", argv
+        for flag in sorted(RUNNER_REQUIRED_ARGS[path]):
+            i = argv.index(flag)
+            with pytest.raises(SystemExit):
+                build_parser().parse_args(argv[:i] + argv[i + 2:])
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*argv, "--no-such-flag"])
+
+
 def test_cli_contract_checker() -> None:
     assert cli_problems(["init", "--home", "/d", "--chain-id", "c", "--rpc-addr", "0.0.0.0:4000"]) == []
     assert cli_problems(["tx", "transfer", "--key", "k", "--to", "0xab", "--amount", "1", "--wait"]) == []
@@ -881,24 +898,32 @@ printf '%s %s\\n' "$STUB_NAME" "$*" >> "$STUB_LOG"
 case "$STUB_NAME $1" in
     "node init")
         mkdir -p "$3/keys" && touch "$3/keys/faucet.key"
-        printf '[node]\\nchain_id = "x"\\n[rpc]\\naddr = "0.0.0.0:4100"\\n' > "$3/config.toml" ;;
+        printf '[node]\\nchain_id = "x"\\n[rpc]\\naddr = "0.0.0.0:4100"\\n[quic]\\naddr = "0.0.0.0:4101"\\n' \\
+            > "$3/config.toml" ;;
     "node keys") echo 0x00000000000000000000000000000000000000aa ;;
     "node query") exit "${STUB_QUERY_RUNNER_RC:-1}" ;;
     "node run")
+        if [[ -n "${STUB_NODE_WAITS:-}" ]]; then  # run until SIGTERM
+            sleep 60 & sleeper=$!
+            trap 'kill $sleeper; echo "node got SIGTERM" >> "$STUB_LOG"; exit 0' TERM
+            wait
+        fi
         # With a runner: stay up until its daemon has started (bounded); then exit with a distinctive status.
         if [[ -n "${STUB_RUNNER_WAITS:-}" ]]; then
             for _ in $(seq 300); do [[ -f "$STUB_DIR/runner-started" ]] && break; sleep 0.1; done
         fi
         exit 3 ;;
     "runner init")
-        mkdir -p "$3/keys" && touch "$3/runner.toml" "$3/keys/runner.key" ;;
+        mkdir -p "$3/keys" && touch "$3/keys/runner.key"
+        printf '[runner]\\n# quic_endpoint = "127.0.0.1:4433"\\nkey_file = "k"\\n' > "$3/runner.toml" ;;
     "runner register")
         printf '%s\\n' "${STUB_REGISTER_OUT:-registered}"
         exit "${STUB_REGISTER_RC:-0}" ;;
     "runner run")
         if [[ -n "${STUB_RUNNER_WAITS:-}" ]]; then
             sleep 60 & sleeper=$!
-            trap 'kill $sleeper; echo "runner got SIGTERM" >> "$STUB_LOG"; exit 0' TERM
+            # A slow goodbye: if the node were signalled at the same time, its note would come first.
+            trap 'kill $sleeper; sleep 0.3; echo "runner got SIGTERM" >> "$STUB_LOG"; exit 0' TERM
             touch "$STUB_DIR/runner-started"
             wait
         fi ;;
@@ -960,6 +985,7 @@ def test_runner_script_setup_inits_funds_from_the_faucet_and_registers_then_stop
         ["runner", "register", "--home", str(rhome), "--stake", "1000000000000000000"],
     ]
     _assert_calls_follow_the_contracts(calls)
+    assert '# quic_endpoint = "127.0.0.1:4433"' in (rhome / "runner.toml").read_text()  # template untouched
 
 
 def test_runner_script_setup_is_idempotent_for_an_initialised_registered_runner(tmp_path: Path) -> None:
@@ -1018,6 +1044,34 @@ def test_devnet_script_starts_a_runner_only_when_asked_and_stops_it_with_the_nod
     assert calls[-1] == ["runner", "got", "SIGTERM"]  # the runner is stopped once the node has exited
     _assert_calls_follow_the_contracts(calls)
     assert f"cowboy-runner status --home {rhome}" in res.stdout
+    # The runner dials the node's configured QUIC port (wildcard shown as loopback), not the 4433 default.
+    toml = (rhome / "runner.toml").read_text().splitlines()
+    assert 'quic_endpoint = "127.0.0.1:4101"' in toml and not [ln for ln in toml if "4433" in ln]
+    assert 'key_file = "k"' in toml
+
+
+def test_devnet_script_with_a_runner_stops_the_runner_before_the_node_on_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVNET_", "RUNNER_", "COWBOY_", "STUB_"))}
+    env.update(_stub_tools(tmp_path), STUB_LOG=str(log), STUB_DIR=str(tmp_path), DEVNET_HOME=str(tmp_path / "h"),
+               DEVNET_RUNNER="1", STUB_RUNNER_WAITS="1", STUB_NODE_WAITS="1")
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(["bash", str(ROOT / DEVNET_SCRIPT)], env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        for _ in range(600):  # until the runner daemon runs (bounded; not a timing assertion)
+            if (tmp_path / "runner-started").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "runner-started").exists(), stderr.read_text()
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0  # the node's status (the stub exits 0 on SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    notes = [ln for ln in log.read_text().splitlines() if ln.endswith("got SIGTERM")]
+    assert notes == ["runner got SIGTERM", "node got SIGTERM"]
 
 
 # =============================================================================================
