@@ -1,0 +1,307 @@
+"""Runner capacity benchmark (prints JSON): CPU per 1 Hz heartbeat in the node's transport vs a raw aioquic echo.
+
+For each R in ``--runners`` two servers are measured one after the other, each in its own child process so that
+only the server's CPU is counted (``time.process_time`` of the child between "start" and "stop", the protocol
+of ``bench/quic_echo.py``):
+
+* ``raw`` — the baseline: ``bench/quic_echo.py --serve raw``, a bare aioquic server answering each
+  length-prefixed ping on stream 0 with an Ed25519 signature spliced into a pre-encoded HeartbeatPong.
+* ``transport`` — the node's real :class:`~cowboy_node.transport.service.TransportService` (QUIC adapter with
+  its admission caps, one ValidatorSession per runner, channel-bound Hello/HelloAck, local presence, the 0.2 s
+  deadline ticker): every ping is rate-checked, nonce-checked and its secp256k1 signature verified, a signed
+  HeartbeatPong goes back, and presence is refreshed. Behind its narrow NodeLink it sees a static registry of
+  the R runners (admission by address → index) and a head height advancing once per second; no block
+  production runs in that process, because it costs the same whatever R is (project choice: this isolates
+  what holding runners costs).
+
+This process is the client side: R QUIC connections (for ``transport``, real RunnerSessions that authenticate,
+then sign a HeartbeatPing once per second each, phases spread evenly over the second; pongs are counted, not
+verified). After every connection is pinging and ``--warmup-s`` has passed, the server's CPU is measured over
+``--seconds``; a heartbeat is one pong received in that window.
+
+Reported per R: ``ms_per_heartbeat`` for both, ``ratio`` = transport / raw (goal ≤ 1.5), and
+``runners_per_core_at_1hz`` = 1 / cpu_per_heartbeat. The machine has 2 cores shared with other work and this
+client shares them: compare ratios, not absolute figures.
+
+The default sizes stop at 500: on the shared 2-core machine the Python client and the server each need about a
+core at 1,000 runners, handshakes of late joiners then exceed the 10 s auth timeout, and the figures would
+measure starvation (``--runners 1000`` still runs; failed connections are reported as ``connect_failures``).
+
+Usage: python bench/runner_capacity.py [--runners 100,250,500] [--seconds 20] [--warmup-s 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
+from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.transport.frames import HeartbeatPing, HeartbeatPong
+from cowboy_node.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
+from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_node.transport.quic_limits import ServerLimits
+from cowboy_node.transport.runner_session import RunnerSession
+from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService
+from cowboy_node.transport.session import Authenticated
+from cowboy_node.transport.validator_session import Admission
+
+QUIC_ECHO = Path(__file__).resolve().parent / "quic_echo.py"
+VALIDATOR = ValidatorKey(bytes(range(1, 33)))
+VSET = (VALIDATOR.pubkey.key,)
+KEY_BASE = 0x9000
+CONNECT_BATCH = 20
+"""Connections opened concurrently: larger batches on a loaded machine let handshakes hit the 10 s auth timeout."""
+
+
+# --- server side (child process) ---------------------------------------------------------------------------
+class StaticRegistry:
+    """The transport's NodeLink over a fixed registry of runners (no chain in the measured process)."""
+
+    chain_id: str = CHAIN_ID
+
+    def __init__(self, addresses: Sequence[bytes]) -> None:
+        self.index = {a: i for i, a in enumerate(addresses)}
+        self.t0 = time.monotonic()
+
+    def head_height(self) -> int:
+        """One block per second since start."""
+        return 1 + int(time.monotonic() - self.t0)
+
+    def admission(self, runner: PubKey) -> Admission:
+        """Registered iff the key's address is in the table."""
+        address = runner.address()
+        i = self.index.get(address)
+        return Admission(True, runner_index=i, address=address) if i is not None else Admission(False)
+
+    def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
+        """No jobs in this benchmark."""
+        return None
+
+    def submit_transaction(self, tx_bytes: bytes) -> dict[str, object]:
+        """No result frames in this benchmark."""
+        raise RuntimeError("not used")
+
+
+class CountingMetrics:
+    """TransportMetrics that counts frames and handshakes (the child reports them)."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, int] = {}
+        self.connected = 0
+        self.present = 0
+
+    def transport_event(self, kind: str, label: str) -> None:
+        """Count ``kind:label``."""
+        key = f"{kind}:{label}"
+        self.events[key] = self.events.get(key, 0) + 1
+
+    def transport_gauges(self, *, connected: int, present: int) -> None:
+        """Keep the last gauges."""
+        self.connected, self.present = connected, present
+
+    def push_latency(self, seconds: float) -> None:
+        """Unused (no pushes)."""
+
+
+async def serve_transport(n: int) -> None:
+    """Child process: the node's TransportService for ``n`` registered runners; CPU between start and stop."""
+    metrics = CountingMetrics()
+    link = StaticRegistry([private_key_to_address(sk) for sk in runner_keys(n, KEY_BASE)])
+    limits = ServerLimits(max_half_open=100_000, retry_threshold=100_000, hello_rate_per_peer=100_000.0,
+                          hello_burst_per_peer=100_000)
+    service = TransportService(link, VALIDATOR, validator_set_hash=validator_set_hash(VSET),
+                               config=TransportConfig(port=0, limits=limits), metrics=metrics)
+    await service.start()
+    print(service.port, flush=True)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    started, pings0 = 0.0, 0
+    while line := (await reader.readline()).strip():
+        pings = metrics.events.get("frame:HeartbeatPing", 0)
+        if line == b"start":
+            started, pings0 = time.process_time(), pings
+            print("ok", flush=True)
+        elif line == b"stop":
+            print(json.dumps({"cpu_s": time.process_time() - started, "server_pings": pings - pings0,
+                              "connected": metrics.connected, "present": metrics.present,
+                              "admitted": metrics.events.get("handshake:admitted", 0)}), flush=True)
+    await service.stop()
+
+
+# --- client side (this process) ----------------------------------------------------------------------------
+@dataclass
+class Client:
+    """One runner connection: its QUIC connection, its session (None for the raw echo), pongs received."""
+
+    conn: ClientConnection
+    session: RunnerSession | None
+    pongs: int = 0
+
+
+async def open_transport_client(port: int, sk: bytes) -> Client:
+    """Connect and authenticate a real RunnerSession (Hello/HelloAck bound to the TLS channel)."""
+    conn = await connect("127.0.0.1", port, idle_timeout_s=120, timeout_s=30)
+    session = RunnerSession(chain_id=CHAIN_ID, key=RunnerKey(sk), expected_validator=PubKey.validator(VSET[0]),
+                            validator_set=VSET, subset_epoch=0, channel_binding=conn.channel_binding,
+                            challenge_nonce=secrets.token_bytes(32))
+    session.start(time.monotonic(), 1)
+    while True:
+        for frame in session.take_outbound():
+            conn.send(frame)
+        events = session.receive(await asyncio.wait_for(conn.recv(), 30), time.monotonic())
+        if session.closed:
+            raise ConnectionError(f"session refused: {events}")
+        if any(isinstance(e, Authenticated) for e in events):
+            for frame in session.take_outbound():
+                conn.send(frame)
+            return Client(conn, session)
+
+
+async def open_raw_client(port: int) -> Client:
+    """Connect to the raw echo (no session)."""
+    return Client(await connect("127.0.0.1", port, idle_timeout_s=120, timeout_s=30), None)
+
+
+def send_ping(c: Client, nonce: int) -> None:
+    """A signed HeartbeatPing for a session; an unsigned one (same size) for the raw echo."""
+    if c.session is None:
+        c.conn.send(HeartbeatPing(nonce, nonce, bytes(65)))
+        return
+    c.session.ping(time.monotonic(), nonce)  # height: advances once a second, like the server's
+    for frame in c.session.take_outbound():
+        c.conn.send(frame)
+
+
+async def pinger(c: Client, phase: float, stop: asyncio.Event) -> None:
+    """1 Hz pings on an absolute schedule starting at ``phase`` seconds."""
+    next_at = time.monotonic() + phase
+    nonce = 1
+    while not stop.is_set():
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        if stop.is_set() or c.conn.closed:
+            return
+        send_ping(c, nonce)
+        nonce += 1
+        next_at += 1.0
+
+
+async def reader(c: Client) -> None:
+    """Count pongs until the connection closes."""
+    try:
+        while True:
+            if isinstance(await c.conn.recv(), HeartbeatPong):
+                c.pongs += 1
+    except ConnectionClosed:
+        return
+
+
+async def measure(kind: str, n: int, seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Server CPU per heartbeat for ``kind`` holding ``n`` runners pinging at 1 Hz."""
+    cmd = ([str(QUIC_ECHO), "--serve", "raw"] if kind == "raw"
+           else [__file__, "--serve-transport", str(n)])
+    proc = await asyncio.create_subprocess_exec(sys.executable, *cmd, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    clients: list[Client] = []
+    tasks: list[asyncio.Task[None]] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    failures = 0
+    try:
+        port = int(await proc.stdout.readline())
+        t_connect = time.monotonic()
+        sks = runner_keys(n, KEY_BASE)
+        for i in range(0, n, CONNECT_BATCH):
+            batch = [open_raw_client(port) if kind == "raw" else open_transport_client(port, sk)
+                     for sk in sks[i:i + CONNECT_BATCH]]
+            for c in await asyncio.gather(*batch, return_exceptions=True):
+                if isinstance(c, BaseException):  # counted and reported: "held" is what the server really holds
+                    failures += 1
+                    continue
+                clients.append(c)
+                tasks.append(loop.create_task(reader(c)))
+                tasks.append(loop.create_task(pinger(c, (len(clients) - 1) / n, stop)))
+        connect_s = time.monotonic() - t_connect
+        await asyncio.sleep(warmup_s)
+        proc.stdin.write(b"start\n")
+        await proc.stdin.drain()
+        await proc.stdout.readline()
+        pongs0, t0 = sum(c.pongs for c in clients), time.monotonic()
+        await asyncio.sleep(seconds)
+        proc.stdin.write(b"stop\n")
+        await proc.stdin.drain()
+        report = json.loads(await proc.stdout.readline())
+        pongs, wall = sum(c.pongs for c in clients) - pongs0, time.monotonic() - t0
+    finally:
+        stop.set()
+        for c in clients:
+            c.conn.abort()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        proc.stdin.close()
+        await proc.wait()
+    cpu = float(report["cpu_s"])
+    per = cpu / max(pongs, 1)
+    out: dict[str, Any] = {"server_cpu_s": round(cpu, 3), "heartbeats": pongs, "window_s": round(wall, 2),
+                           "heartbeats_per_s": round(pongs / wall, 1), "core_share": round(cpu / wall, 3),
+                           "ms_per_heartbeat": round(1000 * per, 4),
+                           "runners_per_core_at_1hz": int(1 / per) if pongs else None,
+                           "connect_s": round(connect_s, 1), "held": len(clients), "connect_failures": failures}
+    if kind == "transport":
+        out.update({k: report[k] for k in ("server_pings", "connected", "present", "admitted")})
+    return out
+
+
+async def run(sizes: list[int], seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Both servers at every R; the JSON document."""
+    results = []
+    for n in sizes:
+        raw = await measure("raw", n, seconds, warmup_s)
+        transport = await measure("transport", n, seconds, warmup_s)
+        ratio = round(transport["ms_per_heartbeat"] / max(raw["ms_per_heartbeat"], 1e-9), 3)
+        results.append({"runners": n, "raw_echo_baseline": raw, "transport": transport, "ratio": ratio,
+                        "goal_ratio_le_1_5": ratio <= 1.5})
+    return {"benchmark": "runner_capacity", "params": {"runners": sizes, "seconds": seconds, "warmup_s": warmup_s,
+                                                       "heartbeat_hz": 1},
+            "results": results,
+            "note": ("server CPU only (child process); clients share the same 2-core machine with other work: "
+                     "compare ratios, absolute runners-per-core figures are pessimistic")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments; run the client (or, with --serve-transport, the child server)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--serve-transport", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--runners", default="100,250,500")
+    parser.add_argument("--seconds", type=float, default=20.0, help="steady-state window per server")
+    parser.add_argument("--warmup-s", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    quiet_logs()
+    if args.serve_transport is not None:
+        asyncio.run(serve_transport(args.serve_transport))
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # one UDP socket per client connection
+    sizes = [int(x) for x in args.runners.split(",")]
+    want = min(hard, max(soft, 2 * max(sizes) + 256))
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    print(json.dumps(asyncio.run(run(sizes, args.seconds, args.warmup_s)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
