@@ -61,6 +61,8 @@ class HttpExecutorSettings:
     """TCP/TLS connect timeout."""
     request_timeout_s: float = 30.0
     """Whole-request timeout (the job's own wall-time bound still applies if shorter)."""
+    allow_private_addresses: bool = False
+    """Let HTTP jobs reach loopback/private/link-local addresses (off: SSRF protection; on for local devnets)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,10 +352,14 @@ def _executors(doc: dict[str, Any]) -> ExecutorSettings:
     _known(ex, "executors", ("http", "llm", "mcp", "custom"))
     w = "executors.http"
     http = _table(ex.get("http", {}), w)
-    _known(http, w, ("max_response_bytes", "connect_timeout_s", "request_timeout_s"))
+    _known(http, w, ("max_response_bytes", "connect_timeout_s", "request_timeout_s", "allow_private_addresses"))
+    private = http.get("allow_private_addresses", False)
+    if not isinstance(private, bool):
+        raise ConfigError(f"{w}.allow_private_addresses", f"expected true or false, got {private!r}")
     http_s = HttpExecutorSettings(max_response_bytes=_int(http, w, "max_response_bytes", 1_048_576),
                                   connect_timeout_s=_seconds(http, w, "connect_timeout_s", 10.0),
-                                  request_timeout_s=_seconds(http, w, "request_timeout_s", 30.0))
+                                  request_timeout_s=_seconds(http, w, "request_timeout_s", 30.0),
+                                  allow_private_addresses=private)
     w = "executors.llm"
     llm = _table(ex.get("llm", {}), w)
     _known(llm, w, ("base_url", "api_key", "api_key_env", "default_temperature", "timeout_s", "models"))
@@ -523,6 +529,8 @@ max_response_bytes = 1048576
 # Connect and whole-request timeouts in seconds (a job's own wall-time bound can be shorter).
 connect_timeout_s = 10.0
 request_timeout_s = 30.0
+# Let HTTP jobs reach loopback/private addresses (keep false on public runners: SSRF protection).
+allow_private_addresses = false
 
 [executors.llm]
 # OpenAI-compatible endpoint serving llm jobs (needed once models are listed).

@@ -58,8 +58,8 @@ from cowboy_runner.txbuild import Fees, build_heartbeat
 log = structlog.get_logger("cowboy.runner.daemon")
 
 ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
-"""``1``: HTTP jobs may reach loopback/private addresses (tests, private deployments). Interim switch until
-``runner.toml`` has an ``executors.http.allow_private_addresses`` key (config.py is not this module's)."""
+"""``1``: HTTP jobs may reach loopback/private addresses even when ``runner.toml``'s
+``executors.http.allow_private_addresses`` is false (an override for tests and containers)."""
 HEARTBEAT_RETRY_BLOCKS = 5
 """Blocks to wait for a submitted on-chain heartbeat to show in the registry before sending another."""
 
@@ -78,7 +78,8 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
     http = None
     if JOB_KINDS["http"] in caps.job_kinds:
         http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=ex.http.max_response_bytes,
-                          allow_private_addresses=os.environ.get(ALLOW_PRIVATE_ENV) == "1")
+                          allow_private_addresses=ex.http.allow_private_addresses
+                          or os.environ.get(ALLOW_PRIVATE_ENV) == "1")
     llm = None
     if ex.llm.base_url is not None:
         api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)

@@ -118,7 +118,8 @@ class NodeMetrics:
         self.transport_events = Counter(
             "transport_events", "CIP-11 transport events by kind: handshake (admission outcome), frame (received, by "
             "type), goodbye (local:/peer: reason), ack (accepted, duplicate, reject, hard_failure), dispatch (pushed, "
-            "cancels, no_session, not_present), result (commit/result forwarded or refused, protocol errors).",
+            "cancels, no_session, not_present), result (commit/result forwarded or refused, protocol errors), quic "
+            "(QUIC-layer counters: ignored datagrams, Retry, refusals, decode and stream errors).",
             ["kind", "label"], namespace=ns, registry=r)
         self.runners_connected = Gauge("runners_connected", "Runner sessions authenticated on this validator.",
                                        namespace=ns, registry=r)

@@ -235,3 +235,15 @@ def test_runner_key_address_matches_the_private_key() -> None:
     assert k.address.hex() == "19e7e376e7c213b7e7e7e46cc70a5dd086daff2a"
     with pytest.raises(ValueError):
         RunnerKey(k.private_key, bytes(20))
+
+
+def test_allow_private_addresses_is_a_boolean_key_of_executors_http(tmp_path: Path) -> None:
+    from cowboy_runner.config import init_home, load_settings, parse_settings
+
+    toml = init_home(tmp_path / "home", "http://127.0.0.1:8545")
+    assert load_settings(tmp_path / "home").executors.http.allow_private_addresses is False  # template default
+    text = toml.read_text().replace("allow_private_addresses = false", "allow_private_addresses = true")
+    assert parse_settings(text, tmp_path / "home").executors.http.allow_private_addresses is True
+    bad = toml.read_text().replace("allow_private_addresses = false", 'allow_private_addresses = "yes"')
+    with pytest.raises(ConfigError, match=r"executors\.http\.allow_private_addresses"):
+        parse_settings(bad, tmp_path / "home")
