@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import signal
 import sys
 import time
@@ -51,7 +52,7 @@ from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
-from cowboy_runner.schedule import effective_cadence, heartbeat_due
+from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
 from cowboy_runner.status import remove_pid, write_pid, write_status
 from cowboy_runner.txbuild import Fees, build_heartbeat
 
@@ -165,11 +166,36 @@ class Daemon:
         for link in self.links:
             link.set_accepting(accepting)
 
+    async def _bootstrap_until_reachable(self) -> tuple[bytes, ...]:
+        """:meth:`_bootstrap`, retried with the §11.3 backoff while the validator is unreachable or refuses: the
+        daemon stays up and says why in its log (the operator may start it before the validator)."""
+        rng = random.Random()
+        attempt = 0
+        while True:
+            try:
+                return await self._bootstrap()
+            except StartupError as e:
+                if e.exit_code != 4:
+                    raise
+                self.last_error = str(e)
+                delay = backoff_delay(attempt, rng)
+                log.error("validator not reachable yet; retrying", error=str(e), retry_in_s=round(delay, 2),
+                          attempt=attempt + 1)
+                attempt += 1
+            try:
+                await asyncio.wait_for(self.stopping.wait(), delay)
+            except TimeoutError:
+                continue
+            raise StartupError(f"stopped before the validator was reachable ({self.last_error})", 4)
+
     # -- main ---------------------------------------------------------------------------
     async def run(self) -> int:
         """Run until stopped or drained; returns the exit code."""
         s = self.settings
-        vset = await self._bootstrap()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+        loop.add_signal_handler(signal.SIGINT, self.stopping.set)
+        vset = await self._bootstrap_until_reachable()
         self.journal = Journal(s.journal_path)
         limits = self.params.get("limits", {})
         self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
@@ -199,9 +225,6 @@ class Daemon:
                              sessions_up=lambda: any(lk.authenticated.is_set() for lk in self.links),
                              metrics=self.metrics)
         write_pid(self.state_dir)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
-        loop.add_signal_handler(signal.SIGINT, self.stopping.set)
         loop.add_signal_handler(signal.SIGUSR1, self.drain)
         tasks = [loop.create_task(lk.run()) for lk in self.links]
         tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()),
