@@ -1,0 +1,61 @@
+"""Smoke tests of the transport benchmarks: each runs with tiny parameters, stops by itself, and prints ONE JSON
+object of the documented shape with its same-run baseline. No timing assertions (the figures are the
+benchmark's business), only that every measured job/heartbeat was counted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+SUMMARY_KEYS = {"count", "p50_ms", "p99_ms", "min_ms", "max_ms"}
+
+
+def _run(script: str, *args: str, timeout: float = 120) -> Any:
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=BENCH.parent, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)  # the whole stdout is one JSON document
+
+
+@pytest.mark.timeout(180)
+def test_push_latency_prints_one_json_with_push_and_poll_baseline() -> None:
+    doc = _run("push_latency.py", "--block-ms", "200", "--runners", "2", "--jobs", "2", "--poll-s", "0.4")
+    assert doc["benchmark"] == "push_latency"
+    assert doc["params"]["jobs_per_path"] == 2 and doc["params"]["block_ms"] == 200
+    for section, keys in (("push", ("accepted_to_held", "commit_to_held")),
+                          ("poll_baseline", ("accepted_to_seen", "commit_to_seen"))):
+        for key in keys:
+            summary = doc[section][key]
+            assert set(summary) == SUMMARY_KEYS
+            assert summary["count"] == 2  # every submitted job was measured on this path
+            assert summary["p50_ms"] <= summary["p99_ms"]
+    assert doc["poll_baseline"]["polls"] >= 1
+    goals = doc["goals"]
+    assert goals["push_p50_le_block_plus_100ms"]["limit_ms"] == 300
+    assert isinstance(goals["push_p50_le_block_plus_100ms"]["met"], bool)
+    assert isinstance(goals["push_vs_poll_p50_ge_3x"]["met"], bool)
+    assert doc["jobs_completed"] == {"completed": 4, "submitted": 4}  # both paths' runners answered every job
+    assert doc["results_forwarded_over_sessions"] == 2  # the push path's results went over the sessions
+
+
+@pytest.mark.timeout(180)
+def test_runner_capacity_prints_one_json_with_raw_echo_baseline() -> None:
+    doc = _run("runner_capacity.py", "--runners", "3", "--seconds", "1.5", "--warmup-s", "0.5")
+    assert doc["benchmark"] == "runner_capacity"
+    (row,) = doc["results"]
+    assert row["runners"] == 3
+    for kind in ("raw_echo_baseline", "transport"):
+        m = row[kind]
+        assert m["heartbeats"] > 0 and m["server_cpu_s"] > 0
+        assert m["runners_per_core_at_1hz"] > 0
+    t = row["transport"]
+    assert t["admitted"] == 3 and t["connected"] == 3 and t["present"] == 3  # real sessions, all present
+    assert t["server_pings"] > 0
+    assert row["ratio"] > 0 and isinstance(row["goal_ratio_le_1_5"], bool)
