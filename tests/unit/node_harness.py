@@ -13,8 +13,10 @@ predate this module.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -131,6 +133,19 @@ def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(server_module, "log", structlog.ReturnLogger())
 
 
+@contextlib.contextmanager
+def serving(live: LiveNode) -> Iterator[LiveNode]:
+    """Start ``live`` with the node's per-block stdout logs silenced (stdout stays for the CLI's JSON); stop it
+    on exit."""
+    with pytest.MonkeyPatch.context() as mp:
+        quiet_node_logs(mp)
+        live.start()
+        try:
+            yield live
+        finally:
+            live.stop()
+
+
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
     """Run ``cowboy-node argv`` in-process: (exit code, parsed stdout JSON or None, stderr)."""
     try:
@@ -143,4 +158,4 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, A
 
 
 __all__ = ["ALICE_SK", "CAPS_EXAMPLE", "JOB_EXAMPLE", "RUNNERS", "RUNNER_SKS", "STAKE", "LiveNode", "Nonces",
-           "example_caps", "make_node", "produce", "quiet_node_logs", "run_cli"]
+           "example_caps", "make_node", "produce", "quiet_node_logs", "run_cli", "serving"]

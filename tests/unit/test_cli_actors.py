@@ -25,7 +25,7 @@ from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.params import TimerConfig
 from tests.helpers import ALICE, ALICE_SK, BOB_SK, make_dev_genesis
-from tests.unit.node_harness import LiveNode, quiet_node_logs, run_cli
+from tests.unit.node_harness import LiveNode, run_cli, serving
 
 SOURCE = '''import pvm_host
 
@@ -63,14 +63,8 @@ def _live_node() -> LiveNode:
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    with pytest.MonkeyPatch.context() as mp:
-        quiet_node_logs(mp)  # the node logs every block to stdout; keep stdout for the CLI's JSON
-        n = _live_node()
-        n.start()
-        try:
-            yield n
-        finally:
-            n.stop()
+    with serving(_live_node()) as n:
+        yield n
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from tests.unit.node_harness import (
     RUNNERS,
     STAKE,
     LiveNode,
-    quiet_node_logs,
     run_cli,
+    serving,
 )
 
 WAIT_S = 60.0
@@ -38,14 +38,8 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    with pytest.MonkeyPatch.context() as mp:
-        quiet_node_logs(mp)
-        n = LiveNode(block_time_ms=50)
-        n.start()
-        try:
-            yield n
-        finally:
-            n.stop()
+    with serving(LiveNode(block_time_ms=50)) as n:
+        yield n
 
 
 @pytest.fixture(scope="module")

@@ -16,37 +16,26 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.keys import write_account_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
-from cowboy_node.chain.runner_queries import RunnerQueries
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.state.memory import MemoryStore
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis
-from tests.unit.node_harness import LiveNode, quiet_node_logs, run_cli
+from tests.unit.node_harness import LiveNode, run_cli, serving
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "runner-capabilities.json"
 STAKE = 10**18
 
 
-class RunnerNode(Node, RunnerQueries):
-    """A Node with the Runner Registry facade methods."""
-
-
 def _live_node() -> LiveNode:
     """A real node (in-memory chain) serving HTTP and producing a block every 20 ms on its own loop."""
     dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
-    return LiveNode(node=RunnerNode(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                                    block_time_ms=20))
+    return LiveNode(node=Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                              block_time_ms=20))
 
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    with pytest.MonkeyPatch.context() as mp:
-        quiet_node_logs(mp)  # the node logs every block to stdout; keep stdout for the CLI's JSON
-        n = _live_node()
-        n.start()
-        try:
-            yield n
-        finally:
-            n.stop()
+    with serving(_live_node()) as n:
+        yield n
 
 
 @pytest.fixture(scope="module")
