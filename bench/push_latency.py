@@ -73,13 +73,13 @@ class TimedTransport(TransportService):
         super().__init__(*args, **kwargs)
         self.committed_at: dict[bytes, float] = {}
 
-    def on_block_committed(self, height: int, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
+    def on_block_committed(self, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
         """Record the commit time of the block's assignments, then push as usual."""
         assigned = list(jobs_assigned)
         now = time.monotonic()
         for job_id in assigned:
             self.committed_at.setdefault(job_id, now)
-        super().on_block_committed(height, assigned, jobs_finished)
+        super().on_block_committed(assigned, jobs_finished)
 
 
 class Results:

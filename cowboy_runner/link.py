@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from cowboy_node.transport.enums import GoodbyeReason
 from cowboy_node.transport.errors import LocalProtocolError
-from cowboy_node.transport.frames import AckStatus, Frame, Goodbye, JobAssignment
+from cowboy_node.transport.frames import AckStatus, Goodbye, JobAssignment
 from cowboy_node.transport.preimages import RunnerKey as SessionKey
 from cowboy_node.transport.pubkeys import PubKey
 from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
@@ -219,7 +219,3 @@ class Link:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-
-def frame_name(frame: Frame) -> str:
-    """Type name of a frame (for logs and metrics)."""
-    return type(frame).__name__

@@ -157,8 +157,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         block = prepared.block
         self.mempool.remove_committed(block.transactions, self._account_nonce())
         if self.transport is not None:  # push only once the assignment block is committed (CIP-11 §10.1)
-            self.transport.on_block_committed(block.header.height, prepared.result.jobs_assigned,
-                                              prepared.result.jobs_finished)
+            self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
                 self.mempool.remove(tx.tx_hash())

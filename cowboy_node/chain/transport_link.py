@@ -56,11 +56,13 @@ class TransportLink:
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
         """The job's current assignment at the head."""
         with self._tree_lock:
-            raw = self.chain.world().get(job_key(job_id))
-        if raw is None:
-            return None
-        rec = JobRecord.decode(raw)
-        live = rec.status in (JobStatus.ASSIGNED, JobStatus.PENDING_SELECTION)
+            world = self.chain.world()
+            raw = world.get(job_key(job_id))
+            if raw is None:
+                return None
+            rec = JobRecord.decode(raw)
+            records = [store.get_runner(world, address) for address in rec.committee]
         return AssignmentInfo(job_spec=rec.spec, assignment_height=rec.assignment_height,
-                              deadline_block=rec.deadline_block, committee=rec.committee,
-                              live=rec.status == JobStatus.ASSIGNED, failed=not live and rec.status == JobStatus.FAILED)
+                              deadline_block=rec.deadline_block,
+                              committee=tuple(r.index for r in records if r is not None),
+                              live=rec.status == JobStatus.ASSIGNED, failed=rec.status == JobStatus.FAILED)

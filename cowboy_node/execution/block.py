@@ -69,10 +69,6 @@ class BlockResult:
     assignments to their runners once the block is committed (CIP-11 §10.1)."""
     jobs_finished: list[bytes] = field(default_factory=list)
     """Jobs that reached a terminal state in this block (their pushes are cancelled, §10.5)."""
-    jobs_reselected: int = 0
-    """Timeout re-selections made in this block."""
-    present_count: int = 0
-    """Runners in the block's decoded PresenceInput (the present pool's size)."""
 
 
 def decode_block_presence(world: WorldState, env: BlockEnv, flags: Cip11Flags, *,
@@ -136,7 +132,6 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
         tx_root=tx_root([t.tx_hash() for t in txs]),
         receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
         jobs_assigned=list(ctx.jobs_assigned), jobs_finished=list(ctx.jobs_finished),
-        jobs_reselected=ctx.jobs_reselected, present_count=len(ctx.present),
     )
 
 

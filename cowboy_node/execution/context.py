@@ -127,7 +127,5 @@ class BlockContext:
     """Job ids assigned (or re-assigned) in this block, in order: the node pushes them after commit."""
     jobs_finished: list[bytes] = field(default_factory=list)
     """Job ids that reached a terminal state in this block, in order (callbacks, cancels)."""
-    jobs_reselected: int = 0
-    """Timeout re-selections in this block."""
     observe: Observe | None = None
     """Wraps measured sections (``job_filter``, ``job_draw`` and the End-of-Block steps); None: not measured."""

@@ -50,10 +50,6 @@ class Push:
     """The job."""
     runner_index: int
     """Registry index of the runner."""
-    pushed_at: int
-    """Chain height when it was sent."""
-    assignment_hash: bytes
-    """The §12.6 assignment hash that acks and cancels must match."""
     outcome: Outcome = Outcome.PENDING
     """Classification so far."""
 
@@ -71,9 +67,9 @@ class PushTracker:
         """The push of ``job_id`` to ``runner_index``, if any."""
         return self._pushes.get((job_id, runner_index))
 
-    def pushed(self, job_id: bytes, runner_index: int, height: int, assignment_hash: bytes) -> Push:
+    def pushed(self, job_id: bytes, runner_index: int) -> Push:
         """Record a push (a re-push after re-selection replaces the old record)."""
-        p = Push(job_id, runner_index, height, assignment_hash)
+        p = Push(job_id, runner_index)
         self._pushes[(job_id, runner_index)] = p
         return p
 

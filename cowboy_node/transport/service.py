@@ -66,8 +66,8 @@ class AssignmentInfo:
     """Block that made the assignment."""
     deadline_block: int
     """Chain-derived timeout-index block."""
-    committee: tuple[bytes, ...]
-    """Runner addresses of the current committee, in committee order."""
+    committee: tuple[int, ...]
+    """Registry indices of the current committee's runners, in committee order (sessions are keyed by index)."""
     live: bool
     """False once the job is terminal."""
     failed: bool = False
@@ -321,7 +321,7 @@ class TransportService:
         """Registry indices present at ``height`` (what the proposer encodes into PresenceInput)."""
         return self.presence.present(height)
 
-    def on_block_committed(self, height: int, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
+    def on_block_committed(self, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
         """Push the block's assignments to live sessions and cancel pushes that the chain superseded (§10.1, §10.5)."""
         committed_at = self.now()
         for job_id in jobs_finished:
@@ -332,12 +332,12 @@ class TransportService:
                 continue
             self._commit_time[job_id] = committed_at
             self._cancel_superseded(job_id, info)
-            for address in info.committee:
-                self._push(job_id, info, address, height)
+            for index in info.committee:
+                self._push(job_id, info, index)
 
     # --- internals ---
-    def _push(self, job_id: bytes, info: AssignmentInfo, address: bytes, height: int) -> None:
-        conn = next((c for c in self._by_index.values() if c.address == address), None)
+    def _push(self, job_id: bytes, info: AssignmentInfo, index: int) -> None:
+        conn = self._by_index.get(index)
         if conn is None or conn.session is None or conn.runner_pubkey is None or conn.runner_index is None:
             self.metrics.transport_event("dispatch", "no_session")
             return
@@ -351,15 +351,14 @@ class TransportService:
         except LocalProtocolError as e:
             self.metrics.transport_event("dispatch", e.code)
             return
-        self.pushes.pushed(job_id, conn.runner_index, height, frame.assignment_hash)
+        self.pushes.pushed(job_id, conn.runner_index)
         self.metrics.transport_event("dispatch", "pushed")
         conn.flush()
 
     def _cancel_superseded(self, job_id: bytes, info: AssignmentInfo) -> None:
-        committee = set(info.committee)
         for p in self.pushes.for_job(job_id):
             conn = self._by_index.get(p.runner_index)
-            if conn is not None and conn.address not in committee:
+            if conn is not None and p.runner_index not in info.committee:
                 self._cancel(conn, job_id, CancelReason.RESELECTED)
 
     def _end_job(self, job_id: bytes) -> None:
@@ -420,7 +419,7 @@ class TransportService:
 
     def _authenticated(self, conn: _RunnerConnection, ev: Authenticated) -> None:
         conn.runner_index, conn.address, conn.runner_pubkey = ev.runner_index, ev.address, ev.peer_pubkey
-        self.conn_mark_authenticated(conn)
+        conn.conn.mark_authenticated()  # no longer half-open for the QUIC layer
         if ev.runner_index is None:
             return
         old = self._by_index.get(ev.runner_index)
@@ -429,11 +428,6 @@ class TransportService:
             old.runner_index = None  # its close must not clear the new session's presence
             old.handle(old.session.close(GoodbyeReason.REPLACED, "a newer session of this runner authenticated"))
         log.info("runner session authenticated", index=ev.runner_index, address="0x" + (ev.address or b"").hex())
-
-    @staticmethod
-    def conn_mark_authenticated(conn: _RunnerConnection) -> None:
-        """Tell the QUIC layer the connection is no longer half-open."""
-        conn.conn.mark_authenticated()
 
     def _ack(self, conn: _RunnerConnection, ev: AckReceived) -> None:
         kind = ev.status.kind

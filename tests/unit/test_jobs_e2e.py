@@ -28,7 +28,7 @@ from cowboy_node.types.instructions import CallActor, DeployActor, Instruction, 
 from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_node.types.jobspec import derive_job_id
 from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.presence import encode_presence
+from cowboy_node.types.presence import decode_presence, encode_presence
 from cowboy_node.types.runner_instructions import RunnerRegister
 from cowboy_node.types.runner_json import runner_file_from_json
 from cowboy_node.types.transaction import Transaction
@@ -118,7 +118,9 @@ def test_single_runner_job_settles_pays_and_calls_back() -> None:
     job_id = derive_job_id(submit.tx_hash(), 0)
     rec = net.job(job_id)
     assert rec.status == JobStatus.ASSIGNED and len(rec.committee) == 1
-    assert p.result.jobs_assigned == [job_id] and p.result.present_count == len(RUNNERS)  # what the node pushes
+    assert p.result.jobs_assigned == [job_id]  # what the node pushes
+    assert p.block.header.presence_input is not None
+    assert decode_presence(p.block.header.presence_input, len(RUNNERS)) == frozenset(range(len(RUNNERS)))
     assert rec.deadline_block == p.block.header.height + 100  # submitted_at + timeout_blocks (§10.1)
     runner = rec.committee[0]
     sk = RUNNER_SKS[RUNNERS.index(runner)]

@@ -16,7 +16,6 @@ from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx
 
 JOB = b"\x11" * 32
 OTHER_JOB = b"\x22" * 32
-AH = b"\x33" * 32
 
 
 def test_ack_timeout_default_is_15_blocks() -> None:
@@ -28,21 +27,21 @@ def test_ack_timeout_default_is_15_blocks() -> None:
                                                (AckKind.REJECT, Outcome.SOFT_FAILURE)])
 def test_ack_classifies_the_push(kind: AckKind, outcome: Outcome) -> None:
     t = PushTracker()
-    t.pushed(JOB, 1, 10, AH)
+    t.pushed(JOB, 1)
     assert t.acked(JOB, 1, kind) is outcome
 
 
 def test_accepted_then_forwarded_result_is_success() -> None:
     t = PushTracker()
-    t.pushed(JOB, 1, 10, AH)
+    t.pushed(JOB, 1)
     t.acked(JOB, 1, AckKind.ACCEPTED)
     assert t.result_forwarded(JOB, 1) is Outcome.SUCCESS
 
 
 def test_ack_timeout_makes_a_pending_push_a_hard_failure_but_never_reclassifies_an_answered_one() -> None:
     t = PushTracker()
-    t.pushed(JOB, 1, 10, AH)
-    t.pushed(OTHER_JOB, 2, 10, AH)
+    t.pushed(JOB, 1)
+    t.pushed(OTHER_JOB, 2)
     t.acked(OTHER_JOB, 2, AckKind.REJECT)
     assert t.hard_failure(JOB, 1) is Outcome.HARD_FAILURE
     assert t.hard_failure(OTHER_JOB, 2) is Outcome.SOFT_FAILURE  # a framed response was received
@@ -51,9 +50,9 @@ def test_ack_timeout_makes_a_pending_push_a_hard_failure_but_never_reclassifies_
 
 def test_forget_job_and_runner() -> None:
     t = PushTracker()
-    t.pushed(JOB, 1, 10, AH)
-    t.pushed(JOB, 2, 10, AH)
-    t.pushed(OTHER_JOB, 2, 10, AH)
+    t.pushed(JOB, 1)
+    t.pushed(JOB, 2)
+    t.pushed(OTHER_JOB, 2)
     assert {p.runner_index for p in t.for_job(JOB)} == {1, 2}
     t.forget_job(JOB)
     assert len(t) == 1

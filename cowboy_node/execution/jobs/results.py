@@ -201,7 +201,6 @@ def reselect(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpec
     committee = dispatch.draw_from(world, ctx, spec, candidates, weights.base_weights(candidates, cfg),
                                    spec.verification.runners, seed)
     ctx.events.append(Event(JOB_DISPATCHER, TOPIC_RESELECTED, encode({0: rec.job_id, 1: rec.attempt, 2: reason})))
-    ctx.jobs_reselected += 1
     dispatch.assign(world, ctx, rec, spec, committee, deadline=ctx.env.height + spec.timeout_blocks)
 
 
