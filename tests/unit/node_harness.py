@@ -16,13 +16,14 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.devgenesis import create_dev_genesis
@@ -31,7 +32,7 @@ from cowboy_node.chain.node import Node
 from cowboy_node.cli.main import build_parser
 from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.observability import NodeMetrics
-from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.rpc.server import build_app, start_rpc_server
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.instructions import Instruction
 from cowboy_node.types.params import ChainLimits, Cip11Flags
@@ -133,6 +134,33 @@ def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(server_module, "log", structlog.ReturnLogger())
 
 
+@contextlib.asynccontextmanager
+async def read_only_client(node: Node) -> AsyncIterator[TestClient[Any, Any]]:
+    """An aiohttp test client of ``node``'s HTTP app; on exit, asserts nothing any request did changed the chain
+    (height, state root, mempool size): reads, read-only calls and every rejected input change nothing."""
+    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics)))
+    await c.start_server()
+    before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
+    try:
+        yield c
+    finally:
+        await c.close()
+    assert (node.chain.height, node.chain.tree.root(), len(node.mempool)) == before
+
+
+async def expect_ok(resp: Any) -> Any:
+    """The JSON body of a 200 response (the body text in the failure message otherwise)."""
+    assert resp.status == 200, await resp.text()
+    return await resp.json()
+
+
+async def expect_error(resp: Any, status: int, code: str) -> None:
+    """A ``status`` response whose body is exactly ``{"code": code, "message": <non-empty>}``."""
+    assert resp.status == status, await resp.text()
+    body = await resp.json()
+    assert set(body) == {"code", "message"} and body["code"] == code and body["message"]
+
+
 @contextlib.contextmanager
 def serving(live: LiveNode) -> Iterator[LiveNode]:
     """Start ``live`` with the node's per-block stdout logs silenced (stdout stays for the CLI's JSON); stop it
@@ -157,5 +185,22 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, A
     return rc, json.loads(out.out) if out.out.strip() else None, out.err
 
 
-__all__ = ["ALICE_SK", "CAPS_EXAMPLE", "JOB_EXAMPLE", "RUNNERS", "RUNNER_SKS", "STAKE", "LiveNode", "Nonces",
-           "example_caps", "make_node", "produce", "quiet_node_logs", "run_cli", "serving"]
+__all__ = [
+    "ALICE_SK",
+    "CAPS_EXAMPLE",
+    "JOB_EXAMPLE",
+    "RUNNERS",
+    "RUNNER_SKS",
+    "STAKE",
+    "LiveNode",
+    "Nonces",
+    "example_caps",
+    "expect_error",
+    "expect_ok",
+    "make_node",
+    "produce",
+    "quiet_node_logs",
+    "read_only_client",
+    "run_cli",
+    "serving",
+]

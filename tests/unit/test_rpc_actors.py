@@ -28,6 +28,7 @@ from cowboy_node.types.instructions import CallActor, CancelTimer, DeployActor, 
 from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import STATUS_SUCCESS
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
+from tests.unit.node_harness import expect_error, expect_ok, read_only_client
 
 SOURCE = '''import pvm_host
 
@@ -92,30 +93,16 @@ def node() -> Iterator[Node]:
 
 @pytest.fixture
 async def client(node: Node) -> AsyncIterator[TestClient[Any, Any]]:
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics)))
-    await c.start_server()
-    before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
-    yield c
-    await c.close()
-    # Nothing any request did changed the chain (reads, read-only calls and every rejected input).
-    assert (node.chain.height, node.chain.tree.root(), len(node.mempool)) == before
+    async with read_only_client(node) as c:  # asserts on exit that no request changed the chain
+        yield c
 
 
-async def _ok(resp: Any) -> Any:
-    assert resp.status == 200, await resp.text()
-    return await resp.json()
-
-
-async def _error(resp: Any, status: int, code: str) -> None:
-    assert resp.status == status, await resp.text()
-    body = await resp.json()
-    assert set(body) == {"code", "message"} and body["code"] == code and body["message"]
 
 
 # -- GET /actor/{address} ------------------------------------------------------------------------
 @pytest.mark.parametrize("text", [ACTOR_TEXT, "0x" + ACTOR.hex(), "0x" + ACTOR.hex().upper()])
 async def test_actor_record(client: TestClient[Any, Any], text: str) -> None:
-    body = await _ok(await client.get(f"/actor/{text}"))
+    body = await expect_ok(await client.get(f"/actor/{text}"))
     assert body == {
         "address": ACTOR_TEXT,
         "creator": to_checksum_address(ALICE),
@@ -129,22 +116,22 @@ async def test_actor_record(client: TestClient[Any, Any], text: str) -> None:
 
 # -- GET /actor/{address}/state ------------------------------------------------------------------
 async def test_state_single_key_set_and_unset(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=0x636f756e74"))  # "count"
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=0x636f756e74"))  # "count"
     assert body == {"address": ACTOR_TEXT, "key": "0x636f756e74", "value": "0x31", "height": 1}
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=6e6f6e65"))  # "none": unset
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=6e6f6e65"))  # "none": unset
     assert body["value"] is None and body["key"] == "0x6e6f6e65"
 
 
 async def test_state_scan_is_ordered_and_limited(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state"))  # no key, no prefix: everything
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state"))  # no key, no prefix: everything
     assert [e["key"] for e in body["entries"]] == ["0x636f756e74", "0x6b2f61", "0x6b2f62", "0x6b2f63"]
     assert body["truncated"] is False and body["prefix"] == "0x"
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=2"))  # "k/"
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=2"))  # "k/"
     assert body["entries"] == [{"key": "0x6b2f61", "value": "0x4b2f41"}, {"key": "0x6b2f62", "value": "0x4b2f42"}]
     assert body["truncated"] is True
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=3"))
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=3"))
     assert len(body["entries"]) == 3 and body["truncated"] is False
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=1000"))
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?prefix=0x6b2f&limit=1000"))
     assert len(body["entries"]) == 3
 
 
@@ -163,12 +150,12 @@ async def test_state_scan_is_ordered_and_limited(client: TestClient[Any, Any]) -
     ("key=0x01&limit=5", "invalid_query"),
 ])
 async def test_state_query_errors(client: TestClient[Any, Any], query: str, code: str) -> None:
-    await _error(await client.get(f"/actor/{ACTOR_TEXT}/state?{query}"), 400, code)
+    await expect_error(await client.get(f"/actor/{ACTOR_TEXT}/state?{query}"), 400, code)
 
 
 # -- GET /actor/{address}/timers -----------------------------------------------------------------
 async def test_timers_are_listed_in_due_order(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/timers"))
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/timers"))
     common = {"handler": "handle_timer", "fee_payer": ACTOR_TEXT, "gas_limit_per_fire": 550_000,
               "expires_at": 1 + 2_592_000}
     assert body == {
@@ -182,7 +169,7 @@ async def test_timers_are_listed_in_due_order(client: TestClient[Any, Any]) -> N
 
 # -- POST /actor/read ----------------------------------------------------------------------------
 async def test_read_only_call_returns_the_result(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "echo",
+    body = await expect_ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "echo",
                                                             "payload": "0x616263"}))
     assert body["result"] == "0x616263" and body["error"] is None and body["height"] == 1
     assert 0 < body["cycles_used"] < 1_000_000
@@ -190,16 +177,16 @@ async def test_read_only_call_returns_the_result(client: TestClient[Any, Any]) -
 
 async def test_read_only_call_discards_its_writes(client: TestClient[Any, Any], node: Node) -> None:
     for _ in range(2):  # would be 2 then 3 if the write stuck
-        body = await _ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "bump"}))
+        body = await expect_ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "bump"}))
         assert body["result"] == "0x32"
-    body = await _ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=0x636f756e74"))
+    body = await expect_ok(await client.get(f"/actor/{ACTOR_TEXT}/state?key=0x636f756e74"))
     assert body["value"] == "0x31"
 
 
 async def test_read_only_call_failures_are_reported_not_raised(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "nope"}))
+    body = await expect_ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "nope"}))
     assert body["result"] is None and body["error"] == "no_such_handler"
-    body = await _ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "spin",
+    body = await expect_ok(await client.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "spin",
                                                             "cycles_limit": 50_000}))
     assert body == {"result": None, "error": "out_of_cycles", "cycles_used": 50_000, "height": 1}
 
@@ -224,33 +211,34 @@ async def test_read_only_call_failures_are_reported_not_raised(client: TestClien
     ({"actor": ACTOR_TEXT, "handler": "echo", "cycles_limit": "5"}, "invalid_cycles_limit"),
 ])
 async def test_read_body_errors(client: TestClient[Any, Any], doc: object, code: str) -> None:
-    await _error(await client.post("/actor/read", json=doc), 400, code)
+    await expect_error(await client.post("/actor/read", json=doc), 400, code)
 
 
 async def test_read_needs_a_json_body(client: TestClient[Any, Any]) -> None:
-    await _error(await client.post("/actor/read", data=b"{not json", headers={"Content-Type": "application/json"}),
-                 400, "invalid_body")
-    await _error(await client.post("/actor/read", data=b'{"actor": "x"}', headers={"Content-Type": "text/plain"}),
-                 400, "invalid_body")
+    await expect_error(await client.post("/actor/read", data=b"{not json",
+                                         headers={"Content-Type": "application/json"}), 400, "invalid_body")
+    await expect_error(await client.post("/actor/read", data=b'{"actor": "x"}',
+                                         headers={"Content-Type": "text/plain"}), 400, "invalid_body")
     # GET falls through to /actor/{address}: "read" is not an address.
-    await _error(await client.get("/actor/read"), 400, "invalid_address")
+    await expect_error(await client.get("/actor/read"), 400, "invalid_address")
 
 
 # -- unknown actors and malformed addresses ------------------------------------------------------
 @pytest.mark.parametrize("path", [f"/actor/{NOBODY}", f"/actor/{NOBODY}/state?key=0x01", f"/actor/{NOBODY}/state",
                                   f"/actor/{NOBODY}/timers"])
 async def test_unknown_actor_is_404(client: TestClient[Any, Any], path: str) -> None:
-    await _error(await client.get(path), 404, "actor_not_found")
+    await expect_error(await client.get(path), 404, "actor_not_found")
 
 
 async def test_read_of_unknown_actor_is_404(client: TestClient[Any, Any]) -> None:
-    await _error(await client.post("/actor/read", json={"actor": NOBODY, "handler": "echo"}), 404, "actor_not_found")
+    await expect_error(await client.post("/actor/read", json={"actor": NOBODY, "handler": "echo"}), 404,
+                       "actor_not_found")
 
 
 @pytest.mark.parametrize("text", ["0x1234", "1234" * 10, "0x" + "g" * 40, BAD_CHECKSUM])
 @pytest.mark.parametrize("suffix", ["", "/state", "/timers"])
 async def test_malformed_address_is_400(client: TestClient[Any, Any], text: str, suffix: str) -> None:
-    await _error(await client.get(f"/actor/{text}{suffix}"), 400, "invalid_address")
+    await expect_error(await client.get(f"/actor/{text}{suffix}"), 400, "invalid_address")
 
 
 # -- malformed actor / timer instructions at /submit ---------------------------------------------------
@@ -275,7 +263,7 @@ async def test_submit_refuses_malformed_actor_and_timer_instructions(client: Tes
                                                                      old: bytes, new: bytes, code: str) -> None:
     resp = await client.post("/submit", data=_tx_bytes_with(ins, old, new),
                              headers={"Content-Type": "application/octet-stream"})
-    await _error(resp, 400, code)
+    await expect_error(resp, 400, code)
 
 
 # -- plumbing --------------------------------------------------------------------------------------
@@ -308,8 +296,8 @@ async def test_actor_calls_run_off_the_event_loop_thread() -> None:
     c: TestClient[Any, Any] = TestClient(TestServer(build_app(facade)))  # type: ignore[arg-type]
     await c.start_server()
     try:
-        assert (await _ok(await c.get(f"/actor/{ACTOR_TEXT}")))["address"] == ACTOR_TEXT
-        body = await _ok(await c.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "h", "payload": "ab"}))
+        assert (await expect_ok(await c.get(f"/actor/{ACTOR_TEXT}")))["address"] == ACTOR_TEXT
+        body = await expect_ok(await c.post("/actor/read", json={"actor": ACTOR_TEXT, "handler": "h", "payload": "ab"}))
         assert body == {"result": "0xab", "error": None, "cycles_used": 1_000_000}  # the default cycles limit
     finally:
         await c.close()

@@ -28,7 +28,19 @@ from cowboy_node.types.jobspec_json import parse_job_request_json
 from cowboy_node.types.receipt import STATUS_SUCCESS
 from cowboy_node.types.runner_instructions import RunnerRegister
 from tests.helpers import ALICE, ALICE_SK
-from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
+from tests.unit.node_harness import (
+    JOB_EXAMPLE,
+    RUNNER_SKS,
+    RUNNERS,
+    STAKE,
+    Nonces,
+    example_caps,
+    expect_error,
+    expect_ok,
+    make_node,
+    produce,
+    read_only_client,
+)
 
 R0 = RUNNERS[0]
 R0_TEXT = to_checksum_address(R0)
@@ -71,24 +83,10 @@ def setup() -> Iterator[Setup]:
 
 @pytest.fixture
 async def client(setup: Setup) -> AsyncIterator[TestClient[Any, Any]]:
-    node = setup.node
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics)))
-    await c.start_server()
-    before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
-    yield c
-    await c.close()
-    assert (node.chain.height, node.chain.tree.root(), len(node.mempool)) == before
+    async with read_only_client(setup.node) as c:  # asserts on exit that no request changed the chain
+        yield c
 
 
-async def _ok(resp: Any) -> Any:
-    assert resp.status == 200, await resp.text()
-    return await resp.json()
-
-
-async def _error(resp: Any, status: int, code: str) -> None:
-    assert resp.status == status, await resp.text()
-    body = await resp.json()
-    assert set(body) == {"code", "message"} and body["code"] == code and body["message"]
 
 
 def _h(b: bytes) -> str:
@@ -97,7 +95,7 @@ def _h(b: bytes) -> str:
 
 # -- GET /job/{id} ------------------------------------------------------------------------------------------
 async def test_job_record_of_a_settled_job(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{_h(setup.a)}"))
+    doc = await expect_ok(await client.get(f"/job/{_h(setup.a)}"))
     spec, seed = doc.pop("spec"), doc.pop("seed")
     job_spec = doc.pop("job_spec")
     assert re.fullmatch(r"0x[0-9a-f]{64}", seed)
@@ -121,22 +119,22 @@ async def test_job_record_of_a_settled_job(client: TestClient[Any, Any], setup: 
 @pytest.mark.parametrize("text", ["0x1234", "zz", "0x" + "0" * 65, "0x" + "g" * 64, "1" * 63])
 @pytest.mark.parametrize("suffix", ["", "/status", "/results"])
 async def test_bad_job_id_is_400_invalid_job_id(client: TestClient[Any, Any], text: str, suffix: str) -> None:
-    await _error(await client.get(f"/job/{text}{suffix}"), 400, "invalid_job_id")
+    await expect_error(await client.get(f"/job/{text}{suffix}"), 400, "invalid_job_id")
 
 
 @pytest.mark.parametrize("suffix", ["", "/status", "/results"])
 async def test_unknown_job_is_404_job_not_found(client: TestClient[Any, Any], suffix: str) -> None:
-    await _error(await client.get(f"/job/{_h(NOBODY)}{suffix}"), 404, "job_not_found")
+    await expect_error(await client.get(f"/job/{_h(NOBODY)}{suffix}"), 404, "job_not_found")
 
 
 async def test_job_id_without_prefix_and_in_upper_case(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{setup.a.hex().upper()}/status"))
+    doc = await expect_ok(await client.get(f"/job/{setup.a.hex().upper()}/status"))
     assert doc["job_id"] == _h(setup.a)
 
 
 # -- GET /job/{id}/status -----------------------------------------------------------------------------------
 async def test_status_of_a_committed_live_job(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{_h(setup.b)}/status"))
+    doc = await expect_ok(await client.get(f"/job/{_h(setup.b)}/status"))
     assert doc == {"job_id": _h(setup.b), "status": "assigned", "attempt": 0, "committee": [R0_TEXT],
                    "assignment_height": 2, "commit_end": 62, "deadline_block": 102, "committed": [R0_TEXT],
                    "revealed": [], "reason": "", "finished_at": 0, "height": 3}
@@ -144,7 +142,7 @@ async def test_status_of_a_committed_live_job(client: TestClient[Any, Any], setu
 
 # -- GET /job/{id}/results ----------------------------------------------------------------------------------
 async def test_results_of_a_json_result(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{_h(setup.a)}/results"))
+    doc = await expect_ok(await client.get(f"/job/{_h(setup.a)}/results"))
     result = {"result": "0x7b2276223a20317d", "is_json": True, "result_json": {"v": 1}}
     assert doc == {"job_id": _h(setup.a), "status": "completed", "attempt": 0,
                    "reveals": [{"runner": R0_TEXT, "units": 0, **result}],
@@ -152,14 +150,14 @@ async def test_results_of_a_json_result(client: TestClient[Any, Any], setup: Set
 
 
 async def test_results_of_bytes_that_are_not_json(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{_h(setup.d)}/results"))
+    doc = await expect_ok(await client.get(f"/job/{_h(setup.d)}/results"))
     result = {"result": "0xff00", "is_json": False, "result_json": None}
     assert doc["reveals"] == [{"runner": R0_TEXT, "units": 0, **result}]
     assert doc["outcome"] == {"ok": True, "reason": "verified", **result}
 
 
 async def test_results_of_a_live_job_have_no_outcome(client: TestClient[Any, Any], setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/job/{_h(setup.b)}/results"))
+    doc = await expect_ok(await client.get(f"/job/{_h(setup.b)}/results"))
     assert (doc["status"], doc["reveals"], doc["outcome"], doc["finished_at"]) == ("assigned", [], None, 0)
 
 
@@ -171,7 +169,7 @@ def _assignment(job_id: bytes, committed: bool) -> dict[str, Any]:
 
 async def test_poll_lists_the_runners_live_assignments_in_job_id_order(client: TestClient[Any, Any],
                                                                       setup: Setup) -> None:
-    doc = await _ok(await client.get(f"/runner/{R0_TEXT}/jobs"))
+    doc = await expect_ok(await client.get(f"/runner/{R0_TEXT}/jobs"))
     live = sorted([setup.b, setup.e])  # A and D settled: their index entries are gone
     jobs = doc.pop("jobs")
     assert doc == {"runner": R0_TEXT, "height": 3, "truncated": False, "next_after": None}
@@ -186,34 +184,34 @@ async def test_poll_lists_the_runners_live_assignments_in_job_id_order(client: T
 
 async def test_poll_pages_with_limit_and_after(client: TestClient[Any, Any], setup: Setup) -> None:
     first, second = sorted([setup.b, setup.e])
-    page = await _ok(await client.get(f"/runner/{R0_TEXT}/jobs?limit=1"))
+    page = await expect_ok(await client.get(f"/runner/{R0_TEXT}/jobs?limit=1"))
     assert [j["job_id"] for j in page["jobs"]] == [_h(first)]
     assert (page["truncated"], page["next_after"]) == (True, _h(first))
-    page = await _ok(await client.get(f"/runner/{R0_TEXT}/jobs?limit=1&after={page['next_after']}"))
+    page = await expect_ok(await client.get(f"/runner/{R0_TEXT}/jobs?limit=1&after={page['next_after']}"))
     assert [j["job_id"] for j in page["jobs"]] == [_h(second)]
     assert (page["truncated"], page["next_after"]) == (False, None)
-    page = await _ok(await client.get(f"/runner/{R0_TEXT}/jobs?after={_h(second)}"))
+    page = await expect_ok(await client.get(f"/runner/{R0_TEXT}/jobs?after={_h(second)}"))
     assert page["jobs"] == [] and page["truncated"] is False
 
 
 async def test_poll_of_a_runner_with_no_assignment_is_empty(client: TestClient[Any, Any]) -> None:
-    doc = await _ok(await client.get(f"/runner/{to_checksum_address(RUNNERS[1])}/jobs"))
+    doc = await expect_ok(await client.get(f"/runner/{to_checksum_address(RUNNERS[1])}/jobs"))
     assert doc == {"runner": to_checksum_address(RUNNERS[1]), "height": 3, "jobs": [], "truncated": False,
                    "next_after": None}
 
 
 async def test_poll_of_an_unregistered_address_is_404_runner_not_found(client: TestClient[Any, Any]) -> None:
-    await _error(await client.get(f"/runner/{to_checksum_address(RUNNERS[2])}/jobs"), 404, "runner_not_found")
+    await expect_error(await client.get(f"/runner/{to_checksum_address(RUNNERS[2])}/jobs"), 404, "runner_not_found")
 
 
 @pytest.mark.parametrize("query,code", [("limit=0", "invalid_limit"), ("limit=1001", "invalid_limit"),
                                         ("after=zz", "invalid_job_id"), ("after=0x12", "invalid_job_id")])
 async def test_poll_query_errors(client: TestClient[Any, Any], query: str, code: str) -> None:
-    await _error(await client.get(f"/runner/{R0_TEXT}/jobs?{query}"), 400, code)
+    await expect_error(await client.get(f"/runner/{R0_TEXT}/jobs?{query}"), 400, code)
 
 
 async def test_poll_with_a_bad_address_is_400(client: TestClient[Any, Any]) -> None:
-    await _error(await client.get("/runner/0x1234/jobs"), 400, "invalid_address")
+    await expect_error(await client.get("/runner/0x1234/jobs"), 400, "invalid_address")
 
 
 async def test_a_facade_without_the_job_methods_answers_501() -> None:
@@ -222,7 +220,7 @@ async def test_a_facade_without_the_job_methods_answers_501() -> None:
     try:
         for path in (f"/job/{_h(NOBODY)}", f"/job/{_h(NOBODY)}/status", f"/job/{_h(NOBODY)}/results",
                      f"/runner/{R0_TEXT}/jobs"):
-            await _error(await c.get(path), 501, "not_implemented")
+            await expect_error(await c.get(path), 501, "not_implemented")
     finally:
         await c.close()
 
@@ -248,7 +246,7 @@ async def test_poll_answers_410_gone_when_the_flag_is_set(phase3: tuple[Node, by
     await c.start_server()
     try:
         for runner in (R0_TEXT, to_checksum_address(b"\x42" * 20)):
-            await _error(await c.get(f"/runner/{runner}/jobs"), 410, "poll_disabled")
+            await expect_error(await c.get(f"/runner/{runner}/jobs"), 410, "poll_disabled")
     finally:
         await c.close()
 
@@ -258,7 +256,7 @@ async def test_job_waiting_for_its_seed_is_pending_selection(phase3: tuple[Node,
     c: TestClient[Any, Any] = TestClient(TestServer(build_app(node)))
     await c.start_server()
     try:
-        doc = await _ok(await c.get(f"/job/{_h(job_id)}/status"))
+        doc = await expect_ok(await c.get(f"/job/{_h(job_id)}/status"))
     finally:
         await c.close()
     assert (doc["status"], doc["committee"], doc["assignment_height"], doc["deadline_block"]) == \

@@ -25,6 +25,7 @@ from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.receipt import STATUS_SUCCESS
 from cowboy_node.types.runner_instructions import RunnerHeartbeat, RunnerRegister
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis, make_tx
+from tests.unit.node_harness import expect_error, expect_ok, read_only_client
 from tests.unit.test_runner_support import CAPS, CARD
 
 STAKE = 10**18  # the default min_runner_stake
@@ -63,23 +64,10 @@ def node() -> Iterator[RunnerNode]:
 
 @pytest.fixture
 async def client(node: RunnerNode) -> AsyncIterator[TestClient[Any, Any]]:
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics)))
-    await c.start_server()
-    before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
-    yield c
-    await c.close()
-    assert (node.chain.height, node.chain.tree.root(), len(node.mempool)) == before
+    async with read_only_client(node) as c:  # asserts on exit that no request changed the chain
+        yield c
 
 
-async def _ok(resp: Any) -> Any:
-    assert resp.status == 200, await resp.text()
-    return await resp.json()
-
-
-async def _error(resp: Any, status: int, code: str) -> None:
-    assert resp.status == status, await resp.text()
-    body = await resp.json()
-    assert set(body) == {"code", "message"} and body["code"] == code and body["message"]
 
 
 def _record(address: str, index: int, health: str, last_heartbeat: int, eligible: bool) -> dict[str, Any]:
@@ -90,7 +78,7 @@ def _record(address: str, index: int, health: str, last_heartbeat: int, eligible
 
 # -- GET /params -----------------------------------------------------------------------------------
 async def test_params_lists_every_governed_parameter(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get("/params"))
+    body = await expect_ok(await client.get("/params"))
     assert set(body) == {"height", "basefee", "basefees", "timer", "timer_policy", "limits", "cip11", "runners"}
     assert body["height"] == 2
     assert body["runners"]["min_runner_stake"] == STAKE and body["runners"]["unbonding_blocks"] == 1_000
@@ -102,18 +90,18 @@ async def test_params_lists_every_governed_parameter(client: TestClient[Any, Any
 
 # -- GET /runners/active ----------------------------------------------------------------------------
 async def test_active_runners_in_registry_index_order(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get("/runners/active"))
+    body = await expect_ok(await client.get("/runners/active"))
     assert body == {"height": 2, "count": 2, "offset": 0, "heartbeat_timeout_blocks": 100, "truncated": False,
                     "runners": [_record(ALICE_TEXT, 0, "healthy", 1, True),
                                 _record(BOB_TEXT, 1, "paused", 2, False)]}
 
 
 async def test_active_runners_offset_and_limit(client: TestClient[Any, Any]) -> None:
-    body = await _ok(await client.get("/runners/active?limit=1"))
+    body = await expect_ok(await client.get("/runners/active?limit=1"))
     assert [r["index"] for r in body["runners"]] == [0] and body["truncated"] is True and body["count"] == 2
-    body = await _ok(await client.get("/runners/active?offset=1&limit=1000"))
+    body = await expect_ok(await client.get("/runners/active?offset=1&limit=1000"))
     assert [r["address"] for r in body["runners"]] == [BOB_TEXT] and body["truncated"] is False
-    body = await _ok(await client.get("/runners/active?offset=5"))
+    body = await expect_ok(await client.get("/runners/active?offset=5"))
     assert body["runners"] == [] and body["count"] == 2 and body["offset"] == 5
 
 
@@ -122,27 +110,27 @@ async def test_active_runners_offset_and_limit(client: TestClient[Any, Any]) -> 
     ("offset=-1", "invalid_offset"), ("offset=4294967296", "invalid_offset"), ("offset=", "invalid_offset"),
 ])
 async def test_active_runners_query_errors(client: TestClient[Any, Any], query: str, code: str) -> None:
-    await _error(await client.get(f"/runners/active?{query}"), 400, code)
+    await expect_error(await client.get(f"/runners/active?{query}"), 400, code)
 
 
 # -- GET /runner/{address} ----------------------------------------------------------------------------
 @pytest.mark.parametrize("text", [ALICE_TEXT, "0x" + ALICE.hex(), "0x" + ALICE.hex().upper()])
 async def test_runner_record(client: TestClient[Any, Any], text: str) -> None:
-    body = await _ok(await client.get(f"/runner/{text}"))
+    body = await expect_ok(await client.get(f"/runner/{text}"))
     assert body == {**_record(ALICE_TEXT, 0, "healthy", 1, True), "height": 2}
 
 
 async def test_unknown_runner_is_404_runner_not_found(client: TestClient[Any, Any]) -> None:
-    await _error(await client.get(f"/runner/{NOBODY}"), 404, "runner_not_found")
+    await expect_error(await client.get(f"/runner/{NOBODY}"), 404, "runner_not_found")
 
 
 @pytest.mark.parametrize("text", [BAD_CHECKSUM, "0x1234", "zz", "0x" + "g" * 40, ALICE.hex()])
 async def test_bad_runner_address_is_400_invalid_address(client: TestClient[Any, Any], text: str) -> None:
-    await _error(await client.get(f"/runner/{text}"), 400, "invalid_address")
+    await expect_error(await client.get(f"/runner/{text}"), 400, "invalid_address")
 
 
 async def test_runner_routes_answer_405_for_post(client: TestClient[Any, Any]) -> None:
-    await _error(await client.post("/params"), 405, "method_not_allowed")
+    await expect_error(await client.post("/params"), 405, "method_not_allowed")
 
 
 async def test_a_facade_without_the_runner_methods_answers_501() -> None:
@@ -150,6 +138,6 @@ async def test_a_facade_without_the_runner_methods_answers_501() -> None:
     await c.start_server()
     try:
         for path in ("/params", "/runners/active", f"/runner/{ALICE_TEXT}"):
-            await _error(await c.get(path), 501, "not_implemented")
+            await expect_error(await c.get(path), 501, "not_implemented")
     finally:
         await c.close()
