@@ -33,19 +33,10 @@ from cowboy_node.cli.client import ApiError, NodeUnreachable
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.transport.frames import JobAssignment
 from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.types.runner import JOB_KINDS
 from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import RunnerSettings
-from cowboy_runner.executors import (
-    CustomConfig,
-    CustomExecutorConfig,
-    ExecutorRegistry,
-    ExecutorsConfig,
-    HttpConfig,
-    LlmConfig,
-    McpConfig,
-    McpServerConfig,
-)
+from cowboy_runner.executor_settings import executors_config
+from cowboy_runner.executors import ExecutorRegistry
 from cowboy_runner.jobs import JobManager
 from cowboy_runner.journal import Journal
 from cowboy_runner.keyfile import RunnerKey
@@ -58,9 +49,6 @@ from cowboy_runner.txbuild import Fees, build_heartbeat
 
 log = structlog.get_logger("cowboy.runner.daemon")
 
-ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
-"""``1``: HTTP jobs may reach loopback/private addresses even when ``runner.toml``'s
-``executors.http.allow_private_addresses`` is false (an override for tests and containers)."""
 HEARTBEAT_RETRY_BLOCKS = 5
 """Blocks to wait for a submitted on-chain heartbeat to show in the registry before sending another."""
 
@@ -71,30 +59,6 @@ class StartupError(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
-    """Adapter from ``runner.toml``'s executor sections to the executors' own configuration."""
-    caps, ex = settings.capabilities, settings.executors
-    http = None
-    if JOB_KINDS["http"] in caps.job_kinds:
-        http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=ex.http.max_response_bytes,
-                          allow_private_addresses=ex.http.allow_private_addresses
-                          or os.environ.get(ALLOW_PRIVATE_ENV) == "1")
-    llm = None
-    if ex.llm.base_url is not None:
-        api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)
-        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=api_key,
-                        default_temperature=ex.llm.default_temperature)
-    mcp = None
-    if ex.mcp.servers:
-        mcp = McpConfig(servers={name: McpServerConfig(url) for name, url in sorted(ex.mcp.servers.items())},
-                        default_timeout_seconds=ex.mcp.timeout_s)
-    custom = None
-    if ex.custom.commands:
-        commands = {h: CustomExecutorConfig(argv) for h, argv in sorted(ex.custom.commands.items())}
-        custom = CustomConfig(executors=commands, max_stdout_bytes=ex.custom.max_output_bytes)
-    return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
 
 
 def configure_logging(fmt: str, level: str) -> None:

@@ -1,0 +1,45 @@
+"""Adapter from ``runner.toml``'s ``[executors.*]`` sections (``cowboy_runner.config``) to the executors' own
+configuration (``cowboy_runner.executors``)."""
+
+from __future__ import annotations
+
+import os
+
+from cowboy_node.types.runner import JOB_KINDS
+from cowboy_runner.config import RunnerSettings
+from cowboy_runner.executors import (
+    CustomConfig,
+    CustomExecutorConfig,
+    ExecutorsConfig,
+    HttpConfig,
+    LlmConfig,
+    McpConfig,
+    McpServerConfig,
+)
+
+ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
+"""``1``: HTTP jobs may reach loopback/private addresses even when ``runner.toml``'s
+``executors.http.allow_private_addresses`` is false (an override for tests and containers)."""
+
+def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
+    """Adapter from ``runner.toml``'s executor sections to the executors' own configuration."""
+    caps, ex = settings.capabilities, settings.executors
+    http = None
+    if JOB_KINDS["http"] in caps.job_kinds:
+        http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=ex.http.max_response_bytes,
+                          allow_private_addresses=ex.http.allow_private_addresses
+                          or os.environ.get(ALLOW_PRIVATE_ENV) == "1")
+    llm = None
+    if ex.llm.base_url is not None:
+        api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)
+        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=api_key,
+                        default_temperature=ex.llm.default_temperature)
+    mcp = None
+    if ex.mcp.servers:
+        mcp = McpConfig(servers={name: McpServerConfig(url) for name, url in sorted(ex.mcp.servers.items())},
+                        default_timeout_seconds=ex.mcp.timeout_s)
+    custom = None
+    if ex.custom.commands:
+        commands = {h: CustomExecutorConfig(argv) for h, argv in sorted(ex.custom.commands.items())}
+        custom = CustomConfig(executors=commands, max_stdout_bytes=ex.custom.max_output_bytes)
+    return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
