@@ -7,193 +7,21 @@ journals and sends its signed JobResultSubmit; the job settles and the actor's c
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
 
-from cowboy_node.codec import decode
-from tests.integration.nodeproc import BIN, NodeProcess, cli
-
-BODY = b'{"price": 42}'
-ACTOR = '''import pvm_host
-
-
-def start(payload):
-    job_id = pvm_host.submit_job(payload)
-    pvm_host.set_state(b"job", job_id)
-    return job_id
-
-
-def on_result(payload):
-    pvm_host.set_state(b"last", payload)
-    return b""
-'''
-
-
-def runner_cli(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-    exe = BIN / "cowboy-runner"
-    cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "cowboy_runner.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
-
-
-class HttpServer:
-    """A local aiohttp server in its own thread; ``delay_s`` makes every answer slow."""
-
-    def __init__(self, delay_s: float = 0.0) -> None:
-        self.delay_s = delay_s
-        self.hits = 0
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, daemon=True)
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        self.hits += 1
-        await asyncio.sleep(self.delay_s)
-        return web.Response(body=BODY, content_type="application/json")
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_get("/price", self._handle)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self._loop.run_forever()
-
-    def __enter__(self) -> HttpServer:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-
-class RunnerProcess:
-    """A runner home (init + register through the runner CLI) and its ``run`` process."""
-
-    def __init__(self, home: Path, node: NodeProcess) -> None:
-        self.home = home
-        out = json.loads(runner_cli("init", "--home", str(home), "--validator-rpc", node.url).stdout)
-        self.address = out["address"]
-        quic = re.search(r'^addr\s*=\s*"([^"]+)"', (node.home / "config.toml").read_text().split("[quic]", 1)[1],
-                         re.M)
-        assert quic is not None
-        toml = (home / "runner.toml").read_text()
-        toml = toml.replace('# quic_endpoint = ', f'quic_endpoint = "{quic.group(1)}"\n# was: ', 1)
-        toml = toml.replace('http_domains = ["example.com"]', 'http_domains = ["127.0.0.1"]')
-        toml = toml.replace("poll_interval_s = 2.0", "poll_interval_s = 0.5")
-        toml = toml.replace("enabled = true", "enabled = false")
-        (home / "runner.toml").write_text(toml)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        exe = BIN / "cowboy-runner"
-        self.log = open(self.home / "runner.log", "ab")  # noqa: SIM115 - closed in stop/kill
-        self.proc = subprocess.Popen([str(exe), "run", "--home", str(self.home)], stdout=self.log,
-                                     stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1",
-                                          "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES": "1"})
-
-    def status(self) -> dict[str, Any]:
-        r = runner_cli("status", "--home", str(self.home), "--json", check=False)
-        return json.loads(r.stdout) if r.stdout.strip() else {}
-
-    def wait_session(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, self.read_log()[-3000:]
-            s = self.status()
-            if s.get("running") and any(x["connected"] for x in s.get("sessions", [])):
-                return
-            time.sleep(0.2)
-        raise AssertionError("runner session never came up: " + self.read_log()[-3000:])
-
-    def read_log(self) -> str:
-        return (self.home / "runner.log").read_text(errors="replace")
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=20)
-        self.log.close()
-        return rc
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.log.close()
-
-
-def _json(r: subprocess.CompletedProcess[str]) -> Any:
-    return json.loads(r.stdout)
+from tests.integration.nodeproc import NodeProcess
+from tests.integration.runnerproc import BODY, HttpServer, RunnerProcess, runner_world, submit_job, wait_callback
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[NodeProcess, RunnerProcess, str]]:
     """A running node with a registered (not yet running) runner and a funded job-submitting actor."""
-    node = NodeProcess(tmp_path / "node", block_time_ms=250)
-    node.start()
-    try:
-        faucet = str(node.home / "keys" / "faucet.key")
-        runner = RunnerProcess(tmp_path / "runner", node)
-        cli("tx", "transfer", "--key", faucet, "--to", runner.address, "--amount", str(10**20), "--rpc", node.url,
-            "--wait", "--timeout", "30")
-        reg = runner_cli("register", "--home", str(runner.home), "--stake", str(10**18), check=False)
-        assert reg.returncode == 0, reg.stderr + reg.stdout
-        assert _json(reg)["status"] == "success"
-        src = tmp_path / "actor.py"
-        src.write_text(ACTOR)
-        deployed = _json(cli("tx", "deploy", "--key", faucet, "--source", str(src), "--rpc", node.url,
-                             "--timeout", "30"))
-        actor = deployed["address"]
-        cli("tx", "transfer", "--key", faucet, "--to", actor, "--amount", str(10**20), "--rpc", node.url, "--wait",
-            "--timeout", "30")
-        yield node, runner, actor
-    finally:
-        node.terminate()
-
-
-def submit_job(node: NodeProcess, actor: str, url: str) -> bytes:
-    doc = {"job_type": {"kind": "http", "url": url, "method": "GET"},
-           "verification": {"mode": "none", "runners": 1, "threshold": 1}, "max_price": "1000000",
-           "timeout_blocks": 200, "callback": {"actor": actor, "handler": "on_result", "correlation_id": "e2e"}}
-    called = _json(cli("tx", "call", "--key", str(node.home / "keys" / "faucet.key"), "--actor", actor,
-                       "--handler", "start", "--payload", "0x" + json.dumps(doc).encode().hex(), "--rpc", node.url,
-                       "--wait", "--timeout", "30"))
-    assert called["receipt"]["status"] == "success", called
-    return bytes.fromhex(called["result"][2:])
-
-
-def wait_callback(node: NodeProcess, actor: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = node.get(f"/actor/{actor}/state?key=0x" + b"last".hex())["value"]
-        if value is not None:
-            return decode(bytes.fromhex(value[2:]))
-        time.sleep(0.2)
-    raise AssertionError("the actor's callback never stored a result")
+    with runner_world(tmp_path) as w:
+        yield w
 
 
 def test_actor_http_job_executed_by_a_real_runner_process_and_delivered_to_the_callback(
