@@ -36,6 +36,7 @@ from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.transport.preimages import ValidatorKey as TransportValidatorKey
+from cowboy_node.transport.preimages import validator_set_hash
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.presence import encode_presence
@@ -209,9 +210,17 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             "mempool": {"txs": len(self.mempool), "bytes": self.mempool.size_bytes},
             "validator": {"ed25519_public_key": "0x" + self._ed_pub.hex(),
                           "fee_recipient": to_checksum_address(self.fee_recipient)},
+            "validator_set": self._validator_set_json(),
             "block_time_ms": self.block_time_ms,
             "cip11": get_cip11_flags(world).to_json(),
         }
+
+    def _validator_set_json(self) -> dict[str, Any]:
+        """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the genesis set (static, epoch 0)."""
+        keys = [v.ed25519_public_key for v in self.chain.genesis.validators]
+        return {"subset_epoch": 0, "validator_set_hash": "0x" + validator_set_hash(keys).hex(),
+                "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
+                               for v in self.chain.genesis.validators]}
 
     def height(self) -> int:
         """Committed height."""

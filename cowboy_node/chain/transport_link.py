@@ -14,6 +14,7 @@ from cowboy_node.transport.enums import GoodbyeReason
 from cowboy_node.transport.errors import TransportError
 from cowboy_node.transport.pubkeys import PubKey
 from cowboy_node.transport.service import AssignmentInfo
+from cowboy_node.transport.subset import in_subset
 from cowboy_node.transport.validator_session import Admission
 from cowboy_node.types.runner import Health
 
@@ -28,6 +29,8 @@ class TransportLink:
     """The node's chain."""
     _tree_lock: threading.Lock
     """Held while a block is built."""
+    _ed_pub: bytes
+    """This validator's raw Ed25519 peer_pubkey."""
 
     @property
     def chain_id(self) -> str:
@@ -39,12 +42,15 @@ class TransportLink:
         return self.chain.height
 
     def admission(self, runner: PubKey) -> Admission:
-        """§6.2: a secp256k1 key whose address is a registered, not deregistered runner. With one validator
-        (k = 1) every runner's subset is this validator, so NotInSubset never applies here."""
+        """§6.2: a secp256k1 key whose address is a registered, not deregistered runner, and (§5.2) this
+        validator is in the runner's ``Sub(R)`` over the genesis snapshot (always true with one validator)."""
         try:
             address = runner.address()
         except TransportError:
             return Admission(False, GoodbyeReason.NOT_REGISTERED)
+        snapshot = [v.ed25519_public_key for v in self.chain.genesis.validators]
+        if not in_subset(self._ed_pub, runner.key, snapshot):
+            return Admission(False, GoodbyeReason.NOT_IN_SUBSET)
         with self._tree_lock:
             rec = store.get_runner(self.chain.world(), address)
         if rec is None:

@@ -3,12 +3,14 @@ the transport pushes (read from the committed job record)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.crypto.secp256k1 import private_key_to_public_key
 from cowboy_node.transport.enums import GoodbyeReason
 from cowboy_node.transport.pubkeys import PubKey
+from cowboy_node.transport.subset import subset
 from cowboy_node.types.job_instructions import JobSubmit
 from cowboy_node.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
 from cowboy_node.types.jobspec_json import parse_job_request_json
@@ -35,6 +37,27 @@ def test_admission_follows_the_registry_at_the_head() -> None:
     assert node.admission(_pub(RUNNER_SKS[2])).reason is GoodbyeReason.NOT_REGISTERED
 
 
+def test_admission_refuses_a_runner_whose_subset_does_not_hold_this_validator() -> None:
+    # §5.2 validator-side DoS gate: with 20 validators in the snapshot (k = 6) a registered runner is admitted
+    # only by the validators in its Sub(R).
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:4]])
+    me = node.chain.genesis.validators[0]
+    others = [dataclasses.replace(me, ed25519_public_key=bytes([i]) * 32) for i in range(1, 20)]
+    node.chain.genesis = dataclasses.replace(node.chain.genesis, validators=(me, *others))
+    snapshot = [v.ed25519_public_key for v in node.chain.genesis.validators]
+    verdicts = {}
+    for sk in RUNNER_SKS[:4]:
+        key = private_key_to_public_key(sk, compressed=True)
+        verdicts[sk] = (me.ed25519_public_key in subset(key, snapshot), node.admission(_pub(sk)))
+    for inside, adm in verdicts.values():
+        assert adm.ok is inside
+        assert adm.reason is (None if inside else GoodbyeReason.NOT_IN_SUBSET)
+    assert {inside for inside, _ in verdicts.values()} == {True, False}  # the fixture exercises both branches
+
+
 def test_validator_key_is_not_a_runner_identity() -> None:
     node = make_node(phase=2)
     assert node.admission(PubKey.validator(bytes(32))).reason is GoodbyeReason.NOT_REGISTERED
@@ -57,3 +80,12 @@ def test_assignment_for_reads_the_committed_job() -> None:
     assert "0x" + keccak256(info.job_spec).hex() == job["job_spec_hash"]
     assert canonical_job_spec(decode_job_spec(info.job_spec)) == info.job_spec
     assert node.assignment_for(b"\x00" * 32) is None
+
+
+def test_status_publishes_the_validator_set_snapshot_runners_compute_subsets_from() -> None:
+    node = make_node(phase=2)
+    vs = node.status()["validator_set"]
+    keys = [v.ed25519_public_key for v in node.chain.genesis.validators]
+    assert vs == {"subset_epoch": 0, "validator_set_hash": "0x" + keccak256(b"".join(keys)).hex(),
+                  "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
+                                 for v in node.chain.genesis.validators]}
