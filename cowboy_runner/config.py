@@ -191,6 +191,9 @@ class RunnerSettings:
     """debug, info, warning or error."""
     executors: ExecutorSettings
     """Executor sections."""
+    validator_endpoints: dict[bytes, tuple[str, int]] = field(default_factory=dict)
+    """``[validators]``: QUIC (host, port) of other validators by raw Ed25519 peer_pubkey, for the sessions of
+    a multi-validator ``Sub(R)`` (§5.1); the validator behind ``validator_rpc`` uses ``quic_endpoint``."""
 
 
 # -- value checks -----------------------------------------------------------------------------
@@ -258,7 +261,8 @@ def _validation(e: ValidationError) -> ConfigError:
 
 
 # -- sections ---------------------------------------------------------------------------------
-_SECTIONS = ("runner", "capabilities", "rate_card", "heartbeat", "results", "fees", "metrics", "log", "executors")
+_SECTIONS = ("runner", "capabilities", "rate_card", "heartbeat", "results", "fees", "metrics", "log", "executors",
+             "validators")
 _RUNNER_KEYS = ("validator_rpc", "quic_endpoint", "chain_id", "key_file", "journal", "poll_interval_s")
 
 
@@ -417,6 +421,21 @@ def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
                                   max_output_bytes=_int(t, w, "max_output_bytes", 262_144), commands=commands)
 
 
+def _validators(doc: dict[str, Any]) -> dict[bytes, tuple[str, int]]:
+    t = _table(doc.get("validators", {}), "validators")
+    out: dict[bytes, tuple[str, int]] = {}
+    for text in sorted(t):
+        body = text[2:] if text.startswith("0x") else text
+        if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
+            raise ConfigError(f"validators.{text}", "expected a validator Ed25519 peer key: 64 hex digits, "
+                              "optionally 0x-prefixed")
+        key = bytes.fromhex(body)
+        if key in out:
+            raise ConfigError(f"validators.{text}", "the same validator is listed twice")
+        out[key] = _host_port(t[text], f"validators.{text}")
+    return out
+
+
 # -- loading ----------------------------------------------------------------------------------
 def parse_settings(text: str, home: Path) -> RunnerSettings:
     """Parse the text of a ``runner.toml`` belonging to ``home``; raises :class:`ConfigError`."""
@@ -430,7 +449,7 @@ def parse_settings(text: str, home: Path) -> RunnerSettings:
     runner = _runner(doc, home)
     caps, card = _capabilities(doc)
     return RunnerSettings(home=home, **runner, capabilities=caps, rate_card=card,
-                          **_small_sections(doc), executors=_executors(doc))
+                          **_small_sections(doc), executors=_executors(doc), validator_endpoints=_validators(doc))
 
 
 def load_settings(home: Path | str) -> RunnerSettings:
@@ -558,6 +577,12 @@ time_limit_s = 60.0
 memory_limit_mb = 512
 max_output_bytes = 262144
 # "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
+
+# Multi-validator networks only. The runner keeps one session with each validator of its CIP-11 subset Sub(R)
+# (with one validator: that validator). The validator behind validator_rpc is reached at runner.quic_endpoint;
+# list the QUIC endpoints of the others by Ed25519 peer key (GET /status -> validator_set.validators).
+# [validators]
+# "0x<64 hex digits>" = "host:{DEFAULT_QUIC_PORT}"
 """
 
 

@@ -1,10 +1,11 @@
 """``cowboy-runner run``: the runner daemon.
 
-Start-up: load ``runner.toml`` and the key, read ``/status`` (chain id, the validator's Ed25519 key; one
-validator, so the subset is k = 1) and ``/params``, open the journal, build the executors, resume every pending
-obligation, then run concurrently:
+Start-up: load ``runner.toml`` and the key, read ``/status`` (chain id, the validator-set snapshot, from which
+``Sub(R)`` is computed: k = 1 with one validator, §5.1 otherwise) and ``/params``, open the journal, build the
+executors, resume every pending obligation, then run concurrently:
 
-* one :class:`~cowboy_runner.link.Link` per validator (QUIC session, reconnects with the §11.3 backoff);
+* one :class:`~cowboy_runner.link.Link` per validator of ``Sub(R)`` (QUIC session, reconnects with the §11.3
+  backoff);
 * the head loop: poll ``/height`` twice per block time; on each new head run ``JobManager.tick`` (inclusions,
   reveals, expiry, REST rebroadcasts) and the §6.6 on-chain heartbeat;
 * the poll fallback (``cowboy_runner.poll``) while no session is up;
@@ -44,6 +45,7 @@ from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
 from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
+from cowboy_runner.sessions_plan import Snapshot, SnapshotError, plan_sessions, snapshot_from_status
 from cowboy_runner.status import remove_pid, write_pid, write_status
 from cowboy_runner.txbuild import Fees, build_heartbeat
 
@@ -91,13 +93,15 @@ class Daemon:
         self.poller: Poller | None = None
         self.journal: Journal | None = None
         self.last_error = ""
+        self.session_problems: tuple[str, ...] = ()
+        """Subset validators the runner cannot open a session with (shown by ``status``)."""
         self.stopping = asyncio.Event()
         self._hb_sent_at: int | None = None
         self._connects_seen = 0
         self._ticked = -1
 
     # -- start-up -----------------------------------------------------------------------
-    async def _bootstrap(self) -> tuple[bytes, ...]:
+    async def _bootstrap(self) -> Snapshot:
         s = self.settings
         try:
             status = await self.chain.status()
@@ -112,8 +116,11 @@ class Daemon:
                                f"{self.chain_id!r}", 2)
         self.block_time_s = max(0.05, int(status.get("block_time_ms", 1000)) / 1000.0)
         self._set_basefees(status)
-        vkey = bytes.fromhex(str(status["validator"]["ed25519_public_key"])[2:])
-        return (vkey,)
+        try:
+            return snapshot_from_status(status)
+        except SnapshotError as e:
+            raise StartupError(f"runner.validator_rpc: bad validator identity from {s.validator_rpc}: {e}", 4) \
+                from None
 
     def _set_basefees(self, status: dict[str, Any]) -> None:
         bf = status.get("basefee") or {}
@@ -130,7 +137,7 @@ class Daemon:
         for link in self.links:
             link.set_accepting(accepting)
 
-    async def _bootstrap_until_reachable(self) -> tuple[bytes, ...]:
+    async def _bootstrap_until_reachable(self) -> Snapshot:
         """:meth:`_bootstrap`, retried with the §11.3 backoff while the validator is unreachable or refuses: the
         daemon stays up and says why in its log (the operator may start it before the validator)."""
         rng = random.Random()
@@ -159,7 +166,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
         loop.add_signal_handler(signal.SIGINT, self.stopping.set)
-        vset = await self._bootstrap_until_reachable()
+        snapshot = await self._bootstrap_until_reachable()
         self.journal = Journal(s.journal_path)
         limits = self.params.get("limits", {})
         self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
@@ -177,11 +184,17 @@ class Daemon:
         jobs = self.jobs
         jobs.head = await self.chain.height()
         resumed = await jobs.resume()
+        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint, s.validator_endpoints)
         log.info("runner started", address=self.key.checksum_address, chain_id=self.chain_id, head=jobs.head,
-                 resumed=resumed, validator=vset[0].hex()[:16])
-        host, port = s.quic_endpoint
-        for vkey in vset:
-            cfg = LinkConfig(host=host, port=port, chain_id=self.chain_id, validator_set=vset, expected_validator=vkey,
+                 resumed=resumed, validators=len(snapshot.validators),
+                 subset=[target.validator.hex()[:16] for target in targets])
+        for problem in missing:
+            log.error("no session with a subset validator", problem=problem)
+        self.session_problems = missing
+        for target in targets:
+            cfg = LinkConfig(host=target.host, port=target.port, chain_id=self.chain_id,
+                             validator_set=snapshot.validators, expected_validator=target.validator,
+                             subset_epoch=snapshot.subset_epoch,
                              ping_interval_s=self.block_time_s * s.heartbeat.quic_interval_blocks)
             self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
                                    on_assignment=self._on_assignment, on_cancel=self._on_cancel))
@@ -311,6 +324,7 @@ class Daemon:
                           "connects": lk.connects, "last_pong_at": lk.last_pong_at,
                           "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
                          for lk in self.links],
+            "session_problems": list(self.session_problems),
             "poll": {"active": bool(self.poller and self.poller.active),
                      "disabled": bool(self.poller and self.poller.disabled)},
             "jobs_in_flight": [{"job_id": "0x" + j.hex(), "state": jobs.jobs[j].state if j in jobs.jobs else "?",
