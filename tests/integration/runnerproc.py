@@ -8,19 +8,22 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from cowboy_node.codec import decode
-from tests.integration.nodeproc import BIN, NodeProcess, cli
+from tests.integration.nodeproc import BIN, NodeProcess, cli, free_port
 
 BODY = b'{"price": 42}'
 ACTOR = '''import pvm_host
@@ -190,3 +193,46 @@ def runner_world(tmp_path: Path, block_time_ms: int = 250) -> Iterator[tuple[Nod
         yield node, runner, actor
     finally:
         node.terminate()
+
+
+def set_node_block_time(node: NodeProcess, block_time_ms: int) -> None:
+    """Set ``[node] block_time_ms`` in the (stopped) node's config.toml; it takes effect at the next start."""
+    path = node.home / "config.toml"
+    text, n = re.subn(r"^#?\s*block_time_ms = \d+$", f"block_time_ms = {block_time_ms}", path.read_text(),
+                      count=1, flags=re.M)
+    assert n == 1, "config.toml has no block_time_ms line"
+    path.write_text(text)
+
+
+def enable_runner_metrics(runner: RunnerProcess) -> str:
+    """Turn the (not yet started) runner's Prometheus port on at a free loopback port; returns the metrics URL."""
+    port = free_port()
+    path = runner.home / "runner.toml"
+    head, sep, tail = path.read_text().partition("[metrics]")
+    assert sep, "runner.toml has no [metrics] section"
+    tail = re.sub(r'^addr = "[^"]*"$', f'addr = "127.0.0.1:{port}"', tail, count=1, flags=re.M)
+    tail = re.sub(r"^enabled = false$", "enabled = true", tail, count=1, flags=re.M)
+    path.write_text(head + sep + tail)
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def metric_value(url: str, name: str, **labels: str) -> float:
+    """One sample of a Prometheus exposition (0.0 while the labelled series does not exist yet)."""
+    with urllib.request.urlopen(url, timeout=5) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
+
+
+def journal_row(runner: RunnerProcess, job_id: bytes) -> dict[str, Any] | None:
+    """The runner's journal row for ``job_id``, read from the SQLite file (read-only, the daemon keeps writing)."""
+    db = sqlite3.connect(f"file:{runner.home / 'data' / 'journal.sqlite3'}?mode=ro", uri=True, timeout=5)
+    try:
+        db.row_factory = sqlite3.Row
+        row = db.execute("SELECT * FROM obligations WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else dict(row)
+    finally:
+        db.close()
