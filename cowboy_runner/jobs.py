@@ -19,7 +19,9 @@ Per assignment, in order:
    ``commit_end``.
 
 :meth:`JobManager.tick` (every new head) records inclusions from receipts, reveals, expires, and rebroadcasts
-through ``POST /submit`` per ``journal.due_rebroadcasts``. :meth:`JobManager.resume` restarts every pending
+through ``POST /submit`` per ``journal.due_rebroadcasts``; a rebroadcast answered ``nonce_too_low`` while no
+receipt exists for it (another transaction of the runner took the nonce) is replaced by a re-signed transaction
+with a fresh nonce and the same instruction (§10.3). :meth:`JobManager.resume` restarts every pending
 obligation after a restart. Stored assignment bytes (project choice): a pushed assignment is kept as its encoded
 frame; a polled one as ``b"POLL" ‖ job_spec`` (no frame can start with those bytes: the length prefix would exceed
 the frame limit).
@@ -460,6 +462,8 @@ class JobManager:
             try:
                 await self.chain.submit(tx_bytes)
             except ApiError as e:
+                if e.code == "nonce_too_low" and not await self._included_or_replaced(job_id, tx_bytes):
+                    continue  # cannot tell yet; due again next head
                 if e.code not in ("already_known", "nonce_too_low"):  # those: it is in the mempool or landed
                     log.warning("rebroadcast refused", job_id=job_id.hex(), code=e.code, error=e.message)
                     continue
@@ -473,6 +477,40 @@ class JobManager:
             current = self.journal.get(job_id)
             if current is not None:
                 view.state = current.state
+
+    async def _included_or_replaced(self, job_id: bytes, tx_bytes: bytes) -> bool:
+        """After ``nonce_too_low``: True if ``tx_bytes`` itself landed (a non-failure, §10.3 "nonce-too-low after
+        observed inclusion"); otherwise another transaction of this runner (e.g. an on-chain heartbeat signed while
+        the result tx was lost with a crashed validator's mempool) took the nonce, so these bytes can never be
+        admitted: a replacement with a fresh nonce and the same instruction is signed and journaled (sent at the
+        next head) and False is returned. False as well when the receipt cannot be read now."""
+        try:
+            receipt = await self.chain.receipt(Transaction.from_bytes(tx_bytes).tx_hash())
+        except (ApiError, NodeUnreachable):
+            return False
+        if receipt is not None:
+            return True
+        ob = self.journal.get(job_id)
+        if ob is None or ob.pending_tx != tx_bytes or ob.result is None or ob.salt is None or ob.units is None:
+            return False
+        fees = self.fees()
+        try:
+            async with self._nonce_lock:
+                nonce = await self._nonce()
+                if ob.state in (jn.COMMIT_SIGNED, jn.COMMIT_SENT):
+                    tx = build_result_commit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
+                                             nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
+                else:
+                    tx = build_result_submit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
+                                             units=ob.units, nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
+                self.journal.record_replacement(job_id, tx)
+        except (ApiError, NodeUnreachable, ValueError, jn.JournalError) as e:
+            log.warning("result transaction not replaced", job_id=job_id.hex(), error=str(e))
+            return False
+        self.metrics.result_txs.labels(kind="any", event="replaced").inc()
+        log.warning("result transaction's nonce was used by another transaction; replaced", job_id=job_id.hex(),
+                    old_nonce=Transaction.from_bytes(tx_bytes).nonce, new_nonce=nonce)
+        return False
 
     async def _check_inclusion(self, ob: jn.Obligation, tx_bytes: bytes) -> None:
         kind = "commit" if ob.state in (jn.COMMIT_SIGNED, jn.COMMIT_SENT) else "reveal"

@@ -7,6 +7,8 @@ is fsynced before the call returns). States::
                                      └──────────────────────────────────────────────────┴→ reveal_signed
     reveal_signed → reveal_sent → included
     any non-terminal state → expired | failed | cancelled (cancelled only before a result tx exists)
+    commit_sent → commit_signed, reveal_sent → reveal_signed: a replacement took the place of a transaction whose
+    nonce another transaction of the runner used (:meth:`Journal.record_replacement`)
 
 The write-before-send rule is in the API's shape: the only way to get the bytes of a result transaction is the
 return value of :meth:`Journal.record_signed_commit` / :meth:`Journal.record_signed_reveal`, which return only
@@ -320,6 +322,33 @@ class Journal:
                 raise JournalError("reveal_mismatch", job_id, "the reveal does not carry the recorded output")
             self._set(db, job_id, state=REVEAL_SIGNED, reveal_tx=raw, sent_height=None, last_broadcast=None,
                       attempts=0)
+        return raw
+
+    def record_replacement(self, job_id: bytes, tx: Transaction) -> bytes:
+        """Store a re-signed transaction for the current phase and return its ``tx_bytes`` (§10.3 "a replacement
+        MUST be a new runner-signed transaction envelope with a valid fee/nonce").
+
+        Only for a retained transaction that can never be admitted any more because another transaction of the
+        same sender took its nonce (the caller checked that no receipt exists for it). The replacement must carry
+        the very same instruction from the same sender with a different nonce; it starts unsent (sent at once).
+        """
+        raw = tx.to_bytes()
+        with self._tx() as db:
+            ob = self._get(db, job_id)
+            self._require(ob, (COMMIT_SIGNED, COMMIT_SENT, REVEAL_SIGNED, REVEAL_SENT), "replace the transaction")
+            old_raw = ob.pending_tx
+            assert old_raw is not None
+            old = Transaction.from_bytes(old_raw)
+            if tx.instruction != old.instruction or tx.sender != old.sender:
+                raise JournalError("replacement_mismatch", job_id, "a replacement must carry the same instruction")
+            if tx.nonce == old.nonce:
+                raise JournalError("replacement_mismatch", job_id, "a replacement needs a new nonce")
+            if ob.state in (COMMIT_SIGNED, COMMIT_SENT):
+                self._set(db, job_id, state=COMMIT_SIGNED, commit_tx=raw, sent_height=None, last_broadcast=None,
+                          attempts=0)
+            else:
+                self._set(db, job_id, state=REVEAL_SIGNED, reveal_tx=raw, sent_height=None, last_broadcast=None,
+                          attempts=0)
         return raw
 
     def mark_sent(self, job_id: bytes, height: int) -> None:

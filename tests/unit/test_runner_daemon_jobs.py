@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cowboy_node.cli.client import ApiError
 from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.transport.enums import AckKind, RejectReason
 from cowboy_node.transport.frames import AckStatus, JobAssignment, encode_frame
@@ -25,7 +26,7 @@ from cowboy_runner.executors import ExecutionResult, ExecutorError
 from cowboy_runner.jobs import POLL_PREFIX, Assignment, JobManager
 from cowboy_runner.journal import Journal
 from cowboy_runner.keyfile import RunnerKey
-from cowboy_runner.txbuild import Fees
+from cowboy_runner.txbuild import Fees, build_result_submit
 
 KEY = RunnerKey.from_private_key((0x3000).to_bytes(32, "big"))
 CHAIN_ID = "cowboy-test-1"
@@ -379,4 +380,95 @@ def test_polled_assignment_is_journaled_with_the_poll_prefix_and_deduplicated(tm
         assert Assignment.from_stored(f.job_id, ob.assignment, ob.deadline_block).job_spec == f.job_spec
         assert (await m.on_push(ch, f)).kind is AckKind.DUPLICATE  # push comes back: same job, same spec
         await _settle(m)
+    _run(main())
+
+
+class NonceChain(FakeChain):
+    """A chain whose mempool answers like the node's: ``nonce_too_low`` below the committed account nonce."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.account_nonce = 0
+
+    async def submit(self, tx_bytes: bytes) -> dict[str, Any]:
+        tx = Transaction.from_bytes(tx_bytes)
+        if tx.nonce < self.account_nonce:
+            raise ApiError("nonce_too_low", f"nonce {tx.nonce} already used (next is {self.account_nonce})", 400)
+        return await super().submit(tx_bytes)
+
+
+def test_rebroadcast_nonce_too_low_without_inclusion_is_replaced_by_a_new_nonce_same_instruction(
+        tmp_path: Path) -> None:
+    """§10.3: nonce-too-low is a non-failure only after observed inclusion; if the original was never admitted
+    (lost with a killed validator's mempool while an on-chain heartbeat took its nonce), a replacement with a
+    valid nonce is sent."""
+    async def main() -> None:
+        chain, ch = NonceChain(), FakeChannel()
+        m = _manager(tmp_path, chain)
+        f = _frame(b"\x21" * 32)
+        chain.assign(f)
+        await m.on_push(ch, f)
+        await _settle(m)
+        original = ch.results[0]
+        assert Transaction.from_bytes(original).nonce == 0
+        chain.nonce = chain.account_nonce = 1  # the validator died; a heartbeat with nonce 0 was included since
+        await m.tick(12)  # grace over: the rebroadcast is refused with nonce_too_low and no receipt exists
+        ob = m.journal.get(f.job_id)
+        assert ob is not None and ob.state == jn.REVEAL_SIGNED and ob.reveal_tx != original
+        assert ob.reveal_tx is not None
+        new, old = Transaction.from_bytes(ob.reveal_tx), Transaction.from_bytes(original)
+        assert new.nonce == 1 and new.instruction == old.instruction and new.sender == old.sender
+        await m.tick(13)  # the replacement is submitted at once
+        assert chain.submitted[-1] == ob.reveal_tx
+        chain.include(ob.reveal_tx, 14)
+        await m.tick(14)
+        assert m.journal.get(f.job_id).state == jn.INCLUDED  # type: ignore[union-attr]
+    _run(main())
+
+
+def test_rebroadcast_nonce_too_low_after_the_tx_itself_landed_is_a_non_failure(tmp_path: Path) -> None:
+    async def main() -> None:
+        chain, ch = NonceChain(), FakeChannel()
+        m = _manager(tmp_path, chain)
+        f = _frame(b"\x22" * 32, runners=3)
+        chain.assign(f, commit_end=20)
+        await m.on_push(ch, f)
+        await _settle(m)
+        commit = ch.commits[0]
+        chain.account_nonce = 1
+        # Included between the inclusion check and the rebroadcast of the same tick: the receipt shows it.
+        real_receipt = chain.receipt
+
+        async def late_receipt(tx_hash: bytes) -> dict[str, Any] | None:
+            chain.receipt = real_receipt  # type: ignore[method-assign]
+            return None
+        chain.receipt = late_receipt  # type: ignore[method-assign]
+        chain.include(commit, 12)
+        await m.tick(12)
+        ob = m.journal.get(f.job_id)
+        assert ob is not None and ob.commit_tx == commit and ob.state == jn.COMMIT_SENT  # kept, not replaced
+        await m.tick(13)
+        assert m.journal.get(f.job_id).state == jn.COMMIT_INCLUDED  # type: ignore[union-attr]
+    _run(main())
+
+
+def test_replacement_must_carry_the_same_instruction_and_a_new_nonce(tmp_path: Path) -> None:
+    async def main() -> None:
+        chain, ch = FakeChain(), FakeChannel()
+        m = _manager(tmp_path, chain)
+        f = _frame(b"\x23" * 32)
+        chain.assign(f)
+        await m.on_push(ch, f)
+        await _settle(m)
+        old = Transaction.from_bytes(ch.results[0])
+        fees = Fees.from_basefees(1, 1)
+        same_nonce = build_result_submit(KEY, CHAIN_ID, job_id=f.job_id, result=b'{"v":1}', salt=b"", units=3,
+                                         nonce=old.nonce, fees=fees)
+        other_result = build_result_submit(KEY, CHAIN_ID, job_id=f.job_id, result=b'{"v":2}', salt=b"", units=3,
+                                           nonce=old.nonce + 1, fees=fees)
+        for bad in (same_nonce, other_result):
+            with pytest.raises(jn.JournalError) as e:
+                m.journal.record_replacement(f.job_id, bad)
+            assert e.value.code == "replacement_mismatch"
+        assert m.journal.get(f.job_id).reveal_tx == ch.results[0]  # type: ignore[union-attr]
     _run(main())
