@@ -1,5 +1,10 @@
 """Adapter from ``runner.toml``'s ``[executors.*]`` sections (``cowboy_runner.config``) to the executors' own
-configuration (``cowboy_runner.executors``)."""
+configuration (``cowboy_runner.executors``).
+
+Every key takes effect (docs/runner.md "[executors.*]"): the operator limits ``executors.http.connect_timeout_s`` /
+``request_timeout_s``, ``executors.llm.timeout_s``, ``executors.mcp.timeout_s`` and ``executors.custom.time_limit_s``
+/ ``memory_limit_mb`` bound every execution together with the job's own bounds (the shorter / smaller wins).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
 """``1``: HTTP jobs may reach loopback/private addresses even when ``runner.toml``'s
 ``executors.http.allow_private_addresses`` is false (an override for tests and containers)."""
 
+
 def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
     """Adapter from ``runner.toml``'s executor sections to the executors' own configuration."""
     caps, ex = settings.capabilities, settings.executors
@@ -28,18 +34,20 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
     if JOB_KINDS["http"] in caps.job_kinds:
         http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=ex.http.max_response_bytes,
                           allow_private_addresses=ex.http.allow_private_addresses
-                          or os.environ.get(ALLOW_PRIVATE_ENV) == "1")
+                          or os.environ.get(ALLOW_PRIVATE_ENV) == "1",
+                          connect_timeout_s=ex.http.connect_timeout_s, request_timeout_s=ex.http.request_timeout_s)
     llm = None
     if ex.llm.base_url is not None:
         api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)
         llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=api_key,
-                        default_temperature=ex.llm.default_temperature)
+                        default_temperature=ex.llm.default_temperature, timeout_s=ex.llm.timeout_s)
     mcp = None
     if ex.mcp.servers:
         mcp = McpConfig(servers={name: McpServerConfig(url) for name, url in sorted(ex.mcp.servers.items())},
-                        default_timeout_seconds=ex.mcp.timeout_s)
+                        default_timeout_seconds=ex.mcp.timeout_s, max_timeout_seconds=ex.mcp.timeout_s)
     custom = None
     if ex.custom.commands:
         commands = {h: CustomExecutorConfig(argv) for h, argv in sorted(ex.custom.commands.items())}
-        custom = CustomConfig(executors=commands, max_stdout_bytes=ex.custom.max_output_bytes)
+        custom = CustomConfig(executors=commands, max_stdout_bytes=ex.custom.max_output_bytes,
+                              time_limit_s=ex.custom.time_limit_s, memory_limit_mb=ex.custom.memory_limit_mb)
     return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)

@@ -6,6 +6,7 @@ normalised to ``bytes`` on construction; a malformed one raises ``ValueError`` a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,6 +30,16 @@ def parse_hex32(text: str | bytes, what: str) -> bytes:
     if len(raw) != HASH_LEN:
         raise ValueError(f"{what}: expected 32 bytes as 64 hex digits, got {text!r}")
     return raw
+
+
+def _check_positive(value: float, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+
+
+def operator_deadline(deadline_s: float, limit_s: float | None) -> float:
+    """The execution deadline under an operator limit: ``min(deadline_s, limit_s)`` (None: no limit)."""
+    return deadline_s if limit_s is None else min(deadline_s, limit_s)
 
 
 def _hex_keyed(value: Mapping[Any, Any], what: str) -> Mapping[bytes, Any]:
@@ -58,6 +69,16 @@ class HttpConfig:
     Off by default so a ``*`` allow-list cannot reach the runner's own network (SSRF)."""
     user_agent: str = "cowboy-runner"
     """User-Agent sent unless the job sets one."""
+    connect_timeout_s: float = 10.0
+    """Operator limit on establishing one connection (DNS, TCP, TLS); past it the job fails with ``timeout``
+    (``detail["phase"] == "connect"``)."""
+    request_timeout_s: float = 30.0
+    """Operator limit on the whole request, redirects included: the execution deadline is
+    ``min(job deadline, request_timeout_s)``."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self.connect_timeout_s, "http.connect_timeout_s")
+        _check_positive(self.request_timeout_s, "http.request_timeout_s")
 
 
 @dataclass(frozen=True)
@@ -79,9 +100,12 @@ class LlmConfig:
     The reply is validated against the schema either way."""
     max_response_bytes: int = 4 << 20
     """Largest endpoint response read."""
+    timeout_s: float = 120.0
+    """Operator limit on one completion request: the execution deadline is ``min(job deadline, timeout_s)``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", _hex_keyed(self.models, "llm.models"))
+        _check_positive(self.timeout_s, "llm.timeout_s")
         if self.response_format not in ("json_schema", "json_object"):
             raise ValueError("llm.response_format must be 'json_schema' or 'json_object'")
 
@@ -108,6 +132,14 @@ class McpConfig:
     """Largest response read from a server per request."""
     protocol_version: str = "2025-06-18"
     """MCP protocol revision offered in ``initialize``."""
+    max_timeout_seconds: float | None = None
+    """Operator cap on one tool call whatever the job's ``timeout_seconds`` asks (None: no cap beyond the job's
+    deadline); ``runner.toml``'s ``executors.mcp.timeout_s`` sets both this and ``default_timeout_seconds``."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self.default_timeout_seconds, "mcp.default_timeout_seconds")
+        if self.max_timeout_seconds is not None:
+            _check_positive(self.max_timeout_seconds, "mcp.max_timeout_seconds")
 
 
 @dataclass(frozen=True)
@@ -138,10 +170,21 @@ class CustomConfig:
     stderr_tail_bytes: int = 2048
     """How much of the end of stderr is kept for ``process_failed`` reports."""
     enforce_memory_limit: bool = True
-    """Apply the job's ``max_memory_mb`` as ``RLIMIT_AS`` (address space) to the process."""
+    """Apply a memory limit as ``RLIMIT_AS`` (address space) to the process: the smaller of the job's
+    ``max_memory_mb`` and :attr:`memory_limit_mb`. False: no limit at all."""
+    time_limit_s: float | None = 60.0
+    """Operator limit on a command's wall time: the execution deadline is ``min(job deadline, time_limit_s)``,
+    after which the process group is killed (None: the job's deadline alone)."""
+    memory_limit_mb: int | None = 512
+    """Operator address-space limit in MiB, applied even when the job allows more or gives no bounds (None: the
+    job's ``max_memory_mb`` alone)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "executors", _hex_keyed(self.executors, "custom.executors"))
+        if self.time_limit_s is not None:
+            _check_positive(self.time_limit_s, "custom.time_limit_s")
+        if self.memory_limit_mb is not None and (isinstance(self.memory_limit_mb, bool) or self.memory_limit_mb < 1):
+            raise ValueError(f"custom.memory_limit_mb must be a positive integer, got {self.memory_limit_mb!r}")
 
 
 @dataclass(frozen=True)

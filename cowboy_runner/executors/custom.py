@@ -13,8 +13,9 @@ import signal
 from collections.abc import Callable
 
 from cowboy_node.types.jobspec import CustomJob, JobType, ResourceBounds
-from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size, with_deadline
+from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size
 from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
+from cowboy_runner.executors.http import with_operator_limit
 
 READ_BYTES = 64 * 1024
 """Pipe read size."""
@@ -68,18 +69,20 @@ class CustomExecutor:
         """Largest result returned (stdout is also capped by ``config.max_stdout_bytes``)."""
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
-        """Run the command within ``deadline_s`` seconds; the process group is always killed afterwards."""
+        """Run the command within ``deadline_s`` seconds or the operator's ``time_limit_s``, whichever is shorter;
+        the process group is always killed afterwards."""
         if not isinstance(job, CustomJob):
             raise ExecutorError("unsupported_job_type", f"custom executor cannot run {type(job).__name__}")
         spec = self.config.executors.get(job.executor_hash)
         if spec is None:
             raise ExecutorError("unknown_executor", f"executor_hash {job.executor_hash.hex()} is not configured")
-        memory_mb = bounds.max_memory_mb if bounds is not None and self.config.enforce_memory_limit else None
+        memory_mb = self.memory_limit_mb(bounds)
         procs: list[asyncio.subprocess.Process] = []
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            out, rc, tail = await with_deadline(self._run(spec, job.params, memory_mb, procs), deadline_s)
+            out, rc, tail = await with_operator_limit(self._run(spec, job.params, memory_mb, procs), deadline_s,
+                                                      self.config.time_limit_s, "executors.custom.time_limit_s")
         except ExecutorError as e:
             if procs:
                 e.detail.setdefault("pid", procs[0].pid)
@@ -95,11 +98,23 @@ class CustomExecutor:
                                      "stderr_tail": tail.decode("utf-8", "replace")}
         if rc != 0:
             if memory_mb is not None and died_of_memory(tail):
-                raise ExecutorError("memory_limit", f"process exceeded max_memory_mb {memory_mb}", detail=detail)
+                detail["memory_limit_mb"] = memory_mb
+                raise ExecutorError("memory_limit", f"process exceeded its {memory_mb} MiB memory limit",
+                                    detail=detail)
             how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
             raise ExecutorError("process_failed", f"process ended with {how}: "
                                                   f"{tail[-300:].decode('utf-8', 'replace')}", detail=detail)
         return ExecutionResult(check_output_size(out, self.max_output_bytes), wall_ms, detail)
+
+    def memory_limit_mb(self, bounds: ResourceBounds | None) -> int | None:
+        """The address-space limit applied to a command: the smaller of the job's ``max_memory_mb`` and the
+        operator's ``memory_limit_mb`` (whichever exist); None when ``enforce_memory_limit`` is off or neither
+        is set."""
+        if not self.config.enforce_memory_limit:
+            return None
+        limits = [m for m in (None if bounds is None else bounds.max_memory_mb, self.config.memory_limit_mb)
+                  if m is not None]
+        return min(limits) if limits else None
 
     async def _run(self, spec: CustomExecutorConfig, params: bytes, memory_mb: int | None,
                    procs: list[asyncio.subprocess.Process]) -> tuple[bytes, int, bytes]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -27,8 +27,10 @@ from cowboy_runner.executors.base import (
     check_output_size,
     with_deadline,
 )
-from cowboy_runner.executors.config import HttpConfig
+from cowboy_runner.executors.config import HttpConfig, operator_deadline
 from cowboy_runner.executors.extract import extract, parse_timestamp
+
+T = TypeVar("T")
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 """Statuses followed as redirects (when they carry a Location)."""
@@ -79,6 +81,24 @@ def _is_ip_literal(host: str) -> bool:
     return True
 
 
+async def with_operator_limit(work: Awaitable[T], deadline_s: float, limit_s: float | None, key: str) -> T:
+    """:func:`with_deadline` with ``min(deadline_s, limit_s)``: the job's wall-time bound and the operator's
+    ``runner.toml`` limit ``key``, whichever is shorter. A ``timeout`` says which one hit in its detail
+    (``limited_by``: ``job`` or ``operator`` naming ``key``; ``limit_s``)."""
+    effective = operator_deadline(deadline_s, limit_s)
+    try:
+        return await with_deadline(work, effective)
+    except ExecutorError as e:
+        if e.code == "timeout":
+            by_operator = effective < deadline_s
+            e.detail.setdefault("limited_by", "operator" if by_operator else "job")
+            e.detail.setdefault("limit_s", effective)
+            if by_operator:
+                e.message = f"{e.message} (operator limit {key} = {effective:g} s)"
+                e.args = (f"{e.code}: {e.message}",)
+        raise
+
+
 async def read_limited(resp: aiohttp.ClientResponse, cap: int) -> bytes:
     """The whole body of ``resp``, or ``ExecutorError("response_too_large")`` as soon as it exceeds ``cap`` bytes
     (a declared Content-Length over the cap is refused before reading; the connection is then dropped)."""
@@ -113,7 +133,8 @@ class HttpExecutor:
         """Run the request within ``deadline_s`` seconds."""
         if not isinstance(job, HttpJob):
             raise ExecutorError("unsupported_job_type", f"HTTP executor cannot run {type(job).__name__}")
-        return await with_deadline(self._run(job), deadline_s)
+        return await with_operator_limit(self._run(job), deadline_s, self.config.request_timeout_s,
+                                         "executors.http.request_timeout_s")
 
     def _check_target(self, url: URL) -> None:
         if url.scheme not in ("http", "https") or not url.host:
@@ -139,8 +160,10 @@ class HttpExecutor:
         method, body, headers = job.method, job.body, self._headers(job)
         resolver = None if self.config.allow_private_addresses else PublicOnlyResolver()
         connector = aiohttp.TCPConnector(resolver=resolver, force_close=True)
+        # The whole-request limit is the deadline around _run; aiohttp only bounds each connection attempt.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s)
         try:
-            async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as session:
+            async with aiohttp.ClientSession(connector=connector, auto_decompress=True, timeout=timeout) as session:
                 for hop in range(self.config.max_redirects + 1):
                     self._check_target(url)
                     async with session.request(method, url, headers=headers, data=body,
@@ -159,6 +182,11 @@ class HttpExecutor:
                                                 detail={"status": resp.status})
                         data = await self._read_capped(resp)
                         return self._result(job, resp, data, url)
+        except aiohttp.ConnectionTimeoutError:
+            limit = self.config.connect_timeout_s
+            raise ExecutorError("timeout", f"no connection to {url.host} within {limit:g} s (operator limit "
+                                           "executors.http.connect_timeout_s)",
+                                detail={"phase": "connect", "limited_by": "operator", "limit_s": limit}) from None
         except aiohttp.ClientConnectorError as e:
             if isinstance(e.os_error, BlockedAddressError):
                 raise ExecutorError("address_not_allowed", str(e.os_error)) from None

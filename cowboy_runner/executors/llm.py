@@ -16,10 +16,9 @@ from cowboy_runner.executors.base import (
     ExecutorError,
     canonical_json,
     check_output_size,
-    with_deadline,
 )
 from cowboy_runner.executors.config import LlmConfig
-from cowboy_runner.executors.http import read_limited
+from cowboy_runner.executors.http import read_limited, with_operator_limit
 
 try:  # optional: only for response schemas outside the node's deterministic subset
     import jsonschema
@@ -81,7 +80,7 @@ class LlmExecutor:
         """Largest result returned."""
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
-        """Run the completion within ``deadline_s`` seconds."""
+        """Run the completion within ``deadline_s`` seconds or the operator's ``timeout_s``, whichever is shorter."""
         if not isinstance(job, LlmJob):
             raise ExecutorError("unsupported_job_type", f"LLM executor cannot run {type(job).__name__}")
         model = self.config.models.get(job.model_id)
@@ -89,7 +88,8 @@ class LlmExecutor:
             raise ExecutorError("unsupported_model", f"model_id {job.model_id.hex()} is not served by this runner")
         validator = None if job.response_model is None else SchemaValidator(job.response_model)
         request = self.build_request(job, bounds, model, validator)
-        return await with_deadline(self._run(request, validator, bounds, model), deadline_s)
+        return await with_operator_limit(self._run(request, validator, bounds, model), deadline_s,
+                                         self.config.timeout_s, "executors.llm.timeout_s")
 
     def build_request(self, job: LlmJob, bounds: ResourceBounds | None, model: str,
                       validator: SchemaValidator | None) -> dict[str, Any]:

@@ -17,10 +17,9 @@ from cowboy_runner.executors.base import (
     ExecutorError,
     canonical_json,
     check_output_size,
-    with_deadline,
 )
 from cowboy_runner.executors.config import McpConfig, McpServerConfig
-from cowboy_runner.executors.http import read_limited
+from cowboy_runner.executors.http import read_limited, with_operator_limit
 
 CLIENT_INFO = {"name": "cowboy-runner", "version": "1"}
 """``clientInfo`` sent in ``initialize``."""
@@ -166,7 +165,8 @@ class McpExecutor:
         """Largest result returned."""
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
-        """Call the tool within ``deadline_s`` seconds (and the job's ``timeout_seconds``, if shorter)."""
+        """Call the tool within ``deadline_s`` seconds, the job's ``timeout_seconds`` (else
+        ``default_timeout_seconds``) and the operator's ``max_timeout_seconds``, whichever is shortest."""
         if not isinstance(job, McpJob):
             raise ExecutorError("unsupported_job_type", f"MCP executor cannot run {type(job).__name__}")
         server = self.config.servers.get(job.server)
@@ -174,8 +174,9 @@ class McpExecutor:
             raise ExecutorError("unknown_mcp_server", f"MCP server {job.server[:100]!r} is not configured")
         if not isinstance(job.arguments, dict):
             raise ExecutorError("bad_arguments", "MCP tool arguments must be a JSON object")
-        limit = job.timeout_seconds if job.timeout_seconds is not None else self.config.default_timeout_seconds
-        return await with_deadline(self._run(job, server), min(deadline_s, limit))
+        own = job.timeout_seconds if job.timeout_seconds is not None else self.config.default_timeout_seconds
+        return await with_operator_limit(self._run(job, server), min(deadline_s, own),
+                                         self.config.max_timeout_seconds, "executors.mcp.timeout_s")
 
     async def _run(self, job: McpJob, server: McpServerConfig) -> ExecutionResult:
         try:
