@@ -53,10 +53,14 @@ class LinkConfig:
     """Ordered raw Ed25519 peer keys of the validator-set snapshot (§5.4)."""
     expected_validator: bytes | None = None
     """Raw Ed25519 key the validator must prove (None: any snapshot member)."""
+    subset_epoch: int = 0
+    """Epoch of the snapshot ``validator_set`` belongs to (§5.3)."""
     ping_interval_s: float = 1.0
     """HeartbeatPing cadence (HEARTBEAT_BLOCKS = 1 at 1-second blocks)."""
     max_attempts: int | None = None
     """Stop reconnecting after this many consecutive failures (None: forever)."""
+    local_host: str | None = None
+    """Source address to bind the QUIC socket to (None: the wildcard address, the OS picks the route)."""
 
 
 AssignmentHandler = Callable[["Link", JobAssignment], Awaitable[None]]
@@ -80,6 +84,8 @@ class Link:
         self.authenticated = asyncio.Event()
         self.accepting_new = True
         self.connects = 0
+        self.authentications = 0
+        """Sessions that completed the handshake so far (the first one and every reconnect)."""
         self.last_rtt: float | None = None
         self.last_pong_at: float | None = None
         """Wall-clock time of the last verified HeartbeatPong (presence, shown by ``status``)."""
@@ -144,14 +150,14 @@ class Link:
         """Connect and serve one session; True if it authenticated."""
         cfg = self.config
         try:
-            conn = await connect(cfg.host, cfg.port, timeout_s=5.0)
+            conn = await connect(cfg.host, cfg.port, timeout_s=5.0, local_host=cfg.local_host)
         except (OSError, ConnectionClosed, TimeoutError) as e:
             log.warning("validator unreachable: %s", e)
             return False
         self.connects += 1
         expected = PubKey.validator(cfg.expected_validator) if cfg.expected_validator is not None else None
         session = RunnerSession(chain_id=cfg.chain_id, key=self.key, expected_validator=expected,
-                                validator_set=cfg.validator_set, subset_epoch=0,
+                                validator_set=cfg.validator_set, subset_epoch=cfg.subset_epoch,
                                 channel_binding=conn.channel_binding, challenge_nonce=secrets.token_bytes(32))
         self.session, self.conn = session, conn
         session.start(time.monotonic(), self.height())
@@ -197,6 +203,7 @@ class Link:
         for ev in events:
             if isinstance(ev, Authenticated):
                 authenticated = True
+                self.authentications += 1
                 self.authenticated.set()
                 log.info("session authenticated with validator %s", ev.peer_pubkey.key.hex()[:16])
             elif isinstance(ev, AssignmentReceived):

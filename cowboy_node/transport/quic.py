@@ -538,12 +538,17 @@ async def connect(
     max_frame_bytes: int = MAX_FRAME_BYTES,
     goodbye_linger_s: float = 1.0,
     timeout_s: float = 10.0,
+    local_host: str | None = None,
 ) -> ClientConnection:
     """Open a CIP-11 QUIC connection and complete TLS; raises :class:`ConnectionClosed` if refused or timed out.
 
     By default the server certificate is not verified (``ssl.CERT_NONE``): CIP-11 identity is the
     HelloAck over ``channel_binding``, not the certificate (§6.2). With ``verify=True`` it is checked
     against ``ca_pem`` (or the system store) and ``server_name``.
+
+    ``local_host`` binds the client's UDP socket to that source address (port chosen by the OS) instead of the
+    wildcard address — e.g. one loopback address per simulated runner (all of 127.0.0.0/8 is local on Linux),
+    so a per-source-IP limit on the server sees distinct peers.
     """
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
@@ -554,7 +559,10 @@ async def connect(
     if verify and ca_pem is not None:
         config.load_verify_locations(cadata=ca_pem)
     quic = QuicConnection(configuration=config)
-    local = ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0)
+    if local_host is not None:
+        local: tuple[str, int] = (local_host, 0)
+    else:
+        local = ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0)
     transport, proto = await loop.create_datagram_endpoint(
         lambda: _ClientProtocol(quic, max_frame_bytes=max_frame_bytes, goodbye_linger_s=goodbye_linger_s),
         local_addr=local)
