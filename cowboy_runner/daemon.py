@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -114,13 +115,24 @@ class Daemon:
         if s.chain_id is not None and s.chain_id != self.chain_id:
             raise StartupError(f"runner.chain_id: configured {s.chain_id!r} but the validator serves "
                                f"{self.chain_id!r}", 2)
-        self.block_time_s = max(0.05, int(status.get("block_time_ms", 1000)) / 1000.0)
         self._set_basefees(status)
+        self._set_block_time(status)
         try:
             return snapshot_from_status(status)
         except SnapshotError as e:
             raise StartupError(f"runner.validator_rpc: bad validator identity from {s.validator_rpc}: {e}", 4) \
                 from None
+
+    def _set_block_time(self, status: dict[str, Any]) -> None:
+        """Follow the validator's block time (it may restart with another one): head polling and the QUIC
+        heartbeat cadence (HEARTBEAT_BLOCKS) are both in blocks."""
+        block_time_s = max(0.05, int(status.get("block_time_ms", 1000)) / 1000.0)
+        if block_time_s == self.block_time_s:
+            return
+        self.block_time_s = block_time_s
+        interval = block_time_s * self.settings.heartbeat.quic_interval_blocks
+        for link in self.links:
+            link.config = dataclasses.replace(link.config, ping_interval_s=interval)
 
     def _set_basefees(self, status: dict[str, Any]) -> None:
         bf = status.get("basefee") or {}
@@ -247,6 +259,7 @@ class Daemon:
             try:
                 status = await self.chain.status()
                 self._set_basefees(status)
+                self._set_block_time(status)
                 height = int(status["height"])
                 if height > self._ticked:
                     self._ticked = height

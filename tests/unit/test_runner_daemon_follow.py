@@ -1,0 +1,35 @@
+"""The daemon follows the validator: its block time (the node may restart with another) drives head polling and
+the QUIC heartbeat cadence (HEARTBEAT_BLOCKS, §6.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_runner.config import parse_settings, render_template
+from cowboy_runner.daemon import Daemon
+from cowboy_runner.keyfile import RunnerKey
+from cowboy_runner.link import Link, LinkConfig
+
+
+def _daemon(tmp_path: Path, quic_interval_blocks: int) -> Daemon:
+    text = render_template("http://127.0.0.1:8545").replace("quic_interval_blocks = 1",
+                                                           f"quic_interval_blocks = {quic_interval_blocks}")
+    return Daemon(parse_settings(text, tmp_path), RunnerKey.from_private_key(b"\x01" * 32))
+
+
+async def _noop(link: Link, frame: object) -> None:
+    return None
+
+
+def test_block_time_change_retimes_pings_of_every_session(tmp_path: Path) -> None:
+    d = _daemon(tmp_path, quic_interval_blocks=2)
+    cfg = LinkConfig(host="127.0.0.1", port=1, chain_id="c", validator_set=(bytes(32),), ping_interval_s=2.0)
+    d.links = [Link(SessionKey(d.key.private_key), cfg, height=lambda: 0, on_assignment=_noop) for _ in range(2)]
+    d._set_block_time({"block_time_ms": 1000})
+    assert d.block_time_s == 1.0
+    d._set_block_time({"block_time_ms": 3000})
+    assert d.block_time_s == 3.0
+    assert [lk.config.ping_interval_s for lk in d.links] == [6.0, 6.0]  # 2 blocks × 3 s
+    d._set_block_time({"block_time_ms": 250})
+    assert [lk.config.ping_interval_s for lk in d.links] == [0.5, 0.5]
