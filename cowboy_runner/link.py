@@ -59,9 +59,17 @@ class LinkConfig:
     """HeartbeatPing cadence (HEARTBEAT_BLOCKS = 1 at 1-second blocks)."""
     max_attempts: int | None = None
     """Stop reconnecting after this many consecutive failures (None: forever)."""
+    dead_after_pings: int = 5
+    """Close the session (``Goodbye{IdleTimeout}``) and reconnect when this many ping intervals (at least
+    :data:`MIN_DEAD_AFTER_S`) pass without a verified pong. A killed validator sends no close and a restarted
+    one silently drops packets of connections it no longer knows; without this the runner would only notice
+    through the 30 s QUIC idle timeout, with push and the poll fallback both off meanwhile."""
     local_host: str | None = None
     """Source address to bind the QUIC socket to (None: the wildcard address, the OS picks the route)."""
 
+
+MIN_DEAD_AFTER_S = 3.0
+"""Floor of the dead-validator timeout, so fast blocks under load do not cause reconnect churn."""
 
 AssignmentHandler = Callable[["Link", JobAssignment], Awaitable[None]]
 """Called for each verified assignment; it must ack it (``Link.ack``) and later send result frames."""
@@ -89,6 +97,9 @@ class Link:
         self.last_rtt: float | None = None
         self.last_pong_at: float | None = None
         """Wall-clock time of the last verified HeartbeatPong (presence, shown by ``status``)."""
+        self.dead_peer_closes = 0
+        """Sessions this link closed because the validator stopped answering pings."""
+        self._answered_at = 0.0  # monotonic time of the handshake or the last verified pong
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -106,8 +117,15 @@ class Link:
         self._with_session(lambda s: s.send_result(job_id, tx_bytes))
 
     def set_accepting(self, accepting: bool) -> None:
-        """Backpressure (§6.4): signalled with the next ping."""
+        """Backpressure (§6.4): a signed BackpressureSignal goes out at once on a live session (so the validator
+        stops routing pushes before the next ping), and every later ping carries the same state."""
+        if accepting == self.accepting_new:
+            return
         self.accepting_new = accepting
+        s = self.session
+        if s is not None and not s.closed and self.authenticated.is_set():
+            s.backpressure(accepting, self.height())
+            self._flush()
 
     def _with_session(self, fn: Callable[[RunnerSession], None]) -> None:
         s = self.session
@@ -191,10 +209,22 @@ class Link:
                 conn.abort()
         return authenticated
 
+    def dead_after_s(self) -> float:
+        """Seconds without a verified pong after which the validator is treated as gone."""
+        return max(MIN_DEAD_AFTER_S, self.config.dead_after_pings * self.config.ping_interval_s)
+
     async def _ping_loop(self, session: RunnerSession) -> None:
         await self.authenticated.wait()
+        self._answered_at = time.monotonic()
         while not session.closed:
-            session.ping(time.monotonic(), self.height(), accepting_new=self.accepting_new)
+            now = time.monotonic()
+            if now - self._answered_at > self.dead_after_s():
+                self.dead_peer_closes += 1
+                log.warning("validator answered no ping for %.1f s; reconnecting", now - self._answered_at)
+                session.close(GoodbyeReason.IDLE_TIMEOUT, "no pong")
+                self._flush()
+                return
+            session.ping(now, self.height(), accepting_new=self.accepting_new)
             self._flush()
             await asyncio.sleep(self.config.ping_interval_s)
 
@@ -216,6 +246,7 @@ class Link:
             elif isinstance(ev, PongReceived):
                 self.last_rtt = ev.rtt
                 self.last_pong_at = time.time()
+                self._answered_at = time.monotonic()
             elif isinstance(ev, Closed):
                 log.info("session closed: %s %s", ev.reason.name if ev.reason else "connection lost", ev.detail or "")
         self._flush()

@@ -121,7 +121,8 @@ def _run_fault(node: NodeProcess, runner: RunnerProcess, actor: str, metrics: st
 
     # The daemon stayed up through the outage and its QUIC session came back (a new connection).
     assert runner.proc is not None and runner.proc.poll() is None and runner.proc.pid == pid
-    # A killed peer sends no close: the runner notices through its session idle timeout (30 s), then reconnects.
+    # A killed peer sends no close: the runner notices when its pings go unanswered (Link.dead_after_s), then
+    # reconnects.
     status = _until("the runner session to come back", 45,
                     lambda: (s := runner.status()).get("sessions") and s["sessions"][0]["connected"]
                     and s["sessions"][0]["connects"] > connects_before and s, interval=0.2)

@@ -7,9 +7,9 @@ address. Once the node reports 200 connected runners it is killed with SIGKILL a
 the test asserts that every link authenticates a new session within 60 s of the node being healthy again, and
 prints the time to 50 %, 90 % and 100 % of the sessions (from the restarted node's first healthy answer).
 
-The links keep the production reconnect behaviour: a link notices the loss through its session idle timeout
-(30 s without any frame: a SIGKILLed server sends no close, and the restarted one drops packets for
-connection ids it does not know), then reconnects with the §11.3 backoff.
+The links keep the production reconnect behaviour: a SIGKILLed server sends no close and the restarted one drops
+packets for connection ids it does not know, so a link notices the loss when ``dead_after_pings`` pings go
+unanswered (5 × 1 s here), then reconnects with the §11.3 backoff.
 """
 
 from __future__ import annotations
