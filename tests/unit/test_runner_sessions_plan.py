@@ -51,7 +51,7 @@ def test_an_inconsistent_snapshot_is_a_bad_validator_identity(status: dict[str, 
 
 def test_plan_opens_one_session_per_subset_member_at_its_endpoint() -> None:
     snap = Snapshot(0, tuple(TEN), TEN[3])  # the RPC's validator (v4) is in Sub(G)
-    endpoints = {v: ("10.0.0.%d" % v[0], 4433) for v in TEN if v != TEN[3]}
+    endpoints = {v: (f"10.0.0.{v[0]}", 4433) for v in TEN if v != TEN[3]}
     targets, missing = plan_sessions(G, snap, ("rpc-host", 9000), endpoints)
     assert missing == ()
     assert [t.validator for t in targets] == list(SUB)
