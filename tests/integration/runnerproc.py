@@ -236,3 +236,78 @@ def journal_row(runner: RunnerProcess, job_id: bytes) -> dict[str, Any] | None:
         return None if row is None else dict(row)
     finally:
         db.close()
+
+
+class HostHttpServer(HttpServer):
+    """:class:`HttpServer` on another loopback address (``127.0.0.N``): jobs for it pass the on-chain capability
+    filter only for runners whose ``http_domains`` name that address, so several runners can share one node."""
+
+    def __init__(self, host: str, delay_s: float = 0.0) -> None:
+        super().__init__(delay_s)
+        self.host = host
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_get("/price", self._handle)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, self.host, 0)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._ready.set()
+        self._loop.run_forever()
+
+    def __enter__(self) -> HostHttpServer:
+        super().__enter__()
+        return self
+
+    @property
+    def url(self) -> str:
+        """The job URL of this server."""
+        return f"http://{self.host}:{self.port}/price"
+
+
+def edit_runner_toml(runner: RunnerProcess, *replacements: tuple[str, str]) -> None:
+    """Apply exact text replacements to the runner's ``runner.toml`` (each must match once)."""
+    path = runner.home / "runner.toml"
+    toml = path.read_text()
+    for old, new in replacements:
+        assert toml.count(old) == 1, f"{old!r} occurs {toml.count(old)} times in runner.toml"
+        toml = toml.replace(old, new)
+    path.write_text(toml)
+
+
+def fund_and_register(node: NodeProcess, runner: RunnerProcess, stake: int = 10**18) -> dict[str, Any]:
+    """Fund the runner from the faucet and register it with its own CLI (capabilities from its runner.toml)."""
+    cli("tx", "transfer", "--key", str(node.home / "keys" / "faucet.key"), "--to", runner.address, "--amount",
+        str(10**20), "--rpc", node.url, "--wait", "--timeout", "30")
+    reg = runner_cli("register", "--home", str(runner.home), "--stake", str(stake), check=False)
+    assert reg.returncode == 0, reg.stderr + reg.stdout
+    out: dict[str, Any] = _json(reg)
+    assert out["status"] == "success", out
+    return out
+
+
+def deploy_job_actor(node: NodeProcess, directory: Path) -> str:
+    """Deploy and fund the job-submitting :data:`ACTOR`; returns its address."""
+    faucet = str(node.home / "keys" / "faucet.key")
+    src = directory / "actor.py"
+    src.write_text(ACTOR)
+    actor: str = _json(cli("tx", "deploy", "--key", faucet, "--source", str(src), "--rpc", node.url,
+                           "--timeout", "30"))["address"]
+    cli("tx", "transfer", "--key", faucet, "--to", actor, "--amount", str(10**20), "--rpc", node.url, "--wait",
+        "--timeout", "30")
+    return actor
+
+
+def submit_job_call(node: NodeProcess, actor: str, url: str) -> dict[str, Any]:
+    """Like :func:`submit_job` but returns the ``tx call`` output whatever the receipt says (a job may be refused,
+    e.g. ``no_eligible_runner``); on success ``result`` is the 0x-hex job id."""
+    doc = {"job_type": {"kind": "http", "url": url, "method": "GET"},
+           "verification": {"mode": "none", "runners": 1, "threshold": 1}, "max_price": "1000000",
+           "timeout_blocks": 200, "callback": {"actor": actor, "handler": "on_result", "correlation_id": "e2e"}}
+    out: dict[str, Any] = _json(cli("tx", "call", "--key", str(node.home / "keys" / "faucet.key"), "--actor", actor,
+                                    "--handler", "start", "--payload", "0x" + json.dumps(doc).encode().hex(),
+                                    "--rpc", node.url, "--wait", "--timeout", "30"))
+    return out
