@@ -56,6 +56,21 @@ def _state_dir(home: str) -> Path:
         raise CliError(str(e), EXIT_CONFIG) from None
 
 
+def _live_daemon(directory: Path) -> int | None:
+    """Pid of this home's running daemon, or None.
+
+    A pid file alone is not enough: after a crash the pid may belong to an unrelated process by now, and
+    signalling it (SIGUSR1 terminates most programs) would be harmful. The daemon counts as running only when
+    its pid is alive and its ``status.json`` names that pid and is fresh (:func:`~cowboy_runner.status.is_running`).
+    """
+    from cowboy_runner.status import is_running
+
+    pid = read_pid(directory)
+    if pid is None or not is_running(directory, read_status(directory)):
+        return None
+    return pid
+
+
 def _submit_and_wait(rpc: RpcClient, tx: Transaction, timeout_s: float) -> dict[str, Any]:
     rpc.post_tx(tx.to_bytes())
     deadline = time.monotonic() + timeout_s
@@ -116,8 +131,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings, key = _load(args.home)
     configure_logging(settings.log_format, settings.log_level)
-    if read_pid(settings.journal_path.parent) is not None:
-        raise CliError(f"a runner daemon is already running for {args.home}", EXIT_CONFIG)
+    running = _live_daemon(settings.journal_path.parent)
+    if running is not None:
+        raise CliError(f"a runner daemon is already running for {args.home} (pid {running})", EXIT_CONFIG)
     try:
         return asyncio.run(Daemon(settings, key).run())
     except StartupError as e:
@@ -144,9 +160,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_drain(args: argparse.Namespace) -> int:
     """Signal the daemon (SIGUSR1) to stop taking work, finish in-flight jobs and exit; optionally wait."""
     directory = _state_dir(args.home)
-    pid = read_pid(directory)
+    pid = _live_daemon(directory)
     if pid is None:
-        raise CliError("no runner daemon is running for this home", EXIT_NOT_RUNNING)
+        stale = read_pid(directory)
+        why = "" if stale is None else f" (the pid file names {stale}, which is not this home's live daemon)"
+        raise CliError(f"no runner daemon is running for this home{why}", EXIT_NOT_RUNNING)
     os.kill(pid, signal.SIGUSR1)
     print(f"drain requested (pid {pid})")
     if args.wait > 0:

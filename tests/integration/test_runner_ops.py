@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -369,3 +370,21 @@ def test_metrics_endpoint_serves_the_documented_names_and_per_stage_latency(
     assert sample(text, "cowboy_runner_result_txs_total", kind="reveal", event="included") == 1
     assert sample(text, "cowboy_runner_jobs_in_flight") == 0
     assert runner.stop() == 0
+
+
+# -- stale pid file -------------------------------------------------------------------------------------------
+def test_drain_never_signals_a_process_that_only_a_stale_pid_file_names(tmp_path: Path) -> None:
+    home = tmp_path / "stale"
+    runner_cli("init", "--home", str(home), "--validator-rpc", f"http://127.0.0.1:{free_port()}")
+    bystander = subprocess.Popen(["sleep", "60"])  # SIGUSR1 would terminate it
+    try:
+        (home / "data").mkdir(exist_ok=True)
+        (home / "data" / "runner.pid").write_text(f"{bystander.pid}\n")  # left behind by a crashed daemon
+        r = runner_cli("drain", "--home", str(home), check=False)
+        assert r.returncode == EXIT_NOT_RUNNING, r.stderr
+        assert f"names {bystander.pid}" in r.stderr
+        time.sleep(0.2)
+        assert bystander.poll() is None  # not signalled
+    finally:
+        bystander.kill()
+        bystander.wait(timeout=10)
