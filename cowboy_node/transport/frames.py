@@ -7,6 +7,12 @@ exactly those keys, no extensions (wire version 1). The bodies were lost from th
 text; their layout is a project choice documented in ``docs/protocol.md`` §8 and pinned
 by golden bytes in ``tests/unit/test_transport_frames.py``.
 
+Heartbeats (one HeartbeatPing and one HeartbeatPong per runner per block) take a shortcut
+on both sides that changes no byte and no verdict: a payload in exactly the canonical
+shape is parsed directly, anything else goes through the strict generic decoder; a
+heartbeat whose fields are all in range is serialized directly, anything else through
+the generic encoder and its self-check (equivalence is a property test).
+
 Decoding is strict: any missing/extra key, wrong type, out-of-range value, bad scheme
 tag or non-canonical CBOR raises :class:`RemoteProtocolError` (Goodbye reason
 ``ProtocolError``, or ``AuthFailed`` for key/scheme mismatches). Encoding re-checks the
@@ -532,6 +538,14 @@ FRAME_CLASSES: dict[FrameType, type[Frame]] = {
 
 def decode_payload(type_byte: int, payload: bytes) -> Frame:
     """Decode one frame body given its type byte; every failure is a :class:`RemoteProtocolError`."""
+    if type_byte == FrameType.HEARTBEAT_PING:
+        ping = _fast_ping(payload)
+        if ping is not None:
+            return ping
+    elif type_byte == FrameType.HEARTBEAT_PONG:
+        pong = _fast_pong(payload)
+        if pong is not None:
+            return pong
     try:
         cls = FRAME_CLASSES[FrameType(type_byte)]
     except ValueError:
@@ -546,6 +560,9 @@ def decode_payload(type_byte: int, payload: bytes) -> Frame:
 
 def encode_frame(frame: Frame) -> bytes:
     """``u32_be(1 + len(payload)) ‖ type ‖ payload``; raises :class:`LocalProtocolError` if invalid or too large."""
+    fast = _fast_heartbeat(frame)
+    if fast is not None:  # fields checked in range: what the self-check below would accept
+        return fast
     try:
         payload = encode(frame.body())
         decode_payload(frame.FRAME_TYPE, payload)  # never send what we would reject
@@ -555,3 +572,93 @@ def encode_frame(frame: Frame) -> bytes:
     if length > MAX_FRAME_BYTES:
         raise LocalProtocolError("frame_too_large", f"frame length {length} > {MAX_FRAME_BYTES}")
     return length.to_bytes(HEADER_LEN, "big") + bytes([frame.FRAME_TYPE]) + payload
+
+
+# --- heartbeat fast paths (same bytes, same verdicts; see the module docstring) -------------------------------
+
+_U64_LIMIT = 1 << 64
+
+
+def _uint(v: int) -> bytes:
+    """Canonical CBOR head of the unsigned integer ``0 <= v < 2**64``."""
+    if v < 24:
+        return bytes((v,))
+    if v < 0x100:
+        return bytes((0x18, v))
+    if v < 0x10000:
+        return b"\x19" + v.to_bytes(2, "big")
+    if v < 0x100000000:
+        return b"\x1a" + v.to_bytes(4, "big")
+    return b"\x1b" + v.to_bytes(8, "big")
+
+
+_UINT_SIZES = {0x18: (1, 24), 0x19: (2, 0x100), 0x1A: (4, 0x10000), 0x1B: (8, 0x100000000)}
+"""Head byte → (argument bytes, smallest value that needs them): a smaller value there is non-canonical."""
+
+
+def _read_uint(p: bytes, i: int) -> tuple[int, int] | None:
+    """A canonically encoded unsigned integer at ``p[i]`` and the offset after it; None if it is anything else."""
+    if i >= len(p):
+        return None
+    head = p[i]
+    if head < 24:
+        return head, i + 1
+    size_floor = _UINT_SIZES.get(head)
+    if size_floor is None:
+        return None
+    end = i + 1 + size_floor[0]
+    if end > len(p):
+        return None
+    v = int.from_bytes(p[i + 1:end], "big")
+    return (v, end) if v >= size_floor[1] else None
+
+
+def _fast_ping(p: bytes) -> HeartbeatPing | None:
+    """``{0: nonce, 1: block_height, 2: bytes(65)}`` in canonical form, else None (generic decoder decides)."""
+    if p[:2] != b"\xa3\x00":
+        return None
+    r = _read_uint(p, 2)
+    if r is None or p[r[1]:r[1] + 1] != b"\x01":
+        return None
+    h = _read_uint(p, r[1] + 1)
+    if h is None or p[h[1]:h[1] + 3] != b"\x02\x58\x41" or len(p) != h[1] + 3 + 65:
+        return None
+    return HeartbeatPing(r[0], h[0], bytes(p[h[1] + 3:]))
+
+
+def _fast_pong(p: bytes) -> HeartbeatPong | None:
+    """``{0: nonce_echo, 1: bool, 2: block_height, 3: bytes(64)}`` in canonical form, else None."""
+    if p[:2] != b"\xa4\x00":
+        return None
+    r = _read_uint(p, 2)
+    if r is None:
+        return None
+    flag = p[r[1]:r[1] + 3]
+    if flag not in (b"\x01\xf5\x02", b"\x01\xf4\x02"):
+        return None
+    h = _read_uint(p, r[1] + 3)
+    if h is None or p[h[1]:h[1] + 3] != b"\x03\x58\x40" or len(p) != h[1] + 3 + 64:
+        return None
+    return HeartbeatPong(r[0], flag[1] == 0xF5, h[0], bytes(p[h[1] + 3:]))
+
+
+def _u64_ok(v: object) -> bool:
+    return type(v) is int and 0 <= v < _U64_LIMIT
+
+
+def _fast_heartbeat(frame: Frame) -> bytes | None:
+    """The wire bytes of a HeartbeatPing/Pong whose fields are all valid, else None (generic path)."""
+    if type(frame) is HeartbeatPong:
+        n, acc, h, sig = frame.nonce_echo, frame.accepting_new, frame.block_height, frame.signature
+        if not (_u64_ok(n) and _u64_ok(h) and type(acc) is bool and type(sig) is bytes and len(sig) == 64):
+            return None
+        payload = (b"\xa4\x00" + _uint(n) + (b"\x01\xf5\x02" if acc else b"\x01\xf4\x02") + _uint(h)
+                   + b"\x03\x58\x40" + sig)
+    elif type(frame) is HeartbeatPing:
+        n, h, sig = frame.nonce, frame.block_height, frame.signature
+        if not (_u64_ok(n) and _u64_ok(h) and type(sig) is bytes and len(sig) == 65):
+            return None
+        payload = b"\xa3\x00" + _uint(n) + b"\x01" + _uint(h) + b"\x02\x58\x41" + sig
+    else:
+        return None
+    return (1 + len(payload)).to_bytes(HEADER_LEN, "big") + bytes((frame.FRAME_TYPE,)) + payload

@@ -64,8 +64,20 @@ class FrameDecoder:
 
     def _feed(self, data: bytes) -> list[Frame]:
         out: list[Frame] = []
-        view = memoryview(data)
         pos = 0
+        if self._length is None and not self._buf:
+            # Usual case: the chunk starts on a frame boundary. Whole frames are decoded straight from ``data``
+            # (no copy through the buffer); the same checks apply in the same order as below.
+            n = len(data)
+            while n - pos >= HEADER_LEN:
+                length = int.from_bytes(data[pos:pos + HEADER_LEN], "big")
+                _check_length(length, self._max)
+                end = pos + HEADER_LEN + length
+                if end > n:
+                    break
+                out.append(decode_payload(data[pos + HEADER_LEN], bytes(data[pos + HEADER_LEN + 1:end])))
+                pos = end
+        view = memoryview(data)
         while pos < len(view):
             if self._length is None:
                 take = min(HEADER_LEN - len(self._buf), len(view) - pos)

@@ -8,16 +8,23 @@ in ``tests/unit/test_transport_preimages.py``. Fields that are connection identi
 (chain_id, runner_pubkey, validator_pubkey, channel_binding) come from the authenticated
 :class:`ConnectionContext`, never from the frame (§12.6 "Preimage field origins").
 
-Runners sign with recoverable secp256k1 (65 bytes, verified by address recovery),
+Runners sign with recoverable secp256k1 (65 bytes, verified by public-key recovery),
 validators with Ed25519 (64 bytes). :func:`verify_signature` rejects every
 role/scheme/key-length/signature-length mismatch with :class:`SignatureError` (fatal).
+
+Per-heartbeat cost: a :class:`ConnectionContext` is immutable, so its connection_id and the
+constant heartbeat-preimage prefixes are computed once when it is built (they cannot go stale:
+a different connection is a different context); a :class:`ValidatorKey` prepares its Ed25519
+signing key and public key once, on first use. None of this changes a preimage byte.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+from nacl.signing import SigningKey
 
 from cowboy_node.codec import encode
 from cowboy_node.crypto import ed25519, secp256k1
@@ -109,9 +116,13 @@ def _hash32(v: bytes, name: str) -> bytes:
     return bytes(v)
 
 
+def _signed_prefix(domain: bytes, role: Role) -> bytes:
+    return domain + bytes([role, Scheme.for_role(role)])
+
+
 def signed_digest(domain: bytes, role: Role, fields: bytes) -> bytes:
     """``keccak256(domain ‖ signer_role ‖ scheme_id ‖ fields)``; the scheme is the one ``role`` signs with."""
-    return keccak256(domain + bytes([role, Scheme.for_role(role)]) + fields)
+    return keccak256(_signed_prefix(domain, role) + fields)
 
 
 def reason_or_empty(text: str | None) -> bytes:
@@ -145,7 +156,11 @@ def connection_id(channel_binding: bytes, runner_pubkey: PubKey, validator_pubke
 
 @dataclass(frozen=True, slots=True)
 class ConnectionContext:
-    """The identities one authenticated connection binds (§6.2); the source of connection-bound preimage fields."""
+    """The identities one authenticated connection binds (§6.2); the source of connection-bound preimage fields.
+
+    Derived constants (connection_id, the heartbeat preimage prefixes) are computed once in ``__post_init__``:
+    the context is frozen, so they always match its fields.
+    """
 
     chain_id: str
     """Chain id agreed in Hello."""
@@ -161,16 +176,26 @@ class ConnectionContext:
     """validator_set_hash offered in Hello."""
     channel_binding: bytes
     """32-byte TLS exporter value of this connection (:func:`exporter.channel_binding`)."""
+    _connection_id: bytes = field(init=False, repr=False, compare=False)
+    _ping_prefix: bytes = field(init=False, repr=False, compare=False)
+    _pong_prefix: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.runner_pubkey.expect_role(Role.RUNNER)
         self.validator_pubkey.expect_role(Role.VALIDATOR)
+        cid = connection_id(self.channel_binding, self.runner_pubkey, self.validator_pubkey,
+                            self.subset_epoch, self.validator_set_hash)
+        object.__setattr__(self, "_connection_id", cid)
+        # domain ‖ signer_role ‖ scheme_id ‖ connection_id ‖ frame type: everything before the per-frame scalars.
+        object.__setattr__(self, "_ping_prefix", _signed_prefix(DOMAIN_HEARTBEAT, Role.RUNNER)
+                           + cid + bytes([FrameType.HEARTBEAT_PING]))
+        object.__setattr__(self, "_pong_prefix", _signed_prefix(DOMAIN_HEARTBEAT, Role.VALIDATOR)
+                           + cid + bytes([FrameType.HEARTBEAT_PONG]))
 
     @property
     def connection_id(self) -> bytes:
-        """See :func:`connection_id`."""
-        return connection_id(self.channel_binding, self.runner_pubkey, self.validator_pubkey,
-                             self.subset_epoch, self.validator_set_hash)
+        """See :func:`connection_id` (computed once, when the context was built)."""
+        return self._connection_id
 
     def pubkey_of(self, role: Role) -> PubKey:
         """This connection's key for ``role``."""
@@ -191,14 +216,13 @@ def hello_ack_digest(ctx: ConnectionContext, signer: Role, peer_challenge_nonce:
 
 def heartbeat_ping_digest(ctx: ConnectionContext, nonce: int, block_height: int) -> bytes:
     """heartbeat domain, runner: connection_id ‖ 0x10 ‖ u64 nonce ‖ u64 block_height."""
-    return signed_digest(DOMAIN_HEARTBEAT, Role.RUNNER, ctx.connection_id + bytes([FrameType.HEARTBEAT_PING])
-                         + _u64(nonce) + _u64(block_height))
+    return keccak256(ctx._ping_prefix + _u64(nonce) + _u64(block_height))
 
 
 def heartbeat_pong_digest(ctx: ConnectionContext, nonce_echo: int, accepting_new: bool, block_height: int) -> bytes:
     """heartbeat domain, validator: connection_id ‖ 0x11 ‖ u64 nonce_echo ‖ u8 accepting_new ‖ u64 block_height."""
-    return signed_digest(DOMAIN_HEARTBEAT, Role.VALIDATOR, ctx.connection_id + bytes([FrameType.HEARTBEAT_PONG])
-                         + _u64(nonce_echo) + bytes([1 if accepting_new else 0]) + _u64(block_height))
+    return keccak256(ctx._pong_prefix + _u64(nonce_echo) + (b"\x01" if accepting_new else b"\x00")
+                     + _u64(block_height))
 
 
 def canonical_frame_body(frame: Frame) -> bytes:
@@ -307,10 +331,24 @@ class RunnerKey:
 
 @dataclass(frozen=True, slots=True)
 class ValidatorKey:
-    """A validator's Ed25519 peer key (32-byte seed)."""
+    """A validator's Ed25519 peer key (32-byte seed).
+
+    The RFC 8032 key expansion (a SHA-512 and a scalar multiplication, about as costly as a signature) is done
+    once, on first use, instead of on every signature and every ``pubkey`` read; signatures are byte-identical
+    to :func:`cowboy_node.crypto.ed25519.sign` (Ed25519 is deterministic, same libsodium).
+    """
 
     seed: bytes
     """RFC 8032 seed."""
+    _prepared: tuple[SigningKey, PubKey] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _keys(self) -> tuple[SigningKey, PubKey]:
+        prepared = self._prepared
+        if prepared is None:
+            pub = PubKey.validator(ed25519.public_key_from_seed(self.seed))  # validates the seed length
+            prepared = (SigningKey(bytes(self.seed)), pub)
+            object.__setattr__(self, "_prepared", prepared)
+        return prepared
 
     @property
     def role(self) -> Role:
@@ -320,18 +358,22 @@ class ValidatorKey:
     @property
     def pubkey(self) -> PubKey:
         """Scheme 0x02 peer_pubkey."""
-        return PubKey.validator(ed25519.public_key_from_seed(self.seed))
+        return self._keys()[1]
 
     def sign(self, digest: bytes) -> bytes:
         """64-byte Ed25519 signature over the digest bytes."""
-        return ed25519.sign(self.seed, digest)
+        return bytes(self._keys()[0].sign(bytes(digest)).signature)
 
 
 def verify_signature(role: Role, pubkey: PubKey, digest: bytes, signature: bytes | None) -> None:
     """Check ``signature`` over ``digest`` by ``pubkey`` acting as ``role``; raise :class:`SignatureError`.
 
     Rejects: key scheme not the role's scheme, wrong signature length, and signatures that
-    do not verify (secp256k1: the recovered address must equal the key's address).
+    do not verify. secp256k1: the key recovered from ``r ‖ s ‖ v`` (with the low-s and range checks of
+    :func:`secp256k1.recover_public_key`) must be ``pubkey`` itself. Comparing the points, rather than the
+    addresses both derive (the registry's authority), is at least as strict and saves two Keccak hashes and a
+    point decompression per signature. Recovery, not a plain ECDSA verify, is what checks ``v``: a verify
+    against the known key would also accept the same ``r ‖ s`` with the other ``v``.
     """
     pubkey.expect_role(role)
     if signature is None:
@@ -341,13 +383,18 @@ def verify_signature(role: Role, pubkey: PubKey, digest: bytes, signature: bytes
                              f"{pubkey.scheme.signature_length} bytes, got {len(signature)}")
     if pubkey.scheme is Scheme.SECP256K1:
         try:
-            ok = secp256k1.recover_address(digest, signature) == pubkey.address()
+            ok = _compress(secp256k1.recover_public_key(digest, signature)) == pubkey.key
         except secp256k1.InvalidSignature:
             ok = False
     else:
         ok = ed25519.verify(pubkey.key, digest, signature)
     if not ok:
         raise SignatureError("bad_signature", "signature does not verify")
+
+
+def _compress(uncompressed: bytes) -> bytes:
+    """SEC1 compressed form ``(0x02 | y parity) ‖ X`` of an uncompressed ``0x04 ‖ X ‖ Y`` point."""
+    return bytes([2 | (uncompressed[64] & 1)]) + uncompressed[1:33]
 
 
 # --- frame-level helpers ------------------------------------------------------------------------------------

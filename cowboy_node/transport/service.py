@@ -287,7 +287,9 @@ class TransportService:
         now = self.now()
         for c in list(self.connections):
             if c.session is not None:
-                c.handle(c.session.tick(now, height))
+                events = c.session.tick(now, height)
+                if events or c.session.has_outbound:  # the usual tick finds nothing: skip the flush
+                    c.handle(events)
         self.metrics.transport_gauges(connected=len(self._by_index), present=len(self.presence.present(height)))
         self._publish_stats()
 

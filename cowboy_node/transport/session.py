@@ -348,6 +348,11 @@ class SessionBase:
         """True once CLOSED."""
         return self._state is SessionState.CLOSED
 
+    @property
+    def has_outbound(self) -> bool:
+        """True if frames are queued for the peer (:meth:`take_outbound` would return some)."""
+        return bool(self._outbound)
+
     def take_outbound(self) -> list[Frame]:
         """Frames queued for the peer since the last call, in send order."""
         out, self._outbound = self._outbound, []
