@@ -178,7 +178,14 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
         loop.add_signal_handler(signal.SIGINT, self.stopping.set)
-        snapshot = await self._bootstrap_until_reachable()
+        write_pid(self.state_dir)
+        status_task = loop.create_task(self._status_loop())  # `status` works while the validator is unreachable
+        try:
+            snapshot = await self._bootstrap_until_reachable()
+        except BaseException:
+            status_task.cancel()
+            remove_pid(self.state_dir)
+            raise
         self.journal = Journal(s.journal_path)
         limits = self.params.get("limits", {})
         self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
@@ -213,11 +220,9 @@ class Daemon:
         self.poller = Poller(self.chain, jobs, self.key.address, s.poll_interval_s,
                              sessions_up=lambda: any(lk.authenticated.is_set() for lk in self.links),
                              metrics=self.metrics)
-        write_pid(self.state_dir)
         loop.add_signal_handler(signal.SIGUSR1, self.drain)
         tasks = [loop.create_task(lk.run()) for lk in self.links]
-        tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()),
-                  loop.create_task(self._status_loop())]
+        tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()), status_task]
         try:
             await self.stopping.wait()
         finally:
@@ -263,9 +268,9 @@ class Daemon:
                 height = int(status["height"])
                 if height > self._ticked:
                     self._ticked = height
+                    self.last_error = ""  # cleared per new head; what this round finds wrong is set again below
                     await jobs.tick(height)
                     await self._heartbeat(height)
-                self.last_error = ""
             except (ApiError, NodeUnreachable) as e:
                 self.last_error = f"validator API: {e}"
                 log.warning("validator API error", error=str(e))
@@ -284,6 +289,10 @@ class Daemon:
         if record is None:
             self.last_error = "not registered: run `cowboy-runner register`"
             return
+        if record.get("health") == "deregistered":
+            # A heartbeat would only fail on chain (runner_deregistered) and cost fees.
+            self.last_error = "deregistered on chain: no on-chain heartbeats, no new sessions (register again)"
+            return
         last = int(record.get("last_heartbeat", 0))
         if self._hb_sent_at is not None and last < self._hb_sent_at and height - self._hb_sent_at < \
                 HEARTBEAT_RETRY_BLOCKS:
@@ -299,8 +308,14 @@ class Daemon:
             return
         assert self.jobs is not None
         try:
+            # The nonce comes from the node (next pending), not from the result transactions' counter: a heartbeat
+            # lost with a killed validator's mempool must not leave a nonce gap that stalls every later result
+            # transaction. A collision with a lost result transaction is repaired by JobManager (re-signed with a
+            # fresh nonce after nonce_too_low without a receipt).
             nonce = await self.chain.next_nonce(self.key.address)
-            tx = build_heartbeat(self.key, self.chain_id, accepting=self.jobs.accepting(), nonce=nonce,
+            # accepting=False pauses the registration on chain for a whole cadence; being momentarily full is
+            # signalled off chain instead (BackpressureSignal, §6.4), so only draining says "not accepting".
+            tx = build_heartbeat(self.key, self.chain_id, accepting=not self.jobs.draining, nonce=nonce,
                                  fees=self.fees())
             await self.chain.submit(tx.to_bytes())
             self._hb_sent_at = height
@@ -317,7 +332,12 @@ class Daemon:
 
     def _write_status(self) -> None:
         jobs, journal = self.jobs, self.journal
-        if jobs is None or journal is None:
+        if jobs is None or journal is None:  # still starting (validator unreachable): say why
+            with contextlib.suppress(OSError):
+                write_status(self.state_dir, {
+                    "pid": os.getpid(), "updated_at": time.time(), "address": to_checksum_address(self.key.address),
+                    "chain_id": self.chain_id, "starting": True, "sessions": [], "jobs_in_flight": [],
+                    "pending_obligations": None, "last_results": [], "last_error": self.last_error})
             return
         connects = sum(lk.connects for lk in self.links)
         if connects > self._connects_seen:
@@ -334,7 +354,7 @@ class Daemon:
             "chain_id": self.chain_id, "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
             "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
                           "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
-                          "connects": lk.connects, "last_pong_at": lk.last_pong_at,
+                          "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
                           "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
                          for lk in self.links],
             "session_problems": list(self.session_problems),

@@ -97,6 +97,8 @@ class Link:
         self.last_rtt: float | None = None
         self.last_pong_at: float | None = None
         """Wall-clock time of the last verified HeartbeatPong (presence, shown by ``status``)."""
+        self.last_close: str | None = None
+        """Why the last session ended (Goodbye reason and detail, or "connection lost"), for ``status``."""
         self.dead_peer_closes = 0
         """Sessions this link closed because the validator stopped answering pings."""
         self._answered_at = 0.0  # monotonic time of the handshake or the last verified pong
@@ -248,6 +250,8 @@ class Link:
                 self.last_pong_at = time.time()
                 self._answered_at = time.monotonic()
             elif isinstance(ev, Closed):
+                self.last_close = " ".join(x for x in (ev.reason.name if ev.reason else "connection lost",
+                                                        ev.detail or "") if x)
                 log.info("session closed: %s %s", ev.reason.name if ev.reason else "connection lost", ev.detail or "")
         self._flush()
         return authenticated

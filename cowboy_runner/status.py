@@ -85,11 +85,16 @@ def render_text(doc: dict[str, Any], running: bool) -> str:
     lines = [f"daemon:     {'running (pid ' + str(doc.get('pid')) + ')' if running else 'NOT running (stale status)'}",
              f"address:    {doc.get('address')}", f"chain:      {doc.get('chain_id')} head {doc.get('head')}",
              f"accepting:  {doc.get('accepting')}{'  (draining)' if doc.get('draining') else ''}"]
+    if doc.get("starting"):
+        lines.append("starting:   waiting for the validator (see last error)")
     for s in doc.get("sessions", []):
         pong = s.get("last_pong_at")
         age = f"{time.time() - pong:.1f}s ago" if isinstance(pong, int | float) else "never"
         lines.append(f"session:    {s.get('endpoint')} validator {str(s.get('validator'))[:18]}… "
-                     f"{'UP' if s.get('connected') else 'down'} connects={s.get('connects')} last pong {age}")
+                     f"{'UP' if s.get('connected') else 'down'} connects={s.get('connects')} last pong {age}"
+                     + (f" last close {s['last_close']}" if s.get("last_close") else ""))
+    for problem in doc.get("session_problems", []):
+        lines.append(f"no session: {problem}")
     poll = doc.get("poll", {})
     lines.append(f"poll:       {'active' if poll.get('active') else 'idle'}"
                  f"{' (disabled by the chain)' if poll.get('disabled') else ''}")

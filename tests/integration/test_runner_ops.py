@@ -282,9 +282,6 @@ def test_deregister_marks_the_registry_and_the_validator_refuses_the_session(
     assert runner.proc is not None and runner.proc.poll() is None
 
 
-@pytest.mark.xfail(strict=True, reason="daemon.py _heartbeat ignores health == deregistered: it keeps signing "
-                                       "RunnerHeartbeat transactions that fail on chain, and status last_error stays "
-                                       "empty (fix described in the helper-P report)")
 def test_deregistered_daemon_says_so_in_status_and_stops_heartbeating(
         world: World, deregistered: tuple[RunnerProcess, int]) -> None:
     runner, _height = deregistered

@@ -24,6 +24,12 @@ def test_runner_started_before_its_validator_keeps_retrying_and_stops_on_sigterm
     try:
         time.sleep(3.0)  # several backoff rounds (100 ms × 2^n)
         assert proc.poll() is None, proc.communicate(timeout=5)[0]  # still running
+        # `status` sees the running daemon and says why it is not serving yet
+        st = subprocess.run([str(RUNNER), "status", "--home", str(home)], capture_output=True, text=True,
+                            timeout=60)
+        assert st.returncode == 0, st.stdout + st.stderr
+        assert f"running (pid {proc.pid})" in st.stdout and "waiting for the validator" in st.stdout
+        assert "last error: runner.validator_rpc: validator unreachable" in st.stdout
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
     finally:
