@@ -77,11 +77,13 @@ __all__ = [
     "reason_or_empty",
     "retry_after_blocks_or_zero",
     "sign_frame",
+    "sign_heartbeat_pong",
     "sign_hello_ack",
     "signed_digest",
     "validator_set_hash",
     "verify_assignment",
     "verify_frame",
+    "verify_heartbeat_ping",
     "verify_hello_ack",
     "verify_signature",
 ]
@@ -440,6 +442,21 @@ def verify_frame(ctx: ConnectionContext, frame: _SignedFrame, signer: Role) -> N
     assert frame.SIGNATURE_FIELD is not None
     verify_signature(signer, ctx.pubkey_of(signer), frame_digest(ctx, frame, signer),
                      getattr(frame, frame.SIGNATURE_FIELD))
+
+
+def verify_heartbeat_ping(ctx: ConnectionContext, ping: HeartbeatPing) -> None:
+    """:func:`verify_frame` of a HeartbeatPing from the runner, without the generic per-type dispatch."""
+    verify_signature(Role.RUNNER, ctx.runner_pubkey, heartbeat_ping_digest(ctx, ping.nonce, ping.block_height),
+                     ping.signature)
+
+
+def sign_heartbeat_pong(ctx: ConnectionContext, key: Signer, nonce_echo: int, accepting_new: bool,
+                        block_height: int) -> HeartbeatPong:
+    """The HeartbeatPong :func:`sign_frame` would return for these fields, built once instead of signed-then-copied."""
+    if key.role is not Role.VALIDATOR or key.pubkey != ctx.validator_pubkey:
+        raise LocalProtocolError("wrong_signer", "HeartbeatPong must be signed by this connection's VALIDATOR key")
+    return HeartbeatPong(nonce_echo, accepting_new, block_height,
+                         key.sign(heartbeat_pong_digest(ctx, nonce_echo, accepting_new, block_height)))
 
 
 def sign_hello_ack(ctx: ConnectionContext, key: Signer, peer_challenge_nonce: bytes, block_height: int) -> HelloAck:

@@ -29,7 +29,6 @@ from cowboy_node.transport.frames import (
     CapabilityDelta,
     Frame,
     HeartbeatPing,
-    HeartbeatPong,
     Hello,
     HelloAck,
     JobAck,
@@ -39,7 +38,14 @@ from cowboy_node.transport.frames import (
     JobResult,
     JobResultCommit,
 )
-from cowboy_node.transport.preimages import ConnectionContext, ValidatorKey, sign_hello_ack, verify_hello_ack
+from cowboy_node.transport.preimages import (
+    ConnectionContext,
+    ValidatorKey,
+    sign_heartbeat_pong,
+    sign_hello_ack,
+    verify_heartbeat_ping,
+    verify_hello_ack,
+)
 from cowboy_node.transport.pubkeys import PubKey
 from cowboy_node.transport.session import (
     DEFAULT_HELLO_TIMEOUT_S,
@@ -257,10 +263,12 @@ class ValidatorSession(SessionBase):
             raise protocol_error("ping_rate", "HeartbeatPing rate above limit", GoodbyeReason.RATE_LIMITED)
         if self._last_ping_nonce is not None and ping.nonce <= self._last_ping_nonce:
             raise protocol_error("ping_nonce", f"ping nonce {ping.nonce} not above {self._last_ping_nonce}")
-        self._verify(ping, Role.RUNNER)
+        ctx = self._ctx
+        assert ctx is not None  # AUTHENTICATED (checked by _dispatch)
+        verify_heartbeat_ping(ctx, ping)
         self._last_ping_nonce = ping.nonce
         height = self._height()
-        self._outbound.append(self._sign(HeartbeatPong(ping.nonce, self._accepting_new, height, b"")))
+        self._outbound.append(sign_heartbeat_pong(ctx, self._key, ping.nonce, self._accepting_new, height))
         return [PresenceRefreshed(self._runner_index(), self._accepting_new, height)]
 
     def _take_control(self, now: float) -> None:

@@ -28,7 +28,9 @@ from cowboy_node.transport.preimages import (
     heartbeat_ping_digest,
     heartbeat_pong_digest,
     sign_frame,
+    sign_heartbeat_pong,
     verify_frame,
+    verify_heartbeat_ping,
     verify_signature,
 )
 from cowboy_node.transport.pubkeys import PubKey
@@ -261,3 +263,33 @@ def test_oversized_prefix_after_whole_frames_is_rejected_in_the_same_chunk() -> 
     assert info.value.code == "frame_too_large"
     with pytest.raises(RemoteProtocolError):
         dec.feed(b"")  # stays failed
+
+
+# --- heartbeat-specific sign / verify ------------------------------------------------------------------------
+
+def test_sign_heartbeat_pong_equals_sign_frame_and_refuses_a_foreign_key() -> None:
+    ctx = _ctx(CB1)
+    for acc in (True, False):
+        assert sign_heartbeat_pong(ctx, VALIDATOR, 7, acc, 100) == sign_frame(ctx, VALIDATOR,
+                                                                            HeartbeatPong(7, acc, 100, b""))
+    for key in (ValidatorKey(b"\x09" * 32), RUNNER):
+        with pytest.raises(LocalProtocolError):
+            sign_heartbeat_pong(ctx, key, 7, True, 100)
+
+
+def _signed_ping(ctx: ConnectionContext, key: RunnerKey) -> HeartbeatPing:
+    ping = sign_frame(ctx, key, HeartbeatPing(3, 9, bytes(65)))
+    assert isinstance(ping, HeartbeatPing)
+    return ping
+
+
+def test_verify_heartbeat_ping_accepts_exactly_what_verify_frame_accepts() -> None:
+    a, b = _ctx(CB1), _ctx(CB2)
+    ping = _signed_ping(a, RUNNER)
+    verify_heartbeat_ping(a, ping)
+    for ctx, frame in ((b, ping), (a, replace(ping, nonce=4)), (a, replace(ping, block_height=10)),
+                       (a, _signed_ping(_ctx(CB1, OTHER_RUNNER), OTHER_RUNNER))):
+        with pytest.raises(SignatureError):
+            verify_heartbeat_ping(ctx, frame)
+        with pytest.raises(SignatureError):
+            verify_frame(ctx, frame, Role.RUNNER)
