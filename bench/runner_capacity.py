@@ -23,11 +23,16 @@ Reported per R: ``ms_per_heartbeat`` for both, ``ratio`` = transport / raw (goal
 ``runners_per_core_at_1hz`` = 1 / cpu_per_heartbeat. The machine has 2 cores shared with other work and this
 client shares them: compare ratios, not absolute figures.
 
+``--pairs K`` (K ≥ 1) measures differently, to cancel the load that other work puts on the shared machine: both
+servers run at once with their R connections each, and the 1 Hz pings go to one server at a time, in K pairs of
+``--seconds`` windows in ABBA order (raw, transport, transport, raw, …); each pair gives a ratio and the median
+ratio is reported with all of them (``ratio`` is then that median).
+
 The default sizes stop at 500: on the shared 2-core machine the Python client and the server each need about a
 core at 1,000 runners, handshakes of late joiners then exceed the 10 s auth timeout, and the figures would
 measure starvation (``--runners 1000`` still runs; failed connections are reported as ``connect_failures``).
 
-Usage: python bench/runner_capacity.py [--runners 100,250,500] [--seconds 20] [--warmup-s 3]
+Usage: python bench/runner_capacity.py [--runners 100,250,500] [--seconds 20] [--warmup-s 3] [--pairs K]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import asyncio
 import json
 import resource
 import secrets
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -186,14 +192,19 @@ def send_ping(c: Client, nonce: int) -> None:
         c.conn.send(frame)
 
 
-async def pinger(c: Client, phase: float, stop: asyncio.Event) -> None:
-    """1 Hz pings on an absolute schedule starting at ``phase`` seconds."""
+async def pinger(c: Client, phase: float, stop: asyncio.Event, active: asyncio.Event | None = None) -> None:
+    """1 Hz pings on an absolute schedule starting at ``phase`` seconds (only while ``active`` is set, if given)."""
     next_at = time.monotonic() + phase
     nonce = 1
     while not stop.is_set():
+        if active is not None and not active.is_set():
+            await active.wait()
+            next_at = time.monotonic() + phase
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         if stop.is_set() or c.conn.closed:
             return
+        if active is not None and not active.is_set():
+            continue
         send_ping(c, nonce)
         nonce += 1
         next_at += 1.0
@@ -267,17 +278,119 @@ async def measure(kind: str, n: int, seconds: float, warmup_s: float) -> dict[st
     return out
 
 
-async def run(sizes: list[int], seconds: float, warmup_s: float) -> dict[str, Any]:
+@dataclass
+class Side:
+    """One server child with its connected clients (``--pairs`` mode)."""
+
+    kind: str
+    proc: asyncio.subprocess.Process
+    clients: list[Client]
+    tasks: list[asyncio.Task[None]]
+    active: asyncio.Event
+    failures: int = 0
+
+
+async def open_side(kind: str, n: int, stop: asyncio.Event) -> Side:
+    """Start ``kind``'s server child and connect ``n`` idle clients to it (pinging only while active)."""
+    cmd = ([str(QUIC_ECHO), "--serve", "raw"] if kind == "raw" else [__file__, "--serve-transport", str(n)])
+    proc = await asyncio.create_subprocess_exec(sys.executable, *cmd, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    side = Side(kind, proc, [], [], asyncio.Event())
+    port = int(await proc.stdout.readline())
+    loop = asyncio.get_running_loop()
+    sks = runner_keys(n, KEY_BASE)
+    for i in range(0, n, CONNECT_BATCH):
+        batch = [open_raw_client(port) if kind == "raw" else open_transport_client(port, sk)
+                 for sk in sks[i:i + CONNECT_BATCH]]
+        for c in await asyncio.gather(*batch, return_exceptions=True):
+            if isinstance(c, BaseException):
+                side.failures += 1
+                continue
+            side.clients.append(c)
+            side.tasks.append(loop.create_task(reader(c)))
+            side.tasks.append(loop.create_task(pinger(c, (len(side.clients) - 1) / n, stop, side.active)))
+    return side
+
+
+async def window(side: Side, seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Ping ``side`` only, for ``warmup_s`` then a measured ``seconds``; server CPU per pong."""
+    assert side.proc.stdin is not None and side.proc.stdout is not None
+    side.active.set()
+    try:
+        await asyncio.sleep(warmup_s)
+        side.proc.stdin.write(b"start\n")
+        await side.proc.stdin.drain()
+        await side.proc.stdout.readline()
+        pongs0 = sum(c.pongs for c in side.clients)
+        await asyncio.sleep(seconds)
+        side.proc.stdin.write(b"stop\n")
+        await side.proc.stdin.drain()
+        report = json.loads(await side.proc.stdout.readline())
+        pongs = sum(c.pongs for c in side.clients) - pongs0
+    finally:
+        side.active.clear()
+    cpu = float(report["cpu_s"])
+    return {"server_cpu_s": round(cpu, 3), "heartbeats": pongs,
+            "ms_per_heartbeat": round(1000 * cpu / max(pongs, 1), 4)}
+
+
+async def close_side(side: Side) -> None:
+    """Abort the clients and end the child."""
+    for c in side.clients:
+        c.conn.abort()
+    for t in side.tasks:
+        t.cancel()
+    await asyncio.gather(*side.tasks, return_exceptions=True)
+    if side.proc.stdin is not None:
+        side.proc.stdin.close()
+    await side.proc.wait()
+
+
+async def run_pairs(n: int, pairs: int, seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Both servers up at once; ``pairs`` ABBA-ordered window pairs; the median of the per-pair ratios."""
+    stop = asyncio.Event()
+    sides = [await open_side("raw", n, stop), await open_side("transport", n, stop)]
+    raw, transport = sides
+    try:
+        rounds = []
+        for p in range(pairs):
+            order = (raw, transport) if p % 2 == 0 else (transport, raw)
+            got = {s.kind: await window(s, seconds, warmup_s) for s in order}
+            rounds.append({"raw_ms": got["raw"]["ms_per_heartbeat"],
+                           "transport_ms": got["transport"]["ms_per_heartbeat"],
+                           "ratio": round(got["transport"]["ms_per_heartbeat"]
+                                          / max(got["raw"]["ms_per_heartbeat"], 1e-9), 3),
+                           "heartbeats": [got["raw"]["heartbeats"], got["transport"]["heartbeats"]]})
+    finally:
+        stop.set()
+        for s in sides:
+            s.active.set()  # wake idle pingers so they see ``stop``
+        for s in sides:
+            await close_side(s)
+    ratio = round(statistics.median(r["ratio"] for r in rounds), 3)
+    transport_ms = statistics.median(r["transport_ms"] for r in rounds)
+    return {"runners": n, "mode": "pairs", "pairs": rounds, "ratio": ratio, "goal_ratio_le_1_5": ratio <= 1.5,
+            "median_raw_ms": statistics.median(r["raw_ms"] for r in rounds), "median_transport_ms": transport_ms,
+            "runners_per_core_at_1hz": int(1000 / transport_ms) if transport_ms else None,
+            "held": [len(raw.clients), len(transport.clients)],
+            "connect_failures": [raw.failures, transport.failures]}
+
+
+async def run(sizes: list[int], seconds: float, warmup_s: float, pairs: int = 0) -> dict[str, Any]:
     """Both servers at every R; the JSON document."""
     results = []
     for n in sizes:
+        if pairs > 0:
+            results.append(await run_pairs(n, pairs, seconds, warmup_s))
+            continue
         raw = await measure("raw", n, seconds, warmup_s)
         transport = await measure("transport", n, seconds, warmup_s)
         ratio = round(transport["ms_per_heartbeat"] / max(raw["ms_per_heartbeat"], 1e-9), 3)
         results.append({"runners": n, "raw_echo_baseline": raw, "transport": transport, "ratio": ratio,
                         "goal_ratio_le_1_5": ratio <= 1.5})
     return {"benchmark": "runner_capacity", "params": {"runners": sizes, "seconds": seconds, "warmup_s": warmup_s,
-                                                       "heartbeat_hz": 1},
+                                                       "heartbeat_hz": 1, "pairs": pairs},
             "results": results,
             "note": ("server CPU only (child process); clients share the same 2-core machine with other work: "
                      "compare ratios, absolute runners-per-core figures are pessimistic")}
@@ -290,6 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runners", default="100,250,500")
     parser.add_argument("--seconds", type=float, default=20.0, help="steady-state window per server")
     parser.add_argument("--warmup-s", type=float, default=3.0)
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="K > 0: both servers up at once, K ABBA pairs of windows, median ratio")
     args = parser.parse_args(argv)
     quiet_logs()
     if args.serve_transport is not None:
@@ -300,7 +415,7 @@ def main(argv: list[str] | None = None) -> None:
     want = min(hard, max(soft, 2 * max(sizes) + 256))
     if want > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    print(json.dumps(asyncio.run(run(sizes, args.seconds, args.warmup_s)), indent=2))
+    print(json.dumps(asyncio.run(run(sizes, args.seconds, args.warmup_s, args.pairs)), indent=2))
 
 
 if __name__ == "__main__":
