@@ -48,9 +48,11 @@ def runner_cli(*args: str, timeout: float = 60, check: bool = True) -> subproces
 
 
 class HttpServer:
-    """A local aiohttp server in its own thread; ``delay_s`` makes every answer slow."""
+    """A local aiohttp server in its own thread on ``host`` (a loopback address); ``delay_s`` makes every answer
+    slow."""
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.delay_s = delay_s
         self.hits = 0
         self.port = 0
@@ -69,7 +71,7 @@ class HttpServer:
         app.router.add_get("/price", self._handle)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         self._loop.run_until_complete(site.start())
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._ready.set()
@@ -243,20 +245,7 @@ class HostHttpServer(HttpServer):
     filter only for runners whose ``http_domains`` name that address, so several runners can share one node."""
 
     def __init__(self, host: str, delay_s: float = 0.0) -> None:
-        super().__init__(delay_s)
-        self.host = host
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_get("/price", self._handle)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, self.host, 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self._loop.run_forever()
+        super().__init__(delay_s, host)
 
     def __enter__(self) -> HostHttpServer:
         super().__enter__()
