@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from nacl.signing import SigningKey
-
 from cowboy_node.codec import encode
 from cowboy_node.crypto import ed25519, secp256k1
 from cowboy_node.crypto.keccak import keccak256
@@ -342,13 +340,14 @@ class ValidatorKey:
 
     seed: bytes
     """RFC 8032 seed."""
-    _prepared: tuple[SigningKey, PubKey] | None = field(default=None, init=False, repr=False, compare=False)
+    _prepared: tuple[ed25519.PreparedSigner, PubKey] | None = field(default=None, init=False, repr=False,
+                                                                   compare=False)
 
-    def _keys(self) -> tuple[SigningKey, PubKey]:
+    def _keys(self) -> tuple[ed25519.PreparedSigner, PubKey]:
         prepared = self._prepared
         if prepared is None:
-            pub = PubKey.validator(ed25519.public_key_from_seed(self.seed))  # validates the seed length
-            prepared = (SigningKey(bytes(self.seed)), pub)
+            signer = ed25519.PreparedSigner(self.seed)  # validates the seed length
+            prepared = (signer, PubKey.validator(signer.public_key))
             object.__setattr__(self, "_prepared", prepared)
         return prepared
 
@@ -364,7 +363,7 @@ class ValidatorKey:
 
     def sign(self, digest: bytes) -> bytes:
         """64-byte Ed25519 signature over the digest bytes."""
-        return bytes(self._keys()[0].sign(bytes(digest)).signature)
+        return self._keys()[0].sign(digest)
 
 
 def verify_signature(role: Role, pubkey: PubKey, digest: bytes, signature: bytes | None) -> None:

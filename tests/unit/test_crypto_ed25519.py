@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.crypto.ed25519 import generate_seed, public_key_from_seed, sign, verify
+from cowboy_node.crypto.ed25519 import PreparedSigner, generate_seed, public_key_from_seed, sign, verify
 
 # RFC 8032 section 7.1, TEST 1 and TEST 2: (SECRET KEY, PUBLIC KEY, MESSAGE, SIGNATURE).
 RFC8032 = [
@@ -30,6 +30,19 @@ def test_rfc8032_vectors(seed: str, public: str, message: str, signature: str) -
     assert public_key_from_seed(sd) == pk
     assert sign(sd, msg) == sig
     assert verify(pk, msg, sig)
+
+
+@pytest.mark.parametrize(("seed", "public", "message", "signature"), RFC8032)
+def test_prepared_signer_gives_the_rfc8032_answers(seed: str, public: str, message: str, signature: str) -> None:
+    signer = PreparedSigner(bytes.fromhex(seed))
+    assert signer.public_key.hex() == public
+    assert signer.sign(bytes.fromhex(message)).hex() == signature
+    assert signer.sign(bytes.fromhex(message)).hex() == signature  # reusable
+
+
+def test_prepared_signer_rejects_a_bad_seed_length() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
+        PreparedSigner(b"\x01" * 31)
 
 
 @pytest.mark.parametrize(("seed", "public", "message", "signature"), RFC8032)
