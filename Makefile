@@ -61,7 +61,8 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/dispatch.py
 	$(VPY) bench/quic_echo.py
 	$(VPY) bench/push_latency.py
-	$(VPY) bench/runner_capacity.py
+	$(VPY) bench/heartbeat_cost.py
+	$(VPY) bench/runner_capacity.py --pairs 4
 
 clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -59,3 +59,25 @@ def test_runner_capacity_prints_one_json_with_raw_echo_baseline() -> None:
     assert t["admitted"] == 3 and t["connected"] == 3 and t["present"] == 3  # real sessions, all present
     assert t["server_pings"] > 0
     assert row["ratio"] > 0 and isinstance(row["goal_ratio_le_1_5"], bool)
+
+
+@pytest.mark.timeout(180)
+def test_heartbeat_cost_prints_one_json_with_its_floor_baseline() -> None:
+    doc = _run("heartbeat_cost.py", "--sessions", "3", "--rounds", "2", "--repeat", "1")
+    assert doc["benchmark"] == "heartbeat_cost"
+    assert doc["params"] == {"sessions": 3, "rounds": 2, "repeat": 1}
+    base = doc["baseline"]
+    assert base["floor_us"] > 0 and base["secp256k1_verify_known_key_us"] > 0
+    assert base["ed25519_sign_prepared_key_us"] > 0
+    assert doc["heartbeat_us"] > 0 and doc["ratio_to_floor"] > 0
+
+
+@pytest.mark.timeout(180)
+def test_runner_capacity_pairs_mode_reports_a_median_ratio() -> None:
+    doc = _run("runner_capacity.py", "--runners", "3", "--seconds", "1.0", "--warmup-s", "0.5", "--pairs", "1")
+    assert doc["benchmark"] == "runner_capacity"
+    (row,) = doc["results"]
+    assert row["runners"] == 3 and row["ratio"] > 0 and isinstance(row["goal_ratio_le_1_5"], bool)
+    assert row["held"] == [3, 3] and row["connect_failures"] == [0, 0]  # every runner held a session on both
+    assert all(n > 0 for pair in row["pairs"] for n in pair["heartbeats"])  # both sides were measured
+
