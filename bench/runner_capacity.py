@@ -192,13 +192,25 @@ def send_ping(c: Client, nonce: int) -> None:
         c.conn.send(frame)
 
 
+IDLE_KEEPALIVE_S = 10.0
+"""Ping period of an idle side's clients in ``--pairs`` mode (well under the 30 s session idle timeout)."""
+
+
 async def pinger(c: Client, phase: float, stop: asyncio.Event, active: asyncio.Event | None = None) -> None:
     """1 Hz pings on an absolute schedule starting at ``phase`` seconds (only while ``active`` is set, if given)."""
     next_at = time.monotonic() + phase
     nonce = 1
     while not stop.is_set():
         if active is not None and not active.is_set():
-            await active.wait()
+            try:
+                await asyncio.wait_for(active.wait(), IDLE_KEEPALIVE_S)
+            except TimeoutError:
+                # Idle side: one ping now and then so the server's 30 s session idle timeout does not end the
+                # session while the other side is measured (this server's CPU is not being measured now).
+                if not c.conn.closed and not stop.is_set():
+                    send_ping(c, nonce)
+                    nonce += 1
+                continue
             next_at = time.monotonic() + phase
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         if stop.is_set() or c.conn.closed:
@@ -357,6 +369,9 @@ async def run_pairs(n: int, pairs: int, seconds: float, warmup_s: float) -> dict
         for p in range(pairs):
             order = (raw, transport) if p % 2 == 0 else (transport, raw)
             got = {s.kind: await window(s, seconds, warmup_s) for s in order}
+            lost = [k for k, g in got.items() if g["heartbeats"] == 0]
+            if lost:  # a dead side would report CPU per zero pongs: refuse to print a meaningless ratio
+                raise RuntimeError(f"pair {p}: no heartbeat answered by {lost} (sessions lost while idle?)")
             rounds.append({"raw_ms": got["raw"]["ms_per_heartbeat"],
                            "transport_ms": got["transport"]["ms_per_heartbeat"],
                            "ratio": round(got["transport"]["ms_per_heartbeat"]
