@@ -45,6 +45,7 @@ __all__ = [
     "CodecError",
     "decode",
     "encode",
+    "encode_uint",
 ]
 
 CborValue: TypeAlias = (
@@ -227,6 +228,13 @@ def _enc_other(v: object) -> bytes:
     if isinstance(v, dict):
         return _enc_map(v)
     raise CodecError("unsupported_type", f"cannot encode {type(v).__name__} in canonical CBOR")
+
+
+def encode_uint(v: int) -> bytes:
+    """``encode(v)`` for an unsigned integer ``0 <= v < 2**64`` without the generic dispatch (hot frame paths)."""
+    if not 0 <= v <= _U64_MAX:
+        raise CodecError("int_out_of_range", f"{v} is not an unsigned 64-bit integer")
+    return _head(0x00, v)
 
 
 def encode(value: object) -> bytes:

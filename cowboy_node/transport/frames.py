@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from itertools import pairwise
 from typing import Any, ClassVar, TypeAlias
 
-from cowboy_node.codec import CborValue, CodecError, decode, encode
+from cowboy_node.codec import CborValue, CodecError, decode, encode, encode_uint
 from cowboy_node.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, RejectReason, Role
 from cowboy_node.transport.errors import LocalProtocolError, RemoteProtocolError
 from cowboy_node.transport.pubkeys import PubKey
@@ -579,19 +579,6 @@ def encode_frame(frame: Frame) -> bytes:
 _U64_LIMIT = 1 << 64
 
 
-def _uint(v: int) -> bytes:
-    """Canonical CBOR head of the unsigned integer ``0 <= v < 2**64``."""
-    if v < 24:
-        return bytes((v,))
-    if v < 0x100:
-        return bytes((0x18, v))
-    if v < 0x10000:
-        return b"\x19" + v.to_bytes(2, "big")
-    if v < 0x100000000:
-        return b"\x1a" + v.to_bytes(4, "big")
-    return b"\x1b" + v.to_bytes(8, "big")
-
-
 _UINT_SIZES = {0x18: (1, 24), 0x19: (2, 0x100), 0x1A: (4, 0x10000), 0x1B: (8, 0x100000000)}
 """Head byte → (argument bytes, smallest value that needs them): a smaller value there is non-canonical."""
 
@@ -652,13 +639,13 @@ def _fast_heartbeat(frame: Frame) -> bytes | None:
         n, acc, h, sig = frame.nonce_echo, frame.accepting_new, frame.block_height, frame.signature
         if not (_u64_ok(n) and _u64_ok(h) and type(acc) is bool and type(sig) is bytes and len(sig) == 64):
             return None
-        payload = (b"\xa4\x00" + _uint(n) + (b"\x01\xf5\x02" if acc else b"\x01\xf4\x02") + _uint(h)
+        payload = (b"\xa4\x00" + encode_uint(n) + (b"\x01\xf5\x02" if acc else b"\x01\xf4\x02") + encode_uint(h)
                    + b"\x03\x58\x40" + sig)
     elif type(frame) is HeartbeatPing:
         n, h, sig = frame.nonce, frame.block_height, frame.signature
         if not (_u64_ok(n) and _u64_ok(h) and type(sig) is bytes and len(sig) == 65):
             return None
-        payload = b"\xa3\x00" + _uint(n) + b"\x01" + _uint(h) + b"\x02\x58\x41" + sig
+        payload = b"\xa3\x00" + encode_uint(n) + b"\x01" + encode_uint(h) + b"\x02\x58\x41" + sig
     else:
         return None
     return (1 + len(payload)).to_bytes(HEADER_LEN, "big") + bytes((frame.FRAME_TYPE,)) + payload

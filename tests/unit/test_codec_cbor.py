@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.codec import ERROR_CODES, CodecError, decode, encode
+from cowboy_node.codec import ERROR_CODES, CodecError, decode, encode, encode_uint
 
 VECTORS_PATH = Path(__file__).resolve().parents[1] / "vectors" / "cbor_canonical.json"
 
@@ -667,3 +667,19 @@ def test_property_floats_are_always_float64_and_keep_their_bits(x: float) -> Non
     data = encode(x)
     assert data == b"\xfb" + struct.pack(">d", x)
     assert struct.pack(">d", decode(data)) == struct.pack(">d", x)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("value", "golden"), [
+    (0, "00"), (23, "17"), (24, "1818"), (255, "18ff"), (256, "190100"), (65535, "19ffff"), (65536, "1a00010000"),
+    (2**32 - 1, "1affffffff"), (2**32, "1b0000000100000000"), (2**64 - 1, "1bffffffffffffffff"),
+])
+def test_encode_uint_golden_bytes_match_encode(value: int, golden: str) -> None:
+    assert encode_uint(value).hex() == golden
+    assert encode_uint(value) == encode(value)
+
+
+@pytest.mark.parametrize("value", [-1, 2**64])
+def test_encode_uint_rejects_out_of_range(value: int) -> None:
+    with pytest.raises(CodecError) as e:
+        encode_uint(value)
+    assert e.value.code == "int_out_of_range"
