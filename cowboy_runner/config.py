@@ -248,10 +248,10 @@ def _host_port(value: object, key: str) -> tuple[str, int]:
         raise ConfigError(key, str(e).removeprefix(f"{key}: ")) from None
 
 
-def _hash_key(text: str, where: str) -> bytes:
+def _hash_key(text: str, where: str, what: str = "a 32-byte hash") -> bytes:
     body = text[2:] if text.startswith("0x") else text
     if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
-        raise ConfigError(f"{where}.{text}", "expected a 32-byte hash: 64 hex digits, optionally 0x-prefixed")
+        raise ConfigError(f"{where}.{text}", f"expected {what}: 64 hex digits, optionally 0x-prefixed")
     return bytes.fromhex(body)
 
 
@@ -425,11 +425,7 @@ def _validators(doc: dict[str, Any]) -> dict[bytes, tuple[str, int]]:
     t = _table(doc.get("validators", {}), "validators")
     out: dict[bytes, tuple[str, int]] = {}
     for text in sorted(t):
-        body = text[2:] if text.startswith("0x") else text
-        if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
-            raise ConfigError(f"validators.{text}", "expected a validator Ed25519 peer key: 64 hex digits, "
-                              "optionally 0x-prefixed")
-        key = bytes.fromhex(body)
+        key = _hash_key(text, "validators", "a validator Ed25519 peer key")
         if key in out:
             raise ConfigError(f"validators.{text}", "the same validator is listed twice")
         out[key] = _host_port(t[text], f"validators.{text}")
