@@ -130,9 +130,12 @@ class Daemon:
         if block_time_s == self.block_time_s:
             return
         self.block_time_s = block_time_s
-        interval = block_time_s * self.settings.heartbeat.quic_interval_blocks
         for link in self.links:
-            link.config = dataclasses.replace(link.config, ping_interval_s=interval)
+            link.config = dataclasses.replace(link.config, ping_interval_s=self._ping_interval_s())
+
+    def _ping_interval_s(self) -> float:
+        """HeartbeatPing cadence: every ``heartbeat.quic_interval_blocks`` blocks (HEARTBEAT_BLOCKS, §6.3)."""
+        return self.block_time_s * self.settings.heartbeat.quic_interval_blocks
 
     def _set_basefees(self, status: dict[str, Any]) -> None:
         bf = status.get("basefee") or {}
@@ -214,7 +217,7 @@ class Daemon:
             cfg = LinkConfig(host=target.host, port=target.port, chain_id=self.chain_id,
                              validator_set=snapshot.validators, expected_validator=target.validator,
                              subset_epoch=snapshot.subset_epoch,
-                             ping_interval_s=self.block_time_s * s.heartbeat.quic_interval_blocks)
+                             ping_interval_s=self._ping_interval_s())
             self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
                                    on_assignment=self._on_assignment, on_cancel=self._on_cancel))
         self.poller = Poller(self.chain, jobs, self.key.address, s.poll_interval_s,
@@ -332,12 +335,13 @@ class Daemon:
 
     def _write_status(self) -> None:
         jobs, journal = self.jobs, self.journal
+        doc: dict[str, Any] = {"pid": os.getpid(), "updated_at": time.time(),
+                               "address": to_checksum_address(self.key.address), "chain_id": self.chain_id,
+                               "last_error": self.last_error}
         if jobs is None or journal is None:  # still starting (validator unreachable): say why
+            doc.update(starting=True, sessions=[], jobs_in_flight=[], pending_obligations=None, last_results=[])
             with contextlib.suppress(OSError):
-                write_status(self.state_dir, {
-                    "pid": os.getpid(), "updated_at": time.time(), "address": to_checksum_address(self.key.address),
-                    "chain_id": self.chain_id, "starting": True, "sessions": [], "jobs_in_flight": [],
-                    "pending_obligations": None, "last_results": [], "last_error": self.last_error})
+                write_status(self.state_dir, doc)
             return
         connects = sum(lk.connects for lk in self.links)
         if connects > self._connects_seen:
@@ -349,9 +353,8 @@ class Daemon:
             recent = journal.recent(10)
         except Exception:  # journal closed at shutdown
             return
-        doc = {
-            "pid": os.getpid(), "updated_at": time.time(), "address": to_checksum_address(self.key.address),
-            "chain_id": self.chain_id, "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
+        doc.update({
+            "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
             "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
                           "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
                           "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
@@ -366,7 +369,6 @@ class Daemon:
             "obligations": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state} for ob in pending],
             "last_results": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state, "reason": ob.reason}
                              for ob in recent],
-            "last_error": self.last_error,
-        }
+        })
         with contextlib.suppress(OSError):
             write_status(self.state_dir, doc)
