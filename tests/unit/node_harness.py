@@ -27,6 +27,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.devgenesis import create_dev_genesis
+from cowboy_node.chain.keys import write_account_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
 from cowboy_node.cli.main import build_parser
@@ -38,7 +39,7 @@ from cowboy_node.types.instructions import Instruction
 from cowboy_node.types.params import ChainLimits, Cip11Flags
 from cowboy_node.types.runner_json import runner_file_from_json
 from cowboy_node.types.transaction import Transaction
-from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, CHAIN_ID, FEE_RECIPIENT, make_tx
+from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, CHAIN_ID, FEE_RECIPIENT, make_dev_genesis, make_tx
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
 JOB_EXAMPLE = EXAMPLES / "job-http.json"
@@ -121,6 +122,21 @@ class LiveNode:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+def dev_live_node(balances: dict[bytes, int] | None = None) -> LiveNode:
+    """A real node over the test dev genesis (``make_dev_genesis``) producing a block every 20 ms."""
+    dev = make_dev_genesis() if balances is None else make_dev_genesis(balances=balances)
+    return LiveNode(node=Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                              block_time_ms=20))
+
+
+def write_keys(directory: Path, secrets: dict[str, bytes]) -> dict[str, Path]:
+    """Write each account key to ``directory/<name>.key``; returns name → path."""
+    out = {name: directory / f"{name}.key" for name in secrets}
+    for name, sk in secrets.items():
+        write_account_key(out[name], sk)
+    return out
 
 
 def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.keys import write_account_key
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.types.job_instructions import JobResultSubmit
 from cowboy_node.types.jobspec import derive_job_id
@@ -30,6 +29,7 @@ from tests.unit.node_harness import (
     LiveNode,
     run_cli,
     serving,
+    write_keys,
 )
 
 WAIT_S = 60.0
@@ -44,11 +44,7 @@ def live() -> Iterator[LiveNode]:
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("keys")
-    out = {"alice": d / "alice.key", "runner": d / "runner.key"}
-    write_account_key(out["alice"], ALICE_SK)
-    write_account_key(out["runner"], RUNNER_SKS[0])
-    return out
+    return write_keys(tmp_path_factory.mktemp("keys"), {"alice": ALICE_SK, "runner": RUNNER_SKS[0]})
 
 
 @pytest.fixture(scope="module")

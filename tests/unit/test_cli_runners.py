@@ -12,39 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.keys import write_account_key
-from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
 from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.state.memory import MemoryStore
-from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis
-from tests.unit.node_harness import LiveNode, run_cli, serving
+from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK
+from tests.unit.node_harness import LiveNode, dev_live_node, run_cli, serving, write_keys
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "runner-capabilities.json"
 STAKE = 10**18
 
 
-def _live_node() -> LiveNode:
-    """A real node (in-memory chain) serving HTTP and producing a block every 20 ms on its own loop."""
-    dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
-    return LiveNode(node=Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                              block_time_ms=20))
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveNode]:
-    with serving(_live_node()) as n:
+    with serving(dev_live_node({ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})) as n:
         yield n
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("keys")
-    out = {"alice": d / "alice.key", "bob": d / "bob.key"}
-    write_account_key(out["alice"], ALICE_SK)
-    write_account_key(out["bob"], BOB_SK)
-    return out
+    return write_keys(tmp_path_factory.mktemp("keys"), {"alice": ALICE_SK, "bob": BOB_SK})
 
 
 def _next_nonce(live: LiveNode, who: bytes) -> int:
