@@ -24,7 +24,6 @@ obligation (§10.5: a committed runner must still reveal, or it is slashed as co
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cowboy_node.chain.keys import fsync_dir
 from cowboy_node.execution.jobs.model import result_commitment
 from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit
 from cowboy_node.types.transaction import Transaction
@@ -177,7 +177,7 @@ class Journal:
             self._db.execute(_SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if created:
-            _fsync_dir(self.path.parent)  # the new file's directory entry must survive a crash too
+            fsync_dir(self.path.parent)  # the new file's directory entry must survive a crash too
 
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -449,19 +449,6 @@ class Journal:
             elif height - ob.last_broadcast >= interval:
                 out.append((ob.job_id, tx))
         return out
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 __all__ = [

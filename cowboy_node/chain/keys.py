@@ -72,7 +72,8 @@ class ValidatorKey:
 
 
 # -- atomic 0600 write ----------------------------------------------------------------
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync ``directory`` so a file just created or renamed in it survives a crash (best effort)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds
@@ -118,7 +119,7 @@ def _write_secret_json(path: StrPath, doc: dict[str, Any], *, overwrite: bool) -
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 # -- reading helpers ------------------------------------------------------------------
