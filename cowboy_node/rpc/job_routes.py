@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from cowboy_node.rpc.facade import JobFacade, RpcError
+from cowboy_node.rpc.runner_routes import runner_found
 from cowboy_node.rpc.server import FACADE_KEY, _off_loop, parse_address_param, parse_limit
 
 DEFAULT_POLL_LIMIT = 100
@@ -66,11 +67,7 @@ async def handle_runner_jobs(request: web.Request) -> web.Response:
     limit = parse_limit(q["limit"]) if "limit" in q else DEFAULT_POLL_LIMIT
     after = parse_job_id(q["after"], "after") if "after" in q else None
     doc = await _off_loop(_job_facade(request).runner_jobs, address, limit, after)
-    if doc is None:
-        from cowboy_node.crypto.address import to_checksum_address
-
-        raise RpcError(404, "runner_not_found", f"no runner has registered at {to_checksum_address(address)}")
-    return web.json_response(doc)
+    return web.json_response(runner_found(doc, address))
 
 
 def add_job_routes(router: web.UrlDispatcher) -> None:

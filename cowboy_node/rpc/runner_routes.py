@@ -8,6 +8,7 @@ implement :class:`~cowboy_node.rpc.facade.RunnerFacade`; otherwise these routes 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from aiohttp import web
 
@@ -48,15 +49,19 @@ async def handle_runners_active(request: web.Request) -> web.Response:
     return web.json_response(await _off_loop(_runner_facade(request).runners_active, offset, limit))
 
 
-async def handle_runner(request: web.Request) -> web.Response:
-    """``GET /runner/{address}``: one registration; 404 ``runner_not_found`` if the address never registered."""
-    address = parse_address_param(request.match_info["address"])
-    doc = await _off_loop(_runner_facade(request).runner, address)
+def runner_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
+    """``doc``, or 404 ``runner_not_found`` naming the address when the runner never registered."""
     if doc is None:
         from cowboy_node.crypto.address import to_checksum_address
 
         raise RpcError(404, "runner_not_found", f"no runner has registered at {to_checksum_address(address)}")
-    return web.json_response(doc)
+    return doc
+
+
+async def handle_runner(request: web.Request) -> web.Response:
+    """``GET /runner/{address}``: one registration; 404 ``runner_not_found`` if the address never registered."""
+    address = parse_address_param(request.match_info["address"])
+    return web.json_response(runner_found(await _off_loop(_runner_facade(request).runner, address), address))
 
 
 def add_runner_routes(router: web.UrlDispatcher) -> None:
