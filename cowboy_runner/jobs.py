@@ -370,6 +370,15 @@ class JobManager:
         self._next_nonce = n + 1
         return n
 
+    def _result_tx(self, ob: jn.Obligation, *, commit: bool, nonce: int, fees: Fees) -> Transaction:
+        """The signed JobResultCommit (``commit``) or JobResultSubmit over the obligation's recorded output."""
+        assert ob.result is not None and ob.salt is not None and ob.units is not None
+        if commit:
+            return build_result_commit(self.key, self.chain_id, job_id=ob.job_id, result=ob.result, salt=ob.salt,
+                                       nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
+        return build_result_submit(self.key, self.chain_id, job_id=ob.job_id, result=ob.result, salt=ob.salt,
+                                   units=ob.units, nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
+
     async def sign_and_send(self, job_id: bytes) -> None:
         """From ``executed`` (or ``commit_included`` past the commit window): sign the next result tx, journal
         it, then send it as a frame on the job's channel (when there is none, :meth:`tick` submits it)."""
@@ -380,13 +389,10 @@ class JobManager:
         try:
             async with self._nonce_lock:
                 if ob.state == jn.EXECUTED and ob.needs_commit:
-                    tx = build_result_commit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
-                                             nonce=await self._nonce(), fees=fees, max_tx_bytes=self.max_tx_bytes)
+                    tx = self._result_tx(ob, commit=True, nonce=await self._nonce(), fees=fees)
                     raw, kind = self.journal.record_signed_commit(job_id, tx), "commit"
                 elif ob.state == jn.EXECUTED or (ob.state == jn.COMMIT_INCLUDED and self.head > ob.commit_end):
-                    tx = build_result_submit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
-                                             units=ob.units, nonce=await self._nonce(), fees=fees,
-                                             max_tx_bytes=self.max_tx_bytes)
+                    tx = self._result_tx(ob, commit=False, nonce=await self._nonce(), fees=fees)
                     raw, kind = self.journal.record_signed_reveal(job_id, tx, height=self.head), "reveal"
                 else:
                     return
@@ -497,12 +503,7 @@ class JobManager:
         try:
             async with self._nonce_lock:
                 nonce = await self._nonce()
-                if ob.state in (jn.COMMIT_SIGNED, jn.COMMIT_SENT):
-                    tx = build_result_commit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
-                                             nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
-                else:
-                    tx = build_result_submit(self.key, self.chain_id, job_id=job_id, result=ob.result, salt=ob.salt,
-                                             units=ob.units, nonce=nonce, fees=fees, max_tx_bytes=self.max_tx_bytes)
+                tx = self._result_tx(ob, commit=ob.state in (jn.COMMIT_SIGNED, jn.COMMIT_SENT), nonce=nonce, fees=fees)
                 self.journal.record_replacement(job_id, tx)
         except (ApiError, NodeUnreachable, ValueError, jn.JournalError) as e:
             log.warning("result transaction not replaced", job_id=job_id.hex(), error=str(e))
