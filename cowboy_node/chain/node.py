@@ -32,6 +32,7 @@ from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
+from cowboy_node.execution.transactions import INTERNAL_ERROR, describe_exception
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.rpc.facade import RpcError
@@ -46,7 +47,7 @@ log = get_logger("cowboy.node")
 # Rejections that cannot become valid later: drop the transaction from the pool.
 _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", "wrong_chain_id", "tx_too_large",
                         "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic",
-                        "priority_fee_above_max"})
+                        "priority_fee_above_max", INTERNAL_ERROR})
 # Sections execution reports through the same observer as the End-of-Block steps (job selection timing).
 _SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
@@ -106,7 +107,12 @@ class Node(RunnerQueries, JobQueries, TransportLink):
                         await asyncio.wait_for(self._stop.wait(), delay)
                 if self._stopping:
                     break
-                await self.produce_block()
+                try:
+                    await self.produce_block()
+                except Exception as e:  # nothing may stop the producer: log, count, try again next slot
+                    self.metrics.block_production_failures.inc()
+                    log.exception("block production failed; retrying at the next slot",
+                                  height=self.chain.height + 1, error=describe_exception(e))
                 # Keep the cadence; if we fell behind, do not try to catch up with a burst.
                 next_at = max(next_at + interval, time.monotonic())
         finally:
@@ -162,6 +168,10 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
                 self.mempool.remove(tx.tx_hash())
+        for tx_hash, what in prepared.result.internal_errors:
+            self.metrics.tx_internal_errors.inc()
+            log.error("transaction failed with an internal error", tx_hash="0x" + tx_hash.hex(),
+                      height=block.header.height, error=what)
         now = time.monotonic()
         interval = None if self._last_commit_monotonic is None else now - self._last_commit_monotonic
         self._last_commit_monotonic = now

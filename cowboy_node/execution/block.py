@@ -24,7 +24,7 @@ from cowboy_node.execution.system_state import (
     get_cip11_flags,
     get_system_deployers,
 )
-from cowboy_node.execution.transactions import execute_transaction
+from cowboy_node.execution.transactions import INTERNAL_ERROR, ContextMark, describe_exception, execute_transaction
 from cowboy_node.state.store import WriteOp
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import BlockHeader
@@ -69,6 +69,9 @@ class BlockResult:
     assignments to their runners once the block is committed (CIP-11 §10.1)."""
     jobs_finished: list[bytes] = field(default_factory=list)
     """Jobs that reached a terminal state in this block (their pushes are cancelled, §10.5)."""
+    internal_errors: list[tuple[bytes, str]] = field(default_factory=list)
+    """``(tx_hash, description)`` of transactions an unexpected exception failed or (build mode) left out with
+    ``internal_error``: the node logs and counts them (execution itself never logs)."""
 
 
 def decode_block_presence(world: WorldState, env: BlockEnv, flags: Cip11Flags, *,
@@ -132,6 +135,7 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
         tx_root=tx_root([t.tx_hash() for t in txs]),
         receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
         jobs_assigned=list(ctx.jobs_assigned), jobs_finished=list(ctx.jobs_finished),
+        internal_errors=list(ctx.internal_errors),
     )
 
 
@@ -150,11 +154,22 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
     for tx in candidates:
         if len(txs) >= limit:
             break
+        # An unexpected exception outside the instruction (which execute_transaction already turns into an
+        # internal_error receipt) leaves the candidate out instead of failing the whole block.
+        cp, mark = world.checkpoint(), ContextMark(ctx)
         try:
             receipts.append(execute_transaction(world, tx, ctx, signature_checked=signatures_checked))
         except TxInvalid as e:
+            world.release(cp)
             rejected.append((tx, e))
             continue
+        except Exception as e:
+            world.revert(cp)
+            mark.restore(ctx, tx.tx_hash())
+            ctx.internal_errors.append((tx.tx_hash(), describe_exception(e)))
+            rejected.append((tx, TxInvalid(INTERNAL_ERROR, "unexpected error while executing the transaction")))
+            continue
+        world.release(cp)
         txs.append(tx)
     return _finish(world, ctx, txs, receipts, rejected, observe)
 

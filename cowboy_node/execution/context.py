@@ -129,3 +129,6 @@ class BlockContext:
     """Job ids that reached a terminal state in this block, in order (callbacks, cancels)."""
     observe: Observe | None = None
     """Wraps measured sections (``job_filter``, ``job_draw`` and the End-of-Block steps); None: not measured."""
+    internal_errors: list[tuple[bytes, str]] = field(default_factory=list)
+    """``(tx_hash, description)`` of every transaction an unexpected exception failed (``internal_error``
+    receipt or, while building, rejection): execution does not log, so the node logs and counts these."""

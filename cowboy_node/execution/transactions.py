@@ -6,6 +6,12 @@ under a checkpoint (revert on failure) → charge the fee for what was used,
 bump the nonce → receipt. Anything before "run" failing makes the
 transaction invalid (never included); failures while running are included,
 charged, and get a failed receipt.
+
+No transaction can stop the chain: an unexpected exception (a bug, not a
+``TxFailed``) while its instruction runs fails that transaction like any
+other failure, with the stable code ``internal_error``; its writes and its
+effects on the block context are undone, and it is recorded in
+``ctx.internal_errors`` for the node to log and count.
 """
 
 from __future__ import annotations
@@ -48,6 +54,36 @@ from cowboy_node.types.transaction import Transaction
 
 ACCOUNT_WRITE_CELLS = 64
 """Intrinsic cells for the sender's account update (nonce and fee debit)."""
+INTERNAL_ERROR = "internal_error"
+"""Receipt error code of a transaction failed by an unexpected exception in the node's own code."""
+
+
+def describe_exception(e: BaseException) -> str:
+    """``Type: message`` of an unexpected exception, bounded (it goes into logs, never into state)."""
+    return f"{type(e).__name__}: {e}"[:500]
+
+
+class ContextMark:
+    """What a transaction may add to the block context, kept to undo it when the transaction fails internally."""
+
+    __slots__ = ("assigned", "burned", "cells", "cycles", "events", "finished", "jobs_per_tx", "tips")
+
+    def __init__(self, ctx: BlockContext) -> None:
+        self.assigned = len(ctx.jobs_assigned)
+        self.finished = len(ctx.jobs_finished)
+        self.events = len(ctx.events)
+        self.jobs_per_tx = len(ctx.jobs_per_tx)
+        self.cycles, self.cells, self.burned, self.tips = ctx.cycles_used, ctx.cells_used, ctx.burned, ctx.tips
+
+    def restore(self, ctx: BlockContext, tx_hash: bytes) -> None:
+        """Put the context back as it was when the mark was taken."""
+        del ctx.jobs_assigned[self.assigned:]
+        del ctx.jobs_finished[self.finished:]
+        del ctx.events[self.events:]
+        # Job ids derive from (tx hash, index): only this transaction's counter can have been added.
+        if len(ctx.jobs_per_tx) > self.jobs_per_tx:
+            ctx.jobs_per_tx.pop(tx_hash, None)
+        ctx.cycles_used, ctx.cells_used, ctx.burned, ctx.tips = self.cycles, self.cells, self.burned, self.tips
 
 
 def intrinsic_cost(tx: Transaction) -> tuple[int, int]:
@@ -123,11 +159,17 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     events: list[Event] = []
     error: str | None = None
     cp = world.checkpoint()
+    mark = ContextMark(ctx)
     try:
         _run_instruction(world, tx, ctx, meter, events)
     except TxFailed as e:
         world.revert(cp)
         error, events = e.code, []
+    except Exception as e:  # a bug must fail this transaction, never the block (see the module docstring)
+        world.revert(cp)
+        mark.restore(ctx, tx.tx_hash())
+        error, events = INTERNAL_ERROR, []
+        ctx.internal_errors.append((tx.tx_hash(), describe_exception(e)))
     else:
         world.release(cp)
 

@@ -76,6 +76,13 @@ class NodeMetrics:
                              ["resource"], namespace=ns, registry=r)
         self.txs_rejected = Counter("txs_rejected", "Transactions refused at admission, by error code.",
                                     ["code"], namespace=ns, registry=r)
+        self.tx_internal_errors = Counter(
+            "tx_internal_errors", "Transactions failed (receipt internal_error) or left out of a block because "
+            "of an unexpected exception in the node's own code; each one is logged with its hash.",
+            namespace=ns, registry=r)
+        self.block_production_failures = Counter(
+            "block_production_failures", "Block production attempts that raised outside transaction execution "
+            "(logged; the producer tries again at the next slot).", namespace=ns, registry=r)
         self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
                                     ["route", "status"], namespace=ns, registry=r)
         self.timers_fired = Counter(

@@ -4,12 +4,18 @@ Register three runners, submit an M == 1 job and an M == 3 majority-vote job, co
 the result to an actor's callback; and a runner that stays silent times out, is excluded and the job is
 re-selected. Blocks are produced and verified through the real Chain (build → commit), so every assignment,
 pending selection, ConsumedSeeds entry and settlement also replays on a follower to the same roots.
+
+Every test runs in each CIP-11 rollout phase 0..3: phases 0 and 1 select with CIP-2 v2 (a JobSubmit there used
+to raise inside block execution and halt the producer), phases 2 and 3 with CIP-11 v3.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain, PreparedBlock
@@ -17,6 +23,7 @@ from cowboy_node.chain.devgenesis import DevGenesis
 from cowboy_node.chain.verify import expected_round
 from cowboy_node.codec import decode
 from cowboy_node.crypto import bls, ed25519
+from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.actors.store import get_state
@@ -28,6 +35,7 @@ from cowboy_node.types.instructions import CallActor, DeployActor, Instruction, 
 from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_node.types.jobspec import derive_job_id
 from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_node.types.params import Cip11Flags
 from cowboy_node.types.presence import decode_presence, encode_presence
 from cowboy_node.types.runner_instructions import RunnerRegister
 from cowboy_node.types.runner_json import runner_file_from_json
@@ -85,10 +93,26 @@ class Net:
         return JobRecord.decode(raw)
 
 
+PHASES = (0, 1, 2, 3)
+"""CIP-11 rollout phases (``cowboy-node init --cip11-phase``): every job test runs in each."""
+
+
+@pytest.fixture(params=PHASES, autouse=True, ids=[f"phase{p}" for p in PHASES])
+def phase(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The phase :func:`_net` builds its genesis for (module-wide, so every test runs in all four)."""
+    global _PHASE
+    _PHASE = request.param
+    yield request.param
+    _PHASE = 2
+
+
+_PHASE = 2
+
+
 def _net(sks: list[bytes] = RUNNER_SKS) -> Net:
     """Runners ``sks`` registered in this order (so their registry indices follow it), a callback actor."""
     balances = {ALICE: 10**24, **{private_key_to_address(sk): 10**21 for sk in sks}}
-    net = Net(make_dev_genesis(balances=balances))
+    net = Net(make_dev_genesis(Cip11Flags.for_phase(_PHASE), balances=balances))
     caps, card = runner_file_from_json(json.loads((EXAMPLES / "runner-capabilities.json").read_text()),
                                        require_rate_card=True)
     assert card is not None
@@ -98,6 +122,25 @@ def _net(sks: list[bytes] = RUNNER_SKS) -> Net:
     net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
     net.present = frozenset(range(len(sks)))
     return net
+
+
+def _parent_seed_bytes(net: Net, s: int) -> bytes:
+    """canonical_seed_bytes of block S's parent beacon (§9.2), assembled byte by byte from the layout."""
+    parent = net.chain.blocks.block(s - 1)
+    assert parent is not None
+    h = parent.header
+    return keccak256(b"cowboy-beacon-v1:" + h.round.epoch.to_bytes(8, "big") + h.round.view.to_bytes(8, "big")
+                     + b"\x01\x00\x30" + h.beacon)
+
+
+def _v2_seed(net: Net, s: int, job_id: bytes) -> bytes:
+    """CIP-2 v2 selection seed of a job submitted in block S."""
+    return keccak256(b"cowboy-runner-select-v2:" + _parent_seed_bytes(net, s) + job_id + s.to_bytes(8, "little"))
+
+
+def _v3_immediate_seed(net: Net, s: int, job_id: bytes) -> bytes:
+    """CIP-11 v3 mode 0x00 selection seed of an M == 1 job submitted in block S."""
+    return keccak256(b"cowboy-runner-select-v3:\x00" + _parent_seed_bytes(net, s) + job_id + s.to_bytes(8, "little"))
 
 
 def _request(actor: bytes | None = None, **overrides: object) -> JobSubmit:
@@ -118,6 +161,8 @@ def test_single_runner_job_settles_pays_and_calls_back() -> None:
     job_id = derive_job_id(submit.tx_hash(), 0)
     rec = net.job(job_id)
     assert rec.status == JobStatus.ASSIGNED and len(rec.committee) == 1
+    s = p.block.header.height
+    assert rec.seed == (_v2_seed(net, s, job_id) if _PHASE < 2 else _v3_immediate_seed(net, s, job_id))
     assert p.result.jobs_assigned == [job_id]  # what the node pushes
     assert p.block.header.presence_input is not None
     assert decode_presence(p.block.header.presence_input, len(RUNNERS)) == frozenset(range(len(RUNNERS)))
@@ -152,14 +197,17 @@ def test_three_runner_majority_vote_waits_for_its_seed_then_commits_reveals_and_
     p = net.block([submit])
     s = p.block.header.height
     job_id = derive_job_id(submit.tx_hash(), 0)
-    assert net.job(job_id).status == JobStatus.PENDING_SELECTION
-    # K = 3 views: the seed of Round(0, S + 3) exists once block S + 3 is committed; block S + 4 consumes it.
-    for _ in range(3):
-        assert not net.block([]).block.header.consumed_seeds
+    if _PHASE >= 2:
         assert net.job(job_id).status == JobStatus.PENDING_SELECTION
-    p = net.block([])
-    [seed] = p.block.header.consumed_seeds
-    assert (seed.seed_epoch, seed.seed_view) == (0, s + 3)
+        # K = 3 views: the seed of Round(0, S + 3) exists once block S + 3 is committed; block S + 4 consumes it.
+        for _ in range(3):
+            assert not net.block([]).block.header.consumed_seeds
+            assert net.job(job_id).status == JobStatus.PENDING_SELECTION
+        p = net.block([])
+        [seed] = p.block.header.consumed_seeds
+        assert (seed.seed_epoch, seed.seed_view) == (0, s + 3)
+    else:  # CIP-11 selection off (§13): CIP-2 v2 draws the whole committee in block S from the parent beacon
+        assert net.job(job_id).seed == _v2_seed(net, s, job_id)
     rec = net.job(job_id)
     assert rec.status == JobStatus.ASSIGNED and sorted(rec.committee) == sorted(RUNNERS)
     h = p.block.header.height

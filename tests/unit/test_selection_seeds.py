@@ -72,6 +72,17 @@ def test_selection_seed_v2_golden_has_its_own_domain_and_no_mode_byte() -> None:
         selection_seed_v3(m, SEED, JOB, SUBMITTED_AT) for m in (MODE_IMMEDIATE, MODE_DELAYED)}
 
 
+def test_legacy_v2_seed_from_a_48_byte_parent_beacon_golden() -> None:
+    """Phases 0/1 (CIP-11 selection off): the v2 preimage takes the 32-byte canonical seed bytes of the parent
+    beacon, never the raw 48-byte MinSig signature (which used to raise inside block execution)."""
+    golden = "bdaf46fb8fe37cd1eacfd17948bf731bd66a8a7c872a50abd0d91d290c07f789"
+    preimage = b"cowboy-runner-select-v2:".hex() + BEACON_GOLDEN + JOB.hex() + "0807060504030201"
+    assert keccak256(bytes.fromhex(preimage)).hex() == golden
+    assert selection_seed_v2(beacon_hash_v1(1, 2, SIG), JOB, SUBMITTED_AT).hex() == golden
+    with pytest.raises(ValueError):
+        selection_seed_v2(SIG, JOB, SUBMITTED_AT)  # a raw signature is not seed bytes
+
+
 def test_reselection_seed_golden() -> None:
     golden = "fae8530cc76ff0cf2d3daf9c1132885e10a3fa68e0e6e29ac98d61e1c9019a18"
     preimage = "33" * 32 + b"retry".hex() + "0200000000000000"

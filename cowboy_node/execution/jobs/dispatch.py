@@ -189,13 +189,15 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
                     commits=(), reveals=(), escrow=escrow, payer=submitter, outcome=None, reason="", finished_at=0)
     cfg = get_runner_config(world)
     base = weights.base_weights(candidates, cfg)
+    parent = ctx.env.parent_round
     if not ctx.flags.CIP11_PRESENT_FIRST_ENABLED:
-        seed = seeds.selection_seed_v2(ctx.env.parent_beacon, job_id, h)
+        # CIP-2 v2 draw over the 32-byte canonical seed bytes of the parent beacon (never the raw 48-byte
+        # signature: the v2 preimage is fixed-width, and that mistake used to halt block production).
+        seed = seeds.selection_seed_v2(seeds.beacon_hash_v1(parent[0], parent[1], ctx.env.parent_beacon), job_id, h)
         rec = replace(rec, seed=seed)
         committee = draw_from(world, ctx, spec, candidates, base, m, seed)
         rec = assign(world, ctx, rec, spec, committee, deadline=h + spec.timeout_blocks)
     elif m == 1:
-        parent = ctx.env.parent_round
         seed = seeds.selection_seed_v3(seeds.MODE_IMMEDIATE,
                                        seeds.beacon_hash_v1(parent[0], parent[1], ctx.env.parent_beacon), job_id, h)
         rec = replace(rec, seed=seed, mode_byte=seeds.MODE_IMMEDIATE)

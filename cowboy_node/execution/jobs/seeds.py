@@ -75,9 +75,10 @@ def mode_for(m: int) -> int:
     return MODE_IMMEDIATE if m == 1 else MODE_DELAYED
 
 
-def selection_seed_v2(parent_beacon: bytes, job_id: bytes, submitted_at: int) -> bytes:
-    """CIP-2 v2 selection seed (the path while ``CIP11_PRESENT_FIRST_ENABLED`` is false)."""
-    return keccak256(SELECT_V2_DOMAIN + _hash32(parent_beacon, "parent_beacon") + _hash32(job_id, "job_id")
+def selection_seed_v2(seed_bytes32: bytes, job_id: bytes, submitted_at: int) -> bytes:
+    """CIP-2 v2 selection seed (the path while ``CIP11_PRESENT_FIRST_ENABLED`` is false); ``seed_bytes32`` is
+    ``canonical_seed_bytes`` of the parent beacon, ``beacon_hash_v1(parent round, parent beacon)``."""
+    return keccak256(SELECT_V2_DOMAIN + _hash32(seed_bytes32, "seed_bytes32") + _hash32(job_id, "job_id")
                      + _LE8.pack(_u64(submitted_at, "submitted_at")))
 
 
