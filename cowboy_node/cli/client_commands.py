@@ -4,10 +4,17 @@ They talk to a running node over its HTTP API (``--rpc``, default
 ``http://127.0.0.1:4000``) and print JSON (``status`` prints a summary unless
 ``--json``).
 
+Every ``tx`` command signs through :func:`submit_many`: ``--nonce`` skips the nonce
+lookup, ``--chain-id`` and both ``--max-fee-per-*`` flags skip ``/status``, and
+``--sign-only`` prints the signed ``tx_bytes`` (0x-hex, one line per transaction)
+instead of sending them; ``tx broadcast`` sends such output later, from another
+machine.
+
 Exit codes: 0 success; 1 the node answered with an error, could not be
 reached, or ``--wait`` timed out; 2 bad user input (argparse errors, a bad
-address/hash/amount, an unreadable or invalid key file). API errors are
-printed to stderr as ``error: <code>: <message>``.
+address/hash/amount, an unreadable or invalid key file, a bad signed
+transaction given to ``tx broadcast``). API errors are printed to stderr as
+``error: <code>: <message>``.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cowboy_node.cli.client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
@@ -31,15 +39,26 @@ DEFAULT_WAIT_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2
 U64_MAX = 2**64 - 1
 U128_MAX = 2**128 - 1
+MAX_CHAIN_ID_BYTES = 64
+MAX_BROADCAST_INPUT_BYTES = 16 * 1024 * 1024
+"""Largest file (or stdin) ``tx broadcast`` reads."""
+OFFLINE_FLAGS = (("nonce", "--nonce"), ("chain_id", "--chain-id"), ("max_fee_per_cycle", "--max-fee-per-cycle"),
+                 ("max_fee_per_cell", "--max-fee-per-cell"))
+"""``(dest, flag)`` of the values every ``tx`` command otherwise fetches from the node."""
 
 _HASH_RE = re.compile(r"(?:0x)?[0-9a-fA-F]{64}")
 _DECIMAL_RE = re.compile(r"[0-9]+")
+_HEX_TEXT_RE = re.compile(r"[0-9a-fA-F]+")
 
 Command = Callable[[argparse.Namespace], int]
 
 
 class UsageError(Exception):
     """Bad user input detected after argument parsing (exit code 2)."""
+
+
+class SignedOnly(Exception):
+    """``--sign-only`` printed the signed transactions; the command ends here with exit code 0."""
 
 
 # -- argument types --------------------------------------------------------------------
@@ -69,6 +88,16 @@ def _tx_hash(text: str) -> str:
     if _HASH_RE.fullmatch(t) is None:
         raise argparse.ArgumentTypeError(f"expected 0x followed by 64 hex digits, got {text!r}")
     return "0x" + t.removeprefix("0x").lower()
+
+
+def _chain_id(text: str) -> str:
+    try:
+        n = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        n = 0
+    if not 0 < n <= MAX_CHAIN_ID_BYTES:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_CHAIN_ID_BYTES} UTF-8 bytes, got {text!r}")
+    return text
 
 
 def _rpc_url(text: str) -> str:
@@ -107,12 +136,23 @@ def _run(fn: Command) -> Command:
             _error(f"{e.code}: {e.message}")
             return 1
         except NodeUnreachable as e:
-            _error(str(e))
+            missing = offline_flags_missing(args) if getattr(args, "sign_only", False) else []
+            hint = f"; to sign offline also give {', '.join(missing)}" if missing else ""
+            _error(f"{e}{hint}")
             return 1
         except UsageError as e:
             _error(str(e))
             return 2
+        except SignedOnly:
+            return 0
     return wrapper
+
+
+def offline_flags_missing(args: argparse.Namespace) -> list[str]:
+    """The flags whose absence makes a ``tx`` command ask the node (the standard four and the command's
+    ``extra_offline_flags``)."""
+    flags = [*OFFLINE_FLAGS, *getattr(args, "extra_offline_flags", ())]
+    return [flag for dest, flag in flags if getattr(args, dest, None) is None]
 
 
 def _client(args: argparse.Namespace) -> RpcClient:
@@ -193,9 +233,14 @@ def _basefees(status: Any) -> tuple[str, int, int]:
     return chain_id, cycle, cell
 
 
-def _fees(explicit_max: int | None, explicit_tip: int | None, basefee: int, max_flag: str,
+def _fees(explicit_max: int | None, explicit_tip: int | None, basefee: int | None, max_flag: str,
           tip_flag: str) -> tuple[int, int]:
-    max_fee = explicit_max if explicit_max is not None else min(2 * basefee, U64_MAX)
+    """``(max fee, tip)``; ``basefee`` is only read when ``explicit_max`` is None."""
+    if explicit_max is not None:
+        max_fee = explicit_max
+    else:
+        assert basefee is not None
+        max_fee = min(2 * basefee, U64_MAX)
     if explicit_tip is not None:
         if explicit_tip > max_fee:
             raise UsageError(f"{tip_flag} ({explicit_tip}) must not exceed {max_flag} ({max_fee})")
@@ -232,32 +277,65 @@ def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
         raise UsageError(f"--key: {e}") from None
 
 
-def submit(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: bytes, instruction: Any) -> str:
-    """Build, sign and submit ``instruction`` with the fee/limit flags of ``args``; returns the tx hash.
-
-    The chain id and basefees come from ``/status``, the nonce from ``next_pending_nonce``.
-    """
+def _next_pending_nonce(client: RpcClient, sender: bytes) -> int:
     from cowboy_node.crypto.address import to_checksum_address
-    from cowboy_node.types.transaction import Transaction
 
-    chain_id, cycle_bf, cell_bf = _basefees(client.get_json("/status"))
-    max_cycle, tip_cycle = _fees(args.max_fee_per_cycle, args.priority_fee_per_cycle, cycle_bf,
-                                 "--max-fee-per-cycle", "--priority-fee-per-cycle")
-    max_cell, tip_cell = _fees(args.max_fee_per_cell, args.priority_fee_per_cell, cell_bf,
-                               "--max-fee-per-cell", "--priority-fee-per-cell")
     account = client.get_json(f"/account/{to_checksum_address(sender)}")
     nonce = account.get("next_pending_nonce") if isinstance(account, dict) else None
     if not isinstance(nonce, int) or isinstance(nonce, bool) or nonce < 0:
         raise ApiError("invalid_response", "/account response has no valid next_pending_nonce", 200)
-    tx = Transaction(
-        chain_id=chain_id, nonce=nonce, sender=sender, instruction=instruction,
+    return nonce
+
+
+def submit(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: bytes, instruction: Any) -> str:
+    """:func:`submit_many` of one instruction; returns its tx hash."""
+    return submit_many(args, client, sk, sender, [instruction])[0]
+
+
+def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: bytes,
+                instructions: Sequence[Any]) -> list[str]:
+    """Build and sign one transaction per instruction (consecutive nonces) with the fee/limit flags of ``args``,
+    submit them in order and return their hashes.
+
+    The chain id and basefees come from ``/status`` unless ``--chain-id`` and both ``--max-fee-per-*`` are
+    given; the first nonce from ``next_pending_nonce`` unless ``--nonce``. With ``--sign-only`` nothing is
+    sent: each ``tx_bytes`` is printed as a 0x-hex line on stdout (the hashes go to stderr) and
+    :class:`SignedOnly` ends the command (exit 0); with all four flags the node is never contacted.
+    """
+    from cowboy_node.types.transaction import Transaction
+
+    if args.sign_only and getattr(args, "wait", False):
+        raise UsageError("--wait cannot be combined with --sign-only (nothing is sent)")
+    chain_id: str | None = args.chain_id
+    cycle_bf = cell_bf = None
+    if chain_id is None or args.max_fee_per_cycle is None or args.max_fee_per_cell is None:
+        node_chain_id, cycle_bf, cell_bf = _basefees(client.get_json("/status"))
+        if chain_id is not None and chain_id != node_chain_id:
+            raise UsageError(f"--chain-id {chain_id!r} does not match the node's chain id {node_chain_id!r}")
+        chain_id = node_chain_id
+    max_cycle, tip_cycle = _fees(args.max_fee_per_cycle, args.priority_fee_per_cycle, cycle_bf,
+                                 "--max-fee-per-cycle", "--priority-fee-per-cycle")
+    max_cell, tip_cell = _fees(args.max_fee_per_cell, args.priority_fee_per_cell, cell_bf,
+                               "--max-fee-per-cell", "--priority-fee-per-cell")
+    first = args.nonce if args.nonce is not None else _next_pending_nonce(client, sender)
+    if first + len(instructions) - 1 > U64_MAX:
+        raise UsageError(f"--nonce {first}: {len(instructions)} transactions would pass the u64 maximum")
+    txs = [Transaction(
+        chain_id=chain_id, nonce=first + i, sender=sender, instruction=instruction,
         cycles_limit=args.cycles_limit, cells_limit=args.cells_limit,
         max_fee_per_cycle=max_cycle, max_priority_fee_per_cycle=tip_cycle,
         max_fee_per_cell=max_cell, max_priority_fee_per_cell=tip_cell,
-    ).signed(sk)
-    local_hash = "0x" + tx.tx_hash().hex()
-    result = client.post_tx(tx.to_bytes())
-    returned = result.get("tx_hash")
+    ).signed(sk) for i, instruction in enumerate(instructions)]
+    if args.sign_only:
+        for tx in txs:
+            print("0x" + tx.to_bytes().hex())
+            print(f"signed 0x{tx.tx_hash().hex()} (nonce {tx.nonce}, chain {chain_id}); not sent", file=sys.stderr)
+        raise SignedOnly
+    return [_post(client, tx.to_bytes(), "0x" + tx.tx_hash().hex()) for tx in txs]
+
+
+def _post(client: RpcClient, tx_bytes: bytes, local_hash: str) -> str:
+    returned = client.post_tx(tx_bytes).get("tx_hash")
     return returned if isinstance(returned, str) else local_hash
 
 
@@ -280,6 +358,25 @@ def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra
     return 0
 
 
+def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: float) -> int:
+    """Print ``{"tx_hashes"}``, or after waiting for each in turn ``{"tx_hashes", "receipts"}``; returns the
+    exit code (1 and ``"error"`` when one has no receipt within ``timeout``)."""
+    if not wait:
+        _print_json({"tx_hashes": hashes})
+        return 0
+    receipts: list[dict[str, Any]] = []
+    for tx_hash in hashes:
+        receipt = _wait_for_receipt(client, tx_hash, timeout)
+        if receipt is None:
+            message = f"no receipt for {tx_hash} after {timeout:g} s"
+            _print_json({"tx_hashes": hashes, "receipts": receipts, "error": {"code": "timeout", "message": message}})
+            _error(f"timeout: {message}")
+            return 1
+        receipts.append(receipt)
+    _print_json({"tx_hashes": hashes, "receipts": receipts})
+    return 0
+
+
 @_run
 def cmd_tx_transfer(args: argparse.Namespace) -> int:
     """Build, sign and submit a Transfer; optionally wait for its receipt."""
@@ -289,6 +386,73 @@ def cmd_tx_transfer(args: argparse.Namespace) -> int:
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, Transfer(to=args.to, amount=args.amount))
     return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+
+
+# -- tx broadcast --------------------------------------------------------------------
+def _read_broadcast_input(source: str) -> tuple[str, str]:
+    """``(text, where)`` of ``source``: ``-`` is stdin, an existing path is that file, and a ``0x…`` or
+    all-hex argument that names no file is the hex itself."""
+    if source == "-":
+        raw = sys.stdin.buffer.read(MAX_BROADCAST_INPUT_BYTES + 1)
+        where = "stdin"
+    elif (source.startswith("0x") or _HEX_TEXT_RE.fullmatch(source) is not None) and not os.path.exists(source):
+        return source, "the argument"
+    else:
+        try:
+            with open(source, "rb") as f:
+                raw = f.read(MAX_BROADCAST_INPUT_BYTES + 1)
+        except OSError as e:
+            raise UsageError(f"cannot read {source}: {e.strerror or e} (expected a file, - for stdin, or 0x-hex)") \
+                from None
+        where = source
+    if len(raw) > MAX_BROADCAST_INPUT_BYTES:
+        raise UsageError(f"{where} is larger than {MAX_BROADCAST_INPUT_BYTES} bytes")
+    try:
+        return raw.decode("ascii"), where
+    except UnicodeDecodeError:
+        raise UsageError(f"{where} is not hex text (non-ASCII byte; --sign-only prints 0x-hex)") from None
+
+
+def parse_signed_transactions(text: str, where: str) -> list[bytes]:
+    """The ``tx_bytes`` of each whitespace-separated 0x-hex entry of ``text``, each decoded and its signature
+    checked (as ``--sign-only`` prints them); a problem is a :class:`UsageError` naming the entry."""
+    from cowboy_node.types.errors import ValidationError
+    from cowboy_node.types.transaction import Transaction
+
+    entries = text.split()
+    if not entries:
+        raise UsageError(f"{where}: no signed transaction (expected 0x-hex as printed by --sign-only)")
+    out: list[bytes] = []
+    for i, entry in enumerate(entries, 1):
+        name = where if len(entries) == 1 else f"{where}, entry {i}"
+        digits = entry.removeprefix("0x")
+        bad = next((c for c in digits if c not in "0123456789abcdefABCDEF"), None)
+        if bad is not None or not digits:
+            what = f"invalid character {bad!r}" if bad is not None else "no digits"
+            raise UsageError(f"{name}: not hex ({what})")
+        if len(digits) % 2:
+            raise UsageError(f"{name}: not hex (odd number of digits: {len(digits)})")
+        data = bytes.fromhex(digits)
+        try:
+            Transaction.from_bytes(data).verify_signature()
+        except ValidationError as e:
+            raise UsageError(f"{name}: not a signed transaction: {e.code}: {e}") from None
+        out.append(data)
+    return out
+
+
+@_run
+def cmd_tx_broadcast(args: argparse.Namespace) -> int:
+    """Submit already-signed transactions (``--sign-only`` output) in order; every entry is checked first."""
+    from cowboy_node.crypto.keccak import keccak256
+
+    text, where = _read_broadcast_input(args.source)
+    blobs = parse_signed_transactions(text, where)
+    client = _client(args)
+    hashes = [_post(client, data, "0x" + keccak256(data[4:]).hex()) for data in blobs]
+    if len(hashes) == 1:
+        return report(client, hashes[0], wait=args.wait, timeout=args.timeout)
+    return report_hashes(client, hashes, wait=args.wait, timeout=args.timeout)
 
 
 # -- query ---------------------------------------------------------------------------
@@ -333,11 +497,19 @@ def _add_rpc(p: argparse.ArgumentParser) -> None:
 
 def add_tx_flags(p: argparse.ArgumentParser, *, wait_flag: bool, cycles_limit: int = DEFAULT_CYCLES_LIMIT,
                  cells_limit: int | None = DEFAULT_CELLS_LIMIT, cells_help: str | None = None) -> None:
-    """``--rpc``, ``--wait``/``--timeout`` and the limit and fee flags shared by every ``tx`` command.
+    """``--rpc``, ``--wait``/``--timeout``, the limit and fee flags and the signing flags (``--nonce``,
+    ``--chain-id``, ``--sign-only``) shared by every ``tx`` command.
 
     ``cells_limit=None`` leaves the default to the command (it depends on what it carries).
     """
     _add_rpc(p)
+    p.add_argument("--nonce", type=_uint(U64_MAX, "u64"), default=None, metavar="N",
+                   help="the (first) transaction's nonce (default: the sender's next_pending_nonce from the node)")
+    p.add_argument("--chain-id", type=_chain_id, default=None, metavar="ID",
+                   help="chain id to sign for (default: from /status; if both are known they must agree)")
+    p.add_argument("--sign-only", action="store_true",
+                   help="print the signed tx_bytes as 0x-hex (one line per transaction) and send nothing; with "
+                        "--nonce, --chain-id, --max-fee-per-cycle and --max-fee-per-cell the node is not contacted")
     if wait_flag:
         p.add_argument("--wait", action="store_true", help="wait for the receipt")
     p.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
@@ -381,6 +553,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="amount in the smallest unit")
     add_tx_flags(tt, wait_flag=True)
     tt.set_defaults(func=cmd_tx_transfer)
+
+    tb = tx_sub.add_parser("broadcast", help="submit transactions signed earlier with --sign-only")
+    tb.add_argument("source", metavar="FILE|HEX",
+                    help="a file of 0x-hex lines as --sign-only prints them, - for stdin, or the hex itself")
+    _add_rpc(tb)
+    tb.add_argument("--wait", action="store_true", help="wait for the receipt(s)")
+    tb.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
+                    help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
+    tb.set_defaults(func=cmd_tx_broadcast)
 
     # actor_commands imports this module's helpers, so it is imported here, not at the top.
     from cowboy_node.cli.actor_commands import register_query, register_tx

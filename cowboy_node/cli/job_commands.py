@@ -21,6 +21,7 @@ from cowboy_node.cli.client_commands import (
     _error,
     _print_json,
     _run,
+    _uint,
     _wait_for_receipt,
     add_tx_flags,
     load_key,
@@ -110,7 +111,8 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     request = _read_spec(args.spec)
     sk, sender = load_key(args)
     client = _client(args)
-    _check_rules(args.spec, request, _commit_phase_permille(client))
+    permille = args.commit_phase_permille
+    _check_rules(args.spec, request, permille if permille is not None else _commit_phase_permille(client))
     ins = JobSubmit(request)
     if args.cells_limit is None:
         size = len(encode(instruction_to_cbor(ins)))
@@ -154,7 +156,10 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                     help="the job request in JSON (docs/jobs.md; e.g. configs/examples/job-http.json)")
     add_tx_flags(tj, wait_flag=True, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per runner + {CELLS_MARGIN}")
-    tj.set_defaults(func=cmd_tx_submit_job)
+    tj.add_argument("--commit-phase-permille", type=_uint(1000, "permille"), default=None, metavar="N",
+                    help="params.runners.commit_phase_permille for the local deadline check (default: from "
+                         "/params; give it to --sign-only offline)")
+    tj.set_defaults(func=cmd_tx_submit_job, extra_offline_flags=(("commit_phase_permille", "--commit-phase-permille"),))
 
 
 def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

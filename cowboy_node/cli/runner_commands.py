@@ -20,15 +20,15 @@ from cowboy_node.cli.client_commands import (
     _add_rpc,
     _address,
     _client,
-    _error,
     _print_json,
     _run,
     _uint,
-    _wait_for_receipt,
     add_tx_flags,
     load_key,
     report,
+    report_hashes,
     submit,
+    submit_many,
 )
 
 REGISTER_CYCLES_LIMIT = 500_000
@@ -110,23 +110,9 @@ def cmd_tx_update_runner(args: argparse.Namespace) -> int:
         instructions.append(RunnerUpdateRateCard(card))
     _cells_for(args, *instructions)
     client = _client(args)
-    # submit() takes the nonce from the node's pending view, so the second follows the first.
-    hashes = [submit(args, client, sk, sender, ins) for ins in instructions]
-    if not args.wait:
-        _print_json({"tx_hashes": hashes})
-        return 0
-    receipts: list[dict[str, Any]] = []
-    for tx_hash in hashes:
-        receipt = _wait_for_receipt(client, tx_hash, args.timeout)
-        if receipt is None:
-            message = f"no receipt for {tx_hash} after {args.timeout:g} s"
-            _print_json({"tx_hashes": hashes, "receipts": receipts,
-                         "error": {"code": "timeout", "message": message}})
-            _error(f"timeout: {message}")
-            return 1
-        receipts.append(receipt)
-    _print_json({"tx_hashes": hashes, "receipts": receipts})
-    return 0
+    # consecutive nonces: the rate card follows the capabilities (two lines with --sign-only)
+    hashes = submit_many(args, client, sk, sender, instructions)
+    return report_hashes(client, hashes, wait=args.wait, timeout=args.timeout)
 
 
 @_run
