@@ -85,6 +85,18 @@ class NodeMetrics:
             "(logged; the producer tries again at the next slot).", namespace=ns, registry=r)
         self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
                                     ["route", "status"], namespace=ns, registry=r)
+        # HTTP API connection limits (cowboy_node/rpc/conn_limits.py).
+        self.rpc_connections = Gauge("rpc_connections", "Open HTTP API connections (admitted ones).",
+                                     namespace=ns, registry=r)
+        self.rpc_connections_refused = Counter(
+            "rpc_connections_refused", "HTTP API connections refused at accept, by reason: global_cap "
+            "(rpc.max_connections, lowered to fit the open-file limit) or per_ip_cap (rpc.max_connections_per_ip).",
+            ["reason"], namespace=ns, registry=r)
+        for reason in ("global_cap", "per_ip_cap"):  # exported at 0 from the start
+            self.rpc_connections_refused.labels(reason=reason)
+        self.rpc_header_timeouts = Counter(
+            "rpc_header_timeouts", "HTTP API connections closed because the request headers were not complete "
+            "within rpc.header_timeout_ms.", namespace=ns, registry=r)
         self.timers_fired = Counter(
             "timers_fired", "Timer handlers run by DeliverTimers (successful or not).", namespace=ns, registry=r)
         self.timers_deferred = Counter(

@@ -20,7 +20,9 @@ from typing import Any
 import structlog
 from aiohttp import HttpVersion11, web
 
+from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner, fit_to_descriptors
 from cowboy_node.rpc.facade import NodeFacade, RpcError
+from cowboy_node.rpc.json_body import check_json_body
 
 log = structlog.get_logger("cowboy.rpc")
 
@@ -125,13 +127,18 @@ def _actor_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
 
 
 async def _read_body(request: web.Request) -> bytes:
+    """The whole body, within ``max_body_bytes``; a JSON body is also checked by
+    :func:`~cowboy_node.rpc.json_body.check_json_body` (UTF-8, nesting depth) so ``json.loads`` can't recurse deeply."""
     limit = request.app[_MAX_BODY_KEY]
     if request.content_length is not None and request.content_length > limit:
         raise RpcError(413, "body_too_large", f"request body exceeds {limit} bytes")
     try:
-        return await request.read()
+        body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise RpcError(413, "body_too_large", f"request body exceeds {limit} bytes") from None
+    if request.content_type.lower() == "application/json":
+        check_json_body(body)
+    return body
 
 
 async def handle_submit(request: web.Request) -> web.Response:
@@ -385,10 +392,16 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
 
 async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
                            max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                           metrics: object | None = None) -> web.AppRunner:
-    """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``."""
+                           metrics: object | None = None, conn_limits: ConnLimits | None = None) -> web.AppRunner:
+    """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
+
+    Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
+    limit (:func:`~cowboy_node.rpc.conn_limits.fit_to_descriptors`, which raises ValueError when the limit
+    leaves nothing after the reserve).
+    """
+    limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
     app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics)
-    runner = web.AppRunner(app, access_log=None)
+    runner = LimitedAppRunner(app, limits=limits, metrics=metrics, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
