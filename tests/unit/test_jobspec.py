@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from cowboy_node.codec import encode
 from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.execution.jobs.results import verification_params_of
+from cowboy_node.execution.jobs.verification import Reveal, Verdict, verify
 from cowboy_node.types import runner
 from cowboy_node.types.errors import DecodeError, ValidationError
 from cowboy_node.types.jobspec import (
@@ -169,6 +171,8 @@ def test_http_job_headers_encode_in_canonical_order_whatever_the_given_order() -
     assert isinstance(job, HttpJob)
     reordered = dataclasses.replace(job, headers=tuple(reversed(job.headers)))
     assert reordered == job
+    # docs/jobs.md: sorted by encoded name, so shorter names first
+    assert reordered.headers == (("B", "1"), ("Accept", "application/json"), ("X-Api-Key", "k"))
     assert job_spec_hash(_spec(reordered)).hex() == JOB_TYPES["http"][2]
 
 
@@ -190,7 +194,9 @@ VERIF_ALL_SUPPORTED_HEX = (
 def test_verification_config_with_every_supported_check_matches_golden_bytes() -> None:
     assert encode(VERIF_ALL_SUPPORTED.to_cbor()).hex() == VERIF_ALL_SUPPORTED_HEX
     assert VerificationConfig.from_cbor(VERIF_ALL_SUPPORTED.to_cbor()) == VERIF_ALL_SUPPORTED
-    validate_request(JobRequest(job_type=JOB_TYPES["http"][0], verification=VERIF_ALL_SUPPORTED, max_price=1))
+    stored = _accepted(JobRequest(job_type=JOB_TYPES["http"][0], verification=VERIF_ALL_SUPPORTED, max_price=1))
+    assert stored.verification == VERIF_ALL_SUPPORTED
+    assert stored.max_price == 1
 
 
 def test_integral_tolerance_is_float64_not_an_integer() -> None:
@@ -212,6 +218,9 @@ def test_unsupported_check_kinds_still_have_a_canonical_encoding(check: Verifier
 def test_custom_check_actor_text_is_carried_verbatim_even_when_not_hex() -> None:
     check = CustomCheck(actor_hex="not hex!", method="m")
     assert check.to_cbor()[1] == "not hex!"
+    decoded = check_from_cbor(check.to_cbor())
+    assert isinstance(decoded, CustomCheck)
+    assert (decoded.actor_hex, decoded.method) == ("not hex!", "m")
 
 
 CALLBACK = CallbackInfo(actor=b"\x66" * 20, handler="on_result", payload=None, correlation_id="c1", context=b"\xff")
@@ -326,6 +335,8 @@ def test_decode_keeps_null_distinct_from_empty() -> None:
     assert spec.required_runner_pool == b""
     assert spec.attachments == ()
     assert spec != _spec(JOB_TYPES["llm"][0])
+    # every other field is the golden spec's
+    assert spec == _spec(JOB_TYPES["llm"][0], required_runner_pool=b"", attachments=())
 
 
 def test_unknown_check_kind_and_wrong_check_keys_are_rejected() -> None:
@@ -340,7 +351,9 @@ def test_unknown_check_kind_and_wrong_check_keys_are_rejected() -> None:
 def test_attachments_are_kept_as_opaque_canonical_maps() -> None:
     att = {0: b"\x01", 1: "vol", 2: [1, 2]}
     spec = _spec(JOB_TYPES["custom"][0], attachments=(att,))
-    assert decode_job_spec(canonical_job_spec(spec)).attachments == (att,)
+    decoded = decode_job_spec(canonical_job_spec(spec))
+    assert decoded.attachments == (att,)
+    assert decoded == spec
 
 
 # --------------------------------------------------------------------------- round trip
@@ -424,8 +437,37 @@ def _verif(**changes: object) -> JobRequest:
     return _with(verification=dataclasses.replace(VerificationConfig(), **changes))  # type: ignore[arg-type]
 
 
+def _accepted(req: JobRequest, **kwargs: int) -> JobRequest:
+    """Validate ``req`` (validate_request returns None: it only raises) and return what the chain stores for it,
+    the request decoded from its canonical bytes, for the caller to check field by field."""
+    validate_request(req, **kwargs)
+    stored = decode_job_request(canonical_job_request(req))
+    assert stored == req
+    return stored
+
+
 def test_the_minimal_http_request_is_valid() -> None:
-    validate_request(OK)
+    stored = _accepted(OK)
+    job = stored.job_type
+    assert isinstance(job, HttpJob)
+    assert job.url == "https://example.com/data.json"
+    assert job.method == "GET"  # HttpJob.method default
+    assert (job.headers, job.body, job.extraction, job.freshness) == ((), None, None, None)
+    assert http_host(job) == "example.com"
+    # ResourceBounds defaults (project choice; docs/jobs.md JSON example: 8192, 1024, 60, 512, 3)
+    b = stored.bounds
+    assert (b.max_input_tokens, b.max_output_tokens, b.max_wall_time_seconds, b.max_memory_mb, b.max_retries) == \
+        (8192, 1024, 60, 512, 3)
+    # VerificationConfig.DEFAULT: "mode none, one runner, threshold 1, no checks, no TEE, no dispute window"
+    v = stored.verification
+    assert (v.mode, v.runners, v.threshold, v.checks) == (VerificationMode.NONE, 1, 1, ())
+    assert (v.tee_required, v.dispute_window_blocks, v.required_tee_type) == (False, 0, None)
+    assert stored.max_price == 1_000_000
+    # JobRequest defaults (docs/jobs.md: tip 0, timeout_blocks 100, callback null, pool null, attachments null)
+    assert (stored.tip, stored.timeout_blocks) == (0, 100)
+    assert stored.callback == CallbackInfo.NONE
+    assert not stored.callback.has_callback
+    assert (stored.required_runner_pool, stored.attachments) == (None, None)
 
 
 @pytest.mark.parametrize("job", [
@@ -457,10 +499,16 @@ def test_job_type_invalid(job: JobType) -> None:
 
 
 def test_valid_job_types_of_every_kind_pass() -> None:
-    for job, _, _ in JOB_TYPES.values():
-        validate_request(_with(job_type=job))
-    validate_request(_with(job_type=HttpJob(url="https://example.com/", method="POST", body=b"{}",
-                                            headers=tuple((f"X-{i}", "v") for i in range(32)))))
+    for kind, (job, _, _) in JOB_TYPES.items():
+        stored = _accepted(_with(job_type=job))
+        assert stored.job_type == job
+        assert stored.job_type.to_cbor()[0] == runner.JOB_KINDS[kind]  # the kind byte it is stored under
+    post = _accepted(_with(job_type=HttpJob(url="https://example.com/", method="POST", body=b"{}",
+                                            headers=tuple((f"X-{i}", "v") for i in range(32))))).job_type
+    assert isinstance(post, HttpJob)
+    assert (post.url, post.method, post.body) == ("https://example.com/", "POST", b"{}")
+    # all 32 headers kept, sorted by encoded name: the 3-character names X-0..X-9 before X-10..X-31
+    assert post.headers == tuple((f"X-{i}", "v") for i in range(32))
 
 
 def test_duplicate_http_header_names_are_invalid_and_names_are_exact() -> None:
@@ -468,7 +516,7 @@ def test_duplicate_http_header_names_are_invalid_and_names_are_exact() -> None:
         HttpJob(url="https://example.com/", headers=(("A", "1"), ("A", "2")))
     assert info.value.code == "job_type_invalid"
     job = HttpJob(url="https://example.com/", headers=(("A", "1"), ("a", "2")))  # not lower-cased: distinct
-    assert len(job.headers) == 2
+    assert job.headers == (("A", "1"), ("a", "2"))  # both kept, names as given, "A" (0x41) before "a" (0x61)
 
 
 def test_job_bounds_invalid() -> None:
@@ -489,7 +537,8 @@ def test_job_runners_invalid(runners: int) -> None:
 
 
 def test_sixteen_runners_are_allowed() -> None:
-    validate_request(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=16, threshold=9))
+    v = _accepted(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=16, threshold=9)).verification
+    assert (v.mode, v.runners, v.threshold) == (VerificationMode.MAJORITY_VOTE, 16, 9)
 
 
 @pytest.mark.parametrize(("mode", "runners"), [
@@ -509,8 +558,9 @@ def test_job_threshold_invalid(mode: VerificationMode, runners: int, threshold: 
 
 
 def test_majority_threshold_just_above_half_is_valid() -> None:
-    validate_request(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=4, threshold=3))
-    validate_request(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=3, threshold=2))
+    for runners, threshold in ((4, 3), (3, 2)):
+        v = _accepted(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=runners, threshold=threshold)).verification
+        assert (v.mode, v.runners, v.threshold) == (VerificationMode.MAJORITY_VOTE, runners, threshold)
 
 
 @pytest.mark.parametrize("check", [
@@ -547,24 +597,40 @@ def test_job_checks_invalid(mode: VerificationMode, runners: int, check_list: tu
 
 def test_admission_checks_are_accepted_in_every_mode_and_the_empty_path_is_the_whole_result() -> None:
     admission = (JsonSchemaValidCheck(schema='{"type": "object"}'), NumericRangeCheck(field="", min=0, max=1))
-    validate_request(_verif(checks=admission))
-    validate_request(_verif(mode=VerificationMode.DETERMINISTIC, runners=2, threshold=2, checks=admission))
-    validate_request(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=3, threshold=2,
-                            checks=(MajorityVoteCheck(field=""),)))
-    validate_request(_verif(mode=VerificationMode.STRUCTURED_MATCH, runners=2, threshold=2,
-                            checks=(StructuredMatchCheck(fields=tuple(f"f{i}" for i in range(64))),)))
+    assert _accepted(_verif(checks=admission)).verification.checks == admission
+    assert _accepted(_verif(mode=VerificationMode.DETERMINISTIC, runners=2, threshold=2,
+                            checks=admission)).verification.checks == admission
+    by_bytes = _accepted(_verif(mode=VerificationMode.MAJORITY_VOTE, runners=3, threshold=2,
+                                checks=(MajorityVoteCheck(field=""),))).verification
+    fields = tuple(f"f{i}" for i in range(64))
+    assert _accepted(_verif(mode=VerificationMode.STRUCTURED_MATCH, runners=2, threshold=2,
+                            checks=(StructuredMatchCheck(fields=fields),))).verification.checks == \
+        (StructuredMatchCheck(fields=fields),)
+
+    # "" is the whole result (docs/verification.md §2): a range on "" bounds the result itself, inclusive (§4)
+    a, b, c = b"\x0a" * 20, b"\x0b" * 20, b"\x0c" * 20
+    whole = _accepted(_verif(checks=(admission[1],))).verification
+    assert verify(verification_params_of(whole), (Reveal(a, b"1", 1),)) == Verdict(
+        ok=True, result=b"1", matching=(a,), outliers=(), reason="verified")
+    assert verify(verification_params_of(whole), (Reveal(a, b"1.5", 1),)) == Verdict(
+        ok=False, result=None, matching=(), outliers=(a,), reason="out_of_range")
+    # a majority_vote check on "" compares the whole result as bytes (§4): same JSON, other spacing, disagrees
+    reveals = (Reveal(a, b'{"x":1}', 1), Reveal(b, b'{"x": 1}', 1), Reveal(c, b'{"x":1}', 1))
+    assert verify(verification_params_of(by_bytes), reveals) == Verdict(
+        ok=True, result=b'{"x":1}', matching=(a, c), outliers=(b,), reason="verified")
 
 
 def test_too_many_checks_are_invalid() -> None:
     many = tuple(NumericRangeCheck(field="p", min=0, max=1) for _ in range(17))
     assert _code(_verif(checks=many)) == "job_checks_invalid"
-    validate_request(_verif(checks=many[:16]))
+    assert _accepted(_verif(checks=many[:16])).verification.checks == many[:16]
 
 
 def test_job_verification_invalid() -> None:
     assert _code(_verif(required_tee_type="sgx")) == "job_verification_invalid"  # tee_required false
     assert _code(_verif(dispute_window_blocks=100_001)) == "job_verification_invalid"
-    validate_request(_verif(tee_required=True, required_tee_type="sgx"))
+    v = _accepted(_verif(tee_required=True, required_tee_type="sgx")).verification
+    assert (v.tee_required, v.required_tee_type) == (True, "sgx")
 
 
 @pytest.mark.parametrize(("max_price", "tip"), [(0, 0), (1 << 64, 0), (1, 1 << 64), (1, -1)])
@@ -575,8 +641,8 @@ def test_job_price_invalid(max_price: int, tip: int) -> None:
 def test_job_timeout_invalid_and_its_bounds() -> None:
     assert _code(_with(timeout_blocks=9)) == "job_timeout_invalid"
     assert _code(_with(timeout_blocks=100_001)) == "job_timeout_invalid"
-    validate_request(_with(timeout_blocks=10))
-    validate_request(_with(timeout_blocks=100_000))
+    assert _accepted(_with(timeout_blocks=10)).timeout_blocks == 10
+    assert _accepted(_with(timeout_blocks=100_000)).timeout_blocks == 100_000
     # a commit phase that rounds to 0 blocks leaves no commit window
     assert _code(_with(timeout_blocks=10), commit_phase_permille=50) == "job_timeout_invalid"
 
@@ -599,26 +665,32 @@ def test_job_callback_invalid(cb: CallbackInfo) -> None:
 
 
 def test_callback_limits_are_inclusive() -> None:
-    validate_request(_with(callback=dataclasses.replace(CB_OK, handler="h" * 256, correlation_id="c" * 256,
-                                                        context=b"\x00" * 4096, payload=b"")))
+    cb = _accepted(_with(callback=dataclasses.replace(CB_OK, handler="h" * 256, correlation_id="c" * 256,
+                                                      context=b"\x00" * 4096, payload=b""))).callback
+    assert cb.has_callback
+    assert cb.actor == b"\x66" * 20
+    assert (cb.handler, cb.correlation_id, cb.context) == ("h" * 256, "c" * 256, b"\x00" * 4096)
+    assert cb.payload == b""  # empty, kept distinct from null
 
 
 def test_job_pool_invalid() -> None:
     assert _code(_with(required_runner_pool=b"")) == "job_pool_invalid"
     assert _code(_with(required_runner_pool=b"\x01" * 33)) == "job_pool_invalid"
-    validate_request(_with(required_runner_pool=b"\x01" * 32))
+    assert _accepted(_with(required_runner_pool=b"\x01" * 32)).required_runner_pool == b"\x01" * 32
 
 
 def test_job_attachments_unsupported() -> None:
     assert _code(_with(attachments=({0: 1},))) == "job_attachments_unsupported"
-    validate_request(_with(attachments=()))
+    assert _accepted(_with(attachments=())).attachments == ()  # empty, kept distinct from null
 
 
 def test_job_too_large() -> None:
     big = HttpJob(url="https://example.com/", method="POST", body=b"\x00" * (64 * 1024))
     assert _code(_with(job_type=big)) == "job_too_large"
     fits = HttpJob(url="https://example.com/", method="POST", body=b"\x00" * (60 * 1024))
-    validate_request(_with(job_type=fits))
+    stored = _accepted(_with(job_type=fits))
+    assert stored.job_type == fits
+    assert len(canonical_job_request(stored)) <= 64 * 1024  # MAX_REQUEST_BYTES: 64 KiB (docs/jobs.md)
 
 
 # --------------------------------------------------------------------------- http_host

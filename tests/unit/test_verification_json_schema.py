@@ -132,10 +132,27 @@ def test_check_schema_refuses_malformed_schemas(schema: str) -> None:
     assert info.value.code == "job_check_invalid"
 
 
+def _accepted(schema_text: str) -> object:
+    """check_schema returns None (docs/verification.md §1: it only raises); the accepted value is the parsed schema
+    that load_schema hands to the evaluator."""
+    check_schema(schema_text)
+    return load_schema(schema_text)
+
+
 def test_check_schema_accepts_boolean_and_supported_schemas() -> None:
-    check_schema("true")
-    check_schema("false")
-    check_schema('{"type": "object", "properties": {"a": {"type": ["integer", "null"]}}, "required": ["a"]}')
+    # §3: true and false are schemas, accepting every value / none
+    assert _accepted("true") is True
+    assert _accepted("false") is False
+    assert schema_accepts(True, parse_json('{"x": [1]}'), Meter())
+    assert not schema_accepts(False, parse_json("null"), Meter())
+    text = '{"type": "object", "properties": {"a": {"type": ["integer", "null"]}}, "required": ["a"]}'
+    schema = _accepted(text)
+    assert schema == {"type": "object", "properties": {"a": {"type": ["integer", "null"]}}, "required": ["a"]}
+    assert _ok(schema, '{"a": null}')
+    assert _ok(schema, '{"a": 2.0, "b": "x"}')  # 2.0 is an integer (zero fractional part, §3)
+    assert not _ok(schema, '{"a": "2"}')
+    assert not _ok(schema, "{}")  # required
+    assert not _ok(schema, "[]")
 
 
 def test_check_schema_depth_limit() -> None:
@@ -143,18 +160,26 @@ def test_check_schema_depth_limit() -> None:
     deep = "{}"
     for _ in range(32):
         deep = '{"items": ' + deep + "}"
-    check_schema(deep)  # the innermost schema is at depth 32
+    parsed = _accepted(deep)  # the innermost schema is at depth 32
+    for _ in range(32):
+        assert isinstance(parsed, dict)
+        assert list(parsed) == ["items"]
+        parsed = parsed["items"]
+    assert parsed == {}
+    # 32 nested "items" over the empty schema: any array nested 32 deep passes
+    assert _ok(json.loads(deep), "[" * 32 + '"leaf"' + "]" * 32)
     with pytest.raises(ValidationError):
         check_schema('{"items": ' + deep + "}")
 
 
 def test_check_schema_node_and_size_limits() -> None:
     assert MAX_SCHEMA_NODES == 256
-    check_schema(json.dumps({"anyOf": [{}] * 255}))  # root + 255 = 256 schemas
+    assert _accepted(json.dumps({"anyOf": [{}] * 255})) == {"anyOf": [{}] * 255}  # root + 255 = 256 schemas
     with pytest.raises(ValidationError):
         check_schema(json.dumps({"anyOf": [{}] * 256}))
     padding = "x" * (MAX_SCHEMA_BYTES - len('{"title": ""}'))
-    check_schema('{"title": "' + padding + '"}')
+    assert _accepted('{"title": "' + padding + '"}') == {"title": padding}
+    assert _ok({"title": padding}, "1")  # an annotation only: accepted and ignored (§3)
     with pytest.raises(ValidationError):
         check_schema('{"title": "' + padding + 'x"}')
 
@@ -163,6 +188,8 @@ def test_schema_evaluation_is_metered() -> None:
     schema = load_schema('{"items": {"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "integer"}]}}')
     big = parse_json("[" + ",".join(["1"] * 1000) + "]")
     # 1 (root) + 1000 elements × (1 anyOf owner + 3 branches) = 4001 steps
-    assert schema_accepts(schema, big, Meter(4001))
+    meter = Meter(4001)
+    assert schema_accepts(schema, big, meter) is True
+    assert meter.remaining == 0  # exactly the 4001 steps counted above were spent
     with pytest.raises(BudgetExceeded):
         schema_accepts(schema, big, Meter(4000))
