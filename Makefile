@@ -16,9 +16,10 @@ STAMP := $(VENV)/.installed-stamp
 PIP_FLAGS := --disable-pip-version-check -q
 FUZZ_SECONDS ?= 300
 FUZZ_TRANSPORT_CASES ?= 100000
+SOAK_SECONDS ?= 600
 DEVNET_HOME ?= ./devnet-home
 
-.PHONY: help venv install lint typecheck test devnet fuzz bench clean distclean
+.PHONY: help venv install lint typecheck test devnet fuzz bench soak clean distclean
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -63,6 +64,9 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/push_latency.py
 	$(VPY) bench/heartbeat_cost.py
 	$(VPY) bench/runner_capacity.py --pairs 4
+
+soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady load; JSON with goal verdicts
+	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
 
 clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -81,3 +81,37 @@ def test_runner_capacity_pairs_mode_reports_a_median_ratio() -> None:
     assert row["held"] == [3, 3] and row["connect_failures"] == [0, 0]  # every runner held a session on both
     assert all(n > 0 for pair in row["pairs"] for n in pair["heartbeats"])  # both sides were measured
 
+
+
+SOAK_SAMPLE_KEYS = {"t_s", "rss_kb", "cpu_pct", "height", "blocks", "block_interval_ms", "mempool", "accepted",
+                    "rejected", "query"}
+
+
+@pytest.mark.timeout(90)
+def test_soak_prints_one_json_with_samples_goals_and_its_idle_baseline() -> None:
+    doc = _run("soak.py", "--duration", "6", "--sample-s", "2", "--idle-s", "1.5", "--block-ms", "250",
+               "--tps", "10", "--accounts", "8", "--qps", "10", "--read-qps", "4",
+               "--attack", "read-spin", "--attack", "gapped-nonces", "--attack", "slow-headers", timeout=75)
+    assert doc["benchmark"] == "soak"
+    assert doc["params"]["duration_s"] == 6 and doc["params"]["attacks"] == ["gapped-nonces", "read-spin",
+                                                                            "slow-headers"]
+    assert doc["baseline"]["blocks"] >= 1 and doc["baseline"]["block_interval_ms"]["p99"] is not None
+    assert len(doc["samples"]) >= 2
+    for sample in doc["samples"]:
+        assert set(sample) == SOAK_SAMPLE_KEYS
+        assert sample["rss_kb"] > 0 and set(sample["query"]) == {"status", "account", "actor_read"}
+        assert set(sample["mempool"]) >= {"txs", "bytes"}
+    load, inclusion = doc["load"], doc["inclusion"]
+    assert load["accepted"] > 0 and load["sent"] == load["accepted"] + sum(load["rejected"].values())
+    assert inclusion["accepted"] == load["accepted"]
+    # every accepted transfer is accounted for by its receipt or the lack of one
+    assert sum(inclusion[k] for k in ("included", "evicted", "pending", "lost")) == inclusion["accepted"]
+    assert all(doc["queries"][kind]["count"] > 0 for kind in ("status", "account", "actor_read"))
+    assert set(doc["attacks"]) == {"read-spin", "gapped-nonces", "slow-headers"}
+    assert doc["attacks"]["read-spin"]["reads"] > 0 and doc["attacks"]["gapped-nonces"]["submitted"] > 0
+    assert doc["attacks"]["slow-headers"]["opened"] >= 20
+    goals = doc["goals"]
+    assert set(goals) == {"rss_plateau", "block_interval_p99", "accepted_included_or_evicted", "query_p99"}
+    assert goals["block_interval_p99"]["limit_ms"] == 300 and goals["rss_plateau"]["limit_pct"] == 5
+    assert all(isinstance(g["met"], bool) for g in goals.values())
+    assert doc["node"]["exited_with"] is None
