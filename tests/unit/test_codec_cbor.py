@@ -373,6 +373,53 @@ def test_codec_error_is_a_value_error_with_stable_code_and_offset() -> None:
     assert (again.code, again.offset, str(again)) == (err.code, err.offset, str(err))
 
 
+# One input per rejection path of the decoder, with the full error text (code, detail, offset of the
+# offending item). Pinned when decode() was split into steps (issue 13): the messages must not change.
+REJECTION_MESSAGES = [
+    ("", 64, "truncated: unexpected end of input (at byte 0)"),
+    ("82011b00000001", 64, "truncated: unexpected end of input (at byte 2)"),
+    ("81fb3ff0", 64, "truncated: unexpected end of input (at byte 1)"),
+    ("82430102", 64, "truncated: byte string of 3 bytes (at byte 1)"),
+    ("81630102", 64, "truncated: text string of 3 bytes (at byte 1)"),
+    ("8183", 64, "truncated: array of 3 items (at byte 1)"),
+    ("81a200", 64, "truncated: map of 2 entries (at byte 1)"),
+    ("0000", 64, "trailing_bytes: 1 bytes after the item (at byte 1)"),
+    ("817f", 64, "indefinite_length: indefinite-length items are invalid (at byte 1)"),
+    ("81ff", 64, "indefinite_length: break code outside any item (at byte 1)"),
+    ("821805", 64, "non_shortest: argument fits in the initial byte (at byte 1)"),
+    ("821900ff", 64, "non_shortest: argument fits in 1 byte (at byte 1)"),
+    ("821a0000ffff", 64, "non_shortest: argument fits in 2 bytes (at byte 1)"),
+    ("821b00000000ffffffff", 64, "non_shortest: argument fits in 4 bytes (at byte 1)"),
+    ("a202000100", 64, "unsorted_map_keys: keys must ascend bytewise by encoding (at byte 3)"),
+    ("a201000100", 64, "duplicate_map_key: key 01 repeated (at byte 3)"),
+    ("a20100f500", 64, "map_key_collision: key True equals an earlier key as a dict key (at byte 3)"),
+    ("81a18000", 64, "unhashable_map_key: map keys must not be arrays or maps (at byte 2)"),
+    ("8181", 1, "nesting_too_deep: more than 1 nested levels (at byte 1)"),
+    ("81fb7ff8000000000000", 64, "non_finite_float: NaN and ±Inf are invalid (at byte 1)"),
+    ("81f93c00", 64, "float_not_float64: floats must be float64 (0xfb) (at byte 1)"),
+    ("8162c328", 64, "invalid_utf8: invalid continuation byte (at byte 1)"),
+    ("81c000", 64, "tag_not_allowed: tags are not allowed (at byte 1)"),
+    ("81f7", 64, "invalid_simple_value: simple/reserved value 0xf7 (at byte 1)"),
+    ("811c", 64, "reserved_additional_info: additional info 28 (at byte 1)"),
+    ("813f", 64, "reserved_additional_info: additional info 31 (at byte 1)"),
+]
+
+
+@pytest.mark.parametrize(("hexstr", "max_depth", "message"), REJECTION_MESSAGES)
+def test_every_rejection_path_keeps_its_message_and_offset(hexstr: str, max_depth: int, message: str) -> None:
+    with pytest.raises(CodecError) as e:
+        decode(bytes.fromhex(hexstr), max_depth=max_depth)
+    assert str(e.value) == message
+
+
+def test_rejection_paths_cover_every_decoder_error_code() -> None:
+    decoder_codes = ERROR_CODES - {"int_out_of_range", "unsupported_type"}  # encoder-only / non-bytes input
+    assert {m.split(":")[0] for _, _, m in REJECTION_MESSAGES} == decoder_codes
+    with pytest.raises(CodecError) as e:
+        decode("00")  # type: ignore[arg-type]
+    assert (str(e.value), e.value.offset) == ("unsupported_type: cannot decode from str", None)
+
+
 # --------------------------------------------------------------------------- encoder
 
 
