@@ -3,6 +3,10 @@
 A dict holds the values and a sorted list of keys (maintained with ``bisect``)
 gives ordered iteration. ``write_batch`` first materialises and validates the
 ops, so an exception while producing them leaves the store unchanged.
+
+``snapshot()`` is copy-on-write: the snapshot shares the current dict and key
+list, and the next write batch copies them before changing anything (one copy
+per batch that follows snapshots, none per read).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class MemoryStore:
         self._data: dict[bytes, bytes] = {}
         self._keys: list[bytes] = []
         self._closed = False
+        self._shared = False  # a snapshot holds _data/_keys: copy them before the next write
 
     def _check_open(self) -> None:
         if self._closed:
@@ -89,6 +94,10 @@ class MemoryStore:
         for op in ops:  # may raise: nothing has been applied yet
             key, value = check_op(op)
             final[key] = value
+        if self._shared:
+            self._data = dict(self._data)
+            self._keys = list(self._keys)
+            self._shared = False
         data = self._data
         added = sorted(k for k, v in final.items() if v is not None and k not in data)
         removed = sorted(k for k, v in final.items() if v is None and k in data)
@@ -113,8 +122,33 @@ class MemoryStore:
                     insort(keys, k)
         self._keys = keys
 
+    def snapshot(self) -> MemorySnapshot:
+        """A read-only view of the contents as of now (copy-on-write); see StateStore.snapshot."""
+        self._check_open()
+        self._shared = True
+        return MemorySnapshot(self._data, self._keys)
+
     def close(self) -> None:
-        """Drop the contents; further use raises StoreError."""
+        """Drop the contents; further use raises StoreError (snapshots taken before stay readable)."""
         self._closed = True
         self._data = {}
         self._keys = []
+
+
+class MemorySnapshot(MemoryStore):
+    """A point-in-time, read-only view of a :class:`MemoryStore`: ``write_batch`` raises StoreError."""
+
+    def __init__(self, data: dict[bytes, bytes], keys: list[bytes]) -> None:
+        super().__init__()
+        self._data = data  # shared with the store, which copies them before its next write
+        self._keys = keys
+        self._shared = True
+
+    def write_batch(self, ops: Iterable[WriteOp], *, sync: bool = True) -> None:
+        """Always raises StoreError: a snapshot is read-only."""
+        raise StoreError("a memory store snapshot is read-only")
+
+    def snapshot(self) -> MemorySnapshot:
+        """Itself (it does not change)."""
+        self._check_open()
+        return self

@@ -5,7 +5,8 @@ Keys and values are ``bytes``. Iteration is in ascending bytewise key order
 keys that begin with ``prefix``; ascending it begins at the first key ``>= s``,
 descending it begins at the last key ``<= s`` (so ``start`` is inclusive in
 both directions). A write batch is atomic: either every op lands or none does,
-including when iterating the ops raises part-way.
+including when iterating the ops raises part-way. ``snapshot()`` gives a read-only
+point-in-time view (same get/iterate semantics) that later writes do not change.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ class StateStore(Protocol):
 
     def write_batch(self, ops: Iterable[WriteOp], *, sync: bool = True) -> None:
         """Apply all ``ops`` atomically (later ops on the same key win)."""
+        ...
+
+    def snapshot(self) -> StateStore:
+        """A read-only, point-in-time view of the store as of this call.
+
+        ``get`` and ``iterate`` answer from that moment whatever is written later; ``write_batch``
+        raises :class:`StoreError`. ``close`` releases it (the store's own ``close`` invalidates it too).
+        A snapshot's ``snapshot()`` is itself. Lets a reader run without holding the writer's lock.
+        """
         ...
 
     def close(self) -> None:
