@@ -465,12 +465,30 @@ def load_settings(home: Path | str) -> RunnerSettings:
 def render_template(validator_rpc: str) -> str:
     """The commented ``runner.toml`` written by ``cowboy-runner init`` (every line explained)."""
     rpc = normalize_url(validator_rpc)
+    return "\n".join([
+        _template_preamble(),
+        _template_runner(rpc),
+        _template_capabilities(),
+        _template_chain_duties(),
+        _template_observability(),
+        _template_executors(),
+        _template_validators(),
+    ])
+
+
+def _template_preamble() -> str:
+    """Opening comment: where the keys are documented and how relative paths resolve."""
+    return """\
+# cowboy-runner configuration (docs/runner.md). Unknown keys are errors; relative paths are relative to
+# the home directory that holds this file.
+"""
+
+
+def _template_runner(rpc: str) -> str:
+    """``[runner]``: the given validator RPC, and a commented QUIC endpoint on that RPC's host (bracketed if IPv6)."""
     host = urllib.parse.urlsplit(rpc).hostname or "127.0.0.1"
     quic_host = f"[{host}]" if ":" in host else host
     return f"""\
-# cowboy-runner configuration (docs/runner.md). Unknown keys are errors; relative paths are relative to
-# the home directory that holds this file.
-
 [runner]
 # HTTP API of your validator (transactions, chain queries, the poll fallback).
 validator_rpc = "{rpc}"
@@ -484,7 +502,12 @@ key_file = "{DEFAULT_KEY_FILE}"
 journal = "{DEFAULT_JOURNAL}"
 # Seconds between polls of GET /runner/{{address}}/jobs while no QUIC session is up.
 poll_interval_s = 2.0
+"""
 
+
+def _template_capabilities() -> str:
+    """``[capabilities]`` and the ``[rate_card.http]`` its default job type needs: what is served, at what price."""
+    return """\
 [capabilities]
 # Job types served: llm, http, mcp, custom (each needs a [rate_card.<type>] below).
 job_types = ["http"]
@@ -504,7 +527,12 @@ pools = []
 base_price = "1000"
 # Price per reported usage unit.
 price_per_unit = "0"
+"""
 
+
+def _template_chain_duties() -> str:
+    """``[heartbeat]``, ``[results]`` and ``[fees]``: when the runner sends heartbeats and results, and what it pays."""
+    return f"""\
 [heartbeat]
 # QUIC HeartbeatPing every N new blocks (CIP-11 HEARTBEAT_BLOCKS).
 quic_interval_blocks = 1
@@ -525,7 +553,12 @@ max_fee_multiplier = 2
 # Tips to the block proposer per cycle and per cell (capped at the max fee).
 priority_fee_per_cycle = 1000
 priority_fee_per_cell = 1000
+"""
 
+
+def _template_observability() -> str:
+    """``[metrics]`` and ``[log]``: the Prometheus listener and the log format/level."""
+    return f"""\
 [metrics]
 # Prometheus exposition at http://ADDR/metrics.
 addr = "{DEFAULT_METRICS_ADDR}"
@@ -537,7 +570,12 @@ enabled = true
 format = "console"
 # debug | info | warning | error
 level = "info"
+"""
 
+
+def _template_executors() -> str:
+    """``[executors.*]``: limits of the http/llm/mcp/custom executors, with empty model/server/program tables."""
+    return """\
 [executors.http]
 # Largest response body read (bytes); larger responses fail the job.
 max_response_bytes = 1048576
@@ -573,7 +611,12 @@ time_limit_s = 60.0
 memory_limit_mb = 512
 max_output_bytes = 262144
 # "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
+"""
 
+
+def _template_validators() -> str:
+    """Commented-out ``[validators]``: only multi-validator networks need the other validators' QUIC endpoints."""
+    return f"""\
 # Multi-validator networks only. The runner keeps one session with each validator of its CIP-11 subset Sub(R)
 # (with one validator: that validator). The validator behind validator_rpc is reached at runner.quic_endpoint;
 # list the QUIC endpoints of the others by Ed25519 peer key (GET /status -> validator_set.validators).
