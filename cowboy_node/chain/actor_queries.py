@@ -12,6 +12,7 @@ from typing import Any
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.execution.actors import store as actor_store
 from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.meter import InterruptHandle
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.execution.timers.model import Timer
@@ -92,13 +93,17 @@ def actor_timers_view(world: WorldState, address: bytes, *, height: int) -> dict
 
 
 def read_only_view(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,
-                   cycles_limit: int, height: int) -> dict[str, Any] | None:
-    """Run ``handler(payload)`` on a checkpoint that is always discarded: ``{"result", "error", "cycles_used"}``."""
+                   cycles_limit: int, height: int,
+                   interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
+    """Run ``handler(payload)`` on a checkpoint that is always discarded: ``{"result", "error", "cycles_used"}``.
+
+    ``interrupt`` (optional) stops the run from another thread; its code is then the ``error``.
+    """
     from cowboy_node.execution.actors.invoke import read_only_call
 
     if actor_store.get_actor(world, actor) is None:
         return None
     result, error, cycles_used = read_only_call(world, ctx, actor=actor, handler=handler, payload=payload,
-                                                cycles_limit=cycles_limit)
+                                                cycles_limit=cycles_limit, interrupt=interrupt)
     return {"result": None if result is None else _hex(result), "error": error, "cycles_used": cycles_used,
             "height": height}

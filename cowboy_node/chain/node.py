@@ -19,6 +19,7 @@ from typing import Any
 from cowboy_node.chain import actor_queries
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.beacon import sign_beacon
+from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.job_queries import JobQueries, block_job_activity
 from cowboy_node.chain.keys import ValidatorKey
@@ -30,12 +31,16 @@ from cowboy_node.crypto import bls, ed25519
 from cowboy_node.crypto.address import to_checksum_address
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.execution.meter import InterruptHandle
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
 from cowboy_node.execution.transactions import INTERNAL_ERROR, describe_exception
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.rpc.facade import RpcError
+from cowboy_node.state.store import StateStore
+from cowboy_node.state.tree import StateTree
+from cowboy_node.state.world import WorldState
 from cowboy_node.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_node.transport.preimages import validator_set_hash
 from cowboy_node.transport.service import TransportService
@@ -311,14 +316,31 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         with self._tree_lock:
             return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height)
 
-    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int) -> dict[str, Any] | None:
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
+                   interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
         """Read-only call in the context the next block would give it (height = head + 1, as built by
-        :meth:`Chain.env_for`); it sees the head's beacon, not the next round's."""
+        :meth:`Chain.env_for`); it sees the head's beacon, not the next round's.
+
+        The state lock is held only to capture the head: its header, a store snapshot and the environment.
+        The call itself runs on the snapshot, so blocks keep committing meanwhile and the answer (``height``
+        included) still describes that one head. ``interrupt`` stops the call from another thread (the RPC
+        read pool's deadline): its code, e.g. ``read_timeout``, is then the answer's ``error``.
+        """
         with self._tree_lock:
             chain = self.chain
             head = chain.head.header
-            world = chain.world()
+            snapshot = chain.store.snapshot()
             env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
                                 fee_recipient=self.fee_recipient, beacon=head.beacon, presence_input=None)
+        try:
+            world = _snapshot_world(snapshot)
             return actor_queries.read_only_view(world, begin_block(world, env), actor=actor, handler=handler,
-                                                payload=payload, cycles_limit=cycles_limit, height=head.height)
+                                                payload=payload, cycles_limit=cycles_limit, height=head.height,
+                                                interrupt=interrupt)
+        finally:
+            snapshot.close()
+
+
+def _snapshot_world(snapshot: StateStore) -> WorldState:
+    """A buffered view over a store snapshot (its own uncached tree: nothing is shared with the head's)."""
+    return WorldState(snapshot, StateTree(snapshot, TREE_PREFIX, cache_size=0), data_prefix=STATE_PREFIX)

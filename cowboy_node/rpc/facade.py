@@ -6,17 +6,25 @@ methods, which return JSON-ready values or raise :class:`RpcError`.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from cowboy_node.execution.meter import InterruptHandle
 
 
 class RpcError(Exception):
-    """An error with a stable ``code`` and the HTTP ``status`` to answer with."""
+    """An error with a stable ``code`` and the HTTP ``status`` to answer with.
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    ``retry_after`` (whole seconds, optional) becomes a ``Retry-After`` header: set on 429 ``rate_limited``
+    and 503 ``busy``, when trying again later can succeed.
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
 class NodeFacade(Protocol):
@@ -87,11 +95,14 @@ class NodeFacade(Protocol):
         None if no actor."""
         ...
 
-    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int) -> dict[str, Any] | None:
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
+                   interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
         """Run ``handler(payload)`` read-only on the head state (all writes discarded):
         ``{"result" (hex or null), "error" (code or null), "cycles_used", "height"}``; None if no actor.
 
-        May take as long as ``cycles_limit`` cycles of actor code.
+        May take as long as ``cycles_limit`` cycles of actor code, unless ``interrupt`` stops it first (the
+        server's read pool does at its per-call deadline): then ``error`` is the interrupt's code
+        (``read_timeout``).
         """
         ...
 

@@ -12,8 +12,10 @@ PURE = ["execution", "state", "types", "codec"]
 FORBIDDEN_MODULES = {"time", "datetime", "random", "secrets", "os", "socket", "asyncio", "threading",
                      "uuid", "subprocess", "urllib", "aiohttp", "aioquic", "structlog", "logging"}
 # The LevelDB adapter is the storage boundary: it needs `os` to open its directory path (os.fspath/PathLike).
-# A lock guards the tree cache against concurrent readers; it does not affect what is computed.
-ALLOWED = {("state/leveldb.py", "os"), ("state/tree.py", "threading")}
+# A lock guards the tree cache against concurrent readers; it does not affect what is computed. So does the one of
+# the compiled-code cache (read-only RPC calls run on state snapshots beside the block builder).
+ALLOWED = {("state/leveldb.py", "os"), ("state/tree.py", "threading"),
+           ("execution/actors/codecache.py", "threading")}
 FORBIDDEN_PACKAGES = {"cowboy_node.chain", "cowboy_node.rpc", "cowboy_node.transport", "cowboy_node.cli",
                       "cowboy_node.observability", "cowboy_node.consensus"}
 

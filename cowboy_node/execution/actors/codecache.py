@@ -13,6 +13,7 @@ bytes of distinct source (5 MB for a whole block), well under the default capaci
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from cowboy_node.execution.actors.model import source_hash
@@ -25,9 +26,13 @@ DEFAULT_CAPACITY_BYTES = 64 << 20
 
 
 class CodeCache:
-    """A bounded least-recently-used map from source hash to compiled actor."""
+    """A bounded least-recently-used map from source hash to compiled actor.
 
-    __slots__ = ("_bytes", "_capacity", "_capacity_bytes", "_entries")
+    Thread-safe: the block builder and read-only RPC calls (which run on state snapshots, without the
+    node's state lock) use it at the same time.
+    """
+
+    __slots__ = ("_bytes", "_capacity", "_capacity_bytes", "_entries", "_lock")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, capacity_bytes: int = DEFAULT_CAPACITY_BYTES) -> None:
         if capacity < 1 or capacity_bytes < 1:
@@ -36,6 +41,7 @@ class CodeCache:
         self._capacity_bytes = capacity_bytes
         self._entries: OrderedDict[bytes, tuple[CompiledActor, int]] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -47,11 +53,12 @@ class CodeCache:
 
     def get(self, digest: bytes) -> CompiledActor | None:
         """The cached compile of the source with hash ``digest``, if any."""
-        hit = self._entries.get(digest)
-        if hit is None:
-            return None
-        self._entries.move_to_end(digest)
-        return hit[0]
+        with self._lock:
+            hit = self._entries.get(digest)
+            if hit is None:
+                return None
+            self._entries.move_to_end(digest)
+            return hit[0]
 
     def compile(self, source: str) -> CompiledActor:
         """Compile ``source`` (or return the cached result); raises ``ActorRejected`` like ``compile_actor``."""
@@ -59,14 +66,20 @@ class CodeCache:
         hit = self.get(digest)
         if hit is not None:
             return hit
-        compiled = compile_actor(source)
+        compiled = compile_actor(source)  # outside the lock: compiling is slow, and pure
         size = len(source.encode("utf-8", "surrogatepass"))
-        self._entries[digest] = (compiled, size)
-        self._bytes += size
-        # keep the newest entry even if it alone exceeds the byte bound
-        while len(self._entries) > 1 and (len(self._entries) > self._capacity or self._bytes > self._capacity_bytes):
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self._bytes -= evicted
+        with self._lock:
+            raced = self._entries.get(digest)
+            if raced is not None:  # another thread compiled it meanwhile (same result)
+                self._entries.move_to_end(digest)
+                return raced[0]
+            self._entries[digest] = (compiled, size)
+            self._bytes += size
+            # keep the newest entry even if it alone exceeds the byte bound
+            while len(self._entries) > 1 and (len(self._entries) > self._capacity
+                                              or self._bytes > self._capacity_bytes):
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= evicted
         return compiled
 
 

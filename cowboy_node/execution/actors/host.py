@@ -410,7 +410,7 @@ class Host:
         _int(access_limit, "access_limit", 0, U64_MAX)
         self._enter(CALL_ACTOR_CYCLES)
         meter = self._meter
-        child = Meter(min(limit, meter.cycles_limit - meter.cycles_used), meter.cells_limit - meter.cells_used)
+        child = meter.child(min(limit, meter.cycles_limit - meter.cycles_used), meter.cells_limit - meter.cells_used)
         from cowboy_node.execution.actors import invoke  # cycle: invoke builds Hosts
 
         f = self._frame

@@ -18,7 +18,7 @@ from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.host import Host, TxScope
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
-from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, call_handler
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
@@ -205,12 +205,16 @@ def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target:
 
 
 def read_only_call(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,
-                   cycles_limit: int) -> tuple[bytes | None, str | None, int]:
+                   cycles_limit: int,
+                   interrupt: InterruptHandle | None = None) -> tuple[bytes | None, str | None, int]:
     """Run a handler on a checkpoint that is always reverted: ``(result, error_code, cycles_used)``.
 
-    Writes are bounded like a transaction's: at most the block's ``block_max_cells``.
+    Writes are bounded like a transaction's: at most the block's ``block_max_cells``. ``interrupt`` lets the
+    caller stop the run from another thread (its code becomes ``error_code``, e.g. ``read_timeout``).
     """
     meter = Meter(cycles_limit, ctx.basefee_config.block_max_cells)
+    if interrupt is not None:
+        interrupt.bind(meter)
     frame = CallFrame(actor=actor, sender=READ_ONLY_SENDER, tx_sender=READ_ONLY_SENDER, tx_hash=NO_TX_HASH,
                       depth=1)
     cp = world.checkpoint()

@@ -98,14 +98,13 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
     imported: dict[str, ModuleView] = {}
 
     # --- metering and depth ---------------------------------------------------------------
-    cycles_limit = meter.cycles_limit
-
     def charge(n: int) -> None:
-        # Fast path keeps Meter's arithmetic; on overflow Meter.charge_cycles pins and raises.
+        # Fast path keeps Meter's arithmetic; on overflow Meter.charge_cycles pins and raises. The bound is
+        # read from the meter on every charge (not cached): Meter.interrupt lowers it from another thread.
         if ctx.halted is not None:
             raise PvmHalt(*ctx.halted)
         used = meter.cycles_used + n
-        if used <= cycles_limit:
+        if used <= meter.ceiling:
             meter.cycles_used = used
             return
         try:
