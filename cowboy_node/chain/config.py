@@ -17,13 +17,34 @@ from cowboy_node.observability.metrics import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
-    "rpc": {"addr": str, "max_body_bytes": int},
+    "rpc": {"addr": str, "max_body_bytes": int,
+            "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
+            "fd_reserve": int},
     "quic": {"addr": str},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
                 "replacement_bump_percent": int},
 }
+_MIB = 1024 * 1024
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "node.block_time_ms": (50, 600_000),
+    "rpc.max_body_bytes": (1, 64 * _MIB),
+    "rpc.max_connections": (1, 1_048_576),
+    "rpc.max_connections_per_ip": (1, 1_048_576),
+    "rpc.header_timeout_ms": (100, 600_000),
+    "rpc.idle_timeout_ms": (100, 3_600_000),
+    "rpc.fd_reserve": (64, 1_048_576),
+    "mempool.max_txs": (1, 1_000_000),
+    "mempool.max_bytes": (1, 1024 * _MIB),
+    "mempool.max_txs_per_sender": (1, 10_000),
+    "mempool.max_nonce_gap": (1, 10_000),
+    "mempool.replacement_bump_percent": (1, 1000),
+}
+"""Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
+ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
+DEFAULT_INT_BOUNDS = (1, 2**31 - 1)
+"""Range of an integer key missing from INT_BOUNDS (a safety net; add the key to INT_BOUNDS instead)."""
 LOG_FORMATS = ("console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -44,6 +65,16 @@ class NodeConfig:
     """HTTP API listen address."""
     rpc_max_body_bytes: int = 1_048_576
     """Largest accepted request body."""
+    rpc_max_connections: int = 1024
+    """Most open HTTP API connections in all (lowered at start-up to soft RLIMIT_NOFILE − rpc_fd_reserve)."""
+    rpc_max_connections_per_ip: int = 64
+    """Most open HTTP API connections from one source address."""
+    rpc_header_timeout_ms: int = 10_000
+    """Time a connection has to deliver a request's complete headers (first request: from accept)."""
+    rpc_idle_timeout_ms: int = 30_000
+    """Time a keep-alive HTTP API connection may wait for its next request."""
+    rpc_fd_reserve: int = 256
+    """File descriptors the HTTP API never takes (LevelDB, QUIC, metrics, peers)."""
     quic_addr: str = "127.0.0.1:4433"
     """CIP-11 QUIC listen address (UDP)."""
     metrics_addr: str = "127.0.0.1:9464"
@@ -104,8 +135,10 @@ def load_config(home: Path) -> NodeConfig:
                 raise ConfigError(p, full, f"unknown key; allowed in [{section}]: {sorted(_SCHEMA[section])}")
             if type(value) is not expected:
                 raise ConfigError(p, full, f"expected {expected.__name__}, got {type(value).__name__}")
-            if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
-                raise ConfigError(p, full, "expected a positive integer")
+            if isinstance(value, int) and not isinstance(value, bool):
+                lo, hi = INT_BOUNDS.get(full, DEFAULT_INT_BOUNDS)
+                if not lo <= value <= hi:
+                    raise ConfigError(p, full, f"expected an integer in {lo}..{hi}, got {value}")
             values[full] = value
     cfg = NodeConfig(
         home=home,
@@ -114,6 +147,11 @@ def load_config(home: Path) -> NodeConfig:
         data_dir=values.get("node.data_dir", "data"),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
+        rpc_max_connections=values.get("rpc.max_connections", 1024),
+        rpc_max_connections_per_ip=values.get("rpc.max_connections_per_ip", 64),
+        rpc_header_timeout_ms=values.get("rpc.header_timeout_ms", 10_000),
+        rpc_idle_timeout_ms=values.get("rpc.idle_timeout_ms", 30_000),
+        rpc_fd_reserve=values.get("rpc.fd_reserve", 256),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
         metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
         metrics_enabled=values.get("metrics.enabled", True),
@@ -131,8 +169,6 @@ def load_config(home: Path) -> NodeConfig:
         raise ConfigError(p, "log.level", f"expected one of {list(LOG_LEVELS)}, got {cfg.log_level!r}")
     for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr)):
         split_host_port(addr, path=p, key=key)
-    if cfg.block_time_ms is not None and cfg.block_time_ms < 50:
-        raise ConfigError(p, "node.block_time_ms", "expected at least 50")
     return cfg
 
 
@@ -163,8 +199,19 @@ data_dir = "data"
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.
 addr = "{rpc_addr}"
-# Largest request body accepted (bytes).
+# Largest request body accepted (bytes, at most 64 MiB).
 max_body_bytes = 1048576
+# Most open connections in all; lowered at start-up to (open-file limit - fd_reserve) when that is smaller.
+max_connections = 1024
+# Most open connections from one source address; further ones get 503 too_many_connections and are closed.
+max_connections_per_ip = 64
+# A request's headers must be complete this many milliseconds after the connection opened (or after the
+# first byte of a later request on a kept-alive connection); else 408 header_timeout and the connection closes.
+header_timeout_ms = 10000
+# A kept-alive connection with no request in progress is closed after this many milliseconds.
+idle_timeout_ms = 30000
+# File descriptors the API never uses, kept for LevelDB, QUIC and the node's other sockets.
+fd_reserve = 256
 
 [quic]
 # CIP-11 runner transport (UDP).

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from cowboy_node.chain.chain import Chain, ChainError
-from cowboy_node.chain.config import load_config, split_host_port
+from cowboy_node.chain.config import NodeConfig, load_config, split_host_port
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import load_genesis
 from cowboy_node.chain.keys import KeyFileError, load_validator_key
@@ -16,6 +16,7 @@ from cowboy_node.chain.node import Node
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
+from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
@@ -45,6 +46,13 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
     await transport.start()
     node.transport = transport
     return transport
+
+
+def conn_limits(cfg: NodeConfig) -> ConnLimits:
+    """The HTTP API's connection limits from ``[rpc]`` (the global cap is fitted to the open-file limit later)."""
+    return ConnLimits(max_connections=cfg.rpc_max_connections, max_connections_per_ip=cfg.rpc_max_connections_per_ip,
+                      header_timeout_ms=cfg.rpc_header_timeout_ms, idle_timeout_ms=cfg.rpc_idle_timeout_ms,
+                      fd_reserve=cfg.rpc_fd_reserve)
 
 
 async def run_node(home: Path) -> int:
@@ -84,7 +92,7 @@ async def run_node(home: Path) -> int:
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
         runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
-                                              metrics=metrics))
+                                              metrics=metrics, conn_limits=conn_limits(cfg)))
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))

@@ -40,7 +40,8 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
-__all__ = ["ConnLimits", "ConnectionGate", "LimitedAppRunner", "fit_to_descriptors", "raise_nofile_limit"]
+__all__ = ["ConnLimits", "ConnectionGate", "DescriptorLimitError", "LimitedAppRunner", "fit_to_descriptors",
+           "raise_nofile_limit"]
 
 log = structlog.get_logger("cowboy.rpc")
 
@@ -80,6 +81,11 @@ class ConnLimits:
 
 
 # -- file descriptors ----------------------------------------------------------------
+class DescriptorLimitError(OSError):
+    """The open-file limit leaves no descriptor for HTTP connections after ``fd_reserve`` (an OSError, so start-up
+    reports it like a port that cannot be bound)."""
+
+
 def raise_nofile_limit() -> tuple[int, int, int]:
     """Raise the soft ``RLIMIT_NOFILE`` to the hard limit when it is lower.
 
@@ -104,7 +110,7 @@ def fit_to_descriptors(limits: ConnLimits) -> ConnLimits:
     """``limits`` with ``max_connections`` = min(configured, soft RLIMIT_NOFILE − fd_reserve), after raising
     the soft limit to the hard one; logs what was chosen.
 
-    Raises ValueError when the soft limit leaves no descriptor for HTTP connections after the reserve.
+    Raises DescriptorLimitError when the soft limit leaves no descriptor for HTTP connections after the reserve.
     """
     before, soft, hard = raise_nofile_limit()
     inf = resource.RLIM_INFINITY
@@ -113,9 +119,9 @@ def fit_to_descriptors(limits: ConnLimits) -> ConnLimits:
     else:
         available = soft - limits.fd_reserve
         if available < 1:
-            raise ValueError(f"the open-file limit (ulimit -n) is {soft}, which leaves no descriptor for HTTP "
-                             f"connections after rpc.fd_reserve = {limits.fd_reserve}; raise the limit or lower "
-                             "rpc.fd_reserve")
+            raise DescriptorLimitError(
+                f"the open-file limit (ulimit -n) is {soft}, which leaves no descriptor for HTTP connections after "
+                f"rpc.fd_reserve = {limits.fd_reserve}; raise the limit or lower rpc.fd_reserve")
         cap = min(limits.max_connections, available)
     log.info("rpc connection limits", max_connections=cap, configured_max_connections=limits.max_connections,
              max_connections_per_ip=limits.max_connections_per_ip, fd_reserve=limits.fd_reserve,

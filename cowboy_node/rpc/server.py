@@ -396,8 +396,8 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
     """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
 
     Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
-    limit (:func:`~cowboy_node.rpc.conn_limits.fit_to_descriptors`, which raises ValueError when the limit
-    leaves nothing after the reserve).
+    limit (:func:`~cowboy_node.rpc.conn_limits.fit_to_descriptors`; DescriptorLimitError, an OSError, when the
+    limit leaves nothing after the reserve).
     """
     limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
     app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics)

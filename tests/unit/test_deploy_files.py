@@ -1112,7 +1112,8 @@ def test_readme_documents_the_cip11_phases_the_udp_port_and_runner_commands_of_t
 
 CONFIG_KEYS = {
     "node": {"chain_id", "block_time_ms", "data_dir"},
-    "rpc": {"addr", "max_body_bytes"},
+    "rpc": {"addr", "max_body_bytes",
+            "max_connections", "max_connections_per_ip", "header_timeout_ms", "idle_timeout_ms", "fd_reserve"},
     "quic": {"addr"},
     "metrics": {"addr", "enabled"},
     "log": {"format", "level"},
@@ -1128,6 +1129,10 @@ def test_config_example_documents_every_key_with_its_default() -> None:
     assert doc["log"] == {"format": "console", "level": "info"}
     assert doc["node"]["block_time_ms"] == 1000 and doc["node"]["data_dir"] == "data"
     assert doc["rpc"]["max_body_bytes"] == 1048576
+    assert {k: doc["rpc"][k] for k in ("max_connections", "max_connections_per_ip", "header_timeout_ms",
+                                       "idle_timeout_ms", "fd_reserve")} == {
+        "max_connections": 1024, "max_connections_per_ip": 64, "header_timeout_ms": 10000, "idle_timeout_ms": 30000,
+        "fd_reserve": 256}
     assert doc["mempool"] == {"max_txs": 10000, "max_bytes": 33554432, "max_txs_per_sender": 64,
                               "max_nonce_gap": 64, "replacement_bump_percent": 10}
 
