@@ -135,6 +135,21 @@ def _unknown(obj: dict[str, Any], allowed: set[str], key: str, path: str) -> Non
 
 def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
     """Parse and validate genesis bytes; every error names the file and the key."""
+    doc = _top_level_object(raw, path)
+    chain_id = _chain_id(doc["chain_id"], path)
+    genesis_time_ms = _uint(doc["genesis_time_ms"], "genesis_time_ms", path)
+    validators = _validators(doc["validators"], path)
+    threshold, group_pk = _threshold(doc["threshold"], len(validators), path)
+    beacon = _genesis_beacon(doc["genesis_beacon"], group_pk, path)
+    balances = _balances(doc["balances"], path)
+    deployers = _system_deployers(doc["system_deployers"], path)
+    block_time_ms, basefee, timer, limits, flags, runners = _params(doc["params"], path)
+    return Genesis(chain_id, genesis_time_ms, validators, threshold, group_pk, beacon, balances,
+                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners)
+
+
+def _top_level_object(raw: bytes, path: str) -> dict[str, Any]:
+    """Decode the JSON and check it is an object with exactly the top-level keys, so later steps can index it."""
     try:
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -145,49 +160,68 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
     missing = sorted(_TOP_KEYS - set(doc))
     if missing:
         raise ConfigError(path, missing[0], "missing required key")
-    chain_id = doc["chain_id"]
+    return doc
+
+
+def _chain_id(chain_id: object, path: str) -> str:
+    """``chain_id``: a printable string of 1..64 characters (the transaction decoder's limit)."""
     if not isinstance(chain_id, str) or not 1 <= len(chain_id) <= 64 or not chain_id.isprintable():
         raise ConfigError(path, "chain_id", "expected a printable string of 1..64 characters")
-    genesis_time_ms = _uint(doc["genesis_time_ms"], "genesis_time_ms", path)
+    return chain_id
 
-    vals_raw = doc["validators"]
+
+def _validators(vals_raw: object, path: str) -> tuple[ValidatorInfo, ...]:
+    """``validators``: a non-empty array of validator objects with distinct Ed25519 keys (peer identities)."""
     if not isinstance(vals_raw, list) or not vals_raw:
         raise ConfigError(path, "validators", "expected a non-empty array")
-    validators = []
-    for i, v in enumerate(vals_raw):
-        k = f"validators[{i}]"
-        if not isinstance(v, dict):
-            raise ConfigError(path, k, "expected an object")
-        _unknown(v, _VALIDATOR_KEYS, k, path)
-        for req in sorted(_VALIDATOR_KEYS):
-            if req not in v:
-                raise ConfigError(path, f"{k}.{req}", "missing required key")
-        if not isinstance(v["name"], str):
-            raise ConfigError(path, f"{k}.name", "expected a string")
-        validators.append(ValidatorInfo(
-            name=v["name"],
-            ed25519_public_key=_hex(v["ed25519_public_key"], f"{k}.ed25519_public_key", path, 32),
-            bls_public_key=_hex(v["bls_public_key"], f"{k}.bls_public_key", path, 96),
-            bls_share_index=_uint(v["bls_share_index"], f"{k}.bls_share_index", path, minimum=1),
-            fee_recipient=_address(v["fee_recipient"], f"{k}.fee_recipient", path),
-        ))
+    validators = tuple(_validator(v, f"validators[{i}]", path) for i, v in enumerate(vals_raw))
     if len({v.ed25519_public_key for v in validators}) != len(validators):
         raise ConfigError(path, "validators", "duplicate ed25519_public_key")
+    return validators
 
-    th = doc["threshold"]
+
+def _validator(v: object, k: str, path: str) -> ValidatorInfo:
+    """One ``validators[i]`` object: exactly the validator keys, each checked in turn (errors name ``k.key``)."""
+    if not isinstance(v, dict):
+        raise ConfigError(path, k, "expected an object")
+    _unknown(v, _VALIDATOR_KEYS, k, path)
+    for req in sorted(_VALIDATOR_KEYS):
+        if req not in v:
+            raise ConfigError(path, f"{k}.{req}", "missing required key")
+    if not isinstance(v["name"], str):
+        raise ConfigError(path, f"{k}.name", "expected a string")
+    return ValidatorInfo(
+        name=v["name"],
+        ed25519_public_key=_hex(v["ed25519_public_key"], f"{k}.ed25519_public_key", path, 32),
+        bls_public_key=_hex(v["bls_public_key"], f"{k}.bls_public_key", path, 96),
+        bls_share_index=_uint(v["bls_share_index"], f"{k}.bls_share_index", path, minimum=1),
+        fee_recipient=_address(v["fee_recipient"], f"{k}.fee_recipient", path),
+    )
+
+
+def _threshold(th: object, n_validators: int, path: str) -> tuple[int, bytes]:
+    """``threshold``: t in 1..n and the group public key that verifies every beacon."""
     if not isinstance(th, dict):
         raise ConfigError(path, "threshold", "expected an object")
     _unknown(th, {"threshold", "group_public_key"}, "threshold", path)
     threshold = _uint(th.get("threshold"), "threshold.threshold", path, minimum=1)
-    if threshold > len(validators):
-        raise ConfigError(path, "threshold.threshold", f"must be ≤ the number of validators ({len(validators)})")
+    if threshold > n_validators:
+        raise ConfigError(path, "threshold.threshold", f"must be ≤ the number of validators ({n_validators})")
     group_pk = _hex(th.get("group_public_key"), "threshold.group_public_key", path, 96)
-    beacon = _hex(doc["genesis_beacon"], "genesis_beacon", path, 48)
+    return threshold, group_pk
+
+
+def _genesis_beacon(value: object, group_pk: bytes, path: str) -> bytes:
+    """``genesis_beacon``: the group's signature of Round(0, 0), checked because block 1 builds on it."""
+    beacon = _hex(value, "genesis_beacon", path, 48)
     if not bls.verify(group_pk, round_message(Round(0, 0)), beacon):
         raise ConfigError(path, "genesis_beacon", "is not a valid signature of Round(0, 0) under "
                           "threshold.group_public_key")
+    return beacon
 
-    bal_raw = doc["balances"]
+
+def _balances(bal_raw: object, path: str) -> dict[bytes, int]:
+    """``balances``: address -> decimal u128 amount, no address twice, total supply within u128."""
     if not isinstance(bal_raw, dict):
         raise ConfigError(path, "balances", "expected an object of address -> decimal string")
     balances: dict[bytes, int] = {}
@@ -204,13 +238,20 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
         balances[addr] = amount
     if sum(balances.values()) > U128_MAX:
         raise ConfigError(path, "balances", "total supply exceeds u128")
+    return balances
 
-    dep_raw = doc["system_deployers"]
+
+def _system_deployers(dep_raw: object, path: str) -> tuple[bytes, ...]:
+    """``system_deployers``: the addresses allowed to send system instructions."""
     if not isinstance(dep_raw, list):
         raise ConfigError(path, "system_deployers", "expected an array of addresses")
-    deployers = tuple(_address(a, f"system_deployers[{i}]", path) for i, a in enumerate(dep_raw))
+    return tuple(_address(a, f"system_deployers[{i}]", path) for i, a in enumerate(dep_raw))
 
-    params = doc["params"]
+
+def _params(
+    params: object, path: str,
+) -> tuple[int, BasefeeConfig, TimerConfig, ChainLimits, Cip11Flags, RunnerConfig]:
+    """``params``: block time and the protocol configs, each defaulted when absent (config errors name the file)."""
     if not isinstance(params, dict):
         raise ConfigError(path, "params", "expected an object")
     _unknown(params, _PARAM_KEYS, "params", path)
@@ -223,8 +264,7 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
         runners = RunnerConfig.from_json(params.get("runners", {}), where="params.runners")
     except ValidationError as e:
         raise ConfigError(path, None, e.message) from None
-    return Genesis(chain_id, genesis_time_ms, tuple(validators), threshold, group_pk, beacon, balances,
-                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners)
+    return block_time_ms, basefee, timer, limits, flags, runners
 
 
 def load_genesis(path: Path) -> Genesis:
