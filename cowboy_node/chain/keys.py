@@ -5,6 +5,10 @@ file in the same directory (created 0600, fsynced) which is then moved into
 place, so a crash never leaves a partial key file. Existing files are never
 overwritten unless ``overwrite=True``.
 
+Reading refuses a key file that group or others may access in any way (any bit
+of 0o077): the error names the file and the ``chmod 600 PATH`` that fixes it
+(:func:`check_secret_mode`, also used for the node's other secrets).
+
 Account key file::
 
     {"type": "secp256k1", "private_key": "0x<64 hex>", "address": "0x<EIP-55>"}
@@ -25,10 +29,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import structlog
-
-log = structlog.get_logger("cowboy.keys")
 
 ACCOUNT_KEY_TYPE = "secp256k1"
 VALIDATOR_KEY_TYPE = "cowboy-validator"
@@ -123,6 +123,31 @@ def _write_secret_json(path: StrPath, doc: dict[str, Any], *, overwrite: bool) -
 
 
 # -- reading helpers ------------------------------------------------------------------
+def secret_mode_problem(path: StrPath, mode: int) -> str | None:
+    """Why a secret file with permission bits ``mode`` is refused (group or others have any access), else None."""
+    mode = stat.S_IMODE(mode)
+    if mode & 0o077:
+        return f"mode {mode:04o} lets group or others access the key; run `chmod 600 {os.fspath(path)}`"
+    return None
+
+
+def check_secret_mode(path: StrPath) -> None:
+    """Raise KeyFileError unless ``path`` is a regular file only its owner may access (the message says
+    ``chmod 600 PATH``)."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise KeyFileError(p, "file does not exist") from None
+    except OSError as e:
+        raise KeyFileError(p, f"cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise KeyFileError(p, "not a regular file")
+    problem = secret_mode_problem(p, st.st_mode)
+    if problem is not None:
+        raise KeyFileError(p, problem)
+
+
 def _read_json(path: StrPath, expected_type: str) -> dict[str, Any]:
     p = Path(path)
     try:
@@ -136,9 +161,9 @@ def _read_json(path: StrPath, expected_type: str) -> dict[str, Any]:
         raise KeyFileError(p, "file does not exist") from None
     except OSError as e:
         raise KeyFileError(p, f"cannot read: {e.strerror or e}") from None
-    if st.st_mode & 0o077:
-        log.warning("key file is readable by group or others; chmod 600 it", path=str(p),
-                    mode=oct(stat.S_IMODE(st.st_mode)))
+    problem = secret_mode_problem(p, st.st_mode)
+    if problem is not None:
+        raise KeyFileError(p, problem)
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:

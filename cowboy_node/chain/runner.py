@@ -10,7 +10,7 @@ from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.chain.config import NodeConfig, load_config, split_host_port
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import load_genesis
-from cowboy_node.chain.keys import KeyFileError, load_validator_key
+from cowboy_node.chain.keys import KeyFileError, check_secret_mode, load_validator_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.node import Node
 from cowboy_node.execution.system_state import get_cip11_flags
@@ -24,6 +24,11 @@ from cowboy_node.transport.preimages import validator_set_hash
 from cowboy_node.transport.service import TransportConfig, TransportService
 
 log = get_logger("cowboy.node")
+
+QUIC_CERT_FILE = "quic-cert.pem"
+QUIC_KEY_FILE = "quic-key.pem"
+"""The QUIC TLS key, in the home directory: a secret like keys/validator.key (``run`` refuses it when group or
+others may access it)."""
 
 
 class StartupError(Exception):
@@ -41,8 +46,8 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
     host, port = split_host_port(quic_addr, path=str(home / "config.toml"), key="quic.addr")
     vset = validator_set_hash([v.ed25519_public_key for v in node.chain.genesis.validators])
     transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
-                                 config=TransportConfig(host=host, port=port, cert_path=home / "quic-cert.pem",
-                                                        key_path=home / "quic-key.pem"))
+                                 config=TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE,
+                                                        key_path=home / QUIC_KEY_FILE))
     await transport.start()
     node.transport = transport
     return transport
@@ -64,7 +69,10 @@ async def run_node(home: Path) -> int:
         if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
             raise ConfigError(str(home / "config.toml"), "node.chain_id",
                               f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")
-        key = load_validator_key(cfg.validator_key_path)
+        key = load_validator_key(cfg.validator_key_path)  # refuses a key group or others may access
+        quic_key = home / QUIC_KEY_FILE
+        if quic_key.exists() or quic_key.is_symlink():
+            check_secret_mode(quic_key)
     except (ConfigError, KeyFileError) as e:
         raise StartupError(str(e)) from None
     try:

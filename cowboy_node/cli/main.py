@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from cowboy_node.chain.config import load_config, render_config, split_host_port
+from cowboy_node.chain.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.cli import client_commands
 
@@ -26,8 +26,29 @@ def _addr(text: str, flag: str) -> str:
     return text
 
 
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) with mode 0700 whatever the umask; an existing directory we did not
+    create keeps its mode (``--home /srv`` must not chmod /srv)."""
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Create ``path`` (it must not exist) with mode 0600 whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(data)
+
+
 def cmd_init(args: argparse.Namespace) -> int:
-    """Write config.toml, genesis.json and keys into a new home directory."""
+    """Write config.toml, genesis.json and keys into a new home directory.
+
+    Directories it creates (home, keys/, data/) are 0700 and files 0600, whatever the umask.
+    """
     from cowboy_node.chain.devgenesis import create_dev_genesis
     from cowboy_node.chain.keys import new_account_key, write_validator_key
     from cowboy_node.crypto.address import to_checksum_address
@@ -39,8 +60,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"error: {home / existing} already exists; refusing to overwrite an initialised home",
                   file=sys.stderr)
             return 1
-    (home / "keys").mkdir(parents=True, exist_ok=True)
+    _private_dir(home)
+    if home.stat().st_mode & 0o022:
+        print(f"warning: {home} is writable by group or others; `chmod 700 {home}` keeps its files safe",
+              file=sys.stderr)
+    (home / "keys").mkdir(mode=0o700, exist_ok=True)
     os.chmod(home / "keys", 0o700)
+    _private_dir(home / "data")
     faucet = new_account_key(home / "keys" / "faucet.key")
     fee_recipient = new_account_key(home / "keys" / "fee_recipient.key")
     dev = create_dev_genesis(
@@ -48,10 +74,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         fee_recipient=fee_recipient, genesis_time_ms=int(time.time() * 1000),
         block_time_ms=args.block_time_ms or 1000, cip11=Cip11Flags.for_phase(args.cip11_phase))
     write_validator_key(home / "keys" / "validator.key", dev.validator_key)
-    (home / "genesis.json").write_bytes(dev.genesis.raw)
-    (home / "config.toml").write_text(render_config(
+    _write_private(home / "genesis.json", dev.genesis.raw)
+    _write_private(home / "config.toml", render_config(
         chain_id=args.chain_id, rpc_addr=args.rpc_addr, quic_addr=args.quic_addr,
-        metrics_addr=args.metrics_addr, block_time_ms=args.block_time_ms))
+        metrics_addr=args.metrics_addr, block_time_ms=args.block_time_ms).encode())
     print(json.dumps({"home": str(home), "chain_id": args.chain_id,
                       "faucet": {"address": to_checksum_address(faucet),
                                  "key": str(home / "keys" / "faucet.key")},
@@ -131,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``cowboy-node`` console script."""
     args = build_parser().parse_args(argv)
-    if getattr(args, "block_time_ms", None) is not None and args.block_time_ms < 50:
-        print("error: --block-time-ms must be at least 50", file=sys.stderr)
+    lo, hi = INT_BOUNDS["node.block_time_ms"]
+    if getattr(args, "block_time_ms", None) is not None and not lo <= args.block_time_ms <= hi:
+        print(f"error: --block-time-ms must be in {lo}..{hi}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     rc: int = args.func(args)

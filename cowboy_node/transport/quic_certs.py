@@ -9,12 +9,15 @@ the channel binding of the connection the runner actually holds.
 
 The node creates one certificate at first start in its home directory
 (:func:`ensure_certificate`) and keeps it; rotating it changes nothing on the protocol level.
+The key file is written 0600 and the certificate 0644 whatever the umask, and an existing key file
+that group or others may access is refused (``chmod 600 PATH`` fixes it), as for the validator key.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import stat
 from pathlib import Path
 
 from cryptography import x509
@@ -22,7 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-__all__ = ["CERT_VALIDITY_DAYS", "ensure_certificate", "generate_self_signed", "load_certificate"]
+__all__ = ["CERT_VALIDITY_DAYS", "check_key_file_mode", "ensure_certificate", "generate_self_signed",
+           "load_certificate"]
 
 CERT_VALIDITY_DAYS = 3650
 """Validity of a generated certificate (ten years; nobody verifies its dates, see the module docstring)."""
@@ -67,19 +71,37 @@ def load_certificate(cert_pem: bytes, key_pem: bytes) -> tuple[x509.Certificate,
     return cert, key
 
 
+def check_key_file_mode(key_path: Path) -> None:
+    """Raise PermissionError when group or others may access the private key file (any bit of 0o077)."""
+    mode = stat.S_IMODE(os.stat(key_path).st_mode)
+    if mode & 0o077:
+        raise PermissionError(f"key file {key_path}: mode {mode:04o} lets group or others access the QUIC TLS "
+                              f"private key; run `chmod 600 {key_path}`")
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` (it must not exist) with exactly ``mode``, whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), mode)
+        f.write(data)
+
+
 def ensure_certificate(cert_path: Path, key_path: Path, common_name: str) -> tuple[bytes, bytes]:
-    """Read the PEM pair at the given paths, creating it (key file mode 0600) if neither exists."""
+    """Read the PEM pair at the given paths, creating it (key 0600, certificate 0644) if neither exists.
+
+    Raises PermissionError for an existing key file that group or others may access.
+    """
     if cert_path.exists() and key_path.exists():
+        check_key_file_mode(key_path)
         cert_pem, key_pem = cert_path.read_bytes(), key_path.read_bytes()
         load_certificate(cert_pem, key_pem)  # fail at start, not at the first handshake
         return cert_pem, key_pem
     if cert_path.exists() or key_path.exists():
         raise FileExistsError(f"only one of {cert_path} and {key_path} exists; remove it or restore the other")
     cert_pem, key_pem = generate_self_signed(common_name)
-    key_path.parent.mkdir(parents=True, exist_ok=True)
-    cert_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key_pem)
-    cert_path.write_bytes(cert_pem)
+    key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cert_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_new(key_path, key_pem, 0o600)
+    _write_new(cert_path, cert_pem, 0o644)
     return cert_pem, key_pem

@@ -164,11 +164,12 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         load_validator_key(tmp_path)
 
 
-def test_world_readable_file_still_loads(tmp_path: Path) -> None:
+def test_world_readable_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "a.key"
     write_account_key(path, SK)
     os.chmod(path, 0o644)
-    assert load_account_key(path) == private_key_to_address(SK)  # only a warning is logged
+    with pytest.raises(KeyFileError, match=f"chmod 600 {path}"):  # issue 22: a refusal, no longer a warning
+        load_account_key(path)
 
 
 @pytest.mark.parametrize(("change", "problem"), [
