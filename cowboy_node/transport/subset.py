@@ -1,8 +1,9 @@
 """CIP-11 §5.1 subset function ``Sub(R)``: the validators a runner keeps sessions with.
 
 ``k = min(|V|, clamp(ceil(log2 |V|) + 1, MIN_SUBSET, MAX_SUBSET))`` is the spec's formula (§5.1, restated in
-§8.4). The ranking that picks *which* k validators was lost from the specification text we have; this module
-uses rendezvous (highest-random-weight) hashing, which has exactly the §5.2 properties the spec lists:
+§8.4), computed in one place for both uses: :func:`cowboy_node.execution.jobs.selection.effective_k`. The ranking
+that picks *which* k validators was lost from the specification text we have; this module uses rendezvous
+(highest-random-weight) hashing, which has exactly the §5.2 properties the spec lists:
 
 * stable under runner churn: a runner's subset depends only on its own key and the snapshot;
 * load-balanced in expectation: each validator is chosen by ``|R|·k/|V|`` runners on average;
@@ -20,10 +21,12 @@ from collections.abc import Sequence
 
 from cowboy_node.crypto.keccak import keccak256
 
-MIN_SUBSET = 3
-"""Floor on k above the validator-set size (§5.1, §13)."""
-MAX_SUBSET = 8
-"""Ceiling on k (§5.1, §13)."""
+# The §13 bounds on k (floor above the validator-set size, ceiling) and the formula itself live in the lower
+# execution layer, which also needs them for the §8.4 Mode A guard; re-exported here for transport callers.
+from cowboy_node.execution.jobs.selection import MAX_SUBSET as MAX_SUBSET
+from cowboy_node.execution.jobs.selection import MIN_SUBSET as MIN_SUBSET
+from cowboy_node.execution.jobs.selection import effective_k
+
 SUBSET_DOMAIN = b"cowboy/cip11/subset/v1"
 """Domain tag of the rendezvous score (project choice)."""
 
@@ -32,8 +35,7 @@ def subset_size(n_validators: int) -> int:
     """``k`` for a snapshot of ``n_validators`` (≥ 1): 1 → 1, 2 → 2, 3–4 → 3, 5–8 → 4, 9–16 → 5, … capped at 8."""
     if n_validators < 1:
         raise ValueError("the validator-set snapshot is empty")
-    ceil_log2 = (n_validators - 1).bit_length()  # exact integer ceil(log2 n) for n ≥ 1
-    return min(n_validators, max(MIN_SUBSET, min(MAX_SUBSET, ceil_log2 + 1)))
+    return effective_k(n_validators)
 
 
 def subset_score(runner_pubkey: bytes, peer_pubkey: bytes) -> bytes:

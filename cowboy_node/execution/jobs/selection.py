@@ -38,7 +38,7 @@ K_HARD_MIN = 20
 
 
 def effective_k(n_validators: int, *, min_subset: int = MIN_SUBSET, max_subset: int = MAX_SUBSET) -> int:
-    """``min(|V|, clamp(ceil(log2 |V|) + 1, MIN_SUBSET, MAX_SUBSET))`` (CIP-11 §8.4)."""
+    """``min(|V|, clamp(ceil(log2 |V|) + 1, MIN_SUBSET, MAX_SUBSET))`` (CIP-11 §5.1, §8.4); also the transport's k."""
     if n_validators < 1:
         raise ValueError("a chain has at least one validator")
     ceil_log2 = (n_validators - 1).bit_length()  # exact ceil(log2 n) for n ≥ 1, no floating point
