@@ -19,7 +19,8 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
     "rpc": {"addr": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
-            "fd_reserve": int},
+            "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
+            "read_budget_ms_per_s": int, "read_per_client_rps": int},
     "quic": {"addr": str},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
@@ -35,6 +36,11 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "rpc.header_timeout_ms": (100, 600_000),
     "rpc.idle_timeout_ms": (100, 3_600_000),
     "rpc.fd_reserve": (64, 1_048_576),
+    "rpc.read_max_concurrent": (1, 64),
+    "rpc.read_max_queue": (1, 10_000),
+    "rpc.read_call_timeout_ms": (1, 60_000),
+    "rpc.read_budget_ms_per_s": (1, 64_000),
+    "rpc.read_per_client_rps": (1, 100_000),
     "mempool.max_txs": (1, 1_000_000),
     "mempool.max_bytes": (1, 1024 * _MIB),
     "mempool.max_txs_per_sender": (1, 10_000),
@@ -75,6 +81,17 @@ class NodeConfig:
     """Time a keep-alive HTTP API connection may wait for its next request."""
     rpc_fd_reserve: int = 256
     """File descriptors the HTTP API never takes (LevelDB, QUIC, metrics, peers)."""
+    rpc_read_max_concurrent: int = 1
+    """Read-only calls (``POST /actor/read``) running at once, each in its own worker thread."""
+    rpc_read_max_queue: int = 32
+    """Read-only calls waiting for a worker; beyond it 503 ``busy``."""
+    rpc_read_call_timeout_ms: int = 1000
+    """Wall-clock limit of one read-only call; then it stops with error ``read_timeout``."""
+    rpc_read_budget_ms_per_s: int = 250
+    """Execution milliseconds all read-only calls may use per second (250: a quarter of a core); when spent,
+    503 ``busy`` with Retry-After."""
+    rpc_read_per_client_rps: int = 10
+    """Read-only calls per second one client address may start (burst twice that); beyond it 429 ``rate_limited``."""
     quic_addr: str = "127.0.0.1:4433"
     """CIP-11 QUIC listen address (UDP)."""
     metrics_addr: str = "127.0.0.1:9464"
@@ -152,6 +169,11 @@ def load_config(home: Path) -> NodeConfig:
         rpc_header_timeout_ms=values.get("rpc.header_timeout_ms", 10_000),
         rpc_idle_timeout_ms=values.get("rpc.idle_timeout_ms", 30_000),
         rpc_fd_reserve=values.get("rpc.fd_reserve", 256),
+        rpc_read_max_concurrent=values.get("rpc.read_max_concurrent", 1),
+        rpc_read_max_queue=values.get("rpc.read_max_queue", 32),
+        rpc_read_call_timeout_ms=values.get("rpc.read_call_timeout_ms", 1000),
+        rpc_read_budget_ms_per_s=values.get("rpc.read_budget_ms_per_s", 250),
+        rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
         metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
         metrics_enabled=values.get("metrics.enabled", True),
@@ -212,6 +234,18 @@ header_timeout_ms = 10000
 idle_timeout_ms = 30000
 # File descriptors the API never uses, kept for LevelDB, QUIC and the node's other sockets.
 fd_reserve = 256
+# Read-only actor calls (POST /actor/read) run in a bounded pool so they cannot stall block production.
+# Calls running at once (worker threads; with the GIL, more only take more time from the block producer).
+read_max_concurrent = 1
+# Calls waiting for a worker; more get 503 busy (Retry-After: 1).
+read_max_queue = 32
+# Wall-clock limit of one call in milliseconds; then it stops with error read_timeout.
+read_call_timeout_ms = 1000
+# Execution milliseconds all calls may use per second (250 = a quarter of one core); when spent, 503 busy
+# with Retry-After until it refills.
+read_budget_ms_per_s = 250
+# Calls per second one client address may start (bursts of twice that); more get 429 rate_limited.
+read_per_client_rps = 10
 
 [quic]
 # CIP-11 runner transport (UDP).

@@ -17,6 +17,7 @@ from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.rpc.conn_limits import ConnLimits
+from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
@@ -51,6 +52,14 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
     await transport.start()
     node.transport = transport
     return transport
+
+
+def read_pool(cfg: NodeConfig, metrics: NodeMetrics) -> ReadPool:
+    """The bounded pool of ``POST /actor/read`` from ``[rpc] read_*`` (the RPC app closes it on cleanup)."""
+    return ReadPool(ReadPoolConfig(max_concurrent=cfg.rpc_read_max_concurrent, max_queue=cfg.rpc_read_max_queue,
+                                   call_timeout_ms=cfg.rpc_read_call_timeout_ms,
+                                   budget_ms_per_s=cfg.rpc_read_budget_ms_per_s,
+                                   per_client_rps=cfg.rpc_read_per_client_rps), metrics=metrics)
 
 
 def conn_limits(cfg: NodeConfig) -> ConnLimits:
@@ -100,7 +109,8 @@ async def run_node(home: Path) -> int:
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
         runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
-                                              metrics=metrics, conn_limits=conn_limits(cfg)))
+                                              metrics=metrics, read_pool=read_pool(cfg, metrics),
+                                              conn_limits=conn_limits(cfg)))
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))

@@ -97,6 +97,17 @@ class NodeMetrics:
         self.rpc_header_timeouts = Counter(
             "rpc_header_timeouts", "HTTP API connections closed because the request headers were not complete "
             "within rpc.header_timeout_ms.", namespace=ns, registry=r)
+        # Read-only calls (POST /actor/read) through the bounded read pool (cowboy_node/rpc/read_pool.py).
+        self.rpc_read_queue_depth = Gauge(
+            "rpc_read_queue_depth", "Read-only calls waiting for the read pool's worker (at most rpc.read_max_queue).",
+            namespace=ns, registry=r)
+        self.rpc_read_rejected = Counter(
+            "rpc_read_rejected", "Read-only calls refused or cut short, by reason: busy_queue (503, wait queue "
+            "full), busy_budget (503, execution budget spent), rate_limited (429, per-client rate), timeout "
+            "(stopped at rpc.read_call_timeout_ms: error read_timeout).", ["reason"], namespace=ns, registry=r)
+        self.rpc_read_seconds = Histogram(
+            "rpc_read_seconds", "Wall-clock execution time of one read-only call in the read pool (queue wait "
+            "excluded).", namespace=ns, registry=r, buckets=DURATION_BUCKETS)
         self.timers_fired = Counter(
             "timers_fired", "Timer handlers run by DeliverTimers (successful or not).", namespace=ns, registry=r)
         self.timers_deferred = Counter(

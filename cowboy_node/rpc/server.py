@@ -23,6 +23,7 @@ from aiohttp import HttpVersion11, web
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner, fit_to_descriptors
 from cowboy_node.rpc.facade import NodeFacade, RpcError
 from cowboy_node.rpc.json_body import check_json_body
+from cowboy_node.rpc.read_pool import ReadPool
 
 log = structlog.get_logger("cowboy.rpc")
 
@@ -38,7 +39,7 @@ MAX_SCAN_LIMIT = 1000
 DEFAULT_READ_CYCLES = 1_000_000
 """Cycles limit of ``POST /actor/read`` when ``cycles_limit`` is not given."""
 MAX_READ_CYCLES = 10_000_000
-"""Largest ``cycles_limit`` of ``POST /actor/read`` (a read runs off the event loop but still holds the state lock)."""
+"""Largest ``cycles_limit`` of ``POST /actor/read`` (reads run in the bounded read pool, ``rpc/read_pool.py``)."""
 MAX_HANDLER_BYTES = 256
 """Longest handler name (UTF-8 bytes), as for CallActor."""
 _READ_FIELDS = frozenset({"actor", "handler", "payload", "cycles_limit"})
@@ -46,6 +47,7 @@ _READ_FIELDS = frozenset({"actor", "handler", "payload", "cycles_limit"})
 FACADE_KEY: web.AppKey[NodeFacade] = web.AppKey("facade")
 _MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
 _METRICS_KEY: web.AppKey[Any] = web.AppKey("metrics")
+READ_POOL_KEY: web.AppKey[ReadPool] = web.AppKey("read_pool", ReadPool)
 
 _HASH_RE = re.compile(r"(?:0[xX])?([0-9a-fA-F]{64})")
 _HEIGHT_RE = re.compile(r"[0-9]{1,20}")
@@ -291,7 +293,11 @@ async def handle_actor_read(request: web.Request) -> web.Response:
     except (ValueError, UnicodeDecodeError):
         raise RpcError(400, "invalid_body", "body is not valid JSON") from None
     actor, handler, payload, cycles = _read_request(doc)
-    result = await _off_loop(_facade(request).read_actor, actor, handler, payload, cycles)
+    facade = _facade(request)
+    # The bounded read pool (429/503 with Retry-After when over its limits); its watchdog interrupts the call.
+    result = await request.app[READ_POOL_KEY].submit(
+        request.remote or "unknown",
+        lambda interrupt: facade.read_actor(actor, handler, payload, cycles, interrupt=interrupt))
     return web.json_response(_actor_found(result, actor))
 
 
@@ -310,6 +316,8 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
         response = await handler(request)
     except RpcError as e:
         response = error_response(e.status, e.code, e.message)
+        if e.retry_after is not None:
+            response.headers["Retry-After"] = str(e.retry_after)
     except web.HTTPMethodNotAllowed as e:
         allowed = ", ".join(sorted(e.allowed_methods))
         response = error_response(405, "method_not_allowed",
@@ -359,14 +367,28 @@ async def _submit_expect_handler(request: web.Request) -> web.StreamResponse | N
 
 
 def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              metrics: object | None = None) -> web.Application:
-    """The aiohttp application serving ``facade``."""
+              metrics: object | None = None, read_pool: ReadPool | None = None) -> web.Application:
+    """The aiohttp application serving ``facade``.
+
+    ``read_pool`` runs ``POST /actor/read`` (default: a :class:`ReadPool` with the default limits); the app
+    closes it on cleanup.
+    """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_middleware])
     app[FACADE_KEY] = facade
     app[_MAX_BODY_KEY] = max_body_bytes
     app[_METRICS_KEY] = metrics
+    if read_pool is None:
+        from cowboy_node.observability.metrics import NodeMetrics
+
+        read_pool = ReadPool(metrics=metrics if isinstance(metrics, NodeMetrics) else None)
+    app[READ_POOL_KEY] = read_pool
+
+    async def close_read_pool(_: web.Application) -> None:
+        await read_pool.aclose()
+
+    app.on_cleanup.append(close_read_pool)
     r = app.router
     r.add_post("/submit", handle_submit, expect_handler=_submit_expect_handler)
     r.add_get("/health", handle_health, allow_head=False)
@@ -392,7 +414,8 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
 
 async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
                            max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                           metrics: object | None = None, conn_limits: ConnLimits | None = None) -> web.AppRunner:
+                           metrics: object | None = None, conn_limits: ConnLimits | None = None,
+                           read_pool: ReadPool | None = None) -> web.AppRunner:
     """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
 
     Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
@@ -400,7 +423,7 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
     limit leaves nothing after the reserve).
     """
     limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
-    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics)
+    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool)
     runner = LimitedAppRunner(app, limits=limits, metrics=metrics, access_log=None)
     await runner.setup()
     try:

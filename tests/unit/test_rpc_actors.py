@@ -286,7 +286,8 @@ class _ThreadFacade:
         self._seen()
         return {"address": to_checksum_address(address)}
 
-    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int) -> dict[str, Any] | None:
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
+                   interrupt: object = None) -> dict[str, Any] | None:
         self._seen()
         return {"result": "0x" + payload.hex(), "error": None, "cycles_used": cycles_limit}
 
