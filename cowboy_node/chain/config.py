@@ -20,7 +20,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "rpc": {"addr": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
-            "read_budget_ms_per_s": int, "read_per_client_rps": int},
+            "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
     "quic": {"addr": str},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
@@ -38,6 +38,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "rpc.fd_reserve": (64, 1_048_576),
     "rpc.read_max_concurrent": (1, 64),
     "rpc.read_max_queue": (1, 10_000),
+    "rpc.read_max_wait_ms": (1, 600_000),
     "rpc.read_call_timeout_ms": (1, 60_000),
     "rpc.read_budget_ms_per_s": (1, 64_000),
     "rpc.read_per_client_rps": (1, 100_000),
@@ -85,6 +86,8 @@ class NodeConfig:
     """Read-only calls (``POST /actor/read``) running at once, each in its own worker thread."""
     rpc_read_max_queue: int = 32
     """Read-only calls waiting for a worker; beyond it 503 ``busy``."""
+    rpc_read_max_wait_ms: int = 5000
+    """Longest a read-only call waits for a worker; then 503 ``busy`` (it never ran)."""
     rpc_read_call_timeout_ms: int = 1000
     """Wall-clock limit of one read-only call; then it stops with error ``read_timeout``."""
     rpc_read_budget_ms_per_s: int = 250
@@ -171,6 +174,7 @@ def load_config(home: Path) -> NodeConfig:
         rpc_fd_reserve=values.get("rpc.fd_reserve", 256),
         rpc_read_max_concurrent=values.get("rpc.read_max_concurrent", 1),
         rpc_read_max_queue=values.get("rpc.read_max_queue", 32),
+        rpc_read_max_wait_ms=values.get("rpc.read_max_wait_ms", 5000),
         rpc_read_call_timeout_ms=values.get("rpc.read_call_timeout_ms", 1000),
         rpc_read_budget_ms_per_s=values.get("rpc.read_budget_ms_per_s", 250),
         rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
@@ -239,6 +243,8 @@ fd_reserve = 256
 read_max_concurrent = 1
 # Calls waiting for a worker; more get 503 busy (Retry-After: 1).
 read_max_queue = 32
+# Longest a call waits for a worker, in milliseconds; then 503 busy (it never ran).
+read_max_wait_ms = 5000
 # Wall-clock limit of one call in milliseconds; then it stops with error read_timeout.
 read_call_timeout_ms = 1000
 # Execution milliseconds all calls may use per second (250 = a quarter of one core); when spent, 503 busy

@@ -57,7 +57,7 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
 def read_pool(cfg: NodeConfig, metrics: NodeMetrics) -> ReadPool:
     """The bounded pool of ``POST /actor/read`` from ``[rpc] read_*`` (the RPC app closes it on cleanup)."""
     return ReadPool(ReadPoolConfig(max_concurrent=cfg.rpc_read_max_concurrent, max_queue=cfg.rpc_read_max_queue,
-                                   call_timeout_ms=cfg.rpc_read_call_timeout_ms,
+                                   max_wait_ms=cfg.rpc_read_max_wait_ms, call_timeout_ms=cfg.rpc_read_call_timeout_ms,
                                    budget_ms_per_s=cfg.rpc_read_budget_ms_per_s,
                                    per_client_rps=cfg.rpc_read_per_client_rps), metrics=metrics)
 

@@ -103,8 +103,9 @@ class NodeMetrics:
             namespace=ns, registry=r)
         self.rpc_read_rejected = Counter(
             "rpc_read_rejected", "Read-only calls refused or cut short, by reason: busy_queue (503, wait queue "
-            "full), busy_budget (503, execution budget spent), rate_limited (429, per-client rate), timeout "
-            "(stopped at rpc.read_call_timeout_ms: error read_timeout).", ["reason"], namespace=ns, registry=r)
+            "full, or waited rpc.read_max_wait_ms without starting), busy_budget (503, execution budget spent), "
+            "rate_limited (429, per-client rate), timeout (stopped at rpc.read_call_timeout_ms: error read_timeout).",
+            ["reason"], namespace=ns, registry=r)
         self.rpc_read_seconds = Histogram(
             "rpc_read_seconds", "Wall-clock execution time of one read-only call in the read pool (queue wait "
             "excluded).", namespace=ns, registry=r, buckets=DURATION_BUCKETS)

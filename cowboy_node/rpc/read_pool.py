@@ -4,7 +4,9 @@ A read-only call is CPU-bound Python: with the GIL, every read thread takes time
 event loop. The pool keeps that share small and bounded, whatever the clients do:
 
 - ``max_concurrent`` dedicated worker threads (default 1: more threads only steal more from the producer);
-- a FIFO wait queue of at most ``max_queue`` calls; when it is full a call is refused with 503 ``busy``;
+- a FIFO wait queue of at most ``max_queue`` calls; when it is full a call is refused with 503 ``busy``, and a
+  call still waiting after ``max_wait_ms`` leaves the queue with 503 ``busy`` (a client gets an answer it can act
+  on in bounded time, rather than a read that starts long after it stopped caring);
 - a per-call wall-clock limit (``call_timeout_ms``): a watchdog interrupts the call's meter at the deadline and
   the call ends at its next cycle charge (for an actor read: ``error = "read_timeout"``);
 - a global execution budget (``budget_ms_per_s``): a token bucket of execution milliseconds, refilled at that
@@ -51,6 +53,7 @@ MAX_CLIENTS = 4096
 LIMITS: dict[str, tuple[int, int]] = {
     "max_concurrent": (1, 64),
     "max_queue": (1, 10_000),
+    "max_wait_ms": (1, 600_000),
     "call_timeout_ms": (1, 60_000),
     "budget_ms_per_s": (1, 64_000),
     "per_client_rps": (1, 100_000),
@@ -66,6 +69,8 @@ class ReadPoolConfig:
     """Worker threads running calls at once."""
     max_queue: int = 32
     """Calls waiting for a worker; more get 503 ``busy``."""
+    max_wait_ms: int = 5000
+    """Longest a call waits in the queue; then it is refused with 503 ``busy`` (nothing ran)."""
     call_timeout_ms: int = 1000
     """Wall-clock limit of one call; then its meter is interrupted (``read_timeout``)."""
     budget_ms_per_s: int = 250
@@ -118,6 +123,7 @@ class _Job(Generic[T]):
     done: asyncio.Future[T]
     handle: InterruptHandle | None = None
     timer: asyncio.TimerHandle | None = None
+    """The queue-wait limit while queued, then the call's watchdog."""
     elapsed: float = 0.0
     timed_out: bool = False
 
@@ -180,17 +186,17 @@ class ReadPool:
         if self._closed:
             raise RpcError(503, "shutting_down", "node is shutting down")
         self._admit(client_key, self._clock())
-        job: _Job[T] = _Job(fn, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        job: _Job[T] = _Job(fn, loop.create_future())
         self._queue.append(job)
+        job.timer = loop.call_later(self.config.max_wait_ms / 1000, self._waited_too_long, job)
         self._dispatch()
         self._gauge()
         try:
             return await job.done
         except asyncio.CancelledError:
             if job.handle is None:
-                with contextlib.suppress(ValueError):
-                    self._queue.remove(job)
-                self._gauge()
+                self._unqueue(job)
             else:
                 job.handle.interrupt("cancelled", "the caller went away")
             raise
@@ -248,6 +254,23 @@ class ReadPool:
                 continue
             self._start(job)
 
+    def _unqueue(self, job: _Job[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queue.remove(job)
+        if job.timer is not None:
+            job.timer.cancel()
+        self._gauge()
+
+    def _waited_too_long(self, job: _Job[Any]) -> None:
+        """A queued call reached ``max_wait_ms`` before a worker (or the budget) was free for it."""
+        if job.handle is not None or job.done.done():
+            return
+        self._unqueue(job)
+        self._reject("busy_queue")
+        wait = retry_after(self._budget.seconds_until(0, self._clock()))
+        job.done.set_exception(RpcError(503, "busy", f"the read waited {self.config.max_wait_ms} ms for a worker "
+                                                     f"without starting; retry in {wait} s", retry_after=wait))
+
     def _on_wake(self) -> None:
         self._wake = None
         self.poll()
@@ -256,6 +279,8 @@ class ReadPool:
         loop = asyncio.get_running_loop()
         job.handle = InterruptHandle()
         self._running.add(job)
+        if job.timer is not None:
+            job.timer.cancel()  # the queue-wait limit
         job.timer = loop.call_later(self.config.call_timeout_ms / 1000, self._expire, job)
         fut = loop.run_in_executor(self._executor, self._run, job)
         fut.add_done_callback(functools.partial(self._finished, job))
@@ -306,6 +331,8 @@ class ReadPool:
             self._wake = None
         while self._queue:
             job = self._queue.popleft()
+            if job.timer is not None:
+                job.timer.cancel()
             if not job.done.done():
                 job.done.set_exception(RpcError(503, "shutting_down", "node is shutting down"))
         for job in list(self._running):

@@ -1114,8 +1114,8 @@ CONFIG_KEYS = {
     "node": {"chain_id", "block_time_ms", "data_dir"},
     "rpc": {"addr", "max_body_bytes",
             "max_connections", "max_connections_per_ip", "header_timeout_ms", "idle_timeout_ms", "fd_reserve",
-            "read_max_concurrent", "read_max_queue", "read_call_timeout_ms", "read_budget_ms_per_s",
-            "read_per_client_rps"},
+            "read_max_concurrent", "read_max_queue", "read_max_wait_ms", "read_call_timeout_ms",
+            "read_budget_ms_per_s", "read_per_client_rps"},
     "quic": {"addr"},
     "metrics": {"addr", "enabled"},
     "log": {"format", "level"},
@@ -1136,8 +1136,8 @@ def test_config_example_documents_every_key_with_its_default() -> None:
         "max_connections": 1024, "max_connections_per_ip": 64, "header_timeout_ms": 10000, "idle_timeout_ms": 30000,
         "fd_reserve": 256}
     assert {k: v for k, v in doc["rpc"].items() if k.startswith("read_")} == {
-        "read_max_concurrent": 1, "read_max_queue": 32, "read_call_timeout_ms": 1000, "read_budget_ms_per_s": 250,
-        "read_per_client_rps": 10}
+        "read_max_concurrent": 1, "read_max_queue": 32, "read_max_wait_ms": 5000, "read_call_timeout_ms": 1000,
+        "read_budget_ms_per_s": 250, "read_per_client_rps": 10}
     assert doc["mempool"] == {"max_txs": 10000, "max_bytes": 33554432, "max_txs_per_sender": 64,
                               "max_nonce_gap": 64, "replacement_bump_percent": 10}
 

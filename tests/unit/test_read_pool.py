@@ -156,6 +156,26 @@ async def test_a_full_queue_gives_503_busy_and_changes_nothing() -> None:
         await pool.aclose()
 
 
+async def test_a_call_that_waits_too_long_in_the_queue_gets_503_busy() -> None:
+    clock = FakeClock()
+    pool, metrics = _pool(clock, max_wait_ms=50, per_client_rps=1000)
+    release = threading.Event()
+    try:
+        first = asyncio.ensure_future(pool.submit("a", lambda h: release.wait(10)))
+        await asyncio.sleep(0.01)
+        with pytest.raises(RpcError) as info:
+            await pool.submit("a", lambda h: "never runs")
+        assert (info.value.status, info.value.code, info.value.retry_after) == (503, "busy", 1)
+        assert "waited 50 ms" in info.value.message and _rejected(metrics, "busy_queue") == 1
+        assert pool.queue_depth == 0 and pool.running == 1
+        release.set()
+        assert await first is True
+        assert await pool.submit("a", lambda h: "runs") == "runs"  # a started call has no queue-wait limit
+    finally:
+        release.set()
+        await pool.aclose()
+
+
 async def test_queued_calls_wait_while_the_budget_is_in_debt() -> None:
     clock = FakeClock()
     pool, _ = _pool(clock, budget_ms_per_s=100, per_client_rps=1000)
@@ -323,18 +343,19 @@ def test_config_keys_reach_the_pool(tmp_path: Any) -> None:
     from cowboy_node.chain.runner import read_pool
 
     (tmp_path / "config.toml").write_text("[rpc]\nread_max_concurrent = 2\nread_max_queue = 5\n"
-                                          "read_call_timeout_ms = 300\nread_budget_ms_per_s = 100\n"
-                                          "read_per_client_rps = 3\n")
+                                          "read_max_wait_ms = 700\nread_call_timeout_ms = 300\n"
+                                          "read_budget_ms_per_s = 100\nread_per_client_rps = 3\n")
     pool = read_pool(load_config(tmp_path), NodeMetrics())
     try:
-        assert pool.config == ReadPoolConfig(max_concurrent=2, max_queue=5, call_timeout_ms=300, budget_ms_per_s=100,
-                                             per_client_rps=3)
+        assert pool.config == ReadPoolConfig(max_concurrent=2, max_queue=5, max_wait_ms=700, call_timeout_ms=300,
+                                             budget_ms_per_s=100, per_client_rps=3)
     finally:
         pool.close()
 
 
 @pytest.mark.parametrize("key,value", [("read_max_concurrent", 0), ("read_max_concurrent", 65),
-                                       ("read_max_queue", 10_001), ("read_call_timeout_ms", 60_001),
+                                       ("read_max_queue", 10_001), ("read_max_wait_ms", 0),
+                                       ("read_call_timeout_ms", 60_001),
                                        ("read_budget_ms_per_s", 64_001), ("read_per_client_rps", 0),
                                        ("read_per_client_rps", "10")])
 def test_config_errors_name_the_key(tmp_path: Any, key: str, value: object) -> None:
