@@ -105,6 +105,11 @@ async def run_node(home: Path) -> int:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
 
+    # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
+    # kill it with the default handler while the other servers are still starting.
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, node.request_stop)
     runners = []
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
@@ -121,9 +126,6 @@ async def run_node(home: Path) -> int:
         store.close()
         raise StartupError(f"cannot listen: {e}") from None
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, node.request_stop)
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
              metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path))
