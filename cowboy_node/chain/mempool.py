@@ -1,6 +1,15 @@
-"""The mempool: pending transactions, admission, replacement, eviction and block ordering.
+"""The mempool: pending and queued transactions, admission, replacement, eviction, expiry and block order.
 
-Rules (what an operator can rely on; ``bump`` is ``replacement_bump_percent``):
+Terms. The pool knows each sender's *account nonce* from the last ``add(tx, account_nonce)`` or
+``remove_committed(txs, account_nonce)`` that named it (it never moves it backwards). A sender's **pending**
+(executable) transactions are the consecutive run of pooled nonces starting at that account nonce; its other
+pooled transactions are **queued** (future): a nonce gap separates them from the account nonce, so no block can
+include them until the gap fills. A queued transaction is *promoted* to pending as soon as the run reaches it (a
+transaction filling the gap is added, or the account nonce advances); removing a pending transaction with
+:meth:`Mempool.remove` *demotes* the sender's higher pending ones to queued.
+
+Rules (what an operator can rely on; ``bump`` is ``replacement_bump_percent``; *priority* is
+``(max_priority_fee_per_cycle, max_fee_per_cycle)`` compared lexicographically):
 
 * **Admission.** A transaction whose hash is already pooled is rejected with
   ``already_known``; ``nonce < account_nonce`` with ``nonce_too_low``;
@@ -13,30 +22,65 @@ Rules (what an operator can rely on; ``bump`` is ``replacement_bump_percent``):
   ``max_priority_fee_per_cycle``, ``max_fee_per_cell`` and
   ``max_priority_fee_per_cell`` is at least ``ceil(old * (100 + bump) / 100)``
   (integer math); otherwise ``replacement_underpriced``. A replacement counts
-  as a new arrival; counts and bytes stay exact.
-* **Per-sender cap.** A sender holds at most ``max_txs_per_sender`` pooled
-  transactions (at or above its account nonce); one more is ``sender_limit``.
-  Replacements never hit this cap.
+  as a new arrival, is pending or queued as the transaction it replaces was, and
+  counts and bytes stay exact.
+* **Per-sender caps.** A sender holds at most ``max_txs_per_sender`` pooled
+  transactions (at or above its account nonce); one more is ``sender_limit``. Of
+  those, at most ``max_queued_per_sender`` may be queued; one more queued is
+  ``sender_queue_full``. Replacements never hit these caps.
+* **Queued cap.** At most ``max_queued`` queued transactions in total. A new
+  queued transaction beyond it evicts the *lowest queued* transaction of another
+  sender — lowest priority first, the oldest arrival first among equal
+  priorities — if its own priority is strictly higher; otherwise it is rejected
+  with ``queued_full``.
 * **Global caps** (``max_txs`` and ``max_bytes`` of bodies). When admitting would
-  exceed either, the pool evicts *evictable* transactions — the highest-nonce
-  transaction of some sender, so eviction never leaves a nonce gap — lowest
-  fee priority first. Fee priority is ``(max_priority_fee_per_cycle,
-  max_fee_per_cycle)`` compared lexicographically; among equal priorities the
-  latest arrival is evicted first. A candidate is evicted only if the new
-  transaction's priority is *strictly* higher; as many are evicted as needed.
-  If room cannot be made that way nothing is evicted and the new transaction is
-  rejected with ``mempool_full``. A sender's own transactions are never evicted
-  to make room for it.
-* **Block order** (:meth:`Mempool.ready`). Per sender, only the consecutive run
-  of nonces starting at its account nonce is ready (a gap stops the run).
-  Across senders the head with the highest ``max_priority_fee_per_cycle`` is
-  taken first (ties: higher ``max_fee_per_cycle``, then earlier arrival), then
-  that sender's next nonce becomes its head. Arrival is a counter, never a
-  clock, so the order is deterministic given the same sequence of calls.
+  exceed either:
+
+  - a *pending* newcomer (or a pending replacement) first evicts queued
+    transactions of other senders, lowest queued first, **whatever its
+    priority**: a queued transaction never keeps out an executable one. If the
+    pool is still over a cap, it evicts *evictable* pending transactions — the
+    highest pending nonce of some sender, so eviction never leaves a gap in a
+    pending run — lowest priority first; among equal priorities the latest
+    arrival is evicted first. A candidate is evicted only if the new
+    transaction's priority is *strictly* higher; as many are evicted as needed.
+    If room cannot be made that way nothing is evicted and the new transaction
+    is rejected with ``mempool_full``.
+  - a *queued* newcomer may only evict queued transactions of other senders
+    (lowest queued first) whose priority is strictly lower than its own, never a
+    pending one; otherwise it is rejected with ``queued_full``.
+
+  A sender's own transactions are never evicted to make room for it. A rejected
+  transaction changes nothing.
+* **Expiry.** :meth:`Mempool.expire` drops queued transactions whose age
+  ``now - added_at`` is at least ``queued_lifetime_s``; pending ones never
+  expire. ``added_at`` is the ``now`` passed to :meth:`Mempool.add`; without one
+  it is the pool's clock: the latest ``now`` it was given (by ``expire`` or
+  ``add``), so a caller running ``expire(now)`` once per block stamps arrivals to
+  within a block. Transactions added before the pool was given any time are
+  stamped by the first one. A demoted transaction keeps its ``added_at``. The
+  pool never reads a clock.
+* **Demotion limits.** When :meth:`Mempool.remove` demotes transactions beyond
+  ``max_queued_per_sender``, the sender's highest queued nonces are dropped; beyond
+  ``max_queued``, the lowest queued transactions are.
+* **Eviction counters.** :attr:`Mempool.evicted` counts every transaction the
+  pool dropped on its own, by reason: ``queued_expired`` (expiry),
+  ``queued_for_pending`` (room for a pending newcomer), ``queued_cap`` (room for
+  a queued newcomer, or a demotion beyond the queued caps), ``priority`` (a
+  pending transaction outbid when the pool is full), ``stale`` (nonce below the
+  account nonce, not the committed transaction itself). Committed, replaced and
+  explicitly removed transactions are not counted.
+* **Block order** (:meth:`Mempool.ready`). Only senders with pending
+  transactions are considered; per sender, the consecutive run of nonces
+  starting at the account nonce given to ``ready`` (a gap stops the run). Across
+  senders the head with the highest ``max_priority_fee_per_cycle`` is taken first
+  (ties: higher ``max_fee_per_cycle``, then earlier arrival), then that sender's
+  next nonce becomes its head. Arrival is a counter, never a clock, so the order
+  is deterministic given the same sequence of calls.
 
 Every operation is O(log n) per transaction (plus O(max_txs_per_sender) list
-moves within one sender); :meth:`Mempool.ready` is O(s + k log s) for ``s``
-senders and ``k`` returned transactions.
+moves within one sender); :meth:`Mempool.ready` is O(p + k log p) for ``p``
+senders with pending transactions and ``k`` returned transactions.
 """
 
 from __future__ import annotations
@@ -45,9 +89,16 @@ import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from cowboy_node.types.errors import ValidationError
 from cowboy_node.types.transaction import Transaction
+
+if TYPE_CHECKING:
+    from cowboy_node.chain.mempool_journal import MempoolJournal
+
+EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "priority", "stale")
+"""Keys of :attr:`Mempool.evicted` (see the module docstring)."""
 
 
 class MempoolError(ValidationError):
@@ -59,15 +110,21 @@ class MempoolConfig:
     """Pool limits (see the module docstring for how each is enforced)."""
 
     max_txs: int = 10_000
-    """Most transactions held."""
+    """Most transactions held (pending and queued)."""
     max_bytes: int = 32 * 1024 * 1024
     """Most total body bytes held."""
     max_txs_per_sender: int = 64
-    """Most transactions held per sender."""
+    """Most transactions held per sender (pending and queued)."""
     max_nonce_gap: int = 64
     """Highest admissible nonce is ``account_nonce + max_nonce_gap``."""
     replacement_bump_percent: int = 10
     """Minimum increase, in percent, of every fee field for a same-nonce replacement."""
+    max_queued: int = 1_024
+    """Most queued (nonce-gapped) transactions held in total."""
+    max_queued_per_sender: int = 16
+    """Most queued transactions held per sender."""
+    queued_lifetime_s: float = 600.0
+    """Seconds a transaction may stay queued (from its arrival) before :meth:`Mempool.expire` drops it."""
 
 
 @dataclass(slots=True, eq=False)
@@ -76,8 +133,15 @@ class _Entry:
     hash: bytes
     size: int
     arrival: int
+    time: float | None
+    """``added_at`` (None until the pool has been given a time)."""
     tip: int = field(init=False)
     fee: int = field(init=False)
+    queued: bool = False
+    in_qevict: bool = False
+    """An item for this entry sits in the queued-eviction heap (pushed at most once while it stays there)."""
+    in_qexpire: bool = False
+    """An item for this entry sits in the expiry heap."""
 
     def __post_init__(self) -> None:
         self.tip = self.tx.max_priority_fee_per_cycle
@@ -86,31 +150,50 @@ class _Entry:
 
 @dataclass(slots=True)
 class _Sender:
+    base: int
+    """Account nonce, as last told to the pool; every pooled nonce is at or above it."""
     by_nonce: dict[int, _Entry] = field(default_factory=dict)
     nonces: list[int] = field(default_factory=list)
-    """Pooled nonces, ascending."""
+    """Pooled nonces, ascending; ``nonces[:pend] == range(base, base + pend)`` are pending, the rest queued."""
+    pend: int = 0
 
 
-# Min-heap of eviction candidates: lowest priority first, latest arrival first among equals.
+# Min-heap of pending eviction candidates: lowest priority first, latest arrival first among equals.
 _EvictItem = tuple[int, int, int, _Entry]
+# Min-heap of queued transactions: lowest priority first, oldest arrival first among equals.
+_QueuedItem = tuple[int, int, int, _Entry]
+# Min-heap of queued transactions by added_at (then arrival).
+_ExpireItem = tuple[float, int, _Entry]
+_H = TypeVar("_H", _QueuedItem, _ExpireItem)
 _FEE_FIELDS = ("max_fee_per_cycle", "max_priority_fee_per_cycle", "max_fee_per_cell", "max_priority_fee_per_cell")
 
 
 class Mempool:
-    """Pending transactions keyed by hash and by (sender, nonce); not thread-safe."""
+    """Pending and queued transactions keyed by hash and by (sender, nonce); not thread-safe."""
 
     def __init__(self, config: MempoolConfig) -> None:
         """Create an empty pool with the given limits."""
         self.config = config
+        self.evicted: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
+        """Transactions the pool dropped on its own since it was created, by reason (module docstring)."""
+        self.journal: MempoolJournal | None = None
+        """The node's on-disk journal of this pool's transactions, if enabled. Set and used by the node (admission
+        appends, each block syncs); the pool itself never touches it."""
         self._by_hash: dict[bytes, _Entry] = {}
         self._senders: dict[bytes, _Sender] = {}
+        self._ready: dict[bytes, _Sender] = {}
+        """Senders with at least one pending transaction."""
         self._evict: list[_EvictItem] = []
+        self._qevict: list[_QueuedItem] = []
+        self._qexpire: list[_ExpireItem] = []
+        self._queued = 0
         self._bytes = 0
         self._arrivals = 0
+        self._now: float | None = None
 
     # -- queries ---------------------------------------------------------------------
     def __len__(self) -> int:
-        """Number of pooled transactions."""
+        """Number of pooled transactions (pending and queued)."""
         return len(self._by_hash)
 
     def __contains__(self, tx_hash: object) -> bool:
@@ -122,10 +205,30 @@ class Mempool:
         """Sum of ``len(tx.body())`` over pooled transactions."""
         return self._bytes
 
+    @property
+    def pending_count(self) -> int:
+        """Pooled transactions that continue their sender's account nonce without a gap."""
+        return len(self._by_hash) - self._queued
+
+    @property
+    def queued_count(self) -> int:
+        """Pooled transactions behind a nonce gap."""
+        return self._queued
+
     def get(self, tx_hash: bytes) -> Transaction | None:
         """The pooled transaction with this hash, if any."""
         e = self._by_hash.get(tx_hash)
         return None if e is None else e.tx
+
+    def is_queued(self, tx_hash: bytes) -> bool | None:
+        """Whether the pooled transaction is queued (False: pending; None: not pooled)."""
+        e = self._by_hash.get(tx_hash)
+        return None if e is None else e.queued
+
+    def transactions(self) -> list[Transaction]:
+        """Every pooled transaction, sender by sender in ascending nonce order (re-admitting them in this order
+        recreates the same pending runs)."""
+        return [s.by_nonce[n].tx for s in self._senders.values() for n in s.nonces]
 
     def pending_nonce(self, sender: bytes, account_nonce: int) -> int:
         """Next nonce after the sender's consecutive pooled run starting at ``account_nonce``."""
@@ -139,7 +242,7 @@ class Mempool:
     def ready(self, account_nonce: Callable[[bytes], int], max_txs: int) -> list[Transaction]:
         """Up to ``max_txs`` executable transactions in block order; removes nothing."""
         heap: list[tuple[int, int, int, _Entry, _Sender]] = []
-        for sender, s in self._senders.items():
+        for sender, s in self._ready.items():
             e = s.by_nonce.get(account_nonce(sender))
             if e is not None:
                 heap.append((-e.tip, -e.fee, e.arrival, e, s))
@@ -156,37 +259,78 @@ class Mempool:
         return out
 
     # -- admission -------------------------------------------------------------------
-    def add(self, tx: Transaction, account_nonce: int, *, tx_hash: bytes | None = None) -> bool:
-        """Pool ``tx``; True if added, False if it replaced the same sender+nonce. Raises MempoolError."""
+    def add(self, tx: Transaction, account_nonce: int, *, tx_hash: bytes | None = None,
+            now: float | None = None) -> bool:
+        """Pool ``tx``; True if added, False if it replaced the same sender+nonce. Raises MempoolError.
+
+        ``now`` is the arrival time used for queued expiry (default: the pool's clock, see the module docstring).
+        """
         cfg = self.config
         h = tx.tx_hash() if tx_hash is None else tx_hash
         if h in self._by_hash:
             raise MempoolError("already_known", "transaction is already pooled")
-        if tx.nonce < account_nonce:
-            raise MempoolError("nonce_too_low", f"nonce {tx.nonce} already used (next is {account_nonce})",
-                               field="nonce")
-        if tx.nonce > account_nonce + cfg.max_nonce_gap:
-            raise MempoolError("nonce_gap_too_large", f"nonce {tx.nonce} is more than {cfg.max_nonce_gap} "
-                               f"ahead of the account nonce {account_nonce}", field="nonce")
+        sender, nonce = tx.sender, tx.nonce
+        s = self._senders.get(sender)
+        an = account_nonce if s is None or s.base <= account_nonce else s.base
+        if nonce < an:
+            raise MempoolError("nonce_too_low", f"nonce {nonce} already used (next is {an})", field="nonce")
+        if nonce > an + cfg.max_nonce_gap:
+            raise MempoolError("nonce_gap_too_large", f"nonce {nonce} is more than {cfg.max_nonce_gap} "
+                               f"ahead of the account nonce {an}", field="nonce")
         size = len(tx.body())
         if size > cfg.max_bytes:
             raise MempoolError("tx_too_large", f"body of {size} bytes exceeds the pool's {cfg.max_bytes} bytes")
-        s = self._senders.get(tx.sender)
-        old = None if s is None else s.by_nonce.get(tx.nonce)
-        # The sender's pooled txs below account_nonce are stale (already executed): dropped on success.
-        stale = [] if s is None else [s.by_nonce[n] for n in s.nonces[:bisect_left(s.nonces, account_nonce)]]
+        old: _Entry | None = None
+        stale: list[_Entry] = []
+        run_end = an  # first nonce after the sender's pending run once its account nonce is ``an``
+        queued_now = 0
+        if s is not None:
+            old = s.by_nonce.get(nonce)
+            # The sender's pooled txs below account_nonce are stale (already executed): dropped on success.
+            stale = [s.by_nonce[n] for n in s.nonces[:bisect_left(s.nonces, an)]]
+            if an == s.base:
+                run_end = an + s.pend
+            else:
+                while run_end in s.by_nonce:
+                    run_end += 1
+            queued_now = len(s.nonces) - s.pend
+        kept = 0 if s is None else len(s.nonces) - len(stale)
+        queued_then = kept - (run_end - an)  # the sender's queued txs once its account nonce is ``an``
         if old is not None:
             self._check_bump(old.tx, tx)
-        elif s is not None and len(s.nonces) - len(stale) >= cfg.max_txs_per_sender:
-            raise MempoolError("sender_limit", f"sender already has {cfg.max_txs_per_sender} pooled transactions")
+            pending = nonce < run_end
+        else:
+            pending = nonce == run_end
+            if kept >= cfg.max_txs_per_sender:
+                raise MempoolError("sender_limit", f"sender already has {cfg.max_txs_per_sender} pooled transactions")
+            if not pending and queued_then >= cfg.max_queued_per_sender:
+                raise MempoolError("sender_queue_full", f"sender already has {cfg.max_queued_per_sender} queued "
+                                   f"transactions (nonce {nonce} leaves a gap after {run_end - 1})", field="nonce")
         gone = stale if old is None else [*stale, old]
         count = len(self._by_hash) + 1 - len(gone)
         total = self._bytes + size - sum(e.size for e in gone)
-        victims = self._plan_eviction(tx, count, total) if count > cfg.max_txs or total > cfg.max_bytes else []
-        for v in (*victims, *gone):
-            self._unlink(v)
+        priority = (tx.max_priority_fee_per_cycle, tx.max_fee_per_cycle)
+        if pending:
+            victims = (self._plan_for_pending(sender, priority, count, total)
+                       if count > cfg.max_txs or total > cfg.max_bytes else [])
+        else:
+            over_queued = self._queued - queued_now + queued_then + (old is None) - cfg.max_queued
+            victims = (self._plan_for_queued(sender, priority, count, total, over_queued)
+                       if over_queued > 0 or count > cfg.max_txs or total > cfg.max_bytes else [])
+        # Planning raised or changed nothing; from here on the admission happens.
+        for v, reason in victims:
+            self._remove_entry(v)
+            self.evicted[reason] += 1
+        if now is not None:
+            self._set_clock(now)
+        if s is not None and an > s.base:
+            self.evicted["stale"] += len(self._advance(sender, s, an))
         self._arrivals += 1
-        self._link(_Entry(tx, h, size, self._arrivals))
+        e = _Entry(tx, h, size, self._arrivals, self._now)
+        if old is not None:
+            self._replace(old, e)
+        else:
+            self._insert(sender, an, e)
         self._compact()
         return old is None
 
@@ -199,11 +343,65 @@ class Mempool:
                 raise MempoolError("replacement_underpriced", f"replacement {name} must be at least {need} "
                                    f"({self.config.replacement_bump_percent}% above {before})", field=name)
 
-    def _plan_eviction(self, new: Transaction, count: int, total: int) -> list[_Entry]:
-        """Victims making room for ``new`` (count/bytes as if admitted); raises mempool_full, changing nothing."""
+    def _plan_for_pending(self, sender: bytes, priority: tuple[int, int], count: int,
+                          total: int) -> list[tuple[_Entry, str]]:
+        """Victims making room for a pending newcomer: queued ones of other senders first, whatever their
+        priority, then outbid pending tails. Raises mempool_full, changing nothing."""
+        cfg = self.config
+        planned: list[_QueuedItem] = []
+        skipped: list[_QueuedItem] = []
+        while count > cfg.max_txs or total > cfg.max_bytes:
+            item = self._pop_queued()
+            if item is None:
+                break
+            if item[3].tx.sender == sender:
+                skipped.append(item)
+                continue
+            planned.append(item)
+            count -= 1
+            total -= item[3].size
+        try:
+            outbid = self._plan_eviction(sender, priority, count, total)
+        except MempoolError:
+            skipped += planned
+            raise
+        finally:
+            for it in skipped:
+                heapq.heappush(self._qevict, it)
+        return [(it[3], "queued_for_pending") for it in planned] + [(v, "priority") for v in outbid]
+
+    def _plan_for_queued(self, sender: bytes, priority: tuple[int, int], count: int, total: int,
+                         over_queued: int) -> list[tuple[_Entry, str]]:
+        """Victims making room for a queued newcomer: lower-priority queued ones of other senders only. Raises
+        queued_full, changing nothing."""
+        cfg = self.config
+        planned: list[_QueuedItem] = []
+        skipped: list[_QueuedItem] = []
+        while over_queued > 0 or count > cfg.max_txs or total > cfg.max_bytes:
+            item = self._pop_queued()
+            if item is not None and item[3].tx.sender == sender:
+                skipped.append(item)
+                continue
+            if item is None or (item[0], item[1]) >= priority:
+                for it in (*planned, *skipped, *(() if item is None else (item,))):
+                    heapq.heappush(self._qevict, it)
+                why = (f"{cfg.max_queued} queued transactions are held" if over_queued > 0
+                       else "the mempool is full")
+                raise MempoolError("queued_full", f"{why} and this nonce-gapped transaction's fee priority does "
+                                   "not beat the lowest queued one; send the missing nonces first", field="nonce")
+            planned.append(item)
+            over_queued -= 1
+            count -= 1
+            total -= item[3].size
+        for it in skipped:
+            heapq.heappush(self._qevict, it)
+        return [(it[3], "queued_cap") for it in planned]
+
+    def _plan_eviction(self, sender: bytes, priority: tuple[int, int], count: int, total: int) -> list[_Entry]:
+        """Pending tails to evict for a newcomer (count/bytes as if admitted); raises mempool_full, changing
+        nothing."""
         cfg, heap = self.config, self._evict
-        sender, priority = new.sender, (new.max_priority_fee_per_cycle, new.max_fee_per_cycle)
-        taken: dict[bytes, int] = {}  # victims planned per sender (always its top nonces)
+        taken: dict[bytes, int] = {}  # victims planned per sender (always the top of its pending run)
         victims: list[_Entry] = []
         # Every popped item goes back on failure: a planned victim stays its sender's tail when nothing is evicted.
         popped: list[_EvictItem] = []
@@ -227,90 +425,255 @@ class Mempool:
             count -= 1
             total -= v.size
             k = taken[vs] = taken.get(vs, 0) + 1
-            nonces = self._senders[vs].nonces
-            if len(nonces) > k:  # that sender's next-highest becomes evictable once v is gone
-                self._push_candidate(self._senders[vs].by_nonce[nonces[-1 - k]])
+            s = self._senders[vs]
+            if s.pend > k:  # that sender's next-highest pending tx becomes evictable once v is gone
+                self._push_candidate(s.by_nonce[s.nonces[s.pend - 1 - k]])
         for it in skipped:
             heapq.heappush(heap, it)
         return victims
 
     def _pop_candidate(self, taken: dict[bytes, int]) -> _EvictItem | None:
-        """Pop the lowest-priority live tail (treating ``taken`` top nonces per sender as gone)."""
+        """Pop the lowest-priority live pending tail (treating ``taken`` top pending nonces per sender as gone)."""
         heap = self._evict
         while heap:
             item = heapq.heappop(heap)
             e = item[3]
-            if self._by_hash.get(e.hash) is not e:
+            if e.queued or self._by_hash.get(e.hash) is not e:
                 continue
-            nonces = self._senders[e.tx.sender].nonces
+            s = self._senders[e.tx.sender]
             k = taken.get(e.tx.sender, 0)
-            if len(nonces) > k and nonces[-1 - k] == e.tx.nonce:
+            if s.pend > k and s.nonces[s.pend - 1 - k] == e.tx.nonce:
                 return item
+        return None
+
+    def _pop_queued(self) -> _QueuedItem | None:
+        """Pop the lowest live queued transaction's item (items of promoted or gone entries are discarded)."""
+        heap = self._qevict
+        while heap:
+            item = heapq.heappop(heap)
+            e = item[3]
+            if e.queued and self._by_hash.get(e.hash) is e:
+                return item
+            e.in_qevict = False
         return None
 
     def _push_candidate(self, e: _Entry) -> None:
         heapq.heappush(self._evict, (e.tip, e.fee, -e.arrival, e))
 
     def _compact(self) -> None:
-        """Rebuild the eviction heap from live tails once stale items dominate; amortised O(1)."""
+        """Rebuild a heap once stale items dominate it; amortised O(1)."""
         if len(self._evict) > 2 * len(self._by_hash) + 1024:
             self._evict = [(t.tip, t.fee, -t.arrival, t)
-                           for t in (s.by_nonce[s.nonces[-1]] for s in self._senders.values())]
+                           for t in (s.by_nonce[s.nonces[s.pend - 1]] for s in self._ready.values())]
             heapq.heapify(self._evict)
+        if len(self._qevict) > 2 * self._queued + 1024:
+            self._qevict = self._live_queued(self._qevict, "in_qevict")
+        if len(self._qexpire) > 2 * self._queued + 1024:
+            self._qexpire = self._live_queued(self._qexpire, "in_qexpire")
+
+    def _live_queued(self, heap: list[_H], flag: str) -> list[_H]:
+        """The heap's items whose entries are still pooled and queued (the others' ``flag`` is cleared)."""
+        live: list[_H] = []
+        for item in heap:
+            e = item[-1]
+            if e.queued and self._by_hash.get(e.hash) is e:
+                live.append(item)
+            else:
+                setattr(e, flag, False)
+        heapq.heapify(live)
+        return live
+
+    # -- time ------------------------------------------------------------------------
+    def _set_clock(self, now: float) -> None:
+        if self._now is None:
+            for e in self._by_hash.values():  # arrivals before the pool knew any time
+                if e.time is None:
+                    e.time = now
+                    if e.queued:
+                        self._index_queued(e)
+            self._now = now
+        elif now > self._now:
+            self._now = now
+
+    def expire(self, now: float) -> int:
+        """Drop queued transactions added at least ``queued_lifetime_s`` before ``now``; returns how many."""
+        self._set_clock(now)
+        cutoff = now - self.config.queued_lifetime_s
+        heap = self._qexpire
+        dropped = 0
+        while heap and heap[0][0] <= cutoff:
+            e = heapq.heappop(heap)[2]
+            e.in_qexpire = False
+            if e.queued and self._by_hash.get(e.hash) is e:
+                self._remove_entry(e)
+                dropped += 1
+        self.evicted["queued_expired"] += dropped
+        self._compact()
+        return dropped
 
     # -- removal ---------------------------------------------------------------------
     def remove(self, tx_hash: bytes) -> None:
-        """Drop one transaction (the sender's higher nonces stay pooled); no-op if absent."""
+        """Drop one transaction (the sender's higher pending nonces become queued); no-op if absent."""
         e = self._by_hash.get(tx_hash)
-        if e is not None:
-            self._unlink(e)
-            self._compact()
-
-    def remove_committed(self, txs: Iterable[Transaction], account_nonce: Callable[[bytes], int]) -> None:
-        """Drop included ``txs`` and every pooled tx of their senders whose nonce is below the account nonce."""
-        senders: dict[bytes, None] = {}
-        for tx in txs:
-            senders[tx.sender] = None
-            s = self._senders.get(tx.sender)
-            e = None if s is None else s.by_nonce.get(tx.nonce)
-            if e is not None and e.tx == tx:
-                self._unlink(e)
-        for sender in senders:
-            s = self._senders.get(sender)
-            if s is None:
-                continue
-            floor = account_nonce(sender)
-            while s.nonces and s.nonces[0] < floor:
-                self._unlink(s.by_nonce[s.nonces[0]])
+        if e is None:
+            return
+        self._remove_entry(e)
+        self._trim_queued(e.tx.sender)
         self._compact()
 
+    def remove_committed(self, txs: Iterable[Transaction], account_nonce: Callable[[bytes], int]) -> None:
+        """Drop included ``txs`` and every pooled tx of their senders whose nonce is below the account nonce
+        (the pool learns those account nonces: queued txs that now continue it become pending)."""
+        matched: dict[bytes, list[_Entry]] = {}  # per sender: its pooled txs that were included
+        senders = self._senders
+        for tx in txs:
+            s = senders.get(tx.sender)
+            if s is not None:
+                e = s.by_nonce.get(tx.nonce)
+                mine = matched.get(tx.sender)
+                if mine is None:
+                    mine = matched[tx.sender] = []
+                if e is not None and (e.tx is tx or e.tx == tx):
+                    mine.append(e)
+        stale = 0
+        for sender, mine in matched.items():
+            s = senders.get(sender)
+            if s is None:
+                continue
+            stale += len(self._advance(sender, s, account_nonce(sender)))
+            for e in mine:
+                if self._by_hash.get(e.hash) is e:  # included yet at or above the account nonce (nonces lag)
+                    self._remove_entry(e)
+                else:
+                    stale -= 1  # dropped by the advance, but committed rather than stale
+        self.evicted["stale"] += stale
+        self._compact()
+
+    def _trim_queued(self, sender: bytes) -> None:
+        """Enforce the queued caps after a demotion (module docstring, *Demotion limits*)."""
+        cfg = self.config
+        s = self._senders.get(sender)
+        while s is not None and len(s.nonces) - s.pend > cfg.max_queued_per_sender:
+            self._remove_entry(s.by_nonce[s.nonces[-1]])
+            self.evicted["queued_cap"] += 1
+        while self._queued > cfg.max_queued:
+            item = self._pop_queued()
+            if item is None:  # pragma: no cover - the heap holds every queued entry
+                break
+            self._remove_entry(item[3])
+            self.evicted["queued_cap"] += 1
+
     # -- bookkeeping -----------------------------------------------------------------
-    def _link(self, e: _Entry) -> None:
-        s = self._senders.get(e.tx.sender)
+    def _index_queued(self, e: _Entry) -> None:
+        if not e.in_qevict:
+            e.in_qevict = True
+            heapq.heappush(self._qevict, (e.tip, e.fee, e.arrival, e))
+        if not e.in_qexpire and e.time is not None:
+            e.in_qexpire = True
+            heapq.heappush(self._qexpire, (e.time, e.arrival, e))
+
+    def _enqueue(self, e: _Entry) -> None:
+        e.queued = True
+        self._queued += 1
+        self._index_queued(e)
+
+    def _extend(self, s: _Sender) -> None:
+        """Promote the queued txs that now continue the pending run."""
+        nonces, p, base = s.nonces, s.pend, s.base
+        while p < len(nonces) and nonces[p] == base + p:
+            e = s.by_nonce[nonces[p]]
+            if e.queued:
+                e.queued = False
+                self._queued -= 1
+            p += 1
+        s.pend = p
+
+    def _sync(self, sender: bytes, s: _Sender, tail_before: _Entry | None) -> None:
+        """After a change to ``s``: drop it if empty, keep the ready index, push a new pending tail."""
+        if not s.nonces:
+            del self._senders[sender]
+            self._ready.pop(sender, None)
+        elif s.pend:
+            self._ready[sender] = s
+            tail = s.by_nonce[s.nonces[s.pend - 1]]
+            if tail is not tail_before:
+                self._push_candidate(tail)
+        else:
+            self._ready.pop(sender, None)
+
+    @staticmethod
+    def _tail(s: _Sender) -> _Entry | None:
+        return s.by_nonce[s.nonces[s.pend - 1]] if s.pend else None
+
+    def _insert(self, sender: bytes, account_nonce: int, e: _Entry) -> None:
+        """Link a new (not replacing) entry; pending if it continues the run (then promotes what follows)."""
+        s = self._senders.get(sender)
         if s is None:
-            s = self._senders[e.tx.sender] = _Sender()
+            s = self._senders[sender] = _Sender(base=account_nonce)
+        tail = self._tail(s)
         n = e.tx.nonce
         s.by_nonce[n] = e
         self._by_hash[e.hash] = e
         self._bytes += e.size
         if not s.nonces or n > s.nonces[-1]:
             s.nonces.append(n)
-            self._push_candidate(e)
         else:
             insort(s.nonces, n)
+        if n == s.base + s.pend:
+            s.pend += 1
+            self._extend(s)
+        else:
+            self._enqueue(e)
+        self._sync(sender, s, tail)
 
-    def _unlink(self, e: _Entry) -> None:
+    def _replace(self, old: _Entry, e: _Entry) -> None:
+        sender = e.tx.sender
+        s = self._senders[sender]
+        tail = self._tail(s)
+        s.by_nonce[e.tx.nonce] = e
+        del self._by_hash[old.hash]
+        self._by_hash[e.hash] = e
+        self._bytes += e.size - old.size
+        if old.queued:
+            e.queued = True
+            self._index_queued(e)
+        self._sync(sender, s, tail)
+
+    def _advance(self, sender: bytes, s: _Sender, floor: int) -> list[_Entry]:
+        """Move the sender's account nonce up to ``floor``: drop pooled txs below it, promote; returns dropped."""
+        if floor <= s.base:
+            return []
+        tail = self._tail(s)
+        k = bisect_left(s.nonces, floor)
+        dropped = [s.by_nonce.pop(n) for n in s.nonces[:k]]
+        del s.nonces[:k]
+        for e in dropped:
+            del self._by_hash[e.hash]
+            self._bytes -= e.size
+            if e.queued:
+                self._queued -= 1
+            else:
+                s.pend -= 1
+        s.base = floor
+        self._extend(s)
+        self._sync(sender, s, tail)
+        return dropped
+
+    def _remove_entry(self, e: _Entry) -> None:
+        """Unlink one entry; a pending one demotes the rest of its sender's run."""
         sender, n = e.tx.sender, e.tx.nonce
         s = self._senders[sender]
-        del self._by_hash[e.hash]
-        del s.by_nonce[n]
-        self._bytes -= e.size
+        tail = self._tail(s)
         nonces = s.nonces
-        if nonces[-1] == n:
-            nonces.pop()
-            if not nonces:
-                del self._senders[sender]
-            else:
-                self._push_candidate(s.by_nonce[nonces[-1]])
+        i = len(nonces) - 1 if nonces[-1] == n else bisect_left(nonces, n)
+        del nonces[i]
+        del s.by_nonce[n]
+        del self._by_hash[e.hash]
+        self._bytes -= e.size
+        if e.queued:
+            self._queued -= 1
         else:
-            del nonces[bisect_left(nonces, n)]
+            for m in nonces[i:s.pend - 1]:
+                self._enqueue(s.by_nonce[m])
+            s.pend = i
+        self._sync(sender, s, tail)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.chain.mempool import Mempool, MempoolConfig, MempoolError
+from cowboy_node.chain.mempool import EVICTION_REASONS, Mempool, MempoolConfig, MempoolError
 from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.types.instructions import Transfer
 from cowboy_node.types.transaction import Transaction
@@ -276,58 +276,110 @@ def test_nonce_too_low_and_gap_too_large() -> None:
 # -- property ------------------------------------------------------------------------------
 
 
+_Item = tuple[Transaction, int, float | None]  # (tx, arrival, added_at)
+_FEE_FIELDS = ("max_fee_per_cycle", "max_priority_fee_per_cycle", "max_fee_per_cell", "max_priority_fee_per_cell")
+
+
 class _Reference:
-    """The documented rules, implemented naively (O(n²)) to cross-check the real pool."""
+    """The documented rules, implemented naively (O(n²)) to cross-check the real pool.
+
+    ``nonces`` (the caller's account nonces) is what the pool was told: the test only advances a sender's nonce
+    through ``remove_committed`` naming one of its transactions.
+    """
 
     def __init__(self, cfg: MempoolConfig) -> None:
         self.cfg = cfg
-        self.txs: dict[bytes, tuple[Transaction, int]] = {}  # hash -> (tx, arrival)
+        self.txs: dict[bytes, _Item] = {}
         self.arrivals = 0
+        self.clock: float | None = None
+        self.evicted = dict.fromkeys(EVICTION_REASONS, 0)
 
-    def _of(self, sender: bytes) -> dict[int, bytes]:
-        return {t.nonce: h for h, (t, _) in self.txs.items() if t.sender == sender}
+    @staticmethod
+    def queued(txs: dict[bytes, _Item], nonces: dict[bytes, int]) -> set[bytes]:
+        """Hashes not in their sender's consecutive run from the account nonce."""
+        by_sender: dict[bytes, dict[int, bytes]] = {}
+        for h, (t, _, _) in txs.items():
+            by_sender.setdefault(t.sender, {})[t.nonce] = h
+        out: set[bytes] = set()
+        for sender, mine in by_sender.items():
+            end = nonces.get(sender, 0)
+            while end in mine:
+                end += 1
+            out |= {h for n, h in mine.items() if n > end}
+        return out
 
-    def add(self, t: Transaction, an: int) -> str | None:
-        cfg, h = self.cfg, t.tx_hash()
+    def set_clock(self, now: float) -> None:
+        if self.clock is None:
+            self.txs = {h: (t, a, now if at is None else at) for h, (t, a, at) in self.txs.items()}
+            self.clock = now
+        self.clock = max(self.clock, now)
+
+    def add(self, t: Transaction, nonces: dict[bytes, int], now: float | None) -> str | None:
+        cfg, h, an = self.cfg, t.tx_hash(), nonces.get(t.sender, 0)
         if h in self.txs:
             return "already_known"
         if t.nonce < an:
             return "nonce_too_low"
         if t.nonce > an + cfg.max_nonce_gap:
             return "nonce_gap_too_large"
-        mine = self._of(t.sender)
-        gone = {mine[n] for n in mine if n < an}
+        mine = {x.nonce: g for g, (x, _, _) in self.txs.items() if x.sender == t.sender}
+        end = an
+        while end in mine:
+            end += 1
+        gone: dict[bytes, str] = {}
         if t.nonce in mine:
             old = self.txs[mine[t.nonce]][0]
-            fields = ("max_fee_per_cycle", "max_priority_fee_per_cycle",
-                      "max_fee_per_cell", "max_priority_fee_per_cell")
             pct = 100 + cfg.replacement_bump_percent
-            if any(getattr(t, f) * 100 < getattr(old, f) * pct for f in fields):
+            if any(getattr(t, f) * 100 < getattr(old, f) * pct for f in _FEE_FIELDS):
                 return "replacement_underpriced"
-            gone.add(mine[t.nonce])
-        elif len(mine) - len(gone) >= cfg.max_txs_per_sender:
-            return "sender_limit"
+            gone[mine[t.nonce]] = "replaced"
+            pending = t.nonce < end
+        else:
+            if len(mine) >= cfg.max_txs_per_sender:
+                return "sender_limit"
+            pending = t.nonce == end
+            if not pending and sum(1 for n in mine if n > end) >= cfg.max_queued_per_sender:
+                return "sender_queue_full"
+        prio = (t.max_priority_fee_per_cycle, t.max_fee_per_cycle)
         while True:
-            kept = [(x, a) for g, (x, a) in self.txs.items() if g not in gone]
-            if len(kept) + 1 <= cfg.max_txs and sum(len(x.body()) for x, _ in kept) + len(t.body()) <= cfg.max_bytes:
+            state = {g: v for g, v in self.txs.items() if g not in gone}
+            state[h] = (t, self.arrivals + 1, None)
+            queued = self.queued(state, nonces)
+            over = len(state) > cfg.max_txs or sum(len(x.body()) for x, _, _ in state.values()) > cfg.max_bytes
+            if not over and (pending or len(queued) <= cfg.max_queued):
                 break
-            tails = [(x.max_priority_fee_per_cycle, x.max_fee_per_cycle, -a, x) for x, a in kept
-                     if x.sender != t.sender and all(y.nonce <= x.nonce for y, _ in kept if y.sender == x.sender)]
-            if not tails:
-                return "mempool_full"
-            low = min(tails, key=lambda c: c[:3])
-            if (low[0], low[1]) >= (t.max_priority_fee_per_cycle, t.max_fee_per_cycle):
-                return "mempool_full"
-            gone.add(low[3].tx_hash())
-        for g in gone:
+            lowest_queued = min(((state[g][0].max_priority_fee_per_cycle, state[g][0].max_fee_per_cycle,
+                                  state[g][1], g) for g in queued if state[g][0].sender != t.sender), default=None)
+            if not pending:
+                if lowest_queued is None or lowest_queued[:2] >= prio:
+                    return "queued_full"
+                gone[lowest_queued[3]] = "queued_cap"
+            elif lowest_queued is not None:
+                gone[lowest_queued[3]] = "queued_for_pending"
+            else:
+                tails = []
+                for sender in {x.sender for x, _, _ in state.values()} - {t.sender}:
+                    run = [g for g, (x, _, _) in state.items() if x.sender == sender and g not in queued]
+                    if run:
+                        top = max(run, key=lambda g: state[g][0].nonce)
+                        tails.append((state[top][0].max_priority_fee_per_cycle, state[top][0].max_fee_per_cycle,
+                                      -state[top][1], top))
+                if not tails or min(tails)[:2] >= prio:
+                    return "mempool_full"
+                gone[min(tails)[3]] = "priority"
+        for g, reason in gone.items():
             del self.txs[g]
+            if reason != "replaced":
+                self.evicted[reason] += 1
+        if now is not None:
+            self.set_clock(now)
         self.arrivals += 1
-        self.txs[h] = (t, self.arrivals)
+        self.txs[h] = (t, self.arrivals, self.clock)
         return None
 
     def ready(self, nonce_of: dict[bytes, int], limit: int) -> list[Transaction]:
-        by_key = {(t.sender, t.nonce): (t, a) for t, a in self.txs.values()}
-        nxt = {t.sender: nonce_of.get(t.sender, 0) for t, _ in self.txs.values()}
+        by_key = {(t.sender, t.nonce): (t, a) for t, a, _ in self.txs.values()}
+        nxt = {t.sender: nonce_of.get(t.sender, 0) for t, _, _ in self.txs.values()}
         out: list[Transaction] = []
         while len(out) < limit:
             heads = [by_key[(s, n)] for s, n in nxt.items() if (s, n) in by_key]
@@ -341,27 +393,72 @@ class _Reference:
     def remove_committed(self, included: list[Transaction], nonce_of: dict[bytes, int]) -> None:
         senders = {t.sender for t in included}
         hashes = {t.tx_hash() for t in included}
-        for h, (t, _) in list(self.txs.items()):
+        for h, (t, _, _) in list(self.txs.items()):
             if h in hashes or (t.sender in senders and t.nonce < nonce_of.get(t.sender, 0)):
                 del self.txs[h]
+                self.evicted["stale"] += h not in hashes
+
+    def remove(self, h: bytes, nonces: dict[bytes, int]) -> None:
+        sender = self.txs.pop(h)[0].sender
+        while True:  # demotion limits: the sender's highest queued nonces, then the lowest queued overall
+            mine = [g for g in self.queued(self.txs, nonces) if self.txs[g][0].sender == sender]
+            if len(mine) <= self.cfg.max_queued_per_sender:
+                break
+            del self.txs[max(mine, key=lambda g: self.txs[g][0].nonce)]
+            self.evicted["queued_cap"] += 1
+        while len(queued := self.queued(self.txs, nonces)) > self.cfg.max_queued:
+            x = {g: self.txs[g] for g in queued}
+            del self.txs[min(queued, key=lambda g: (x[g][0].max_priority_fee_per_cycle, x[g][0].max_fee_per_cycle,
+                                                    x[g][1]))]
+            self.evicted["queued_cap"] += 1
+
+    def expire(self, now: float, nonces: dict[bytes, int]) -> int:
+        self.set_clock(now)
+        dead = [g for g in self.queued(self.txs, nonces) if now - (self.txs[g][2] or 0.0) >= self.cfg.queued_lifetime_s]
+        for g in dead:
+            del self.txs[g]
+        self.evicted["queued_expired"] += len(dead)
+        return len(dead)
 
 
-_CFG = MempoolConfig(max_txs=5, max_bytes=5 * 185 + 20, max_txs_per_sender=3, max_nonce_gap=4,
-                     replacement_bump_percent=10)
-_add = st.tuples(st.just("add"), st.integers(0, 5), st.integers(0, 4), st.integers(0, 3), st.integers(0, 3))
-_op = st.one_of(_add, _add, _add, _add, _add, _add, _add, _add, _add, _add,
-                st.tuples(st.just("block"), st.integers(0, 8)), st.tuples(st.just("remove"), st.integers(0, 40)))
+_CFGS = (  # a tight queue, a queue that can fill the pool, a per-sender queue of one (demotion limits)
+    MempoolConfig(max_txs=5, max_bytes=5 * 185 + 20, max_txs_per_sender=3, max_nonce_gap=4,
+                  replacement_bump_percent=10, max_queued=3, max_queued_per_sender=2, queued_lifetime_s=15),
+    MempoolConfig(max_txs=5, max_bytes=5 * 185 + 20, max_txs_per_sender=3, max_nonce_gap=4,
+                  replacement_bump_percent=10, max_queued=5, max_queued_per_sender=2, queued_lifetime_s=30),
+    MempoolConfig(max_txs=6, max_bytes=6 * 185 + 20, max_txs_per_sender=3, max_nonce_gap=3,
+                  replacement_bump_percent=10, max_queued=2, max_queued_per_sender=1, queued_lifetime_s=15),
+    MempoolConfig(max_txs=4, max_bytes=4 * 185 + 20, max_txs_per_sender=3, max_nonce_gap=4,
+                  replacement_bump_percent=10, max_queued=1, max_queued_per_sender=1, queued_lifetime_s=30),
+)
+# (kind, sender, nonce offset from the account nonce (-1: the sender's next pending nonce), fee level, variant);
+# the other kinds reuse the numbers: block limit, index of the removed tx, seconds to expire at, nonce jump.
+_op = st.tuples(st.sampled_from(("add",) * 8 + ("block", "remove", "expire", "jump")), st.sampled_from(range(6)),
+                st.sampled_from((-1, -1, 0, 1, 2, 3, 4)), st.sampled_from(range(4)), st.sampled_from(range(4)))
+
+
+def _runs(p: Mempool) -> dict[bytes, list[int]]:
+    """Each sender's pending run as the pool holds it."""
+    return {a: s.nonces[:s.pend] for a, s in p._senders.items()}
 
 
 def _check(p: Mempool, ref: _Reference, nonces: dict[bytes, int]) -> None:
+    cfg = p.config
     pooled = [p.get(h) for h in list(p._by_hash)]
     assert set(p._by_hash) == set(ref.txs)
     assert len(p) == len(pooled) == sum(len(s.by_nonce) for s in p._senders.values())
     assert p.size_bytes == sum(len(t.body()) for t in pooled if t is not None)
-    assert len(p) <= _CFG.max_txs and p.size_bytes <= _CFG.max_bytes
+    assert len(p) <= cfg.max_txs and p.size_bytes <= cfg.max_bytes
+    queued = ref.queued(ref.txs, nonces)
+    assert {h for h in p._by_hash if p.is_queued(h)} == queued
+    assert p.queued_count == len(queued) <= cfg.max_queued and p.pending_count == len(p) - len(queued)
+    assert p.evicted == ref.evicted
+    assert set(p._ready) == {a for a, s in p._senders.items() if s.pend}
     for addr, s in p._senders.items():
-        assert s.nonces == sorted(s.by_nonce) and len(s.nonces) <= _CFG.max_txs_per_sender
+        assert s.nonces == sorted(s.by_nonce) and len(s.nonces) <= cfg.max_txs_per_sender
         assert all(s.by_nonce[n].tx.sender == addr for n in s.nonces)
+        assert s.base == nonces.get(addr, 0) and s.nonces[:s.pend] == list(range(s.base, s.base + s.pend))
+        assert len(s.nonces) - s.pend <= cfg.max_queued_per_sender
     for limit in (3, 100):
         out = p.ready(lambda a: nonces.get(a, 0), limit)
         assert out == ref.ready(nonces, limit)
@@ -373,41 +470,54 @@ def _check(p: Mempool, ref: _Reference, nonces: dict[bytes, int]) -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_op, min_size=40, max_size=120))
-def test_property_counts_and_ready_order(ops: list[tuple[int | str, ...]]) -> None:
-    """Random add / block / remove sequences agree with a naive model of the documented rules."""
-    p, ref = Mempool(_CFG), _Reference(_CFG)
+@given(st.sampled_from(_CFGS), st.lists(_op, min_size=40, max_size=120))
+def test_property_counts_and_ready_order(cfg: MempoolConfig, ops: list[tuple[int | str, ...]]) -> None:
+    """Random add / block / remove / expire sequences agree with a naive model of the documented rules."""
+    p, ref = Mempool(cfg), _Reference(cfg)
     nonces: dict[bytes, int] = {}
+    clock = 0.0
     for op in ops:
         if op[0] == "add":
             k, off, level, variant = (int(x) for x in op[1:])
             an = nonces.get(ADDRS[k], 0)
-            t = tx(k, an + off, tip=10 + 3 * level, fee=100 + 20 * level, cell_tip=10 + 3 * level,
+            t = tx(k, p.pending_nonce(ADDRS[k], an) if off < 0 else an + off, tip=10 + 3 * level, fee=100 + 20 * level, cell_tip=10 + 3 * level,
                    cell_fee=100 + 20 * level, amount=variant % 3,
                    chain_id="c" * 60 if variant == 3 else "cowboy-test-1")  # variant 3: a bigger body
+            now = None if variant == 1 else clock  # variant 1: the pool's own clock
             before = {a: list(s.nonces) for a, s in p._senders.items()}
-            expected = ref.add(t, an)
+            runs, evicted = _runs(p), dict(p.evicted)
+            expected = ref.add(t, nonces, now)
             try:
-                assert p.add(t, an) is (t.nonce not in before.get(t.sender, ()))
+                assert p.add(t, an, now=now) is (t.nonce not in before.get(t.sender, ()))
                 assert expected is None
             except MempoolError as e:
                 assert e.code == expected
                 assert {a: list(s.nonces) for a, s in p._senders.items()} == before  # rejection changes nothing
-            for a, old in before.items():  # evictions only ever take a sender's highest nonces
+                assert _runs(p) == runs and p.evicted == evicted
+            for a, run in runs.items():  # other senders' pending runs only ever lose their top
                 if a != t.sender:
-                    assert old[:len(p._senders[a].nonces) if a in p._senders else 0] == (
-                        p._senders[a].nonces if a in p._senders else [])
+                    after = _runs(p).get(a, [])
+                    assert run[:len(after)] == after
         elif op[0] == "block":
-            included = p.ready(lambda a: nonces.get(a, 0), int(op[1]))
+            included = p.ready(lambda a: nonces.get(a, 0), int(op[3]))
             for t in included:
                 nonces[t.sender] = t.nonce + 1
             p.remove_committed(included, lambda a: nonces.get(a, 0))
             ref.remove_committed(included, nonces)
             assert all(t.tx_hash() not in p for t in included)
+        elif op[0] == "jump":  # the account nonce moves on without the pool's txs (a tx included elsewhere)
+            k, j = int(op[1]), 1 + int(op[3]) % 3
+            done = tx(k, nonces.get(ADDRS[k], 0) + j - 1)
+            nonces[ADDRS[k]] = done.nonce + 1
+            p.remove_committed([done], lambda a: nonces.get(a, 0))
+            ref.remove_committed([done], nonces)
+        elif op[0] == "expire":
+            clock += 3 * int(op[3])
+            assert p.expire(clock) == ref.expire(clock, nonces)
         else:
             hashes = list(p._by_hash)
             if hashes:
-                victim = hashes[int(op[1]) % len(hashes)]
+                victim = hashes[(7 * int(op[1]) + int(op[2])) % len(hashes)]
                 p.remove(victim)
-                del ref.txs[victim]
+                ref.remove(victim, nonces)
         _check(p, ref, nonces)
