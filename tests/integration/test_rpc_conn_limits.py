@@ -39,7 +39,16 @@ class LimitedServer:
         async def health(request: web.Request) -> web.Response:
             return web.json_response({"ok": True})
 
+        async def slow(request: web.Request) -> web.Response:
+            await asyncio.sleep(0.6)
+            return web.json_response({"ok": True})
+
+        async def echo(request: web.Request) -> web.Response:
+            return web.json_response({"ok": True, "len": len(await request.read())})
+
         app.router.add_get("/health", health)
+        app.router.add_get("/slow", slow)
+        app.router.add_post("/echo", echo)
         self.runner = LimitedAppRunner(app, limits=limits, metrics=self.metrics, access_log=None)
         self.port = 0
 
@@ -112,19 +121,31 @@ def read_until_closed(s: socket.socket, timeout: float = 5) -> bytes:
     return b"".join(chunks)
 
 
+def read_responses(s: socket.socket, n: int) -> list[tuple[int, dict[str, object]]]:
+    """``n`` HTTP/1.1 responses with Content-Length bodies (the connection stays open; nothing may follow)."""
+    data = b""
+    out = []
+    for _ in range(n):
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            assert chunk, f"closed before a response: {data!r}"
+            data += chunk
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        length = next(int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:"))
+        while len(data) < length:
+            chunk = s.recv(65536)
+            assert chunk, "closed inside a response body"
+            data += chunk
+        out.append((int(lines[0].split()[1]), json.loads(data[:length])))
+        data = data[length:]
+    assert data == b"", data
+    return out
+
+
 def read_response(s: socket.socket) -> tuple[int, dict[str, object]]:
     """One HTTP/1.1 response with a Content-Length body (the connection stays open)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, f"closed before a response: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    length = next(int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:"))
-    while len(body) < length:
-        body += s.recv(65536)
-    return int(lines[0].split()[1]), json.loads(body)
+    return read_responses(s, 1)[0]
 
 
 def parse_closing_response(data: bytes) -> tuple[int, dict[str, object]]:
@@ -232,4 +253,25 @@ def test_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
     elapsed = time.monotonic() - t0
     assert 0.7 <= elapsed < 3, elapsed
     assert srv.sample("cowboy_rpc_header_timeouts_total") == 0
+    wait_for(lambda: srv.open_connections() == 0)
+
+
+def test_header_timeout_spares_slow_bodies_slow_handlers_and_pipelining(
+        serve: Callable[[ConnLimits], LimitedServer], sockets: list[socket.socket]) -> None:
+    """Only the request line and headers are timed: a body trickling in, a handler slower than the header timeout
+    and pipelined requests all complete."""
+    srv = serve(ConnLimits(header_timeout_ms=300, idle_timeout_ms=10_000))
+    s = connect(sockets, srv.port)
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 8\r\n\r\n")
+    for byte in b"12345678":
+        time.sleep(0.1)  # 0.8 s of body, well past the header timeout
+        s.sendall(bytes([byte]))
+    assert read_response(s) == (200, {"ok": True, "len": 8})
+    s.sendall(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+    assert read_response(s) == (200, {"ok": True})
+    s.sendall(REQUEST + b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\nab" + REQUEST)
+    assert read_responses(s, 3) == [(200, {"ok": True}), (200, {"ok": True, "len": 2}),
+                                                   (200, {"ok": True})]
+    assert srv.sample("cowboy_rpc_header_timeouts_total") == 0
+    s.close()
     wait_for(lambda: srv.open_connections() == 0)
