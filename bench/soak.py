@@ -19,7 +19,8 @@ intervals of the window (header timestamps), the mempool (``/status``), accepted
 p50/p99. When the load stops the bench waits (``--drain-s`` at most) until every accepted transfer is in a block,
 then asks ``/tx/{hash}/receipt`` for each one (and ``/tx/{hash}`` for any without a receipt).
 
-Goals (issue 22, "Load and soak"), each with ``met``: RSS plateau (growth over the last half of the load ≤ 5 %),
+Goals (issue 22, "Load and soak"), each with ``met``: RSS plateau (growth over the last half of the load ≤ 5 %;
+the slope is reported too, since a short run can pass with a steady climb),
 block interval p99 ≤ 1.2 × the target, every accepted transaction included or explicitly evicted, query p99 ≤
 ``--query-p99-ms`` for each query kind. The node has no explicit eviction signal yet, so a transaction without a
 receipt is counted ``evicted`` only when ``/tx/{hash}`` says so, else ``pending`` or ``lost``.
@@ -506,9 +507,11 @@ def verdicts(args: argparse.Namespace, samples: list[dict[str, Any]], load_inter
              idle_intervals: list[float], inclusion: dict[str, Any], stats: Stats) -> dict[str, Any]:
     target = args.block_ms
     half = [s for s in samples if s["t_s"] >= args.duration / 2]
+    slope: float | None = None
     if len(half) >= 2:
         first, last = half[0]["rss_kb"], half[-1]["rss_kb"]
         growth: float | None = round(100 * (last - first) / first, 2)
+        slope = round(60 * (last - first) / (half[-1]["t_s"] - half[0]["t_s"]), 1)
     else:
         first = last = None
         growth = None
@@ -516,7 +519,8 @@ def verdicts(args: argparse.Namespace, samples: list[dict[str, Any]], load_inter
     query = {kind: ms(percentile(v, 99)) for kind, v in stats.latency.items()}
     return {
         "rss_plateau": {"rss_kb_at_half": first, "rss_kb_at_end": last, "growth_last_half_pct": growth,
-                        "limit_pct": 5.0, "met": None if growth is None else growth <= 5.0},
+                        "slope_kb_per_min_last_half": slope, "limit_pct": 5.0,
+                        "met": None if growth is None else growth <= 5.0},
         "block_interval_p99": {"p99_ms": p99, "limit_ms": 1.2 * target, "target_ms": target,
                                "baseline_idle_p99_ms": percentile(idle_intervals, 99),
                                "met": None if p99 is None else p99 <= 1.2 * target},
