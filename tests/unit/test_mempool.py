@@ -480,7 +480,8 @@ def test_property_counts_and_ready_order(cfg: MempoolConfig, ops: list[tuple[int
         if op[0] == "add":
             k, off, level, variant = (int(x) for x in op[1:])
             an = nonces.get(ADDRS[k], 0)
-            t = tx(k, p.pending_nonce(ADDRS[k], an) if off < 0 else an + off, tip=10 + 3 * level, fee=100 + 20 * level, cell_tip=10 + 3 * level,
+            nonce = p.pending_nonce(ADDRS[k], an) if off < 0 else an + off
+            t = tx(k, nonce, tip=10 + 3 * level, fee=100 + 20 * level, cell_tip=10 + 3 * level,
                    cell_fee=100 + 20 * level, amount=variant % 3,
                    chain_id="c" * 60 if variant == 3 else "cowboy-test-1")  # variant 3: a bigger body
             now = None if variant == 1 else clock  # variant 1: the pool's own clock
