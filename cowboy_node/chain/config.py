@@ -25,7 +25,8 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
-                "replacement_bump_percent": int},
+                "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
+                "queued_lifetime_s": int, "journal": bool},
 }
 _MIB = 1024 * 1024
 INT_BOUNDS: dict[str, tuple[int, int]] = {
@@ -47,6 +48,9 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "mempool.max_txs_per_sender": (1, 10_000),
     "mempool.max_nonce_gap": (1, 10_000),
     "mempool.replacement_bump_percent": (1, 1000),
+    "mempool.max_queued": (1, 1_000_000),  # above mempool.max_txs it binds no more than max_txs
+    "mempool.max_queued_per_sender": (1, 10_000),  # above mempool.max_txs_per_sender it binds no more than that
+    "mempool.queued_lifetime_s": (1, 86_400),
 }
 """Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
 ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
@@ -115,6 +119,15 @@ class NodeConfig:
     """How far ahead of the account nonce a transaction may be."""
     mempool_replacement_bump_percent: int = 10
     """Fee increase a replacement needs on every fee field."""
+    mempool_max_queued: int = 1_024
+    """Most queued (nonce-gapped, not yet executable) transactions held in total (a value above
+    ``mempool_max_txs`` lets queued ones fill the pool; they still never keep out an executable one)."""
+    mempool_max_queued_per_sender: int = 16
+    """Most queued transactions of one sender (``mempool_max_txs_per_sender`` caps all of a sender's)."""
+    mempool_queued_lifetime_s: int = 600
+    """Seconds a transaction may stay queued before it is dropped (1..86400)."""
+    mempool_journal: bool = True
+    """Journal admitted transactions to ``DATA/mempool.journal`` and re-admit them at start-up."""
 
     @property
     def data_path(self) -> Path:
@@ -188,6 +201,10 @@ def load_config(home: Path) -> NodeConfig:
         mempool_max_txs_per_sender=values.get("mempool.max_txs_per_sender", 64),
         mempool_max_nonce_gap=values.get("mempool.max_nonce_gap", 64),
         mempool_replacement_bump_percent=values.get("mempool.replacement_bump_percent", 10),
+        mempool_max_queued=values.get("mempool.max_queued", 1_024),
+        mempool_max_queued_per_sender=values.get("mempool.max_queued_per_sender", 16),
+        mempool_queued_lifetime_s=values.get("mempool.queued_lifetime_s", 600),
+        mempool_journal=values.get("mempool.journal", True),
     )
     if cfg.log_format not in LOG_FORMATS:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
@@ -277,4 +294,12 @@ max_txs_per_sender = 64
 max_nonce_gap = 64
 # A replacement (same sender and nonce) must raise every fee field by at least this percentage.
 replacement_bump_percent = 10
+# Queued = nonce-gapped: not executable until the missing nonces arrive. Most held in total and per
+# sender; they are evicted first when the pool is full and never keep out an executable transaction.
+max_queued = 1024
+max_queued_per_sender = 16
+# Seconds a transaction may stay queued before it is dropped (1..86400).
+queued_lifetime_s = 600
+# Journal admitted transactions to DATA/mempool.journal and re-admit them at start-up (survives kill -9).
+journal = true
 """

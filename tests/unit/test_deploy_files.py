@@ -1119,7 +1119,8 @@ CONFIG_KEYS = {
     "quic": {"addr"},
     "metrics": {"addr", "enabled"},
     "log": {"format", "level"},
-    "mempool": {"max_txs", "max_bytes", "max_txs_per_sender", "max_nonce_gap", "replacement_bump_percent"},
+    "mempool": {"max_txs", "max_bytes", "max_txs_per_sender", "max_nonce_gap", "replacement_bump_percent",
+                "max_queued", "max_queued_per_sender", "queued_lifetime_s", "journal"},
 }
 
 
@@ -1139,7 +1140,8 @@ def test_config_example_documents_every_key_with_its_default() -> None:
         "read_max_concurrent": 1, "read_max_queue": 32, "read_max_wait_ms": 5000, "read_call_timeout_ms": 1000,
         "read_budget_ms_per_s": 250, "read_per_client_rps": 10}
     assert doc["mempool"] == {"max_txs": 10000, "max_bytes": 33554432, "max_txs_per_sender": 64,
-                              "max_nonce_gap": 64, "replacement_bump_percent": 10}
+                              "max_nonce_gap": 64, "replacement_bump_percent": 10, "max_queued": 1024,
+                              "max_queued_per_sender": 16, "queued_lifetime_s": 600, "journal": True}
 
 
 def test_config_example_is_accepted_by_the_node_and_matches_what_init_writes(tmp_path: Path) -> None:
