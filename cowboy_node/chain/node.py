@@ -168,6 +168,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         t2 = time.perf_counter()
         block = prepared.block
         self.mempool.remove_committed(block.transactions, self._account_nonce())
+        self._mempool_after_commit()
         if self.transport is not None:  # push only once the assignment block is committed (CIP-11 §10.1)
             self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
         for tx, err in prepared.result.rejected:
@@ -188,8 +189,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         self.metrics.observe_eob(prepared.result.eob)
         self.metrics.observe_eob_steps((n, s) for n, s in eob_timer.durations if n not in _SELECTION_SECTIONS)
         self.metrics.observe_jobs(jobs)
-        self.metrics.mempool_size.set(len(self.mempool))
-        self.metrics.mempool_bytes.set(self.mempool.size_bytes)
+        self.metrics.observe_mempool(self.mempool)
         log.info("block committed", height=h.height, txs=len(block.transactions),
                  hash="0x" + block.hash().hex()[:16], exec_ms=round((t1 - t0) * 1000, 1),
                  commit_ms=round((t2 - t1) * 1000, 1))
@@ -203,9 +203,33 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             tx = admit(tx_bytes, self.chain, self.mempool)
         except (TxInvalid, MempoolError, ValidationError) as e:
             self.metrics.txs_rejected.labels(code=e.code).inc()
+            if e.code in ("mempool_full", "queued_full") and self.metrics.mempool_refused_full():
+                pool = self.mempool  # rate-limited: one line every few seconds however many are refused
+                log.warning("mempool full", code=e.code, txs=len(pool), pending=pool.pending_count,
+                            queued=pool.queued_count, bytes=pool.size_bytes, max_txs=pool.config.max_txs,
+                            max_queued=pool.config.max_queued, evicted=dict(pool.evicted))
             raise RpcError(400, e.code, e.message) from None
-        self.metrics.mempool_size.set(len(self.mempool))
+        if self.mempool.journal is not None:
+            self.mempool.journal.append(tx_bytes)  # written with the next block's journal sync
+        self.metrics.observe_mempool(self.mempool)
         return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
+
+    def _mempool_after_commit(self) -> None:
+        """After a block commit: expire old queued transactions, sync the mempool journal (compacting it once it
+        holds more than twice the pool). A journal I/O error is logged, never stops the producer."""
+        pool = self.mempool
+        expired = pool.expire(time.monotonic())
+        if expired:
+            log.info("queued transactions expired", count=expired, queued=pool.queued_count)
+        journal = pool.journal
+        if journal is None:
+            return
+        try:
+            journal.sync()
+            if journal.needs_compaction(pool.size_bytes):
+                journal.compact(t.to_bytes() for t in pool.transactions())
+        except OSError as e:
+            log.error("mempool journal write failed", path=str(journal.path), error=str(e))
 
     def health(self) -> dict[str, Any]:
         """Healthy while blocks keep coming (within 10 block times)."""

@@ -12,6 +12,7 @@ from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import load_genesis
 from cowboy_node.chain.keys import KeyFileError, check_secret_mode, load_validator_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
 from cowboy_node.chain.node import Node
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.observability.logging import configure_logging, get_logger
@@ -96,7 +97,8 @@ async def run_node(home: Path) -> int:
     mempool = Mempool(MempoolConfig(
         max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
-        replacement_bump_percent=cfg.mempool_replacement_bump_percent))
+        replacement_bump_percent=cfg.mempool_replacement_bump_percent, max_queued=cfg.mempool_max_queued,
+        max_queued_per_sender=cfg.mempool_max_queued_per_sender, queued_lifetime_s=cfg.mempool_queued_lifetime_s))
     metrics = NodeMetrics()
     try:
         node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
@@ -104,6 +106,15 @@ async def run_node(home: Path) -> int:
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
+        journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
+        try:
+            restored = restore_mempool(journal, chain, mempool)
+        except OSError as e:
+            store.close()
+            raise StartupError(f"{journal.path}: {e}") from None
+        mempool.journal = journal
+        log.info("mempool journal replayed", **restored)
 
     # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
     # kill it with the default handler while the other servers are still starting.
@@ -136,6 +147,11 @@ async def run_node(home: Path) -> int:
             await transport.stop()
         for r in runners:
             await r.cleanup()
+        if mempool.journal is not None:
+            try:
+                mempool.journal.close()
+            except OSError as e:
+                log.error("mempool journal write failed", path=str(mempool.journal.path), error=str(e))
         chain.close()
         log.info("node stopped", height=chain.height)
     return 0

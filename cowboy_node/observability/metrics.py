@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -39,6 +39,38 @@ SELECTION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 
 """Seconds of one committee selection (goal: ≤ 2 ms for M = 1 over 5,000 eligible runners)."""
 JOB_TRANSITIONS = ("submitted", "assigned", "committed", "revealed", "settled", "failed")
 """Label values of ``cowboy_job_transitions_total`` (``chain.job_queries.TRANSITIONS``)."""
+MEMPOOL_EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "priority", "stale")
+"""Label values of ``cowboy_mempool_evicted_total`` (``chain.mempool.EVICTION_REASONS``)."""
+MEMPOOL_FULL_LOG_INTERVAL_S = 5.0
+"""At most one "mempool full" log line per this many seconds (:meth:`NodeMetrics.mempool_refused_full`)."""
+
+
+class MempoolStats(Protocol):
+    """What :meth:`NodeMetrics.observe_mempool` reads (``chain.mempool.Mempool`` provides it)."""
+
+    def __len__(self) -> int:
+        """Pooled transactions."""
+        ...
+
+    @property
+    def size_bytes(self) -> int:
+        """Pooled body bytes."""
+        ...
+
+    @property
+    def pending_count(self) -> int:
+        """Executable pooled transactions."""
+        ...
+
+    @property
+    def queued_count(self) -> int:
+        """Nonce-gapped pooled transactions."""
+        ...
+
+    @property
+    def evicted(self) -> Mapping[str, int]:
+        """Cumulative evictions by reason."""
+        ...
 
 
 def _version() -> str:
@@ -66,6 +98,22 @@ class NodeMetrics:
             namespace=ns, registry=r, buckets=TXS_PER_BLOCK_BUCKETS)
         self.mempool_size = Gauge("mempool_txs", "Transactions held in the mempool.", namespace=ns, registry=r)
         self.mempool_bytes = Gauge("mempool_bytes", "Encoded bytes held in the mempool.", namespace=ns, registry=r)
+        self.mempool_pending = Gauge(
+            "mempool_pending", "Pooled transactions that are executable (continue their sender's account nonce).",
+            namespace=ns, registry=r)
+        self.mempool_queued = Gauge(
+            "mempool_queued", "Pooled transactions behind a nonce gap (not executable until the gap fills).",
+            namespace=ns, registry=r)
+        self.mempool_evicted = Counter(
+            "mempool_evicted", "Transactions the mempool dropped on its own, by reason: queued_expired, "
+            "queued_for_pending, queued_cap, priority, stale.", ["reason"], namespace=ns, registry=r)
+        for reason in MEMPOOL_EVICTION_REASONS:  # exported at 0 from the start
+            self.mempool_evicted.labels(reason=reason)
+        self._mempool_evicted_seen: dict[str, int] = {}
+        self.mempool_full = Counter(
+            "mempool_full", "Admissions refused because the pool (mempool_full) or its queued space (queued_full) "
+            "was full.", namespace=ns, registry=r)
+        self._mempool_full_logged_at: float | None = None
         self.commit_duration = Histogram(
             "block_commit_duration_seconds", "Time to write one block (synced LevelDB batch).",
             namespace=ns, registry=r, buckets=DURATION_BUCKETS)
@@ -185,6 +233,32 @@ class NodeMetrics:
         for section, seconds in activity.selection:
             self.job_selection.labels(phase=section.removeprefix("job_")).observe(seconds)
         self.present_pool.set(activity.present_pool)
+
+    def observe_mempool(self, pool: MempoolStats) -> None:
+        """Mempool gauges, and ``cowboy_mempool_evicted_total`` brought up to the pool's cumulative ``evicted``."""
+        self.mempool_size.set(len(pool))
+        self.mempool_bytes.set(pool.size_bytes)
+        self.mempool_pending.set(pool.pending_count)
+        self.mempool_queued.set(pool.queued_count)
+        seen = self._mempool_evicted_seen
+        for reason, total in pool.evicted.items():
+            before = seen.get(reason, 0)
+            if total < before:  # a new pool: its counts start again from zero
+                before = 0
+            if total > before:
+                self.mempool_evicted.labels(reason=reason).inc(total - before)
+            seen[reason] = total
+
+    def mempool_refused_full(self) -> bool:
+        """Count one admission refused for a full pool; True when a log line is due (at most one every
+        :data:`MEMPOOL_FULL_LOG_INTERVAL_S`)."""
+        self.mempool_full.inc()
+        now = time.monotonic()
+        last = self._mempool_full_logged_at
+        if last is not None and now - last < MEMPOOL_FULL_LOG_INTERVAL_S:
+            return False
+        self._mempool_full_logged_at = now
+        return True
 
     def observe_block(self, *, height: int, interval_s: float | None, tx_count: int, commit_s: float,
                       execution_s: float, basefee_cycles: int, basefee_cells: int) -> None:
