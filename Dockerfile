@@ -24,6 +24,7 @@ RUN groupadd --system --gid 10001 cowboy \
 
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY cowboy_protocol ./cowboy_protocol
 COPY cowboy_node ./cowboy_node
 COPY cowboy_runner ./cowboy_runner
 

@@ -18,18 +18,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.devgenesis import create_dev_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.node.devgenesis import create_dev_genesis
+from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.observability.logging import configure_logging
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import Instruction
-from cowboy_node.types.params import ChainLimits, Cip11Flags
-from cowboy_node.types.runner_instructions import RunnerRegister
-from cowboy_node.types.runner_json import runner_file_from_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Instruction
+from cowboy_protocol.types.params import ChainLimits, Cip11Flags
+from cowboy_protocol.types.runner_instructions import RunnerRegister
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.transaction import Transaction
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB_EXAMPLE = ROOT / "configs" / "examples" / "job-http.json"

@@ -30,18 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import plyvel
 
 from cowboy_node.chain.admission import admit
-from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.devgenesis import create_dev_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.verify import expected_round
-from cowboy_node.crypto import bls, ed25519
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.crypto.secp256k1 import private_key_to_address, recover_address, sign_recoverable
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.consensus.header import expected_round
+from cowboy_node.crypto import bls
 from cowboy_node.execution.system_state import get_account
+from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address, recover_address, sign_recoverable
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 
 
 def baseline_leveldb(path: str, n: int = 20_000, batch: int = 2_000) -> float:

@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
 from cowboy_node.execution.jobs.selection import select_committee
-from cowboy_node.types.params import RunnerConfig
 from cowboy_node.types.presence import decode_presence, encode_presence
-from cowboy_node.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
 
 HEIGHT = 10_000
 TIMEOUT = 100
@@ -108,11 +108,11 @@ def measure(n: int, m: int, reps: int) -> dict[str, float]:
 
 
 def _state_world(runners: list[RunnerRecord]) -> object:
-    from cowboy_node.codec import encode
     from cowboy_node.execution.runners import store
     from cowboy_node.state.memory import MemoryStore
     from cowboy_node.state.tree import StateTree
     from cowboy_node.state.world import WorldState
+    from cowboy_protocol.codec import encode
 
     st = MemoryStore()
     world = WorldState(st, StateTree(st, b"n/"), data_prefix=b"s/")
@@ -133,9 +133,9 @@ def measure_state_path(n: int, m: int, reps: int) -> dict[str, float]:
     from cowboy_node.execution.context import BlockContext, BlockEnv
     from cowboy_node.execution.jobs import dispatch, weights
     from cowboy_node.execution.runners import store
-    from cowboy_node.types.jobspec import HttpJob, JobRequest
-    from cowboy_node.types.jobspec_checks import VerificationConfig, VerificationMode
-    from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags
+    from cowboy_protocol.types.jobspec import HttpJob, JobRequest
+    from cowboy_protocol.types.jobspec_checks import VerificationConfig, VerificationMode
+    from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags
 
     runners = registry(n)
     world = _state_world(runners)

@@ -34,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.devgenesis import create_dev_genesis
 from cowboy_node.execution.actors import invoke
 from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address, source_hash
 from cowboy_node.execution.actors.store import kv_key, put_actor, put_source
@@ -45,6 +44,7 @@ from cowboy_node.execution.system_state import put_account
 from cowboy_node.execution.timers import store
 from cowboy_node.execution.timers.deliver import LANE_TIMER_CYCLES, FireOutcome, deliver_timers
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, Timer, derive_timer_id
+from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account

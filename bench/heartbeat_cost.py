@@ -47,17 +47,17 @@ from coincurve.context import GLOBAL_CONTEXT
 from nacl.signing import SigningKey
 
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
-from cowboy_node.crypto import secp256k1
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.transport.enums import Role
-from cowboy_node.transport.frames import Frame, Goodbye, HeartbeatPing, HeartbeatPong, encode_frame
-from cowboy_node.transport.framing import FrameDecoder
-from cowboy_node.transport.preimages import RunnerKey, ValidatorKey, sign_frame, validator_set_hash, verify_frame
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.runner_session import RunnerSession
 from cowboy_node.transport.service import TransportConfig, TransportService, _RunnerConnection
-from cowboy_node.transport.session import Authenticated
+from cowboy_protocol.crypto import secp256k1
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.transport.enums import Role
+from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, HeartbeatPong, encode_frame
+from cowboy_protocol.transport.framing import FrameDecoder
+from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, sign_frame, validator_set_hash, verify_frame
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import Authenticated
 
 VALIDATOR = ValidatorKey(bytes(range(1, 33)))
 VSET = (VALIDATOR.pubkey.key,)
@@ -87,7 +87,7 @@ class Registry:
 
     def admission(self, runner: PubKey) -> Any:
         """Registered iff the key's address is in the table."""
-        from cowboy_node.transport.validator_session import Admission
+        from cowboy_protocol.transport.validator_session import Admission
 
         address = runner.address()
         i = self.index.get(address)
@@ -97,7 +97,7 @@ class Registry:
         """No jobs."""
         return None
 
-    def submit_transaction(self, tx_bytes: bytes) -> dict[str, object]:
+    def forward_transaction(self, tx_bytes: bytes) -> None:
         """No results."""
         raise RuntimeError("not used")
 

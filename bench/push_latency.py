@@ -48,17 +48,17 @@ from bench.bench_harness import (
     runner_keys,
     summary_ms,
 )
-from cowboy_node.chain.node import Node
-from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.execution.system_state import get_account, get_basefees
+from cowboy_node.node.node import Node
 from cowboy_node.rpc.server import start_rpc_server
-from cowboy_node.transport.frames import AckStatus, JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.transport.preimages import validator_set_hash
 from cowboy_node.transport.service import TransportConfig, TransportService
-from cowboy_node.types.job_instructions import JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.transport.frames import AckStatus, JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.types.job_instructions import JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.txbuild import Fees, build_result_submit

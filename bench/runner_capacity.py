@@ -53,16 +53,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.transport.frames import HeartbeatPing, HeartbeatPong
-from cowboy_node.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
-from cowboy_node.transport.quic_limits import ServerLimits
-from cowboy_node.transport.runner_session import RunnerSession
 from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService
-from cowboy_node.transport.session import Authenticated
-from cowboy_node.transport.validator_session import Admission
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.transport.frames import HeartbeatPing, HeartbeatPong
+from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import Authenticated
+from cowboy_protocol.transport.validator_session import Admission
 
 QUIC_ECHO = Path(__file__).resolve().parent / "quic_echo.py"
 VALIDATOR = ValidatorKey(bytes(range(1, 33)))
@@ -96,7 +96,7 @@ class StaticRegistry:
         """No jobs in this benchmark."""
         return None
 
-    def submit_transaction(self, tx_bytes: bytes) -> dict[str, object]:
+    def forward_transaction(self, tx_bytes: bytes) -> None:
         """No result frames in this benchmark."""
         raise RuntimeError("not used")
 

@@ -49,12 +49,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_harness import percentile, summary_ms
-from cowboy_node.chain.keys import load_account_private_key
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.execution.actors.model import derive_actor_address
-from cowboy_node.types.instructions import DeployActor, Instruction, Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.types.instructions import DeployActor, Instruction, Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.integration.nodeproc import NodeProcess
 
 ATTACKS = ("read-spin", "gapped-nonces", "slow-headers")

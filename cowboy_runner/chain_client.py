@@ -1,6 +1,6 @@
 """Async access to the validator's HTTP API (docs/api.md) for the runner daemon.
 
-The node's synchronous :class:`~cowboy_node.cli.client.RpcClient` (stdlib urllib, no proxies, size-capped
+The node's synchronous :class:`~cowboy_protocol.http_client.RpcClient` (stdlib urllib, no proxies, size-capped
 answers, ``ApiError``/``NodeUnreachable``) runs in a worker thread, so a slow validator never blocks the event
 loop. Every method returns plain JSON documents or None for "not there (yet)" (404).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cowboy_node.cli.client import ApiError, NodeUnreachable, RpcClient
-from cowboy_node.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 
 __all__ = ["ApiError", "ChainClient", "NodeUnreachable", "PollDisabled"]
 

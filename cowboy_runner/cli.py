@@ -19,9 +19,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.cli.client import ApiError, NodeUnreachable, RpcClient
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.config import ConfigError, RunnerSettings, init_home, load_settings
 from cowboy_runner.keyfile import RunnerKey, load_key
 from cowboy_runner.status import read_pid, read_status, render_text

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.cli.client import normalize_url
-from cowboy_node.observability.metrics import parse_host_port
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
-from cowboy_node.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_protocol.http_client import normalize_url
+from cowboy_protocol.netaddr import parse_host_port
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
+from cowboy_protocol.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
 from cowboy_runner.schedule import DEFAULT_SAFETY_MARGIN_BLOCKS
 
 CONFIG_FILE = "runner.toml"

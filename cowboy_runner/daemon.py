@@ -31,10 +31,10 @@ from typing import Any
 
 import structlog
 
-from cowboy_node.cli.client import ApiError, NodeUnreachable
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.transport.frames import JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.http_client import ApiError, NodeUnreachable
+from cowboy_protocol.transport.frames import JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import RunnerSettings
 from cowboy_runner.executor_settings import executors_config

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from cowboy_node.types.runner import JOB_KINDS
+from cowboy_protocol.types.runner import JOB_KINDS
 from cowboy_runner.config import RunnerSettings
 from cowboy_runner.executors import (
     CustomConfig,

@@ -37,14 +37,14 @@ from typing import Any, Protocol
 
 import structlog
 
-from cowboy_node.cli.client import ApiError, NodeUnreachable
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.transport.enums import RejectReason
-from cowboy_node.transport.frames import AckStatus, JobAssignment, encode_frame
-from cowboy_node.transport.framing import decode_frame
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.jobspec import JobSpecV1, decode_job_spec
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.http_client import ApiError, NodeUnreachable
+from cowboy_protocol.transport.enums import RejectReason
+from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_frame
+from cowboy_protocol.transport.framing import decode_frame
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.jobspec import JobSpecV1, decode_job_spec
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner import journal as jn
 from cowboy_runner.executors import ExecutionResult, ExecutorError, ExecutorRegistry, deadline_for
 from cowboy_runner.executors.base import DEADLINE_MARGIN_S

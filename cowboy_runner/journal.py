@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cowboy_node.chain.keys import fsync_dir
-from cowboy_node.execution.jobs.model import result_commitment
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.keys import fsync_dir
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
+from cowboy_protocol.types.transaction import Transaction
 
 ACCEPTED = "accepted"
 EXECUTING = "executing"

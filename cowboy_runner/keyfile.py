@@ -1,6 +1,6 @@
 """The runner's secp256k1 identity key.
 
-The file is the node's account key file (``cowboy_node.chain.keys``: ``{"type": "secp256k1", "private_key",
+The file is the shared account key file (``cowboy_protocol.keys``: ``{"type": "secp256k1", "private_key",
 "address"}``, written atomically with mode 0600, never overwritten), so ``cowboy-node tx … --key`` accepts it
 too. The runner is stricter than the node on reading: a key file that group or others can read, write or
 execute is refused (the node only warns), because this key signs result transactions that carry stake.
@@ -16,9 +16,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from cowboy_node.chain.keys import KeyFileError, load_account_private_key, write_account_key
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.secp256k1 import generate_private_key, private_key_to_address, private_key_to_public_key
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import generate_private_key, private_key_to_address, private_key_to_public_key
+from cowboy_protocol.keys import KeyFileError, load_account_private_key, write_account_key
 
 __all__ = ["KeyFileError", "RunnerKey", "create_key", "load_key"]
 

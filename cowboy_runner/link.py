@@ -18,14 +18,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from cowboy_node.transport.enums import GoodbyeReason
-from cowboy_node.transport.errors import LocalProtocolError
-from cowboy_node.transport.frames import AckStatus, Goodbye, JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
-from cowboy_node.transport.runner_session import RunnerSession
-from cowboy_node.transport.session import (
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.errors import LocalProtocolError
+from cowboy_protocol.transport.frames import AckStatus, Goodbye, JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import (
     AssignmentReceived,
     AssignmentRejected,
     Authenticated,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import structlog
 
-from cowboy_node.cli.client import ApiError, NodeUnreachable
+from cowboy_protocol.http_client import ApiError, NodeUnreachable
 from cowboy_runner.chain_client import ChainClient, PollDisabled
 from cowboy_runner.jobs import JobManager
 from cowboy_runner.metrics import RunnerMetrics

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from cowboy_node.crypto.keccak import keccak256
+from cowboy_protocol.crypto.keccak import keccak256
 
 BACKOFF_BASE_S = 0.1
 """First reconnect delay before jitter (CIP-11 §11.3: 100 ms)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cowboy_node.transport.preimages import validator_set_hash
-from cowboy_node.transport.subset import subset
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.transport.subset import subset
 
 
 class SnapshotError(ValueError):

@@ -23,22 +23,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from cowboy_node.cli.client_commands import DEFAULT_PRIORITY_FEE
-from cowboy_node.cli.runner_commands import CELLS_MARGIN, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
-from cowboy_node.codec import encode
-from cowboy_node.execution.jobs.model import result_commitment
-from cowboy_node.types.fields import HASH_LEN, U64_MAX
-from cowboy_node.types.instructions import Instruction, instruction_to_cbor
-from cowboy_node.types.job_instructions import MAX_RESULT_BYTES, MAX_SALT_BYTES, JobResultCommit, JobResultSubmit
-from cowboy_node.types.runner import Capabilities, RateCard
-from cowboy_node.types.runner_instructions import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.txfees import CELLS_MARGIN, DEFAULT_PRIORITY_FEE, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
+from cowboy_protocol.types.fields import HASH_LEN, U64_MAX
+from cowboy_protocol.types.instructions import Instruction, instruction_to_cbor
+from cowboy_protocol.types.job_instructions import MAX_RESULT_BYTES, MAX_SALT_BYTES, JobResultCommit, JobResultSubmit
+from cowboy_protocol.types.runner import Capabilities, RateCard
+from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
     RunnerRegister,
     RunnerUpdateCapabilities,
     RunnerUpdateRateCard,
 )
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.keyfile import RunnerKey
 
 SALT_BYTES = MAX_SALT_BYTES

@@ -9,7 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from cowboy_node.chain.chain import Chain
-    from cowboy_node.chain.devgenesis import DevGenesis
+    from cowboy_node.node.devgenesis import DevGenesis
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from cowboy_node.chain.devgenesis import DevGenesis, create_dev_genesis
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.types.instructions import Instruction, Transfer
-from cowboy_node.types.params import Cip11Flags
-from cowboy_node.types.transaction import Transaction
+from cowboy_node.node.devgenesis import DevGenesis, create_dev_genesis
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Instruction, Transfer
+from cowboy_protocol.types.params import Cip11Flags
+from cowboy_protocol.types.transaction import Transaction
 
 CHAIN_ID = "cowboy-test-1"
 ALICE_SK = bytes.fromhex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318")

@@ -15,7 +15,7 @@ from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.system_state import get_account, get_chain_limits
 from cowboy_node.execution.transactions import check_signature, check_static
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 
 def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool) -> Transaction:

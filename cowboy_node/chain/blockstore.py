@@ -19,11 +19,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.types.block import Block
-from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.receipt import Receipt
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
 
 STATE_PREFIX = b"s/"
 TREE_PREFIX = b"n/"

@@ -20,8 +20,7 @@ from cowboy_node.chain.blockstore import (
     identity_ops,
 )
 from cowboy_node.chain.genesis import Genesis
-from cowboy_node.chain.verify import verify_header
-from cowboy_node.execution.block import BlockResult, build_block, execute_block
+from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
@@ -32,7 +31,7 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
 from cowboy_node.types.merkle import receipts_root, tx_root
 from cowboy_node.types.receipt import Receipt
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 ZERO_HASH = bytes(32)
 _Signer = Callable[[bytes], bytes]
@@ -124,11 +123,12 @@ class Chain:
                 round_: Round | None = None, consumed_seeds: tuple[ConsumedSeed, ...] = ()) -> BlockEnv:
         """Execution environment of the next block."""
         r = round_ if round_ is not None else Round(0, self.height + 1)
-        return self._env(height=self.height + 1, timestamp_ms=timestamp_ms, fee_recipient=fee_recipient,
+        return self.env_at(height=self.height + 1, timestamp_ms=timestamp_ms, fee_recipient=fee_recipient,
                          beacon=beacon, presence_input=presence_input, round_=r, consumed_seeds=consumed_seeds)
 
-    def _env(self, *, height: int, timestamp_ms: int, fee_recipient: bytes, beacon: bytes,
-             presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...]) -> BlockEnv:
+    def env_at(self, *, height: int, timestamp_ms: int, fee_recipient: bytes, beacon: bytes,
+               presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...]) -> BlockEnv:
+        """Execution environment of a block at ``height`` on top of the head (built or received)."""
         parent = self.head.header
         return BlockEnv(chain_id=self.genesis.chain_id, height=height, timestamp_ms=timestamp_ms,
                         fee_recipient=fee_recipient, beacon=beacon, parent_beacon=self.parent_beacon(),
@@ -179,19 +179,6 @@ class Chain:
                                sync=True)
         prepared.world.mark_committed()
         self.head = block
-
-    # -- verifying ----------------------------------------------------------------
-    def verify_and_prepare(self, block: Block) -> PreparedBlock:
-        """Check a received block against the head and re-execute it (used by replay and sync)."""
-        verify_header(block, self.head.header, self.genesis, self.world())
-        fee_recipient = next(v.fee_recipient for v in self.genesis.validators
-                             if v.ed25519_public_key == block.header.proposer)
-        world = self.world()
-        h = block.header
-        env = self._env(height=h.height, timestamp_ms=h.timestamp_ms, fee_recipient=fee_recipient, beacon=h.beacon,
-                        presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds)
-        result = execute_block(world, env, block.header, block.transactions)
-        return PreparedBlock(block, result, world)
 
     def receipts_at(self, height: int) -> list[Receipt] | None:
         """Receipts of a committed block."""

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.beacon import round_message
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.crypto import bls
-from cowboy_node.crypto.address import InvalidAddress, parse_address, to_checksum_address
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.types.block import Round
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.fields import U128_MAX
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
+from cowboy_node.types.seed import round_message
+from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.fields import U128_MAX
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 _TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
              "system_deployers", "params"}

@@ -89,13 +89,10 @@ import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.transaction import Transaction
-
-if TYPE_CHECKING:
-    from cowboy_node.chain.mempool_journal import MempoolJournal
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.transaction import Transaction
 
 EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "priority", "stale")
 """Keys of :attr:`Mempool.evicted` (see the module docstring)."""
@@ -176,9 +173,6 @@ class Mempool:
         self.config = config
         self.evicted: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
         """Transactions the pool dropped on its own since it was created, by reason (module docstring)."""
-        self.journal: MempoolJournal | None = None
-        """The node's on-disk journal of this pool's transactions, if enabled. Set and used by the node (admission
-        appends, each block syncs); the pool itself never touches it."""
         self._by_hash: dict[bytes, _Entry] = {}
         self._senders: dict[bytes, _Sender] = {}
         self._ready: dict[bytes, _Sender] = {}
@@ -610,15 +604,21 @@ class Mempool:
         s = self._senders.get(sender)
         if s is None:
             s = self._senders[sender] = _Sender(base=account_nonce)
-        tail = self._tail(s)
         n = e.tx.nonce
         s.by_nonce[n] = e
         self._by_hash[e.hash] = e
         self._bytes += e.size
-        if not s.nonces or n > s.nonces[-1]:
-            s.nonces.append(n)
+        nonces = s.nonces
+        if not nonces or n > nonces[-1]:
+            nonces.append(n)
+            if n == s.base + s.pend:  # the common case: extends the pending run, nothing above it to promote
+                s.pend += 1
+                self._ready[sender] = s
+                self._push_candidate(e)
+                return
         else:
-            insort(s.nonces, n)
+            insort(nonces, n)
+        tail = self._tail(s)  # n went above the pending run: the tail's index is unchanged
         if n == s.base + s.pend:
             s.pend += 1
             self._extend(s)

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.keys import fsync_dir
 from cowboy_node.chain.mempool import Mempool
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.keys import fsync_dir
+from cowboy_protocol.types.errors import ValidationError
 
 MEMPOOL_JOURNAL_FILE = "mempool.journal"
 """The journal's file name in the node's data directory."""

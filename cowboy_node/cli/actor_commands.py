@@ -30,13 +30,12 @@ from cowboy_node.cli.client_commands import (
     report,
     submit,
 )
+from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
 
 DEPLOY_CYCLES_LIMIT = 5_000_000
 """Default cycles limit of ``tx deploy`` (compiling and the init handler)."""
 CALL_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``tx call``."""
-CELLS_MARGIN = 16_384
-"""Cells added to what a deploy or call carries, for the state the handler writes."""
 READ_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``query read`` (the node caps it at 10,000,000)."""
 MAX_SOURCE_BYTES = 128 * 1024
@@ -109,16 +108,16 @@ def _read_source(path: str) -> str:
 @_run
 def cmd_tx_deploy(args: argparse.Namespace) -> int:
     """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt."""
-    from cowboy_node.crypto.address import to_checksum_address
     from cowboy_node.execution.actors.model import derive_actor_address
-    from cowboy_node.types.instructions import DeployActor
+    from cowboy_protocol.crypto.address import to_checksum_address
+    from cowboy_protocol.types.instructions import DeployActor
 
     source = _read_source(args.source)
     if args.payload and not args.init:
         raise UsageError("--payload needs --init (the payload is passed to the init handler)")
     sk, sender = load_key(args)
     if args.cells_limit is None:
-        args.cells_limit = 2 * len(source.encode("utf-8")) + len(args.payload) + CELLS_MARGIN
+        args.cells_limit = 2 * len(source.encode("utf-8")) + len(args.payload) + ACTOR_CELLS_MARGIN
     ins = DeployActor(source=source, salt=args.salt, init_handler=args.init or "", init_payload=args.payload)
     address = to_checksum_address(derive_actor_address(sender, args.salt, source))
     client = _client(args)
@@ -129,11 +128,11 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_call(args: argparse.Namespace) -> int:
     """Call ``handler(payload)`` on an actor; with ``--wait`` prints the receipt and its events."""
-    from cowboy_node.types.instructions import CallActor
+    from cowboy_protocol.types.instructions import CallActor
 
     sk, sender = load_key(args)
     if args.cells_limit is None:
-        args.cells_limit = len(args.payload) + CELLS_MARGIN
+        args.cells_limit = len(args.payload) + ACTOR_CELLS_MARGIN
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, CallActor(actor=args.actor, handler=args.handler,
                                                          payload=args.payload))
@@ -142,7 +141,7 @@ def cmd_tx_call(args: argparse.Namespace) -> int:
 
 def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
     """``{"result": "0x…"}`` from the receipt's ``actor.returned`` event (CBOR byte string), if any."""
-    from cowboy_node.codec import CodecError, decode
+    from cowboy_protocol.codec import CodecError, decode
 
     for event in receipt.get("events") or ():
         if isinstance(event, dict) and event.get("topic") == "actor.returned":
@@ -157,9 +156,9 @@ def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
 @_run
 def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
     """System deployers only: replace the governed TimerConfig (every field must be given)."""
-    from cowboy_node.types.errors import ValidationError
-    from cowboy_node.types.instructions import UpdateTimerConfig
-    from cowboy_node.types.params import TimerConfig
+    from cowboy_protocol.types.errors import ValidationError
+    from cowboy_protocol.types.instructions import UpdateTimerConfig
+    from cowboy_protocol.types.params import TimerConfig
 
     cfg = TimerConfig(max_ttl_blocks=args.max_ttl_blocks, max_cycles_per_fire=args.max_cycles_per_fire,
                       max_cells_per_fire=args.max_cells_per_fire, max_timers_per_actor=args.max_timers_per_actor,
@@ -177,7 +176,7 @@ def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
     """System deployers only: remove any actor's timer (idempotent)."""
-    from cowboy_node.types.instructions import CancelTimer
+    from cowboy_protocol.types.instructions import CancelTimer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -188,7 +187,7 @@ def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
     """System deployers only: raise a timer's expires_at (clamped to current + max_ttl_blocks)."""
-    from cowboy_node.types.instructions import ExtendTimer
+    from cowboy_protocol.types.instructions import ExtendTimer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -198,7 +197,7 @@ def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
 
 # -- query commands --------------------------------------------------------------------
 def _checksum(address: bytes) -> str:
-    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_protocol.crypto.address import to_checksum_address
 
     return to_checksum_address(address)
 
@@ -251,7 +250,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     td.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="payload for --init")
     td.add_argument("--no-wait", action="store_true", help="print the address and tx hash without waiting")
     add_tx_flags(td, wait_flag=False, cycles_limit=DEPLOY_CYCLES_LIMIT, cells_limit=None,
-                 cells_help=f"default 2 × source bytes + payload bytes + {CELLS_MARGIN}")
+                 cells_help=f"default 2 × source bytes + payload bytes + {ACTOR_CELLS_MARGIN}")
     td.set_defaults(func=cmd_tx_deploy)
 
     tc = tx_sub.add_parser("call", help="call a handler of a deployed actor")
@@ -260,7 +259,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
     tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
     add_tx_flags(tc, wait_flag=True, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
-                 cells_help=f"default payload bytes + {CELLS_MARGIN}")
+                 cells_help=f"default payload bytes + {ACTOR_CELLS_MARGIN}")
     tc.set_defaults(func=cmd_tx_call)
 
     tu = tx_sub.add_parser("update-timer-config", help="(system deployers) replace the governed TimerConfig")

@@ -27,14 +27,13 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
-from cowboy_node.cli.client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
+from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
+from cowboy_protocol.txfees import DEFAULT_PRIORITY_FEE
 
 DEFAULT_CYCLES_LIMIT = 50_000
 DEFAULT_CELLS_LIMIT = 2_000
-DEFAULT_PRIORITY_FEE = 1_000
-"""Default tip per cycle and per cell (capped at the max fee per unit)."""
 DEFAULT_WAIT_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2
 U64_MAX = 2**64 - 1
@@ -75,7 +74,7 @@ def _uint(max_value: int, what: str) -> Callable[[str], int]:
 
 
 def _address(text: str) -> bytes:
-    from cowboy_node.crypto.address import parse_address
+    from cowboy_protocol.crypto.address import parse_address
 
     try:
         return parse_address(text.strip())
@@ -189,8 +188,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 @_run
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """Generate an account key file."""
-    from cowboy_node.chain.keys import new_account_key
-    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_protocol.crypto.address import to_checksum_address
+    from cowboy_protocol.keys import new_account_key
 
     try:
         address = new_account_key(args.out)
@@ -207,8 +206,8 @@ def cmd_keys_new(args: argparse.Namespace) -> int:
 @_run
 def cmd_keys_show(args: argparse.Namespace) -> int:
     """Print the address of an account key file (never the private key)."""
-    from cowboy_node.chain.keys import KeyFileError, load_account_key
-    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_protocol.crypto.address import to_checksum_address
+    from cowboy_protocol.keys import KeyFileError, load_account_key
 
     try:
         address = load_account_key(args.file)
@@ -269,7 +268,7 @@ def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[s
 
 def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
     """``(private key, address)`` from ``--key``; a bad file is a usage error (exit 2)."""
-    from cowboy_node.chain.keys import KeyFileError, load_account_private_key
+    from cowboy_protocol.keys import KeyFileError, load_account_private_key
 
     try:
         return load_account_private_key(args.key)
@@ -278,7 +277,7 @@ def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
 
 
 def _next_pending_nonce(client: RpcClient, sender: bytes) -> int:
-    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_protocol.crypto.address import to_checksum_address
 
     account = client.get_json(f"/account/{to_checksum_address(sender)}")
     nonce = account.get("next_pending_nonce") if isinstance(account, dict) else None
@@ -302,7 +301,7 @@ def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: 
     sent: each ``tx_bytes`` is printed as a 0x-hex line on stdout (the hashes go to stderr) and
     :class:`SignedOnly` ends the command (exit 0); with all four flags the node is never contacted.
     """
-    from cowboy_node.types.transaction import Transaction
+    from cowboy_protocol.types.transaction import Transaction
 
     if args.sign_only and getattr(args, "wait", False):
         raise UsageError("--wait cannot be combined with --sign-only (nothing is sent)")
@@ -380,7 +379,7 @@ def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: 
 @_run
 def cmd_tx_transfer(args: argparse.Namespace) -> int:
     """Build, sign and submit a Transfer; optionally wait for its receipt."""
-    from cowboy_node.types.instructions import Transfer
+    from cowboy_protocol.types.instructions import Transfer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -416,8 +415,8 @@ def _read_broadcast_input(source: str) -> tuple[str, str]:
 def parse_signed_transactions(text: str, where: str) -> list[bytes]:
     """The ``tx_bytes`` of each whitespace-separated 0x-hex entry of ``text``, each decoded and its signature
     checked (as ``--sign-only`` prints them); a problem is a :class:`UsageError` naming the entry."""
-    from cowboy_node.types.errors import ValidationError
-    from cowboy_node.types.transaction import Transaction
+    from cowboy_protocol.types.errors import ValidationError
+    from cowboy_protocol.types.transaction import Transaction
 
     entries = text.split()
     if not entries:
@@ -444,7 +443,7 @@ def parse_signed_transactions(text: str, where: str) -> list[bytes]:
 @_run
 def cmd_tx_broadcast(args: argparse.Namespace) -> int:
     """Submit already-signed transactions (``--sign-only`` output) in order; every entry is checked first."""
-    from cowboy_node.crypto.keccak import keccak256
+    from cowboy_protocol.crypto.keccak import keccak256
 
     text, where = _read_broadcast_input(args.source)
     blobs = parse_signed_transactions(text, where)
@@ -459,7 +458,7 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 @_run
 def cmd_query_account(args: argparse.Namespace) -> int:
     """Print an account's balance and nonces."""
-    from cowboy_node.crypto.address import to_checksum_address
+    from cowboy_protocol.crypto.address import to_checksum_address
 
     _print_json(_client(args).get_json(f"/account/{to_checksum_address(args.address)}"))
     return 0
@@ -528,8 +527,13 @@ def add_tx_flags(p: argparse.ArgumentParser, *, wait_flag: bool, cycles_limit: i
                    help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the client subcommands (status, keys, tx, query) to ``subparsers``."""
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""The ``add_subparsers()`` object command groups register on (a string: the class is not subscriptable at run time)."""
+
+
+def register_base(subparsers: SubParsers) -> tuple[SubParsers, SubParsers]:
+    """Add status, keys, ``tx transfer|broadcast`` and ``query account|block|tx`` to ``subparsers``; returns the
+    ``tx`` and ``query`` subparsers for the other command groups (:func:`cowboy_node.cli.commands.register`)."""
     st = subparsers.add_parser("status", help="show the node's chain status")
     _add_rpc(st)
     st.add_argument("--json", action="store_true", help="print the raw /status JSON")
@@ -563,17 +567,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
     tb.set_defaults(func=cmd_tx_broadcast)
 
-    # actor_commands imports this module's helpers, so it is imported here, not at the top.
-    from cowboy_node.cli.actor_commands import register_query, register_tx
-    from cowboy_node.cli.job_commands import register_query as register_job_query
-    from cowboy_node.cli.job_commands import register_tx as register_job_tx
-    from cowboy_node.cli.runner_commands import register_query as register_runner_query
-    from cowboy_node.cli.runner_commands import register_tx as register_runner_tx
-
-    register_tx(tx_sub)
-    register_runner_tx(tx_sub)
-    register_job_tx(tx_sub)
-
     q = subparsers.add_parser("query", help="read chain data from the node")
     q_sub = q.add_subparsers(dest="query_command", required=True)
     qa = q_sub.add_parser("account", help="balance and nonces of an account")
@@ -588,6 +581,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     qt.add_argument("hash", type=_tx_hash, metavar="HASH")
     _add_rpc(qt)
     qt.set_defaults(func=cmd_query_tx)
-    register_query(q_sub)
-    register_runner_query(q_sub)
-    register_job_query(q_sub)
+    return tx_sub, q_sub

@@ -27,12 +27,11 @@ from cowboy_node.cli.client_commands import (
     load_key,
     submit,
 )
+from cowboy_protocol.txfees import CELLS_MARGIN
 
 SUBMIT_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``tx submit-job``: 20,000 plus 50 per registered runner scanned by selection
 (execution/jobs/dispatch.py), so this covers ~19,000 registered runners."""
-CELLS_MARGIN = 4_096
-"""Cells added to twice the instruction's size: the job record, indexes and events."""
 CELLS_PER_RUNNER = 256
 """Cells charged per committee member (dispatch.py)."""
 MAX_SPEC_FILE_BYTES = 256 * 1024
@@ -50,8 +49,8 @@ def _job_id(text: str) -> str:
 
 def _read_spec(path: str) -> Any:
     """The JobRequest of a spec file, shape-checked; problems are usage errors naming the JSON path."""
-    from cowboy_node.types.errors import ValidationError
-    from cowboy_node.types.jobspec_json import parse_job_request_json
+    from cowboy_protocol.types.errors import ValidationError
+    from cowboy_protocol.types.jobspec_json import parse_job_request_json
 
     try:
         raw = Path(path).read_bytes()
@@ -71,12 +70,12 @@ def _read_spec(path: str) -> Any:
 
 def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
     """The chain's submission rules (execution/jobs/executors.validate), so a refused job costs no fee."""
-    from cowboy_node.execution.jobs.json_schema import check_schema
     from cowboy_node.execution.jobs.results import verification_params_of
     from cowboy_node.execution.jobs.verification import check_params
-    from cowboy_node.types.errors import ValidationError
-    from cowboy_node.types.jobspec import validate_request
-    from cowboy_node.types.jobspec_checks import JsonSchemaValidCheck
+    from cowboy_protocol.jobs.json_schema import check_schema
+    from cowboy_protocol.types.errors import ValidationError
+    from cowboy_protocol.types.jobspec import validate_request
+    from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
 
     try:
         validate_request(request, commit_phase_permille=commit_phase_permille)
@@ -90,7 +89,7 @@ def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
 
 
 def _commit_phase_permille(client: Any) -> int:
-    from cowboy_node.cli.client import ApiError
+    from cowboy_protocol.http_client import ApiError
 
     params = client.get_json("/params")
     value = params.get("runners", {}).get("commit_phase_permille") if isinstance(params, dict) else None
@@ -103,10 +102,10 @@ def _commit_phase_permille(client: Any) -> int:
 def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     """Submit a job; prints its id (derived from the transaction hash, index 0) and, with ``--wait``, the
     receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 1 with its code."""
-    from cowboy_node.codec import encode
-    from cowboy_node.types.instructions import instruction_to_cbor
-    from cowboy_node.types.job_instructions import JobSubmit
-    from cowboy_node.types.jobspec import derive_job_id
+    from cowboy_protocol.codec import encode
+    from cowboy_protocol.types.instructions import instruction_to_cbor
+    from cowboy_protocol.types.job_instructions import JobSubmit
+    from cowboy_protocol.types.jobspec import derive_job_id
 
     request = _read_spec(args.spec)
     sk, sender = load_key(args)

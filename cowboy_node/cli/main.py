@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from cowboy_node.chain.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli import client_commands
+from cowboy_node.cli import commands
+from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 
 DEFAULT_FAUCET_BALANCE = 10**27
 """1e9 CBY in wei for the development faucet."""
@@ -49,10 +49,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     Directories it creates (home, keys/, data/) are 0700 and files 0600, whatever the umask.
     """
-    from cowboy_node.chain.devgenesis import create_dev_genesis
-    from cowboy_node.chain.keys import new_account_key, write_validator_key
-    from cowboy_node.crypto.address import to_checksum_address
-    from cowboy_node.types.params import Cip11Flags
+    from cowboy_node.node.devgenesis import create_dev_genesis
+    from cowboy_node.node.keys import write_validator_key
+    from cowboy_protocol.crypto.address import to_checksum_address
+    from cowboy_protocol.keys import new_account_key
+    from cowboy_protocol.types.params import Cip11Flags
 
     home = Path(args.home)
     for existing in ("config.toml", "genesis.json", "keys/validator.key"):
@@ -89,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the validator until SIGTERM/SIGINT."""
     import uvloop
 
-    from cowboy_node.chain.runner import StartupError, run_node
+    from cowboy_node.node.startup import StartupError, run_node
 
     try:
         return uvloop.run(run_node(Path(args.home)))
@@ -101,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-execute the stored chain from genesis and compare every state root."""
     from cowboy_node.chain.genesis import load_genesis
-    from cowboy_node.chain.replay import replay
+    from cowboy_node.node.replay import replay
     from cowboy_node.state.leveldb import LevelDBStore
 
     try:
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--home", required=True)
     rp.set_defaults(func=cmd_replay)
 
-    client_commands.register(sub)
+    commands.register(sub)
     return p
 
 

@@ -28,12 +28,12 @@ from cowboy_node.execution.transactions import INTERNAL_ERROR, ContextMark, desc
 from cowboy_node.state.store import WriteOp
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import BlockHeader
-from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.merkle import receipts_root, tx_root
-from cowboy_node.types.params import Cip11Flags
 from cowboy_node.types.presence import decode_presence
 from cowboy_node.types.receipt import Receipt
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.params import Cip11Flags
+from cowboy_protocol.types.transaction import Transaction
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags
 
 if TYPE_CHECKING:
     from cowboy_node.execution.timers.model import Timer

@@ -9,7 +9,7 @@ rejects a whole block with the field that mismatched.
 
 from __future__ import annotations
 
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.types.errors import ValidationError
 
 
 class TxInvalid(ValidationError):

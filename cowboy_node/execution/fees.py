@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.types.params import BasefeeConfig
+from cowboy_protocol.types.params import BasefeeConfig
 
 TX_BASE_CYCLES = 10_000
 """Intrinsic compute charge of every transaction (signature recovery, nonce, fee logic)."""

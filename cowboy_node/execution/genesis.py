@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import system_state as ss
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 
 def apply_genesis(world: WorldState, *, chain_id: str, balances: Mapping[bytes, int],

@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.system_state import JOB_DISPATCHER as JOB_CALLBACK_SENDER
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
 
 PREFIX = b"mbox/"
 """Namespace of all Mailbox state."""

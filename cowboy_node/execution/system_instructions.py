@@ -7,7 +7,6 @@ sender gets a failed receipt (``unauthorized``) and pays for the attempt.
 
 from __future__ import annotations
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import fees
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
@@ -16,16 +15,17 @@ from cowboy_node.execution.system_state import BASEFEE_ACTOR, set_basefee_config
 from cowboy_node.execution.timers import schedule
 from cowboy_node.execution.timers.policy import set_timer_policy
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.instructions import (
+from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.instructions import (
     CancelTimer,
     ExtendTimer,
     UpdateBasefeeConfig,
     UpdateTimerConfig,
     UpdateTimerPolicy,
 )
-from cowboy_node.types.receipt import Event
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 E_UNAUTHORIZED = "unauthorized"
 """Receipt error code: the sender is not in ``system_deployers``."""

@@ -6,12 +6,12 @@ Governed configs live under the Basefee system actor's namespace, as CIP-5
 
 from __future__ import annotations
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_map, expect_uint
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
 
 
 def system_address(low_byte: int) -> bytes:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import fees, system_instructions
 from cowboy_node.execution.actors.executor import execute_call, execute_deploy
 from cowboy_node.execution.context import BlockContext
@@ -29,9 +28,11 @@ from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.fields import U128_MAX, encode_u128
-from cowboy_node.types.instructions import (
+from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.fields import U128_MAX, encode_u128
+from cowboy_protocol.types.instructions import (
     CallActor,
     CancelTimer,
     DeployActor,
@@ -41,16 +42,15 @@ from cowboy_node.types.instructions import (
     UpdateTimerConfig,
     UpdateTimerPolicy,
 )
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
-from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
-from cowboy_node.types.runner_instructions import (
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
     RunnerRegister,
     RunnerUpdateCapabilities,
     RunnerUpdateRateCard,
 )
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 ACCOUNT_WRITE_CELLS = 64
 """Intrinsic cells for the sender's account update (nonce and fee debit)."""

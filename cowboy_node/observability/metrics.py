@@ -11,20 +11,19 @@ Label values must stay low-cardinality: ``route`` is the route *template*
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 
+from cowboy_node.chain.mempool import EVICTION_REASONS as MEMPOOL_EVICTION_REASONS
 from cowboy_node.execution.context import EobReport
-
-if TYPE_CHECKING:
-    from cowboy_node.chain.job_queries import JobActivity
+from cowboy_node.observability.job_activity import TRANSITIONS as JOB_TRANSITIONS
+from cowboy_node.observability.job_activity import JobActivity
 
 NAMESPACE = "cowboy"
 
@@ -37,10 +36,6 @@ EOB_STEP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 """Seconds spent in one End-of-Block step (most steps take well under a millisecond)."""
 SELECTION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
 """Seconds of one committee selection (goal: ≤ 2 ms for M = 1 over 5,000 eligible runners)."""
-JOB_TRANSITIONS = ("submitted", "assigned", "committed", "revealed", "settled", "failed")
-"""Label values of ``cowboy_job_transitions_total`` (``chain.job_queries.TRANSITIONS``)."""
-MEMPOOL_EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "priority", "stale")
-"""Label values of ``cowboy_mempool_evicted_total`` (``chain.mempool.EVICTION_REASONS``)."""
 MEMPOOL_FULL_LOG_INTERVAL_S = 5.0
 """At most one "mempool full" log line per this many seconds (:meth:`NodeMetrics.mempool_refused_full`)."""
 
@@ -225,7 +220,7 @@ class NodeMetrics:
         self.push_latency_seconds.observe(seconds)
 
     def observe_jobs(self, activity: JobActivity) -> None:
-        """Record what one committed block did to jobs (``chain.job_queries.block_job_activity``)."""
+        """Record what one committed block did to jobs (``observability.job_activity.block_job_activity``)."""
         for name, n in activity.transitions.items():
             if n:
                 self.job_transitions.labels(transition=name).inc(n)
@@ -346,33 +341,9 @@ async def start_metrics_server(metrics: NodeMetrics, host: str, port: int) -> we
     return runner
 
 
-def parse_host_port(text: str, *, key: str) -> tuple[str, int]:
-    """Parse ``HOST:PORT`` or ``[IPV6]:PORT`` (port 0-65535) into ``(host, port)``.
-
-    The brackets are removed from an IPv6 host. Raises ``ValueError`` naming ``key``.
-    """
-    expected = "expected HOST:PORT or [IPV6]:PORT with a port in 0-65535 (e.g. 127.0.0.1:4000)"
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not host or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
-        raise ValueError(f"{key}: {expected}, got {text!r}")
-    if host.startswith("[") or host.endswith("]"):
-        inner = host[1:-1] if host.startswith("[") and host.endswith("]") else ""
-        try:
-            ipaddress.IPv6Address(inner)
-        except ValueError:
-            raise ValueError(f"{key}: {expected}; {host!r} is not a bracketed IPv6 address") from None
-        return inner, int(port_text)
-    if ":" in host:
-        raise ValueError(f"{key}: {expected}; an IPv6 host must be in brackets, got {text!r}")
-    if any(c.isspace() or c in "/?#@[]" for c in host):
-        raise ValueError(f"{key}: {expected}; {host!r} is not a host name or address")
-    return host, int(port_text)
-
-
 __all__ = [
     "NAMESPACE",
     "NodeMetrics",
     "StepTimer",
-    "parse_host_port",
     "start_metrics_server",
 ]

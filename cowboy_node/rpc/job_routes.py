@@ -14,8 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from cowboy_node.rpc.facade import JobFacade, RpcError
+from cowboy_node.rpc.params import FACADE_KEY, off_loop, parse_address_param, parse_limit
 from cowboy_node.rpc.runner_routes import runner_found
-from cowboy_node.rpc.server import FACADE_KEY, _off_loop, parse_address_param, parse_limit
 
 DEFAULT_POLL_LIMIT = 100
 """Assignments ``/runner/{address}/jobs`` returns when ``limit`` is not given (the maximum is 1000)."""
@@ -39,7 +39,7 @@ def parse_job_id(text: str, param: str = "id") -> bytes:
 
 async def _job_doc(request: web.Request, method: Callable[[JobFacade], Callable[[bytes], Any]]) -> web.Response:
     job_id = parse_job_id(request.match_info["id"])
-    doc = await _off_loop(method(_job_facade(request)), job_id)
+    doc = await off_loop(method(_job_facade(request)), job_id)
     if doc is None:
         raise RpcError(404, "job_not_found", f"no job 0x{job_id.hex()}")
     return web.json_response(doc)
@@ -66,7 +66,7 @@ async def handle_runner_jobs(request: web.Request) -> web.Response:
     q = request.query
     limit = parse_limit(q["limit"]) if "limit" in q else DEFAULT_POLL_LIMIT
     after = parse_job_id(q["after"], "after") if "after" in q else None
-    doc = await _off_loop(_job_facade(request).runner_jobs, address, limit, after)
+    doc = await off_loop(_job_facade(request).runner_jobs, address, limit, after)
     return web.json_response(runner_found(doc, address))
 
 

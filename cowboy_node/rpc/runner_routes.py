@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from cowboy_node.rpc.facade import RpcError, RunnerFacade
-from cowboy_node.rpc.server import FACADE_KEY, _off_loop, parse_address_param, parse_limit
+from cowboy_node.rpc.params import FACADE_KEY, off_loop, parse_address_param, parse_limit
 
 DEFAULT_RUNNERS_LIMIT = 1000
 """Runners ``/runners/active`` returns when ``limit`` is not given (also the maximum)."""
@@ -38,7 +38,7 @@ def parse_offset(text: str) -> int:
 
 async def handle_params(request: web.Request) -> web.Response:
     """``GET /params``: every governed protocol parameter at the head."""
-    return web.json_response(await _off_loop(_runner_facade(request).params))
+    return web.json_response(await off_loop(_runner_facade(request).params))
 
 
 async def handle_runners_active(request: web.Request) -> web.Response:
@@ -46,13 +46,13 @@ async def handle_runners_active(request: web.Request) -> web.Response:
     q = request.query
     offset = parse_offset(q["offset"]) if "offset" in q else 0
     limit = parse_limit(q["limit"]) if "limit" in q else DEFAULT_RUNNERS_LIMIT
-    return web.json_response(await _off_loop(_runner_facade(request).runners_active, offset, limit))
+    return web.json_response(await off_loop(_runner_facade(request).runners_active, offset, limit))
 
 
 def runner_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
     """``doc``, or 404 ``runner_not_found`` naming the address when the runner never registered."""
     if doc is None:
-        from cowboy_node.crypto.address import to_checksum_address
+        from cowboy_protocol.crypto.address import to_checksum_address
 
         raise RpcError(404, "runner_not_found", f"no runner has registered at {to_checksum_address(address)}")
     return doc
@@ -61,7 +61,7 @@ def runner_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
 async def handle_runner(request: web.Request) -> web.Response:
     """``GET /runner/{address}``: one registration; 404 ``runner_not_found`` if the address never registered."""
     address = parse_address_param(request.match_info["address"])
-    return web.json_response(runner_found(await _off_loop(_runner_facade(request).runner, address), address))
+    return web.json_response(runner_found(await off_loop(_runner_facade(request).runner, address), address))
 
 
 def add_runner_routes(router: web.UrlDispatcher) -> None:

@@ -10,10 +10,7 @@ error responses, and turns anything unexpected into a generic 500.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,8 +19,19 @@ from aiohttp import HttpVersion11, web
 
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner, fit_to_descriptors
 from cowboy_node.rpc.facade import NodeFacade, RpcError
+from cowboy_node.rpc.job_routes import add_job_routes
 from cowboy_node.rpc.json_body import check_json_body
+from cowboy_node.rpc.params import (
+    FACADE_KEY,
+    off_loop,
+    parse_address_param,
+    parse_hash,
+    parse_height,
+    parse_hex,
+    parse_limit,
+)
 from cowboy_node.rpc.read_pool import ReadPool
+from cowboy_node.rpc.runner_routes import add_runner_routes
 
 log = structlog.get_logger("cowboy.rpc")
 
@@ -31,11 +39,8 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 """Largest request body accepted (bytes); larger bodies get 413 ``body_too_large``."""
 MAX_STATE_KEY_BYTES = 1024
 """Longest raw state key ``/state/proof`` accepts."""
-MAX_HEIGHT = 2**64 - 1
 DEFAULT_SCAN_LIMIT = 100
 """Entries ``/actor/{address}/state?prefix=`` returns when ``limit`` is not given."""
-MAX_SCAN_LIMIT = 1000
-"""Largest ``limit`` of an actor state scan."""
 DEFAULT_READ_CYCLES = 1_000_000
 """Cycles limit of ``POST /actor/read`` when ``cycles_limit`` is not given."""
 MAX_READ_CYCLES = 10_000_000
@@ -44,15 +49,9 @@ MAX_HANDLER_BYTES = 256
 """Longest handler name (UTF-8 bytes), as for CallActor."""
 _READ_FIELDS = frozenset({"actor", "handler", "payload", "cycles_limit"})
 
-FACADE_KEY: web.AppKey[NodeFacade] = web.AppKey("facade")
 _MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
 _METRICS_KEY: web.AppKey[Any] = web.AppKey("metrics")
 READ_POOL_KEY: web.AppKey[ReadPool] = web.AppKey("read_pool", ReadPool)
-
-_HASH_RE = re.compile(r"(?:0[xX])?([0-9a-fA-F]{64})")
-_HEIGHT_RE = re.compile(r"[0-9]{1,20}")
-_HEX_RE = re.compile(r"(?:0[xX])?((?:[0-9a-fA-F]{2})*)")
-_LIMIT_RE = re.compile(r"[0-9]{1,7}")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -63,66 +62,14 @@ def error_response(status: int, code: str, message: str) -> web.Response:
 
 
 # -- input parsing -------------------------------------------------------------------
-def parse_hash(text: str, param: str = "hash") -> bytes:
-    """``0x`` + 64 hex digits (the prefix is optional) -> 32 bytes; else 400 ``invalid_hash``."""
-    m = _HASH_RE.fullmatch(text)
-    if m is None:
-        raise RpcError(400, "invalid_hash", f"{param} must be 32 bytes as 0x-prefixed hex (64 hex digits)")
-    return bytes.fromhex(m.group(1))
-
-
-def parse_height(text: str) -> int:
-    """A non-negative decimal integer (u64); else 400 ``invalid_height``."""
-    if _HEIGHT_RE.fullmatch(text) is None or int(text) > MAX_HEIGHT:
-        raise RpcError(400, "invalid_height", "height must be a non-negative decimal integer (u64)")
-    return int(text)
-
-
-def parse_address_param(text: str) -> bytes:
-    """A 20-byte hex address (EIP-55 checksum checked when mixed case); else 400 ``invalid_address``."""
-    from cowboy_node.crypto.address import parse_address
-
-    try:
-        return parse_address(text)
-    except ValueError as e:
-        raise RpcError(400, "invalid_address", f"address: {e}") from None
-
-
-def parse_hex(text: str, *, param: str, code: str, max_bytes: int | None = None,
-              allow_empty: bool = False) -> bytes:
-    """Optional ``0x`` prefix and an even number of hex digits; else 400 ``code``."""
-    m = _HEX_RE.fullmatch(text)
-    if m is None:
-        raise RpcError(400, code, f"{param} must be 0x-prefixed hex with an even number of digits")
-    data = bytes.fromhex(m.group(1))
-    if not data and not allow_empty:
-        raise RpcError(400, code, f"{param} must not be empty")
-    if max_bytes is not None and len(data) > max_bytes:
-        raise RpcError(400, code, f"{param} is longer than {max_bytes} bytes")
-    return data
-
-
-def parse_limit(text: str) -> int:
-    """A decimal integer in ``1..MAX_SCAN_LIMIT``; else 400 ``invalid_limit``."""
-    if _LIMIT_RE.fullmatch(text) is None or not 1 <= int(text) <= MAX_SCAN_LIMIT:
-        raise RpcError(400, "invalid_limit", f"limit must be a decimal integer in 1..{MAX_SCAN_LIMIT}")
-    return int(text)
-
-
 # -- handlers ------------------------------------------------------------------------
 def _facade(request: web.Request) -> NodeFacade:
     return request.app[FACADE_KEY]
 
 
-async def _off_loop(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a facade call in a worker thread: actor reads wait for the state lock (held while a block is
-    built) and a read-only call runs actor code; neither may stall the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args))
-
-
 def _actor_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
     if doc is None:
-        from cowboy_node.crypto.address import to_checksum_address
+        from cowboy_protocol.crypto.address import to_checksum_address
 
         raise RpcError(404, "actor_not_found", f"no actor is deployed at {to_checksum_address(address)}")
     return doc
@@ -226,7 +173,7 @@ async def handle_state_proof(request: web.Request) -> web.Response:
 async def handle_actor(request: web.Request) -> web.Response:
     """``GET /actor/{address}``."""
     address = parse_address_param(request.match_info["address"])
-    return web.json_response(_actor_found(await _off_loop(_facade(request).actor, address), address))
+    return web.json_response(_actor_found(await off_loop(_facade(request).actor, address), address))
 
 
 async def handle_actor_state(request: web.Request) -> web.Response:
@@ -239,19 +186,19 @@ async def handle_actor_state(request: web.Request) -> web.Response:
         if prefix_text is not None or limit_text is not None:
             raise RpcError(400, "invalid_query", "give either key, or prefix (and limit), not both")
         key = parse_hex(key_text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
-        doc = await _off_loop(facade.actor_state, address, key)
+        doc = await off_loop(facade.actor_state, address, key)
     else:
         prefix = parse_hex(prefix_text or "", param="prefix", code="invalid_prefix", max_bytes=MAX_STATE_KEY_BYTES,
                            allow_empty=True)
         limit = DEFAULT_SCAN_LIMIT if limit_text is None else parse_limit(limit_text)
-        doc = await _off_loop(facade.actor_state_scan, address, prefix, limit)
+        doc = await off_loop(facade.actor_state_scan, address, prefix, limit)
     return web.json_response(_actor_found(doc, address))
 
 
 async def handle_actor_timers(request: web.Request) -> web.Response:
     """``GET /actor/{address}/timers``."""
     address = parse_address_param(request.match_info["address"])
-    return web.json_response(_actor_found(await _off_loop(_facade(request).actor_timers, address), address))
+    return web.json_response(_actor_found(await off_loop(_facade(request).actor_timers, address), address))
 
 
 def _read_request(doc: object) -> tuple[bytes, str, bytes, int]:
@@ -403,10 +350,6 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/actor/{address}", handle_actor, allow_head=False)
     r.add_get("/actor/{address}/state", handle_actor_state, allow_head=False)
     r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
-    # runner_routes and job_routes import this module's helpers, so they are imported here, not at the top.
-    from cowboy_node.rpc.job_routes import add_job_routes
-    from cowboy_node.rpc.runner_routes import add_runner_routes
-
     add_runner_routes(r)
     add_job_routes(r)
     return app

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from cowboy_node.transport.enums import AckKind
+from cowboy_protocol.transport.enums import AckKind
 
 ACK_TIMEOUT_BLOCKS = 15
 """CIP-11 §13 default: HardFailure threshold after a JobAssignment."""

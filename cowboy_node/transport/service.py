@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Protocol
 
 from cowboy_node.observability.logging import get_logger
-from cowboy_node.transport.enums import AckKind, CancelReason, GoodbyeReason
-from cowboy_node.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
-from cowboy_node.transport.frames import Frame, Goodbye
-from cowboy_node.transport.preimages import ValidatorKey, make_assignment
 from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
-from cowboy_node.transport.pubkeys import PubKey
 from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
-from cowboy_node.transport.quic import FrameConnection, QuicFrameServer, start_server
-from cowboy_node.transport.quic_certs import ensure_certificate
-from cowboy_node.transport.quic_limits import ServerLimits
-from cowboy_node.transport.result_frames import FrameKind, check_result_tx
-from cowboy_node.transport.session import (
+from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason
+from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
+from cowboy_protocol.transport.frames import Frame, Goodbye
+from cowboy_protocol.transport.preimages import ValidatorKey, make_assignment
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer, start_server
+from cowboy_protocol.transport.quic_certs import ensure_certificate
+from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.result_frames import FrameKind, check_result_tx
+from cowboy_protocol.transport.session import (
     AckReceived,
     AckTimedOut,
     Authenticated,
@@ -48,7 +48,7 @@ from cowboy_node.transport.session import (
     PresenceWithdrawn,
     ResultFrame,
 )
-from cowboy_node.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 
 log = get_logger("cowboy.transport")
 
@@ -94,9 +94,18 @@ class NodeLink(Protocol):
         """The job's current assignment, or None if the job does not exist."""
         ...
 
-    def submit_transaction(self, tx_bytes: bytes) -> dict[str, object]:
-        """The normal transaction-admission path (raises ``RpcError`` on a refusal)."""
+    def forward_transaction(self, tx_bytes: bytes) -> None:
+        """Admit a runner's result transaction through the node's normal admission path; raises
+        :class:`TransactionRefused` with the admission's error code on a refusal."""
         ...
+
+
+class TransactionRefused(Exception):
+    """The node's admission refused a forwarded transaction; ``code`` is the stable admission error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class TransportMetrics(Protocol):
@@ -247,7 +256,7 @@ class TransportService:
         if cfg.cert_path is not None and cfg.key_path is not None:
             cert, key = ensure_certificate(cfg.cert_path, cfg.key_path, "cowboy-validator")
         else:
-            from cowboy_node.transport.quic_certs import generate_self_signed
+            from cowboy_protocol.transport.quic_certs import generate_self_signed
 
             cert, key = generate_self_signed("cowboy-validator")
         self._server = await start_server(cfg.host, cfg.port, handler_factory=lambda c: _RunnerConnection(self, c),
@@ -451,12 +460,10 @@ class TransportService:
         except RemoteProtocolError as e:
             conn.fail(e)
             return
-        from cowboy_node.rpc.facade import RpcError
-
         try:
-            self.link.submit_transaction(ev.tx_bytes)
+            self.link.forward_transaction(ev.tx_bytes)
             self.metrics.transport_event("result", f"{kind}_forwarded")
-        except RpcError as e:
+        except TransactionRefused as e:
             # Duplicate admission or a nonce already used after inclusion are non-failures (§10.3): the runner
             # keeps its retained transaction and rebroadcasts; nothing is minted or amended here.
             self.metrics.transport_event("result", f"{kind}_refused:{e.code}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.types.fields import decode_u128, encode_u128, expect_map, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.fields import decode_u128, encode_u128, expect_map, expect_uint
 
 ACCOUNT_PREFIX = b"acct/"
 """State key prefix of accounts."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cowboy_node.codec import CodecError, decode, encode
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import (
+from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import (
     HASH_LEN,
     expect_bytes,
     expect_map,
@@ -29,7 +29,7 @@ from cowboy_node.types.fields import (
     expect_text,
     expect_uint,
 )
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 BLOCK_DIGEST_DOMAIN = b"cowboy-block-v1:"
 """Domain tag of the block digest."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cowboy_node.crypto.keccak import keccak256
+from cowboy_protocol.crypto.keccak import keccak256
 
 
 def merkle_root(leaves: Sequence[bytes], *, empty_domain: bytes, inner_domain: bytes) -> bytes:

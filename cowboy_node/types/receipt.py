@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cowboy_node.codec import encode
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     decode_u128,
     encode_u128,

@@ -9,7 +9,7 @@ Usage::
 
 from __future__ import annotations
 
-from cowboy_node.types.jobspec import (
+from cowboy_protocol.types.jobspec import (
     AgentJob,
     CustomJob,
     HttpJob,

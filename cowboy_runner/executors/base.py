@@ -1,6 +1,6 @@
 """Executor interface: what every job executor returns or raises, and the wall-clock guard they share.
 
-An executor runs one job's :data:`~cowboy_node.types.jobspec.JobType` and returns the bytes that go into
+An executor runs one job's :data:`~cowboy_protocol.types.jobspec.JobType` and returns the bytes that go into
 ``JobResultSubmit.result`` (docs/runner-executors.md). Executors are asyncio-native: one job never blocks the
 event loop or another job, and every execution is bounded by ``deadline_s`` seconds of wall time.
 """
@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from cowboy_node.types.jobspec import JobType, ResourceBounds
+from cowboy_protocol.types.jobspec import JobType, ResourceBounds
 
 T = TypeVar("T")
 

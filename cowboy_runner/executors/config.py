@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from cowboy_node.types.job_instructions import MAX_RESULT_BYTES
+from cowboy_protocol.types.job_instructions import MAX_RESULT_BYTES
 
 HASH_LEN = 32
 

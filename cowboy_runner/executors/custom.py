@@ -12,7 +12,7 @@ import resource
 import signal
 from collections.abc import Callable
 
-from cowboy_node.types.jobspec import CustomJob, JobType, ResourceBounds
+from cowboy_protocol.types.jobspec import CustomJob, JobType, ResourceBounds
 from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size
 from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
 from cowboy_runner.executors.http import with_operator_limit
@@ -60,7 +60,7 @@ def kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 class CustomExecutor:
-    """Executes :class:`~cowboy_node.types.jobspec.CustomJob`; see docs/runner-executors.md §Custom."""
+    """Executes :class:`~cowboy_protocol.types.jobspec.CustomJob`; see docs/runner-executors.md §Custom."""
 
     def __init__(self, config: CustomConfig, *, max_output_bytes: int) -> None:
         self.config = config

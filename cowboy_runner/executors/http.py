@@ -15,11 +15,11 @@ from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict
 from yarl import URL
 
-from cowboy_node.execution.jobs.filters import host_matches
-from cowboy_node.execution.jobs.json_strict import parse_json
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.jobspec import HttpJob, JobType, ResourceBounds
-from cowboy_node.types.jobspec_checks import parse_http_url
+from cowboy_protocol.jobs.hosts import host_matches
+from cowboy_protocol.jobs.json_strict import parse_json
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.jobspec import HttpJob, JobType, ResourceBounds
+from cowboy_protocol.types.jobspec_checks import parse_http_url
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,
@@ -119,7 +119,7 @@ async def read_limited(resp: aiohttp.ClientResponse, cap: int) -> bytes:
 
 
 class HttpExecutor:
-    """Executes :class:`~cowboy_node.types.jobspec.HttpJob`; see docs/runner-executors.md §HTTP."""
+    """Executes :class:`~cowboy_protocol.types.jobspec.HttpJob`; see docs/runner-executors.md §HTTP."""
 
     def __init__(self, config: HttpConfig, *, max_output_bytes: int,
                  clock: Callable[[], float] = time.time) -> None:

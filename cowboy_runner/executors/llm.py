@@ -7,10 +7,10 @@ from typing import Any
 
 import aiohttp
 
-from cowboy_node.execution.jobs.json_schema import BudgetExceeded, Meter, load_schema, schema_accepts
-from cowboy_node.execution.jobs.json_strict import parse_json
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.jobspec import JobType, LlmJob, ResourceBounds
+from cowboy_protocol.jobs.json_schema import BudgetExceeded, Meter, load_schema, schema_accepts
+from cowboy_protocol.jobs.json_strict import parse_json
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.jobspec import JobType, LlmJob, ResourceBounds
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,
@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 class SchemaValidator:
     """Validates replies against a ``response_model`` JSON schema.
 
-    Schemas inside the node's json_schema_valid subset (``execution/jobs/json_schema.py``) are evaluated with
+    Schemas inside the node's json_schema_valid subset (``cowboy_protocol/jobs/json_schema.py``) are evaluated with
     it, so the runner judges exactly as the verifier's checks would; any other schema (``$ref``, ``pattern``,
     ``format``…) uses the ``jsonschema`` package (Draft 2020-12) when installed, else ``schema_unsupported``.
     """
@@ -71,7 +71,7 @@ def _int(value: object) -> int | None:
 
 
 class LlmExecutor:
-    """Executes :class:`~cowboy_node.types.jobspec.LlmJob`; see docs/runner-executors.md §LLM."""
+    """Executes :class:`~cowboy_protocol.types.jobspec.LlmJob`; see docs/runner-executors.md §LLM."""
 
     def __init__(self, config: LlmConfig, *, max_output_bytes: int) -> None:
         self.config = config

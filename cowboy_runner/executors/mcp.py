@@ -9,9 +9,9 @@ from typing import Any
 
 import aiohttp
 
-from cowboy_node.execution.jobs.json_strict import parse_json
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.jobspec import JobType, McpJob, ResourceBounds
+from cowboy_protocol.jobs.json_strict import parse_json
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.jobspec import JobType, McpJob, ResourceBounds
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,
@@ -156,7 +156,7 @@ class McpClient:
 
 
 class McpExecutor:
-    """Executes :class:`~cowboy_node.types.jobspec.McpJob`; see docs/runner-executors.md §MCP."""
+    """Executes :class:`~cowboy_protocol.types.jobspec.McpJob`; see docs/runner-executors.md §MCP."""
 
     def __init__(self, config: McpConfig, *, max_output_bytes: int) -> None:
         self.config = config

@@ -1,4 +1,4 @@
-"""Long-running fuzz of the CIP-11 canonical CBOR codec (``cowboy_node.codec``).
+"""Long-running fuzz of the CIP-11 canonical CBOR codec (``cowboy_protocol.codec``).
 
 Runs the hypothesis properties of ``tests/unit/test_codec_cbor.py`` (round trip,
 "decode accepts exactly the canonical encodings", rejection of every

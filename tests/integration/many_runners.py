@@ -29,8 +29,8 @@ from typing import Any
 
 import aiohttp
 
-from cowboy_node.transport.frames import JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.frames import JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_runner.link import Link, LinkConfig
 
 KEY_BASE = 0x7E57_0000

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from cowboy_node.codec import decode
+from cowboy_protocol.codec import decode
 from tests.integration.nodeproc import BIN, NodeProcess, cli, free_port
 
 BODY = b'{"price": 42}'

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.keys import load_account_private_key
 from cowboy_node.execution.actors.model import derive_actor_address
-from cowboy_node.types.instructions import CallActor, DeployActor
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import make_tx
 from tests.integration.nodeproc import NodeProcess
 from tests.unit.test_pvm_escapes import VECTORS, expectation

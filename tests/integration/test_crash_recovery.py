@@ -14,10 +14,10 @@ import threading
 import time
 from pathlib import Path
 
-from cowboy_node.chain.keys import load_account_private_key
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.integration.nodeproc import NodeProcess, cli
 
 KILLS = 20

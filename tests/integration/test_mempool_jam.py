@@ -9,10 +9,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.keys import load_account_private_key
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.integration.nodeproc import NodeProcess
 
 JAMMERS = 13

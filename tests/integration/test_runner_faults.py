@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 from tests.integration.nodeproc import NodeProcess
 from tests.integration.runnerproc import (
     BODY,

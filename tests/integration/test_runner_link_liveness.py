@@ -9,7 +9,7 @@ from unittest.mock import patch
 
 import pytest
 
-from cowboy_node.transport.validator_session import ValidatorSession
+from cowboy_protocol.transport.validator_session import ValidatorSession
 from cowboy_runner.link import MIN_DEAD_AFTER_S
 from tests.integration.transport_harness import NodeHarness, until
 

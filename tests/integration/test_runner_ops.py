@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.codec import decode
+from cowboy_protocol.codec import decode
 from cowboy_runner.cli import EXIT_NOT_RUNNING, EXIT_OK
 from tests.integration.nodeproc import NodeProcess, free_port
 from tests.integration.runnerproc import (

@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.keys import load_account_private_key
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.runner_json import runner_file_from_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.txbuild import Fees, build_register
 from tests.integration.many_runners import runner_key

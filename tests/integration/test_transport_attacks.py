@@ -23,8 +23,8 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
-from cowboy_node.transport.frames import (
+from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
+from cowboy_protocol.transport.frames import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     AckStatus,
@@ -40,7 +40,7 @@ from cowboy_node.transport.frames import (
     JobResult,
     JobResultCommit,
 )
-from cowboy_node.transport.preimages import (
+from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     ValidatorKey,
     make_assignment,
@@ -48,16 +48,16 @@ from cowboy_node.transport.preimages import (
     sign_hello_ack,
     validator_set_hash,
 )
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.quic import ConnectionClosed, FrameConnection, start_server
-from cowboy_node.transport.quic_certs import generate_self_signed
-from cowboy_node.transport.quic_limits import ServerLimits
-from cowboy_node.transport.session import AssignmentReceived, Authenticated, PongReceived
-from cowboy_node.transport.validator_session import Admission, ValidatorSession
-from cowboy_node.types.job_instructions import JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic import ConnectionClosed, FrameConnection, start_server
+from cowboy_protocol.transport.quic_certs import generate_self_signed
+from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.session import AssignmentReceived, Authenticated, PongReceived
+from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.types.job_instructions import JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.txbuild import Fees, build_result_submit

@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 
-from cowboy_node.chain.node import Node
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.system_state import get_account, get_basefees
-from cowboy_node.transport.frames import AckStatus, JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.transport.preimages import validator_set_hash
+from cowboy_node.node.node import Node
 from cowboy_node.transport.service import TransportConfig, TransportService
-from cowboy_node.types.job_instructions import JobSubmit
-from cowboy_node.types.jobspec import decode_job_spec, derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
 from cowboy_node.types.presence import decode_presence
-from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_protocol.transport.frames import AckStatus, JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.types.job_instructions import JobSubmit
+from cowboy_protocol.types.jobspec import decode_job_spec, derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.txbuild import Fees, build_result_submit

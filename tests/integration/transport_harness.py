@@ -17,17 +17,17 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from cowboy_node.transport.enums import GoodbyeReason
-from cowboy_node.transport.frames import Frame, Goodbye, JobAssignment
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
-from cowboy_node.transport.preimages import validator_set_hash
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.quic import ClientConnection, ConnectionClosed, connect
-from cowboy_node.transport.quic_limits import ServerLimits, ServerStats
-from cowboy_node.transport.runner_session import RunnerSession
 from cowboy_node.transport.service import TransportConfig, TransportService
-from cowboy_node.transport.session import Authenticated, Closed, Event
-from cowboy_node.types.runner_instructions import RunnerDeregister, RunnerRegister
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.frames import Frame, Goodbye, JobAssignment
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.transport.quic_limits import ServerLimits, ServerStats
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import Authenticated, Closed, Event
+from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerRegister
 from cowboy_runner.link import Link, LinkConfig
 from tests.unit.node_harness import RUNNER_SKS, STAKE, Nonces, example_caps, make_node, produce
 

@@ -14,7 +14,7 @@ from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags
 
 ACTOR = bytes([0xA1]) * 20
 OTHER = bytes([0xB2]) * 20

@@ -26,19 +26,19 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.devgenesis import create_dev_genesis
-from cowboy_node.chain.keys import write_account_key
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
 from cowboy_node.cli.main import build_parser
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.node.devgenesis import create_dev_genesis
+from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.rpc.server import build_app, start_rpc_server
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import Instruction
-from cowboy_node.types.params import ChainLimits, Cip11Flags
-from cowboy_node.types.runner_json import runner_file_from_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.keys import write_account_key
+from cowboy_protocol.types.instructions import Instruction
+from cowboy_protocol.types.params import ChainLimits, Cip11Flags
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, CHAIN_ID, FEE_RECIPIENT, make_dev_genesis, make_tx
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
@@ -143,7 +143,7 @@ def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
     """The node logs every block to stdout; tests that parse stdout as JSON silence it."""
     import structlog
 
-    from cowboy_node.chain import node as node_module
+    from cowboy_node.node import node as node_module
     from cowboy_node.rpc import server as server_module
 
     mp.setattr(node_module, "log", structlog.ReturnLogger())

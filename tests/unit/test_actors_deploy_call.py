@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.executor import DEPLOY_BASE_CYCLES, DEPLOY_CYCLES_PER_SOURCE_BYTE
 from cowboy_node.execution.actors.invoke import read_only_call, run_message, run_timer_fire
@@ -14,6 +13,7 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
+from cowboy_protocol.codec import decode, encode
 from tests.helpers import ALICE, ALICE_FUNDS, BOB
 from tests.unit.test_actors_helpers import make_env, returned
 

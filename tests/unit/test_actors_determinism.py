@@ -11,7 +11,7 @@ SCRIPT = r'''
 from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import CallActor, DeployActor
+from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
 from tests.unit.test_chain import produce
 

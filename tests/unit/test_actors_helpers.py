@@ -11,8 +11,8 @@ from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.transactions import execute_transaction
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.instructions import CallActor, DeployActor
 from cowboy_node.types.receipt import Receipt
+from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import ALICE, ALICE_SK, CHAIN_ID, FEE_RECIPIENT, make_dev_genesis, make_tx
 
 CYCLES = 2_000_000
@@ -60,7 +60,7 @@ def make_env(height: int = 1) -> Env:
 
 def returned(r: Receipt) -> bytes:
     """The handler's return value from a CallActor receipt (the actor.returned event)."""
-    from cowboy_node.codec import decode
+    from cowboy_protocol.codec import decode
 
     ev = [e for e in r.events if e.topic == "actor.returned"]
     assert len(ev) == 1, r

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.crypto import ed25519, secp256k1
 from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.host import MAX_EVENT_PAYLOAD_BYTES, SCAN_CYCLES_PER_LIMIT
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
+from cowboy_protocol.crypto import ed25519, secp256k1
 from tests.helpers import ALICE, ALICE_SK, BOB, transfer
 from tests.unit.test_actors_helpers import Env, make_env, returned
 
@@ -201,7 +201,7 @@ def test_verify_signature_ed25519() -> None:
 
 def test_verify_signature_secp256k1_recoverable() -> None:
     env, a = _host_env()
-    from cowboy_node.crypto.keccak import keccak256
+    from cowboy_protocol.crypto.keccak import keccak256
 
     sig = secp256k1.sign_recoverable(ALICE_SK, keccak256(b"hello"))
     pub = secp256k1.private_key_to_public_key(ALICE_SK, compressed=True)
@@ -379,14 +379,15 @@ def test_bad_arguments_never_escape_as_node_errors(name: str) -> None:
 
 
 def test_host_refuses_calls_after_its_frame_ended() -> None:
-    from cowboy_node.execution.actors.host import Host, TxScope
-    from cowboy_node.execution.actors.invoke import CallFrame
+    from cowboy_node.execution.actors.frame import CallFrame, TxScope
+    from cowboy_node.execution.actors.host import Host
+    from cowboy_node.execution.actors.invoke import run_frame
     from cowboy_node.execution.errors import TxFailed
     from cowboy_node.execution.meter import Meter
 
     env = make_env()
     frame = CallFrame(actor=BOB, sender=ALICE, tx_sender=ALICE, tx_hash=bytes(32), depth=1)
-    host = Host(env.world, env.ctx, frame, Meter(10_000, 1_000), [], TxScope(), ALICE)
+    host = Host(env.world, env.ctx, frame, Meter(10_000, 1_000), [], TxScope(), ALICE, run_frame)
     assert host.current_block() == 1
     host._close()
     with pytest.raises(TxFailed) as info:

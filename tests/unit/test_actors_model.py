@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.codecache import CodeCache
 from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address
 from cowboy_node.execution.pvm import ActorRejected
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
 
 CREATOR = bytes.fromhex("11" * 20)
 SALT = bytes([1, 2])

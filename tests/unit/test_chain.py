@@ -7,17 +7,18 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.blockstore import KEY_HEAD
 from cowboy_node.chain.chain import Chain, ChainError, PreparedBlock
-from cowboy_node.chain.devgenesis import DevGenesis
-from cowboy_node.chain.verify import expected_round
-from cowboy_node.crypto import bls, ed25519
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.crypto import bls
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.system_state import get_account
+from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.block import Block, ConsumedSeed, Round
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE_SK, BOB, FEE_RECIPIENT, make_dev_genesis, transfer
 
 
@@ -48,7 +49,7 @@ def test_produced_blocks_verify_and_replay_to_identical_roots(dev_genesis: DevGe
         p = produce(producer, dev_genesis, txs)
         assert [r.status for r in p.result.receipts] == [0, 0]
         producer.commit(p)
-        f = follower.verify_and_prepare(p.block)
+        f = verify_and_prepare(follower, p.block)
         follower.commit(f)
         assert follower.head.header.state_root == producer.head.header.state_root
     assert get_account(follower.world(), BOB).balance == 3 * (10 + 11)
@@ -95,7 +96,7 @@ def test_follower_rejects_blocks_breaking_a_rule(dev_genesis: DevGenesis, new_ch
     producer, follower = new_chain(), new_chain()
     block = produce(producer, dev_genesis, [transfer(ALICE_SK, 0, BOB, 1)]).block
     with pytest.raises(InvalidBlock) as e:
-        follower.verify_and_prepare(_resign(dev_genesis, block, **fields))
+        verify_and_prepare(follower, _resign(dev_genesis, block, **fields))
     assert e.value.code == code
     assert follower.height == 0
 
@@ -105,12 +106,12 @@ def test_block_with_bad_signature_or_foreign_proposer_is_rejected(dev_genesis: D
     producer, follower = new_chain(), new_chain()
     block = produce(producer, dev_genesis, []).block
     with pytest.raises(InvalidBlock) as e:
-        follower.verify_and_prepare(Block(block.header, (), b"\x00" * 64))
+        verify_and_prepare(follower, Block(block.header, (), b"\x00" * 64))
     assert e.value.code == "bad_block_signature"
     stranger = b"\x11" * 32
     forged = replace(block.header, proposer=ed25519.public_key_from_seed(stranger))
     with pytest.raises(InvalidBlock) as e:
-        follower.verify_and_prepare(Block(forged, (), ed25519.sign(stranger, forged.digest())))
+        verify_and_prepare(follower, Block(forged, (), ed25519.sign(stranger, forged.digest())))
     assert e.value.code == "unknown_proposer"
 
 
@@ -120,17 +121,17 @@ def test_block_with_invalid_transaction_is_rejected(dev_genesis: DevGenesis, new
     bad_tx = transfer(ALICE_SK, 5, BOB, 1)  # nonce gap
     block = _resign(dev_genesis, Block(good.header, (bad_tx,), b""))
     with pytest.raises(InvalidBlock) as e:
-        follower.verify_and_prepare(block)
+        verify_and_prepare(follower, block)
     assert e.value.code == "invalid_transaction"
 
 
 def test_presence_input_optional_while_present_first_is_off() -> None:
-    from cowboy_node.types.params import Cip11Flags
+    from cowboy_protocol.types.params import Cip11Flags
 
     dev = make_dev_genesis(flags=Cip11Flags.for_phase(0))
     producer, follower = Chain(MemoryStore(), dev.genesis), Chain(MemoryStore(), dev.genesis)
     block = produce(producer, dev, [], presence=None).block
-    follower.commit(follower.verify_and_prepare(block))
+    follower.commit(verify_and_prepare(follower, block))
     assert follower.height == 1
 
 

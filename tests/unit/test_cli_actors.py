@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from cowboy_node.cli.main import build_parser
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.types.params import TimerConfig
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.params import TimerConfig
 from tests.helpers import ALICE, ALICE_SK, BOB_SK
 from tests.unit.node_harness import LiveNode, dev_live_node, run_cli, serving, write_keys
 

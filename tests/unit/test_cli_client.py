@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from cowboy_node.chain.keys import write_account_key
-from cowboy_node.cli import client_commands
-from cowboy_node.cli.client import ApiError, NodeUnreachable, RpcClient
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.cli import commands
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.rpc.server import start_rpc_server
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
+from cowboy_protocol.keys import write_account_key
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.unit.node_harness import LiveNode, dev_live_node, serving
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
@@ -158,7 +158,7 @@ def key_file(tmp_path: Path) -> Path:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cowboy-node")
     sub = p.add_subparsers(dest="command", required=True)
-    client_commands.register(sub)
+    commands.register(sub)
     return p
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.types.job_instructions import JobResultSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.types.job_instructions import JobResultSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, make_tx
 from tests.unit.node_harness import (
     CAPS_EXAMPLE,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.address import to_checksum_address
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK
 from tests.unit.node_harness import LiveNode, dev_live_node, run_cli, serving, write_keys
 

@@ -1,4 +1,4 @@
-"""CIP-11 deterministic CBOR profile (``cowboy_node.codec``): vectors, rejections, properties.
+"""CIP-11 deterministic CBOR profile (``cowboy_protocol.codec``): vectors, rejections, properties.
 
 Golden vectors live in ``tests/vectors/cbor_canonical.json``: a JSON list of
 ``{"name": str, "hex": str, "value": V}``. Names starting ``rfc8949-a/`` are the
@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.codec import ERROR_CODES, CodecError, decode, encode, encode_uint
+from cowboy_protocol.codec import ERROR_CODES, CodecError, decode, encode, encode_uint
 
 VECTORS_PATH = Path(__file__).resolve().parents[1] / "vectors" / "cbor_canonical.json"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.crypto.address import InvalidAddress, parse_address, to_checksum_address
+from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
 
 # From EIP-55 ("Test Cases"): all-caps, all-lower and normal mixed-case examples.
 EIP55_VECTORS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.crypto.ed25519 import PreparedSigner, generate_seed, public_key_from_seed, sign, verify
+from cowboy_protocol.crypto.ed25519 import PreparedSigner, generate_seed, public_key_from_seed, sign, verify
 
 # RFC 8032 section 7.1, TEST 1 and TEST 2: (SECRET KEY, PUBLIC KEY, MESSAGE, SIGNATURE).
 RFC8032 = [

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.crypto import keccak as keccak_module
-from cowboy_node.crypto.keccak import keccak256
+from cowboy_protocol.crypto import keccak as keccak_module
+from cowboy_protocol.crypto.keccak import keccak256
 
 # Well-known values (e.g. Ethereum's empty-code hash is keccak256(b"")).
 EMPTY = "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"

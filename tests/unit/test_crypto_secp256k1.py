@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from py_ecc.secp256k1 import secp256k1 as ref
 
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.secp256k1 import (
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import (
     HALF_N,
     InvalidKey,
     InvalidSignature,

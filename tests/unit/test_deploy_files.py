@@ -1145,7 +1145,7 @@ def test_config_example_documents_every_key_with_its_default() -> None:
 
 
 def test_config_example_is_accepted_by_the_node_and_matches_what_init_writes(tmp_path: Path) -> None:
-    from cowboy_node.chain.config import NodeConfig, load_config, render_config
+    from cowboy_node.node.config import NodeConfig, load_config, render_config
 
     (tmp_path / "config.toml").write_text((ROOT / "configs" / "config.example.toml").read_text())
     cfg = load_config(tmp_path)

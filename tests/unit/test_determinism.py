@@ -13,7 +13,7 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.state.memory import MemoryStore
 from tests.helpers import make_dev_genesis, ALICE_SK, transfer
 from tests.unit.test_chain import produce
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 dev = make_dev_genesis()
 chain = Chain(MemoryStore(), dev.genesis)
 rng = random.Random(7)

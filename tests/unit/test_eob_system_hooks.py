@@ -35,7 +35,7 @@ def test_system_hooks_returns_runner_stakes_whose_unbonding_ended() -> None:
     from cowboy_node.execution.runners import store as runner_store
     from cowboy_node.execution.system_state import RUNNER_REGISTRY
     from cowboy_node.types.receipt import STATUS_SUCCESS
-    from cowboy_node.types.runner_instructions import RunnerDeregister
+    from cowboy_protocol.types.runner_instructions import RunnerDeregister
     from tests.unit.test_runner_support import SK_A, UNBONDING, A, register, registry_world, run
 
     world = registry_world()

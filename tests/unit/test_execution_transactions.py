@@ -12,9 +12,9 @@ from cowboy_node.execution.fees import TRANSFER_CYCLES, TX_BASE_CYCLES
 from cowboy_node.execution.system_state import get_account, get_basefee_config, get_basefees, get_burned
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS, execute_transaction
 from cowboy_node.types.account import account_key
-from cowboy_node.types.instructions import UpdateBasefeeConfig
-from cowboy_node.types.params import BasefeeConfig
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
+from cowboy_protocol.types.instructions import UpdateBasefeeConfig
+from cowboy_protocol.types.params import BasefeeConfig
 from tests.helpers import ALICE, ALICE_FUNDS, BOB, BOB_SK, CHAIN_ID, FEE_RECIPIENT, make_tx, transfer
 
 BF = 100_000  # initial basefee for both resources
@@ -82,7 +82,7 @@ def test_running_out_of_cells_charges_the_whole_cell_limit(chain: Chain) -> None
     ({"max_fee": 500, "tip": 1_000}, "priority_fee_above_max"),
 ])
 def test_invalid_transactions_change_nothing(chain: Chain, kwargs: dict[str, object], code: str) -> None:
-    from cowboy_node.types.instructions import Transfer
+    from cowboy_protocol.types.instructions import Transfer
     from tests.helpers import ALICE_SK
 
     kwargs = dict(kwargs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cowboy_node.execution.fees import effective_tip, next_basefee, split_fee
-from cowboy_node.types.params import BasefeeConfig
+from cowboy_protocol.types.params import BasefeeConfig
 
 CFG = BasefeeConfig()  # alpha = denom = 96, cycles target 20M, min 10,000
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.config import ConfigError, load_config, render_config
-from cowboy_node.chain.devgenesis import DevGenesis
 from cowboy_node.chain.genesis import parse_genesis
-from cowboy_node.types.params import TimerConfig
+from cowboy_node.node.config import ConfigError, load_config, render_config
+from cowboy_node.node.devgenesis import DevGenesis
+from cowboy_protocol.types.params import TimerConfig
 
 
 def _doc(dev: DevGenesis) -> dict:  # type: ignore[type-arg]

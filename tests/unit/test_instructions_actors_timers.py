@@ -1,6 +1,6 @@
 """Wire form of the actor and timer instructions (kinds 0x10, 0x11, 0x41, 0x42, 0x43).
 
-Golden bytes are written by hand from the schema in ``cowboy_node/types/instructions.py``
+Golden bytes are written by hand from the schema in ``cowboy_protocol/types/instructions.py``
 (``{0: kind, 1..: fields}``, canonical CBOR), never produced by the encoder under test.
 """
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.types.errors import DecodeError, ValidationError
-from cowboy_node.types.instructions import (
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.instructions import (
     CallActor,
     CancelTimer,
     DeployActor,
@@ -22,8 +22,8 @@ from cowboy_node.types.instructions import (
     instruction_from_cbor,
     instruction_to_cbor,
 )
-from cowboy_node.types.params import TimerConfig
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.params import TimerConfig
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK
 
 ACTOR = b"\xaa" * 20

@@ -21,9 +21,9 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import executors, results
 from cowboy_node.execution.jobs.checks import build_plan
 from cowboy_node.execution.jobs.verification import MODE_MAJORITY_VOTE, MODE_STRUCTURED_MATCH, check_params
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.jobspec import JobRequest
-from cowboy_node.types.jobspec_checks import (
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.jobspec import JobRequest
+from cowboy_protocol.types.jobspec_checks import (
     JsonSchemaValidCheck,
     MajorityVoteCheck,
     NumericRangeCheck,
@@ -33,7 +33,7 @@ from cowboy_node.types.jobspec_checks import (
     VerificationMode,
     validate_verification,
 )
-from cowboy_node.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from tests.unit.eob_helpers import make_world
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "job-http.json"

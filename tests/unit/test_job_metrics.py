@@ -13,15 +13,16 @@ import re
 import urllib.request
 from dataclasses import replace
 
-from cowboy_node.chain.job_queries import TRANSITIONS, count_transitions
-from cowboy_node.chain.node import Node
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, Reveal, result_commitment
+from cowboy_node.execution.jobs.model import JobRecord, JobStatus, Reveal
 from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.node.node import Node
+from cowboy_node.observability.job_activity import TRANSITIONS, count_transitions
 from cowboy_node.observability.metrics import start_metrics_server
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner_instructions import RunnerRegister
 from tests.helpers import ALICE, ALICE_SK
 from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
 
@@ -102,7 +103,7 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
                                       "settled": 1.0, "failed": 0.0}
         assert _value(text, "cowboy_job_selection_seconds_count", 'phase="draw"') == 2.0
     finally:
-        node._executor.shutdown()
+        node.producer.close()
 
 
 def _rec(**kw: object) -> JobRecord:

@@ -17,29 +17,31 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain, PreparedBlock
-from cowboy_node.chain.devgenesis import DevGenesis
-from cowboy_node.chain.verify import expected_round
-from cowboy_node.codec import decode
-from cowboy_node.crypto import bls, ed25519
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.crypto import bls
 from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.actors.store import get_state
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key, result_commitment
+from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners.store import get_runner, registry_size
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account
+from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import CallActor, DeployActor, Instruction, Transfer
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.params import Cip11Flags
 from cowboy_node.types.presence import decode_presence, encode_presence
-from cowboy_node.types.runner_instructions import RunnerRegister
-from cowboy_node.types.runner_json import runner_file_from_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.codec import decode
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.instructions import CallActor, DeployActor, Instruction, Transfer
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.params import Cip11Flags
+from cowboy_protocol.types.runner_instructions import RunnerRegister
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
@@ -83,7 +85,7 @@ class Net:
                         sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
         assert not p.result.rejected, [(t.instruction, e.code) for t, e in p.result.rejected]
         chain.commit(p)
-        self.follower.commit(self.follower.verify_and_prepare(p.block))
+        self.follower.commit(verify_and_prepare(self.follower, p.block))
         assert self.follower.head.header.state_root == chain.head.header.state_root
         return p
 

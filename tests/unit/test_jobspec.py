@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.codec import encode
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.results import verification_params_of
 from cowboy_node.execution.jobs.verification import Reveal, Verdict, verify
-from cowboy_node.types import runner
-from cowboy_node.types.errors import DecodeError, ValidationError
-from cowboy_node.types.jobspec import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types import runner
+from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.jobspec import (
     JOB_TYPE_CLASSES,
     AgentJob,
     CallbackInfo,
@@ -42,7 +42,7 @@ from cowboy_node.types.jobspec import (
     job_spec_hash,
     validate_request,
 )
-from cowboy_node.types.jobspec_checks import (
+from cowboy_protocol.types.jobspec_checks import (
     CustomCheck,
     DnsCnameMatchCheck,
     DnsTxtRecordMatchCheck,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.jobspec import (
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.jobspec import (
     CallbackInfo,
     HttpJob,
     JobRequest,
@@ -20,8 +20,8 @@ from cowboy_node.types.jobspec import (
     job_spec_hash,
     validate_request,
 )
-from cowboy_node.types.jobspec_checks import NumericToleranceCheck, VerificationConfig, VerificationMode
-from cowboy_node.types.jobspec_json import job_request_to_json, job_spec_to_json, parse_job_request_json
+from cowboy_protocol.types.jobspec_checks import NumericToleranceCheck, VerificationConfig, VerificationMode
+from cowboy_protocol.types.jobspec_json import job_request_to_json, job_spec_to_json, parse_job_request_json
 from tests.unit.test_jobspec import requests
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "job-http.json"

@@ -10,19 +10,17 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.keys import (
+from cowboy_node.crypto.bls import secret_key_to_bytes
+from cowboy_node.node.keys import ValidatorKey, load_validator_key, write_validator_key
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.keys import (
     KeyFileError,
-    ValidatorKey,
     load_account_key,
     load_account_private_key,
-    load_validator_key,
     new_account_key,
     write_account_key,
-    write_validator_key,
 )
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.bls import secret_key_to_bytes
-from cowboy_node.crypto.secp256k1 import private_key_to_address
 
 SK = bytes.fromhex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318")
 VKEY = ValidatorKey(ed25519_seed=bytes(range(32)), bls_secret=secret_key_to_bytes(12345), bls_share_index=1)

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cowboy_node.chain.mempool import EVICTION_REASONS, Mempool, MempoolConfig, MempoolError
-from cowboy_node.crypto.secp256k1 import private_key_to_address
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 
 KEYS = [(1000 + i).to_bytes(32, "big") for i in range(6)]
 ADDRS = [private_key_to_address(k) for k in KEYS]

@@ -122,7 +122,7 @@ def test_needs_compaction_past_twice_the_live_bytes(tmp_path: Path) -> None:
 def test_node_journals_admitted_txs_once_per_block_and_restart_readmits_them(tmp_path: Path) -> None:
     path = tmp_path / "mempool.journal"
     node = make_node()
-    node.mempool.journal = MempoolJournal(path)
+    node.mempool_journal = MempoolJournal(path)
     first, second, gapped = (transfer(ALICE_SK, n, BOB, 1) for n in (0, 1, 3))
     for t in (first, second, gapped):
         node.submit_transaction(t.to_bytes())

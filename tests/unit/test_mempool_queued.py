@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.config import ConfigError, load_config
 from cowboy_node.chain.mempool import EVICTION_REASONS, Mempool, MempoolConfig, MempoolError
-from cowboy_node.crypto.secp256k1 import private_key_to_address
+from cowboy_node.node.config import ConfigError, load_config
 from cowboy_node.observability.metrics import MEMPOOL_EVICTION_REASONS, NodeMetrics
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 
 KEYS = [(7000 + i).to_bytes(32, "big") for i in range(40)]
 ADDRS = [private_key_to_address(k) for k in KEYS]

@@ -18,22 +18,23 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.beacon import sign_beacon
 from cowboy_node.chain.chain import Chain, PreparedBlock
-from cowboy_node.chain.node import Node
-from cowboy_node.chain.verify import expected_round
-from cowboy_node.crypto import bls, ed25519
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.crypto import bls
 from cowboy_node.execution import transactions
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import get_account
+from cowboy_node.node.node import Node
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.instructions import Transfer
 from cowboy_node.types.presence import encode_presence
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, BOB, FEE_RECIPIENT, make_dev_genesis, transfer
 from tests.unit.node_harness import BOB as HARNESS_BOB
 from tests.unit.node_harness import Nonces, make_node
@@ -86,7 +87,7 @@ class Net:
         p = chain.build(txs, env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),
                         sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
         chain.commit(p)
-        self.follower.commit(self.follower.verify_and_prepare(p.block))
+        self.follower.commit(verify_and_prepare(self.follower, p.block))
         assert self.follower.head.header.state_root == chain.head.header.state_root
         return p
 

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.devgenesis import DevGenesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
+from cowboy_node.node.devgenesis import DevGenesis
+from cowboy_node.node.node import Node
 from cowboy_node.rpc.facade import RpcError
-from cowboy_node.types.instructions import Transfer
+from cowboy_protocol.types.instructions import Transfer
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx, transfer
 
 
@@ -20,7 +20,7 @@ from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx, transfer
 def node(chain: Chain, dev_genesis: DevGenesis) -> Iterator[Node]:
     n = Node(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev_genesis.validator_key, block_time_ms=1000)
     yield n
-    n._executor.shutdown()
+    n.producer.close()
 
 
 def _reject(node: Node, raw: bytes) -> RpcError:

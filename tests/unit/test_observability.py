@@ -15,10 +15,10 @@ from cowboy_node.observability import (
     NodeMetrics,
     configure_logging,
     get_logger,
-    parse_host_port,
     reset_logging,
     start_metrics_server,
 )
+from cowboy_protocol.netaddr import parse_host_port
 
 
 def _observe_two_blocks(m: NodeMetrics) -> None:

@@ -99,12 +99,12 @@ def test_node_records_each_committed_blocks_timer_counts_and_step_durations() ->
 
     from cowboy_node.chain.chain import Chain
     from cowboy_node.chain.mempool import Mempool, MempoolConfig
-    from cowboy_node.chain.node import Node
     from cowboy_node.execution.actors.model import derive_actor_address
     from cowboy_node.execution.actors.store import get_state
     from cowboy_node.execution.end_of_block import EOB_STEPS
+    from cowboy_node.node.node import Node
     from cowboy_node.state.memory import MemoryStore
-    from cowboy_node.types.instructions import CallActor, DeployActor
+    from cowboy_protocol.types.instructions import CallActor, DeployActor
     from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
 
     dev = make_dev_genesis()
@@ -117,7 +117,7 @@ def test_node_records_each_committed_blocks_timer_counts_and_step_durations() ->
         for _ in range(3):
             asyncio.run(node.produce_block())
     finally:
-        node._executor.shutdown()
+        node.producer.close()
     assert get_state(node.chain.world(), actor, b"paid") == b"1"
     s = _samples(node.metrics)
     assert s[("cowboy_timers_fired_total", ())] == 1

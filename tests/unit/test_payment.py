@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cowboy_node.execution.jobs.payment import Settlement, fail_refund, settle, slash_amount, usage_price
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.params import RunnerConfig
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.params import RunnerConfig
 
 CFG = RunnerConfig()
 A, B, C = (bytes([i]) * 20 for i in (0xA, 0xB, 0xC))

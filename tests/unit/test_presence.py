@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.types.errors import DecodeError
 from cowboy_node.types.presence import decode_presence, encode_presence
+from cowboy_protocol.types.errors import DecodeError
 
 
 def test_empty_registry_encodes_as_empty_bitmap() -> None:

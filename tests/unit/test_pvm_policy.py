@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import ActorRejected, Limits, call_handler, compile_actor
+from cowboy_protocol.crypto.keccak import keccak256
 
 
 def rejected(source: str, **kwargs: object) -> ActorRejected:

@@ -18,19 +18,19 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain import actor_queries
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
 from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import PvmError, call_handler, compile_actor
+from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
+from cowboy_node.rpc import actor_queries
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import CallActor, DeployActor
 from cowboy_node.types.receipt import STATUS_SUCCESS
+from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
 
 SPIN = "def handler(payload):\n    n = 0\n    while True:\n        n += 1\n"
@@ -171,7 +171,7 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 2
     yield n
-    n._executor.shutdown()
+    n.producer.close()
     n.chain.close()
 
 

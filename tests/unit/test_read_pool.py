@@ -77,7 +77,7 @@ def test_config_bounds_are_checked() -> None:
 
 
 def test_config_bounds_match_the_node_config() -> None:
-    from cowboy_node.chain.config import INT_BOUNDS
+    from cowboy_node.node.config import INT_BOUNDS
 
     assert {k: INT_BOUNDS[f"rpc.read_{k}"] for k in LIMITS} == LIMITS
 
@@ -339,8 +339,8 @@ async def test_http_answers_429_and_503_with_retry_after() -> None:
 
 # -- config.toml [rpc] read_* -----------------------------------------------------------------------------
 def test_config_keys_reach_the_pool(tmp_path: Any) -> None:
-    from cowboy_node.chain.config import load_config
-    from cowboy_node.chain.runner import read_pool
+    from cowboy_node.node.config import load_config
+    from cowboy_node.node.startup import read_pool
 
     (tmp_path / "config.toml").write_text("[rpc]\nread_max_concurrent = 2\nread_max_queue = 5\n"
                                           "read_max_wait_ms = 700\nread_call_timeout_ms = 300\n"
@@ -359,8 +359,8 @@ def test_config_keys_reach_the_pool(tmp_path: Any) -> None:
                                        ("read_budget_ms_per_s", 64_001), ("read_per_client_rps", 0),
                                        ("read_per_client_rps", "10")])
 def test_config_errors_name_the_key(tmp_path: Any, key: str, value: object) -> None:
-    from cowboy_node.chain.config import load_config
     from cowboy_node.chain.errors import ConfigError
+    from cowboy_node.node.config import load_config
 
     (tmp_path / "config.toml").write_text(f"[rpc]\n{key} = {value!r}\n".replace("'", '"'))
     with pytest.raises(ConfigError, match=f"rpc.{key}"):

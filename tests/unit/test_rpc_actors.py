@@ -17,16 +17,16 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.rpc.server import build_app
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.instructions import CallActor, CancelTimer, DeployActor, UpdateTimerConfig
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import STATUS_SUCCESS
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.instructions import CallActor, CancelTimer, DeployActor, UpdateTimerConfig
+from cowboy_protocol.types.params import TimerConfig
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
 from tests.unit.node_harness import expect_error, expect_ok, read_only_client
 
@@ -88,7 +88,7 @@ def node() -> Iterator[Node]:
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 3
     yield n
-    n._executor.shutdown()
+    n.producer.close()
 
 
 @pytest.fixture

@@ -18,9 +18,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.test_utils import TestClient, TestServer
 
-from cowboy_node.chain import config as config_module
-from cowboy_node.chain.config import DEFAULT_INT_BOUNDS, INT_BOUNDS, ConfigError, load_config
-from cowboy_node.crypto.keccak import keccak256
+from cowboy_node.node import config as config_module
+from cowboy_node.node.config import DEFAULT_INT_BOUNDS, INT_BOUNDS, ConfigError, load_config
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc import conn_limits, server
 from cowboy_node.rpc.conn_limits import (
@@ -34,6 +33,7 @@ from cowboy_node.rpc.conn_limits import (
 )
 from cowboy_node.rpc.json_body import MAX_JSON_DEPTH, check_json_body, json_depth_exceeds
 from cowboy_node.rpc.server import build_app, start_rpc_server
+from cowboy_protocol.crypto.keccak import keccak256
 
 ACTOR = "0x" + "ab" * 20
 
@@ -371,7 +371,7 @@ def _load(tmp_path: Path, full: str, value: int) -> Any:
 
 def test_every_integer_key_has_bounds() -> None:
     missing = [k for k in INT_KEYS if k not in INT_BOUNDS]
-    assert not missing, f"add {missing} to cowboy_node.chain.config.INT_BOUNDS"
+    assert not missing, f"add {missing} to cowboy_node.node.config.INT_BOUNDS"
     assert set(INT_BOUNDS) <= set(INT_KEYS), "INT_BOUNDS names keys that are not in _SCHEMA"
     for lo, hi in INT_BOUNDS.values():
         assert 0 <= lo <= hi <= DEFAULT_INT_BOUNDS[1]

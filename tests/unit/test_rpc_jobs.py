@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from cowboy_node.chain.node import Node
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.execution.jobs.model import result_commitment
+from cowboy_node.node.node import Node
 from cowboy_node.rpc.server import build_app
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
 from cowboy_node.types.receipt import STATUS_SUCCESS
-from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner_instructions import RunnerRegister
 from tests.helpers import ALICE, ALICE_SK
 from tests.unit.node_harness import (
     JOB_EXAMPLE,
@@ -78,7 +78,7 @@ class Setup:
 def setup() -> Iterator[Setup]:
     s = Setup()
     yield s
-    s.node._executor.shutdown()
+    s.node.producer.close()
 
 
 @pytest.fixture
@@ -237,7 +237,7 @@ def phase3() -> Iterator[tuple[Node, bytes]]:
     submit = _submit(n, doc)
     assert [r.error_code for r in produce(node, [submit])] == [None]
     yield node, derive_job_id(submit.tx_hash(), 0)
-    node._executor.shutdown()
+    node.producer.close()
 
 
 async def test_poll_answers_410_gone_when_the_flag_is_set(phase3: tuple[Node, bytes]) -> None:

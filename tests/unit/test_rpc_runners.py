@@ -16,14 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.node import Node
-from cowboy_node.chain.runner_queries import RunnerQueries
-from cowboy_node.crypto.address import to_checksum_address
+from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
+from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.server import build_app
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.receipt import STATUS_SUCCESS
-from cowboy_node.types.runner_instructions import RunnerHeartbeat, RunnerRegister
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.types.runner_instructions import RunnerHeartbeat, RunnerRegister
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, BOB_SK, make_dev_genesis, make_tx
 from tests.unit.node_harness import expect_error, expect_ok, read_only_client
 from tests.unit.test_runner_support import CAPS, CARD
@@ -59,7 +59,7 @@ def node() -> Iterator[RunnerNode]:
         receipts = n.chain.receipts_at(h)
         assert receipts is not None and all(r.status == STATUS_SUCCESS for r in receipts), receipts
     yield n
-    n._executor.shutdown()
+    n.producer.close()
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, Counter
 
-from cowboy_node.crypto.address import to_checksum_address
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.rpc.server import build_app, start_rpc_server
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
 
 ADDR = bytes(range(1, 21))
 TX_HASH = bytes(range(32))

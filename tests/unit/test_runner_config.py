@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.keys import KeyFileError, load_account_private_key, write_account_key
-from cowboy_node.types.runner import JOB_KIND_HTTP, JOB_KIND_LLM, Rate
+from cowboy_protocol.keys import KeyFileError, load_account_private_key, write_account_key
+from cowboy_protocol.types.runner import JOB_KIND_HTTP, JOB_KIND_LLM, Rate
 from cowboy_runner.config import (
     CONFIG_FILE,
     DEFAULT_KEY_FILE,

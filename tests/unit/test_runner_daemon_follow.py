@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cowboy_node.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_runner.config import parse_settings, render_template
 from cowboy_runner.daemon import Daemon
 from cowboy_runner.keyfile import RunnerKey

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.cli.client import ApiError
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.transport.enums import AckKind, RejectReason
-from cowboy_node.transport.frames import AckStatus, JobAssignment, encode_frame
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit
-from cowboy_node.types.jobspec import JobRequest, canonical_job_spec
-from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.http_client import ApiError
+from cowboy_protocol.transport.enums import AckKind, RejectReason
+from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_frame
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
+from cowboy_protocol.types.jobspec import JobRequest, canonical_job_spec
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner import journal as jn
 from cowboy_runner.executors import ExecutionResult, ExecutorError
 from cowboy_runner.jobs import POLL_PREFIX, Assignment, JobManager

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.types.jobspec import CustomJob, ResourceBounds
+from cowboy_protocol.types.jobspec import CustomJob, ResourceBounds
 from cowboy_runner.executors import CustomConfig, CustomExecutor, CustomExecutorConfig, ExecutorError
 from cowboy_runner.executors.custom import died_of_memory
 

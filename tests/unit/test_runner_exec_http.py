@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.types.jobspec import Freshness, HttpJob
+from cowboy_protocol.types.jobspec import Freshness, HttpJob
 from cowboy_runner.executors import ExecutorError, HttpConfig, HttpExecutor
 from tests.unit.runner_exec_servers import HUGE_TOTAL, HttpState, http_app, serve
 
@@ -126,7 +126,7 @@ async def test_wildcard_allow_list_matches_like_the_capability_filter(server: tu
     base, _ = server
     port = base.rsplit(":", 1)[1]
     cfg = HttpConfig(allowed_domains=("*.localhost",), allow_private_addresses=True)
-    # *.suffix: a strict subdomain, not the apex (the same rule as execution/jobs/filters.host_matches)
+    # *.suffix: a strict subdomain, not the apex (the same rule as cowboy_protocol.jobs.hosts.host_matches)
     await _fails(HttpJob(url=f"http://localhost:{port}/echo"), "domain_not_allowed", cfg)
     cfg_star = HttpConfig(allowed_domains=("*",), allow_private_addresses=True)
     assert (await _run(HttpJob(url=f"{base}/echo"), cfg_star)).detail["status"] == 200

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cowboy_node.types.jobspec import LlmJob, ResourceBounds
+from cowboy_protocol.types.jobspec import LlmJob, ResourceBounds
 from cowboy_runner.executors import ExecutorError, LlmConfig, LlmExecutor
 from tests.unit.runner_exec_servers import LlmStub, llm_app, serve
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from cowboy_node.types.jobspec import McpJob
+from cowboy_protocol.types.jobspec import McpJob
 from cowboy_runner.executors import ExecutorError, McpConfig, McpExecutor, McpServerConfig
 from tests.unit.runner_exec_servers import serve, start_mcp_server
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from cowboy_node.types.jobspec import (
+from cowboy_protocol.types.jobspec import (
     AgentJob,
     CustomJob,
     HttpJob,

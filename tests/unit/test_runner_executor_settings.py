@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from cowboy_node.types.jobspec import CustomJob, HttpJob, LlmJob, McpJob, ResourceBounds
+from cowboy_protocol.types.jobspec import CustomJob, HttpJob, LlmJob, McpJob, ResourceBounds
 from cowboy_runner.config import parse_settings
 from cowboy_runner.executor_settings import executors_config
 from cowboy_runner.executors import ExecutorError, ExecutorRegistry, ExecutorsConfig

@@ -1,7 +1,7 @@
 """Wire form of the Runner Registry instructions (kinds 0x20..0x24) and of the RunnerRecord.
 
-Golden bytes are written by hand from the schemas (``types/runner_instructions.py``, ``types/runner.py``,
-docs/runners.md §2–§3), never produced by the encoder under test.
+Golden bytes are written by hand from the schemas (``cowboy_protocol/types/runner_instructions.py``,
+``cowboy_protocol/types/runner.py``, docs/runners.md §2–§3), never produced by the encoder under test.
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.instructions import Instruction, instruction_from_cbor, instruction_to_cbor
-from cowboy_node.types.runner import Capabilities, Health, Rate, RateCard, RunnerRecord
-from cowboy_node.types.runner_instructions import (
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.instructions import Instruction, instruction_from_cbor, instruction_to_cbor
+from cowboy_protocol.types.runner import Capabilities, Health, Rate, RateCard, RunnerRecord
+from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
     RunnerRegister,
     RunnerUpdateCapabilities,
     RunnerUpdateRateCard,
 )
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK
 
 CAPS = Capabilities(job_kinds=(1,), regions=("eu",), http_domains=("example.com",), max_concurrent_jobs=4)

@@ -1,4 +1,4 @@
-"""JSON form of runner capabilities and rate cards (docs/runners.md §4; ``types/runner_json.py``)."""
+"""JSON form of runner capabilities and rate cards (docs/runners.md §4; ``cowboy_protocol/types/runner_json.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.types.errors import ValidationError
-from cowboy_node.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
-from cowboy_node.types.runner_json import (
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
+from cowboy_protocol.types.runner_json import (
     capabilities_to_json,
     rate_card_to_json,
     record_to_json,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cowboy_node.cli.client import NodeUnreachable
-from cowboy_node.transport.frames import AckStatus
+from cowboy_protocol.http_client import NodeUnreachable
+from cowboy_protocol.transport.frames import AckStatus
 from cowboy_runner.chain_client import PollDisabled
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller

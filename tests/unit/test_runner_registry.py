@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution import fees
 from cowboy_node.execution.runners import registry, store
 from cowboy_node.execution.system_state import RUNNER_REGISTRY, get_account
 from cowboy_node.types.account import account_key
 from cowboy_node.types.presence import decode_presence
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
-from cowboy_node.types.runner import Capabilities, Health, Rate, RateCard
-from cowboy_node.types.runner_instructions import (
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.runner import Capabilities, Health, Rate, RateCard
+from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
     RunnerRegister,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.crypto.keccak import keccak256
+from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_runner.config import ConfigError, parse_settings, render_template
 from cowboy_runner.sessions_plan import Snapshot, SnapshotError, plan_sessions, snapshot_from_status
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from cowboy_node.crypto.secp256k1 import private_key_to_address
 from cowboy_node.execution.system_state import get_account, set_runner_config
 from cowboy_node.execution.transactions import execute_transaction
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.instructions import Instruction
-from cowboy_node.types.params import RunnerConfig
 from cowboy_node.types.receipt import Receipt
-from cowboy_node.types.runner import Capabilities, Rate, RateCard
-from cowboy_node.types.runner_instructions import RunnerRegister
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Instruction
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import Capabilities, Rate, RateCard
+from cowboy_protocol.types.runner_instructions import RunnerRegister
 from tests.helpers import make_tx
 from tests.unit.eob_helpers import fund, make_ctx, make_world
 

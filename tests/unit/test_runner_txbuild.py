@@ -12,13 +12,13 @@ from Crypto.Hash import keccak as ref_keccak
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.runners.store import get_runner
 from cowboy_node.execution.system_state import get_basefees
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
-from cowboy_node.types.jobspec import derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.runner import Health
-from cowboy_node.types.runner_instructions import RunnerDeregister, RunnerHeartbeat
-from cowboy_node.types.runner_json import runner_file_from_json
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner import Health
+from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerHeartbeat
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.txbuild import (
     Fees,

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
 from cowboy_node.execution.jobs.selection import (
     effective_k,
@@ -15,8 +14,9 @@ from cowboy_node.execution.jobs.selection import (
     select_committee,
 )
 from cowboy_node.execution.jobs.weights import base_weights
-from cowboy_node.types.params import Cip11Flags, RunnerConfig
-from cowboy_node.types.runner import JOB_KIND_LLM, RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.params import Cip11Flags, RunnerConfig
+from cowboy_protocol.types.runner import JOB_KIND_LLM, RunnerRecord
 from tests.unit.test_selection_support import HEIGHT, hashed_runners, ref_committee
 
 CFG = RunnerConfig()

@@ -6,13 +6,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.draw import draw_committee, partition, swap_remove, weighted_draw
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
 from cowboy_node.execution.jobs.selection import select_committee
 from cowboy_node.execution.jobs.weights import cip2_v3_weight
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import JOB_KIND_LLM, RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import JOB_KIND_LLM, RunnerRecord
 from tests.unit.test_selection_support import HEIGHT, addr, ref_committee, ref_ticket, ref_walk, runner
 
 CFG = RunnerConfig()

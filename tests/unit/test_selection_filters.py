@@ -12,10 +12,10 @@ from cowboy_node.execution.jobs.filters import (
     eligible,
     eligible_with_report,
     filter_report,
-    host_matches,
 )
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import JOB_KIND_HTTP, JOB_KIND_LLM, Health
+from cowboy_protocol.jobs.hosts import host_matches
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import JOB_KIND_HTTP, JOB_KIND_LLM, Health
 from tests.unit.test_selection_support import HEIGHT, REP_50, hashed_runners, runner
 
 CFG = RunnerConfig()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.codec import CodecError
 from cowboy_node.execution.jobs.mru import decode_mru, encode_mru, lookup_mru, mru_key
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.codec import CodecError
+from cowboy_protocol.types.errors import DecodeError
 
 SUBMITTER = bytes([0x55]) * 20
 RUNNER = bytes([0x66]) * 20

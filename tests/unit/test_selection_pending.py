@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.codec import CodecError, encode
 from cowboy_node.execution.jobs.pending import (
     PendingSelectionV1,
     order_due,
@@ -13,7 +12,8 @@ from cowboy_node.execution.jobs.pending import (
     pending_due_round_index_key,
     pending_due_round_prefix,
 )
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.codec import CodecError, encode
+from cowboy_protocol.types.errors import DecodeError
 
 JOB = bytes([0x22]) * 32
 ROOT = bytes([0x44]) * 32

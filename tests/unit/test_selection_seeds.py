@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.chain import beacon as chain_beacon
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.seeds import (
     MODE_DELAYED,
     MODE_IMMEDIATE,
@@ -19,7 +17,9 @@ from cowboy_node.execution.jobs.seeds import (
     selection_seed_v2,
     selection_seed_v3,
 )
+from cowboy_node.types import seed as chain_beacon
 from cowboy_node.types.block import Round
+from cowboy_protocol.crypto.keccak import keccak256
 
 SIG = bytes(range(48))
 SEED = bytes([0x11]) * 32
@@ -43,7 +43,7 @@ def test_beacon_hash_v1_golden() -> None:
 
 
 def test_beacon_hash_v1_matches_the_chain_beacon_module() -> None:
-    # the producer computes the beacon hash in chain/beacon.py; execution must derive the identical bytes
+    # the producer computes the beacon hash in consensus/beacon.py; execution must derive the identical bytes
     assert beacon_hash_v1(7, 99, SIG) == chain_beacon.beacon_hash_v1(Round(7, 99), SIG)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.snapshot_root import candidate_leaf, candidates_snapshot_root, root_of_leaves
-from cowboy_node.types.params import RunnerConfig
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.params import RunnerConfig
 from tests.unit.test_selection_support import runner
 
 E18 = 10**18

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
 
 ALL_KINDS = tuple(sorted(JOB_KINDS.values()))
 HEIGHT = 1_000

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cowboy_node.execution.jobs.weights import base_weights, cip2_v3_weight, weight_factor_x1e6
-from cowboy_node.types.params import RunnerConfig
+from cowboy_protocol.types.params import RunnerConfig
 from tests.unit.test_selection_support import runner
 
 CFG = RunnerConfig()  # normalizer 100.0, w_min_floor 0.1

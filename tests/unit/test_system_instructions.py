@@ -22,9 +22,9 @@ from cowboy_node.execution.timers.schedule import schedule_timer
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS, execute_transaction
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import account_key
-from cowboy_node.types.instructions import CancelTimer, ExtendTimer, Instruction, UpdateTimerConfig
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
+from cowboy_protocol.types.instructions import CancelTimer, ExtendTimer, Instruction, UpdateTimerConfig
+from cowboy_protocol.types.params import TimerConfig
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, CHAIN_ID, FEE_RECIPIENT, make_tx, transfer
 
 NOW = 100

@@ -11,7 +11,6 @@ figure: ``bench/eob_timers.py --storm`` reports it.
 from __future__ import annotations
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.codec import decode
 from cowboy_node.execution.actors.model import ActorRecord, source_hash
 from cowboy_node.execution.actors.store import get_state, put_actor, put_source
 from cowboy_node.execution.block import begin_block
@@ -25,6 +24,7 @@ from cowboy_node.execution.timers.schedule import schedule_timer
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
+from cowboy_protocol.codec import decode
 from tests.helpers import CHAIN_ID, FEE_RECIPIENT, make_dev_genesis
 
 TIMERS = 100_000

@@ -23,8 +23,8 @@ from cowboy_node.execution.timers import (
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.types.params import TimerConfig
 from tests.unit.test_timers_store import (
     ACTOR,
     OTHER,
@@ -97,7 +97,7 @@ class Runner:
 
 def fired_event(tid: bytes, ok: bool, cycles: int, cells: int, fee: int, error: str | None) -> Event:
     """timer.fired data {0: id, 1: ok, 2: cycles, 3: cells, 4: fee u128, 5: error} (docs/timers.md §7)."""
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     return Event(ACTOR, "timer.fired", encode({0: tid, 1: ok, 2: cycles, 3: cells, 4: u128(fee), 5: error}))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from Crypto.Hash import keccak
 
-from cowboy_node.codec import CodecError
 from cowboy_node.execution.timers.model import Timer, derive_timer_id, timer_id_preimage
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.codec import CodecError
+from cowboy_protocol.types.errors import DecodeError
 
 ACTOR = bytes([0x11]) * 20
 PAYER = bytes([0x33]) * 20
@@ -72,7 +72,7 @@ def test_timer_id_rejects_out_of_range_inputs() -> None:
     lambda m: m.update({7: True}),           # bool is not an integer
 ])
 def test_timer_decode_is_strict(mutate: object) -> None:
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     m = TIMER.to_cbor()
     mutate(m)  # type: ignore[operator]

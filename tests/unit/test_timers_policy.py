@@ -12,7 +12,7 @@ from cowboy_node.execution.timers.policy import (
     get_timer_policy,
     set_timer_policy,
 )
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.types.errors import DecodeError
 from tests.unit.eob_helpers import make_world
 
 DEFAULT_BYTES = bytes.fromhex("a8 0000 0101 0200 03190100 0410 0508 06190100 071a00278d00")
@@ -54,11 +54,11 @@ def test_decode_rejects_missing_fields() -> None:
 # -- UpdateTimerPolicy (0x44) ----------------------------------------------------------------------
 
 def test_update_timer_policy_instruction_golden_bytes() -> None:
-    from cowboy_node.types.instructions import UpdateTimerPolicy, instruction_from_cbor, instruction_to_cbor
+    from cowboy_protocol.types.instructions import UpdateTimerPolicy, instruction_from_cbor, instruction_to_cbor
 
     ins = UpdateTimerPolicy(TimerPolicy(mode=MODE_GLOBALBOX, max_fires_per_block=2))
     m = instruction_to_cbor(ins)
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
     assert encode(m) == bytes.fromhex("a2 00 1844 01 a8 0001 0101 0200 0302 0410 0508 06190100 071a00278d00")
     assert instruction_from_cbor(m) == ins
 
@@ -69,8 +69,8 @@ def test_update_timer_policy_by_a_system_deployer_applies_and_others_are_refused
     from cowboy_node.execution.context import BlockEnv
     from cowboy_node.execution.transactions import execute_transaction
     from cowboy_node.state.memory import MemoryStore
-    from cowboy_node.types.instructions import UpdateTimerPolicy
     from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
+    from cowboy_protocol.types.instructions import UpdateTimerPolicy
     from tests.helpers import ALICE_SK, BOB, BOB_SK, CHAIN_ID, FEE_RECIPIENT, make_dev_genesis, make_tx, transfer
 
     chain = Chain(MemoryStore(), make_dev_genesis().genesis)

@@ -18,8 +18,8 @@ from cowboy_node.execution.timers import (
     system_extend_timer,
 )
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.types.params import TimerConfig
 from tests.unit.test_timers_store import ACTOR, OTHER, SENDER, big_meter, commit, make_ctx, make_world
 
 NOW = 10

@@ -12,7 +12,7 @@ from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
 
 ACTOR = bytes([0xA1]) * 20
 OTHER = bytes([0xB2]) * 20

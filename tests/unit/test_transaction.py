@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from Crypto.Hash import keccak
 
-from cowboy_node.types.errors import DecodeError, ValidationError
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, BOB
 
 
@@ -89,7 +89,7 @@ def test_malformed_bodies_are_rejected(mutate, code) -> None:  # type: ignore[no
 
 def test_missing_field_is_rejected_naming_it() -> None:
     tx = _unsigned().signed(ALICE_SK)
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     m = tx.payload_map()
     m[10] = tx.signature
@@ -100,7 +100,7 @@ def test_missing_field_is_rejected_naming_it() -> None:
 
 
 def test_wrong_signature_length_is_rejected() -> None:
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     tx = _unsigned()
     m = tx.payload_map()
@@ -121,7 +121,7 @@ def test_length_prefix_must_match_body() -> None:
 
 
 def test_unknown_instruction_kind_is_rejected() -> None:
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     tx = _unsigned().signed(ALICE_SK)
     m = tx.payload_map()
@@ -133,7 +133,7 @@ def test_unknown_instruction_kind_is_rejected() -> None:
 
 
 def test_amount_must_be_16_bytes() -> None:
-    from cowboy_node.codec import encode
+    from cowboy_protocol.codec import encode
 
     tx = _unsigned().signed(ALICE_SK)
     m = tx.payload_map()

@@ -6,7 +6,7 @@ from enum import IntEnum
 
 import pytest
 
-from cowboy_node.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, RejectReason, Role, Scheme
+from cowboy_protocol.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, RejectReason, Role, Scheme
 
 PINNED: dict[type[IntEnum], dict[str, int]] = {
     Role: {"RUNNER": 0x01, "VALIDATOR": 0x02},

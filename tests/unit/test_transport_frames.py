@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.codec import encode
-from cowboy_node.transport.enums import CancelReason, FrameType, GoodbyeReason, RejectReason, Role
-from cowboy_node.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
-from cowboy_node.transport.frames import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.transport.enums import CancelReason, FrameType, GoodbyeReason, RejectReason, Role
+from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
+from cowboy_protocol.transport.frames import (
     FRAME_CLASSES,
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -33,8 +33,8 @@ from cowboy_node.transport.frames import (
     check_version,
     encode_frame,
 )
-from cowboy_node.transport.framing import decode_frame
-from cowboy_node.transport.pubkeys import PubKey
+from cowboy_protocol.transport.framing import decode_frame
+from cowboy_protocol.transport.pubkeys import PubKey
 
 # Fixed keys: secp256k1 secret 0x01*32 and Ed25519 seed 0x02*32.
 RUNNER_KEY = bytes.fromhex("031b84c5567b126440995d3ed5aaba0565d71e1834604819ff9c17f5e9d5dd078f")

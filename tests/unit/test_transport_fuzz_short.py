@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.transport import framing
-from cowboy_node.transport.frames import MAX_FRAME_BYTES
-from cowboy_node.transport.validator_session import ValidatorSession
+from cowboy_protocol.transport import framing
+from cowboy_protocol.transport.frames import MAX_FRAME_BYTES
+from cowboy_protocol.transport.validator_session import ValidatorSession
 from tests.fuzz.fuzz_transport import BUFFER_BOUND, ENCODED_TO_VALIDATOR, Case, Violation, generate, rng_draw, run_case
 
 SHORT_CASES = 2_000

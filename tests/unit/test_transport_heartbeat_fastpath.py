@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.codec import CodecError, decode, encode
-from cowboy_node.crypto import ed25519, secp256k1
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.transport.enums import FrameType, Role
-from cowboy_node.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
-from cowboy_node.transport.frames import Frame, HeartbeatPing, HeartbeatPong, decode_payload, encode_frame
-from cowboy_node.transport.framing import FrameDecoder
-from cowboy_node.transport.preimages import (
+from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.crypto import ed25519, secp256k1
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.transport.enums import FrameType, Role
+from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
+from cowboy_protocol.transport.frames import Frame, HeartbeatPing, HeartbeatPong, decode_payload, encode_frame
+from cowboy_protocol.transport.framing import FrameDecoder
+from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     RunnerKey,
     ValidatorKey,
@@ -33,8 +33,8 @@ from cowboy_node.transport.preimages import (
     verify_heartbeat_ping,
     verify_signature,
 )
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.types.errors import DecodeError
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.types.errors import DecodeError
 
 RUNNER = RunnerKey(b"\x01" * 32)
 OTHER_RUNNER = RunnerKey(b"\x03" * 32)

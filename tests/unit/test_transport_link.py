@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.crypto.secp256k1 import private_key_to_public_key
-from cowboy_node.transport.enums import GoodbyeReason
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.subset import subset
-from cowboy_node.types.job_instructions import JobSubmit
-from cowboy_node.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
-from cowboy_node.types.jobspec_json import parse_job_request_json
-from cowboy_node.types.runner_instructions import RunnerDeregister, RunnerRegister
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.crypto.secp256k1 import private_key_to_public_key
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.subset import subset
+from cowboy_protocol.types.job_instructions import JobSubmit
+from cowboy_protocol.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerRegister
 from tests.helpers import ALICE_SK
 from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
 

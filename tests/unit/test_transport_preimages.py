@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
-from cowboy_node.transport.errors import LocalProtocolError, SignatureError
-from cowboy_node.transport.frames import (
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
+from cowboy_protocol.transport.errors import LocalProtocolError, SignatureError
+from cowboy_protocol.transport.frames import (
     AckStatus,
     BackpressureSignal,
     CapabilityDelta,
@@ -19,7 +19,7 @@ from cowboy_node.transport.frames import (
     JobAck,
     JobCancel,
 )
-from cowboy_node.transport.preimages import (
+from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     RunnerKey,
     ValidatorKey,
@@ -44,7 +44,7 @@ from cowboy_node.transport.preimages import (
     verify_hello_ack,
     verify_signature,
 )
-from cowboy_node.transport.pubkeys import PubKey
+from cowboy_protocol.transport.pubkeys import PubKey
 
 RUNNER = RunnerKey(b"\x01" * 32)
 VALIDATOR = ValidatorKey(b"\x02" * 32)

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from cowboy_node.transport.enums import AckKind
-from cowboy_node.transport.errors import RemoteProtocolError
 from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
-from cowboy_node.transport.result_frames import check_result_tx
-from cowboy_node.types.instructions import Transfer
-from cowboy_node.types.job_instructions import JobResultCommit, JobResultSubmit
+from cowboy_protocol.transport.enums import AckKind
+from cowboy_protocol.transport.errors import RemoteProtocolError
+from cowboy_protocol.transport.result_frames import check_result_tx
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx
 
 JOB = b"\x11" * 32

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.transport.enums import GoodbyeReason
-from cowboy_node.transport.frames import MAX_FRAME_BYTES, Frame, Goodbye, JobProgress, JobResult
-from cowboy_node.transport.quic import (
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.frames import MAX_FRAME_BYTES, Frame, Goodbye, JobProgress, JobResult
+from cowboy_protocol.transport.quic import (
     ClientConnection,
     ConnectionClosed,
     FrameConnection,
@@ -23,8 +23,8 @@ from cowboy_node.transport.quic import (
     connect,
     start_server,
 )
-from cowboy_node.transport.quic_certs import generate_self_signed
-from cowboy_node.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.quic_certs import generate_self_signed
+from cowboy_protocol.transport.quic_limits import ServerLimits
 
 WAIT = 10.0
 """Upper bound of every wait (generous: the machine is shared); never asserted as a duration."""

@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cowboy_node.transport.enums import CancelReason, GoodbyeReason, RejectReason
-from cowboy_node.transport.frames import (
+from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason
+from cowboy_protocol.transport.frames import (
     AckStatus,
     BackpressureSignal,
     CapabilityDelta,
@@ -23,8 +23,8 @@ from cowboy_node.transport.frames import (
     JobResult,
     JobResultCommit,
 )
-from cowboy_node.transport.preimages import ack_digest, make_assignment, sign_frame
-from cowboy_node.transport.session import Closed, SessionBase, SessionState
+from cowboy_protocol.transport.preimages import ack_digest, make_assignment, sign_frame
+from cowboy_protocol.transport.session import Closed, SessionBase, SessionState
 from tests.unit.test_transport_session_support import (
     CB2,
     CHAIN,

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.codec import encode
-from cowboy_node.transport.enums import GoodbyeReason, Role
-from cowboy_node.transport.errors import LocalProtocolError
-from cowboy_node.transport.frames import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.transport.enums import GoodbyeReason, Role
+from cowboy_protocol.transport.errors import LocalProtocolError
+from cowboy_protocol.transport.frames import (
     PROTOCOL_VERSION,
     AckStatus,
     BackpressureSignal,
@@ -23,9 +23,9 @@ from cowboy_node.transport.frames import (
     JobAssignment,
     JobResult,
 )
-from cowboy_node.transport.preimages import goodbye_digest, make_assignment, verify_signature
-from cowboy_node.transport.session import Authenticated, Closed, SessionState
-from cowboy_node.transport.validator_session import Admission
+from cowboy_protocol.transport.preimages import goodbye_digest, make_assignment, verify_signature
+from cowboy_protocol.transport.session import Authenticated, Closed, SessionState
+from cowboy_protocol.transport.validator_session import Admission
 from tests.unit.test_transport_session_support import (
     ADDRESS,
     CB1,

@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.transport.enums import GoodbyeReason, Role
-from cowboy_node.transport.frames import BackpressureSignal, CapabilityDelta, HeartbeatPing, HeartbeatPong
-from cowboy_node.transport.preimages import (
+from cowboy_protocol.transport.enums import GoodbyeReason, Role
+from cowboy_protocol.transport.frames import BackpressureSignal, CapabilityDelta, HeartbeatPing, HeartbeatPong
+from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     heartbeat_ping_digest,
     heartbeat_pong_digest,
     sign_frame,
     verify_signature,
 )
-from cowboy_node.transport.session import (
+from cowboy_protocol.transport.session import (
     BackpressureReceived,
     CapabilityDeltaReceived,
     PongReceived,

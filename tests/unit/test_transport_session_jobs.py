@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.transport.enums import AckKind, CancelReason, GoodbyeReason, RejectReason, Role
-from cowboy_node.transport.errors import LocalProtocolError
-from cowboy_node.transport.frames import (
+from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason, RejectReason, Role
+from cowboy_protocol.transport.errors import LocalProtocolError
+from cowboy_protocol.transport.frames import (
     AckStatus,
     JobAck,
     JobAssignment,
@@ -17,7 +17,7 @@ from cowboy_node.transport.frames import (
     JobResult,
     JobResultCommit,
 )
-from cowboy_node.transport.preimages import (
+from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     ack_digest,
     cancel_digest,
@@ -25,7 +25,7 @@ from cowboy_node.transport.preimages import (
     sign_frame,
     verify_signature,
 )
-from cowboy_node.transport.session import (
+from cowboy_protocol.transport.session import (
     AckReceived,
     AckTimedOut,
     AssignmentReceived,

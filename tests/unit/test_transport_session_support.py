@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cowboy_node.transport.enums import GoodbyeReason
-from cowboy_node.transport.errors import RemoteProtocolError
-from cowboy_node.transport.frames import Frame, Goodbye, encode_frame
-from cowboy_node.transport.framing import FrameDecoder
-from cowboy_node.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
-from cowboy_node.transport.pubkeys import PubKey
-from cowboy_node.transport.runner_session import RunnerSession
-from cowboy_node.transport.session import Closed, Event, SessionBase
-from cowboy_node.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.errors import RemoteProtocolError
+from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
+from cowboy_protocol.transport.framing import FrameDecoder
+from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import Closed, Event, SessionBase
+from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 
 CHAIN = "cowboy-devnet"
 RUNNER = RunnerKey(b"\x01" * 32)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from cowboy_node.crypto import secp256k1
-from cowboy_node.transport.subset import MAX_SUBSET, MIN_SUBSET, in_subset, subset, subset_score, subset_size
+from cowboy_protocol.crypto import secp256k1
+from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET, in_subset, subset, subset_score, subset_size
 
 # Compressed secp256k1 generator point (private key 1): a public, hand-checkable runner key.
 G = bytes.fromhex("0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")

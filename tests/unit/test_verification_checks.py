@@ -15,7 +15,7 @@ from cowboy_node.execution.jobs.verification import (
     check_params,
     verify,
 )
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.types.errors import ValidationError
 
 A, B, C, D, E = (bytes([i]) * 20 for i in range(1, 6))  # runner addresses, listed in committee order
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cowboy_node.execution.jobs.json_schema import (
+from cowboy_protocol.jobs.json_schema import (
     MAX_SCHEMA_BYTES,
     MAX_SCHEMA_DEPTH,
     MAX_SCHEMA_NODES,
@@ -16,8 +16,8 @@ from cowboy_node.execution.jobs.json_schema import (
     load_schema,
     schema_accepts,
 )
-from cowboy_node.execution.jobs.json_strict import parse_json
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.jobs.json_strict import parse_json
+from cowboy_protocol.types.errors import ValidationError
 
 
 def _ok(schema: object, instance: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.execution.jobs.json_strict import (
+from cowboy_protocol.jobs.json_strict import (
     MAX_INT_DIGITS,
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -13,7 +13,7 @@ from cowboy_node.execution.jobs.json_strict import (
     parse_json,
     split_path,
 )
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.types.errors import ValidationError
 
 
 def _refused(data: bytes | str) -> None:

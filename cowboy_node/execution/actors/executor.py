@@ -7,7 +7,6 @@ the meter recorded.
 
 from __future__ import annotations
 
-from cowboy_node.codec import encode
 from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.invoke import invoke
@@ -17,9 +16,10 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.instructions import CallActor, DeployActor
 from cowboy_node.types.receipt import Event
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.instructions import CallActor, DeployActor
+from cowboy_protocol.types.transaction import Transaction
 
 DEPLOY_BASE_CYCLES = 5_000
 """Cycles of every deployment, before the per-byte compile cost."""

@@ -25,27 +25,27 @@ lists/tuples/dicts of those).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from cowboy_node.codec import encode
-from cowboy_node.crypto import ed25519, secp256k1
-from cowboy_node.crypto.keccak import keccak256 as _keccak256
 from cowboy_node.execution import fees, mailbox
 from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.execution.timers import schedule
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.fields import ADDRESS_LEN, U64_MAX, U128_MAX, encode_u128
 from cowboy_node.types.receipt import Event
-
-if TYPE_CHECKING:
-    from cowboy_node.execution.actors.invoke import CallFrame
+from cowboy_protocol.codec import encode
+from cowboy_protocol.crypto import ed25519, secp256k1
+from cowboy_protocol.crypto.keccak import keccak256 as _keccak256
+from cowboy_protocol.jobs.json_strict import parse_json
+from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX, U128_MAX, encode_u128
+from cowboy_protocol.types.jobspec import decode_job_request
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
 
 # --- costs (cycles; cells are always the bytes written) ---------------------------------------
 HOST_CALL_CYCLES = 100
@@ -148,18 +148,6 @@ def host_error(name: str, message: str = "") -> HostError:
     return HostError(message or name, _HOST_CODES.get(name, HOST_CODE_INTERNAL), name)
 
 
-@dataclass(slots=True)
-class TxScope:
-    """State shared by every frame of one top-level run (a transaction, a fire, a message)."""
-
-    emit_count: int = 0
-    """Events emitted so far (``emit_id`` counts from 1 within the run)."""
-    frames: list[bytes] = field(default_factory=list)
-    """Actors on the call stack, outermost first (for diagnostics and re-entrancy tests)."""
-    loaded: set[bytes] = field(default_factory=set)
-    """Source hashes whose load cost this run has paid (membership tests only, never iterated)."""
-
-
 def _utf8(text: str, what: str) -> bytes:
     """Strict UTF-8 (a lone surrogate is refused: it could not be encoded into a receipt or key)."""
     try:
@@ -216,12 +204,13 @@ class Host:
     ``pvm_host.HostError``.
     """
 
-    __slots__ = ("_closed", "_ctx", "_events", "_frame", "_meter", "_owner", "_scope", "_world")
+    __slots__ = ("_closed", "_ctx", "_events", "_frame", "_meter", "_owner", "_run_frame", "_scope", "_world")
 
     HostError = HostError
 
     def __init__(self, world: WorldState, ctx: BlockContext, frame: CallFrame, meter: Meter, events: list[Event],
-                 scope: TxScope, owner: bytes) -> None:
+                 scope: TxScope, owner: bytes, run_frame: RunFrame) -> None:
+        self._run_frame = run_frame  # runs a nested call_actor frame (injected by the invoker: no import back)
         self._world = world
         self._ctx = ctx
         self._frame = frame
@@ -411,14 +400,11 @@ class Host:
         self._enter(CALL_ACTOR_CYCLES)
         meter = self._meter
         child = meter.child(min(limit, meter.cycles_limit - meter.cycles_used), meter.cells_limit - meter.cells_used)
-        from cowboy_node.execution.actors import invoke  # cycle: invoke builds Hosts
-
         f = self._frame
-        frame = invoke.CallFrame(actor=addr, sender=f.actor, tx_sender=f.tx_sender, tx_hash=f.tx_hash,
-                                 depth=f.depth + 1)
+        frame = CallFrame(actor=addr, sender=f.actor, tx_sender=f.tx_sender, tx_hash=f.tx_hash, depth=f.depth + 1)
         failure: TxFailed | None = None
         try:
-            result = invoke.run_frame(self._world, self._ctx, frame, method, data, child, self._events, self._scope)
+            result = self._run_frame(self._world, self._ctx, frame, method, data, child, self._events, self._scope)
         except TxFailed as e:
             failure = e
         meter.charge_cycles(child.cycles_used)
@@ -457,12 +443,6 @@ class Host:
         ``payload`` is the canonical CBOR ``JobRequest`` or its JSON form (UTF-8, parsed strictly); the
         callback names the actor and handler that receive the result in End of Block.
         """
-        from cowboy_node.execution.jobs.executors import submit_request
-        from cowboy_node.execution.jobs.json_strict import parse_json
-        from cowboy_node.types.errors import DecodeError, ValidationError
-        from cowboy_node.types.jobspec import decode_job_request
-        from cowboy_node.types.jobspec_json import parse_job_request_json
-
         data = _bytes(payload, "payload", MAX_JOB_REQUEST_BYTES)
         self._enter(SUBMIT_JOB_CYCLES)
         try:

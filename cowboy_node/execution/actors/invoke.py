@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from cowboy_node.execution.actors import sdk_bridge, store
 from cowboy_node.execution.actors.codecache import CODE_CACHE
-from cowboy_node.execution.actors.host import Host, TxScope
+from cowboy_node.execution.actors.frame import CallFrame, TxScope
+from cowboy_node.execution.actors.host import Host
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import InterruptHandle, Meter
@@ -23,8 +23,8 @@ from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, ca
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import ADDRESS_LEN
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.types.fields import ADDRESS_LEN
 
 MAX_CALL_DEPTH = 32
 """Deepest synchronous call chain: the transaction's own call is depth 1 (CIP-6)."""
@@ -76,22 +76,6 @@ def _modules(host: Host) -> Mapping[str, object]:
     return mods
 
 
-@dataclass(frozen=True, slots=True)
-class CallFrame:
-    """Who is running and on whose behalf (one per handler run)."""
-
-    actor: bytes
-    """The executing actor (``context()["actor_addr"]``)."""
-    sender: bytes
-    """Immediate caller: the tx signer, the calling actor, or the actor itself for a timer fire."""
-    tx_sender: bytes
-    """Sender of the originating transaction (allowed as a timer ``fee_payer``); the actor itself in EOB runs."""
-    tx_hash: bytes
-    """Hash of the originating transaction; 32 zero bytes for EOB-originated and read-only runs."""
-    depth: int
-    """Call depth: 1 for the outermost handler, +1 per nested ``call_actor``."""
-
-
 def load_code(world: WorldState, source_hash: bytes) -> CompiledActor:
     """Compiled code of a stored source (cached); a missing or refused source fails the run."""
     hit = CODE_CACHE.get(source_hash)
@@ -132,7 +116,7 @@ def run_frame(world: WorldState, ctx: BlockContext, frame: CallFrame, handler: s
         scope.loaded.add(record.source_hash)
     compiled = load_code(world, record.source_hash)
     frame_events: list[Event] = []
-    host = Host(world, ctx, frame, meter, frame_events, scope, record.creator)
+    host = Host(world, ctx, frame, meter, frame_events, scope, record.creator, run_frame)
     scope.frames.append(frame.actor)
     cp = world.checkpoint()
     try:

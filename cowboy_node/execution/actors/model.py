@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_text, expect_uint
 
 HASH_LEN = 32
 """Length of a keccak256 digest (the source hash)."""

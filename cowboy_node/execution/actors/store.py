@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cowboy_node.execution.actors.model import HASH_LEN, ActorRecord
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import ADDRESS_LEN
+from cowboy_protocol.types.fields import ADDRESS_LEN
 
 ACTOR_PREFIX = b"actor/"
 """Prefix of every actor's record and storage."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
@@ -31,6 +30,7 @@ from cowboy_node.execution.timers.model import Timer
 from cowboy_node.execution.timers.policy import MODE_FIFO, TimerPolicy, get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
 
 RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
 """Runs one timer fire: ``actors.invoke.run_timer_fire`` in the node, fakes in tests."""

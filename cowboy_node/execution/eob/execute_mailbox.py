@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
@@ -39,8 +38,9 @@ from cowboy_node.execution.timers import deliver, watch
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import encode_u128
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.fields import encode_u128
 
 MAILBOX_CYCLES_PER_BLOCK = 10_000_000
 """Cycles Mailbox entries may use per block (the same size as the timer lane, ``LANE_TIMER_CYCLES``)."""

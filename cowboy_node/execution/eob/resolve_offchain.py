@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
-from cowboy_node.codec import encode
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import load_job, process_deadlines
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.jobspec import decode_job_spec
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.jobspec import decode_job_spec
 
 
 def callback_payload(job_id: bytes, ok: bool, result: bytes | None, reason: str, correlation_id: str,

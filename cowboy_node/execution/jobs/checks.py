@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cowboy_node.execution.jobs.json_schema import BudgetExceeded, Meter, load_schema, schema_accepts
-from cowboy_node.execution.jobs.json_strict import (
+from cowboy_protocol.jobs.json_schema import BudgetExceeded, Meter, load_schema, schema_accepts
+from cowboy_protocol.jobs.json_strict import (
     JsonKey,
     JsonValue,
     is_number,
@@ -27,7 +27,7 @@ from cowboy_node.execution.jobs.json_strict import (
     parse_json,
     split_path,
 )
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.types.errors import ValidationError
 
 CHECK_MAJORITY_VOTE = 0
 CHECK_JSON_SCHEMA_VALID = 1

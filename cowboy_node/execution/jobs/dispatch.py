@@ -17,7 +17,6 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import InvalidBlock, TxFailed
 from cowboy_node.execution.jobs import draw, mru, pending, seeds, snapshot_root, weights
@@ -33,8 +32,10 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import store as registry
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config, move_balance
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_uint
-from cowboy_node.types.jobspec import (
+from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_uint
+from cowboy_protocol.types.jobspec import (
     JobRequest,
     JobSpecV1,
     canonical_job_spec,
@@ -42,8 +43,7 @@ from cowboy_node.types.jobspec import (
     derive_job_id,
     http_host,
 )
-from cowboy_node.types.receipt import Event
-from cowboy_node.types.runner import RunnerRecord
+from cowboy_protocol.types.runner import RunnerRecord
 
 MODE_V2 = 0xFF
 """Stored mode byte of a job selected on the CIP-2 v2 path (flag off)."""

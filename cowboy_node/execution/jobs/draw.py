@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import TypeVar
 
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.fields import U64_MAX, U128_MAX
-from cowboy_node.types.runner import RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.fields import U64_MAX, U128_MAX
+from cowboy_protocol.types.runner import RunnerRecord
 
 T = TypeVar("T")
 

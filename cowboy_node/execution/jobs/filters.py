@@ -26,8 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter, eq
 
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import JOB_KIND_HTTP, Health, RunnerRecord
+from cowboy_protocol.jobs.hosts import normalized_host_matches
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import JOB_KIND_HTTP, Health, RunnerRecord
 
 FILTER_NAMES: tuple[str, ...] = (
     "floor", "reputation", "capability", "tee", "price", "concurrency", "pool", "excluded",
@@ -54,24 +55,6 @@ class SelectionRequest:
     """Runner pool the job is restricted to; None: any runner."""
     excluded: frozenset[bytes] = frozenset()
     """Addresses already timed out on this job (timeout re-selection, CIP-11 §11.2)."""
-
-
-def host_matches(host: str, patterns: Iterable[str]) -> bool:
-    """True iff ``host`` matches a pattern: exact name, ``*.suffix`` (a strict subdomain, not the apex), or ``*``.
-
-    Comparison is ASCII case-insensitive (DNS names are); a trailing root dot on the host is ignored.
-    """
-    return _normalized_host_matches(host.lower().rstrip("."), patterns)
-
-
-def _normalized_host_matches(h: str, patterns: Iterable[str]) -> bool:
-    for p in patterns:
-        p = p.lower()
-        if p == "*" or p == h:
-            return True
-        if p.startswith("*.") and h.endswith(p[1:]) and len(h) > len(p) - 1:
-            return True
-    return False
 
 
 def eligible_with_report(runners: Iterable[RunnerRecord], req: SelectionRequest, *, height: int,
@@ -107,7 +90,7 @@ def eligible_with_report(runners: Iterable[RunnerRecord], req: SelectionRequest,
             domains = caps.http_domains
             ok = host_ok.get(domains)
             if ok is None:
-                ok = host_ok[domains] = _normalized_host_matches(host, domains)
+                ok = host_ok[domains] = normalized_host_matches(host, domains)
             if not ok:
                 capability += 1
                 continue

@@ -15,11 +15,10 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.system_state import JOB_DISPATCHER
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import (
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     HASH_LEN,
     decode_u128,
@@ -184,10 +183,3 @@ def runner_job_key(runner: bytes, job_id: bytes) -> bytes:
     return RUNNER_PREFIX + runner + job_id
 
 
-COMMIT_DOMAIN = b"cowboy-result-commit-v1:"
-"""Domain of result commitments (project choice, docs/jobs.md)."""
-
-
-def result_commitment(job_id: bytes, runner: bytes, result: bytes, salt: bytes) -> bytes:
-    """commitment = keccak256(COMMIT_DOMAIN ‖ job_id ‖ runner ‖ u32_be(len(result)) ‖ result ‖ salt)."""
-    return keccak256(COMMIT_DOMAIN + job_id + runner + len(result).to_bytes(4, "big") + result + salt)

@@ -10,10 +10,10 @@ Write path (Result Verifier, not here): the first consensus-matching runner in c
 
 from __future__ import annotations
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.jobs.pending import DISPATCHER_NS
-from cowboy_node.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
-from cowboy_node.types.runner import JOB_KIND_NAMES
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.runner import JOB_KIND_NAMES
 
 MRU_PREFIX = DISPATCHER_NS + b"mru/"
 """Prefix of every MRU key."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cowboy_node.codec import encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import dispatch, mru, payment, seeds, weights
@@ -32,7 +31,6 @@ from cowboy_node.execution.jobs.model import (
     Reveal,
     deadline_key,
     job_key,
-    result_commitment,
     runner_job_key,
 )
 from cowboy_node.execution.jobs.verification import Reveal as VReveal
@@ -49,9 +47,12 @@ from cowboy_node.execution.system_state import (
 )
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.fields import encode_u128
-from cowboy_node.types.jobspec import JobSpecV1, decode_job_spec
-from cowboy_node.types.jobspec_checks import (
+from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.fields import encode_u128
+from cowboy_protocol.types.jobspec import JobSpecV1, decode_job_spec
+from cowboy_protocol.types.jobspec_checks import (
     JsonSchemaValidCheck,
     MajorityVoteCheck,
     NumericRangeCheck,
@@ -60,7 +61,6 @@ from cowboy_node.types.jobspec_checks import (
     VerificationConfig,
     VerifierCheck,
 )
-from cowboy_node.types.receipt import Event
 
 RESULT_CYCLES = 10_000
 """Cycles of a commit or reveal before verification."""

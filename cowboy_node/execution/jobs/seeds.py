@@ -2,7 +2,7 @@
 
 * ``canonical_seed_bytes(R) = beacon_hash_v1(R) = keccak256("cowboy-beacon-v1:" ‖ epoch_be8 ‖ view_be8 ‖
   scheme_id (0x01, BLS12-381 MinSig) ‖ sig_len_be2 (0x0030) ‖ sig48)``. The field list is CIP-11's; the
-  domain string was lost from the seed text (project choice, shared with ``chain/beacon.py``).
+  domain string was lost from the seed text (project choice, defined once in ``types/seed.py``).
 * v3 (``CIP11_PRESENT_FIRST_ENABLED``): ``keccak256("cowboy-runner-select-v3:" ‖ mode_u8 ‖
   canonical_seed_bytes ‖ job_id ‖ submitted_at_le8)``, mode 0x00 for M == 1 (parent beacon R_{S-1}) and 0x01
   for M > 1 (the threshold seed of r_seed).
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import struct
 
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.fields import HASH_LEN, U64_MAX
+from cowboy_node.types import seed
+from cowboy_node.types.block import Round
+from cowboy_node.types.seed import BEACON_HASH_DOMAIN as BEACON_HASH_DOMAIN
+from cowboy_node.types.seed import SCHEME_MINSIG as SCHEME_MINSIG
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.fields import HASH_LEN, U64_MAX
 
-BEACON_HASH_DOMAIN = b"cowboy-beacon-v1:"
-"""Domain of ``beacon_hash_v1`` (project choice; must equal ``chain.beacon.BEACON_HASH_DOMAIN``)."""
-SCHEME_MINSIG = 0x01
-"""commonware BLS12-381 threshold VRF MinSig: 48-byte G1 signatures."""
 MINSIG_SIGNATURE_LEN = 48
 """Length of a MinSig seed signature."""
 SELECT_V3_DOMAIN = b"cowboy-runner-select-v3:"
@@ -36,7 +36,6 @@ MODE_IMMEDIATE = 0x00
 MODE_DELAYED = 0x01
 """v3 mode byte: M > 1, delayed selection from the threshold seed of r_seed."""
 
-_BE8x2 = struct.Struct(">QQ")
 _LE8 = struct.Struct("<Q")
 
 
@@ -53,11 +52,10 @@ def _hash32(value: bytes, name: str) -> bytes:
 
 
 def beacon_hash_v1(epoch: int, view: int, signature48: bytes) -> bytes:
-    """``canonical_seed_bytes`` of the MinSig seed of Round(epoch, view)."""
+    """``canonical_seed_bytes`` of the MinSig seed of Round(epoch, view) (lengths and ranges checked)."""
     if len(signature48) != MINSIG_SIGNATURE_LEN:
         raise ValueError(f"seed signature must be {MINSIG_SIGNATURE_LEN} bytes")
-    return keccak256(BEACON_HASH_DOMAIN + _BE8x2.pack(_u64(epoch, "epoch"), _u64(view, "view"))
-                     + bytes([SCHEME_MINSIG]) + MINSIG_SIGNATURE_LEN.to_bytes(2, "big") + signature48)
+    return seed.beacon_hash_v1(Round(_u64(epoch, "epoch"), _u64(view, "view")), signature48)
 
 
 def selection_seed_v3(mode: int, seed_bytes32: bytes, job_id: bytes, submitted_at: int) -> bytes:

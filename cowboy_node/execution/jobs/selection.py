@@ -26,23 +26,12 @@ from operator import lt
 
 from cowboy_node.execution.jobs.draw import draw_committee_weighted
 from cowboy_node.execution.jobs.weights import base_weights
-from cowboy_node.types.params import Cip11Flags, RunnerConfig
-from cowboy_node.types.runner import RunnerRecord
+from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET, effective_k
+from cowboy_protocol.types.params import Cip11Flags, RunnerConfig
+from cowboy_protocol.types.runner import RunnerRecord
 
-MIN_SUBSET = 3
-"""CIP-11 §13 MIN_SUBSET: floor on the connectivity subset size k."""
-MAX_SUBSET = 8
-"""CIP-11 §13 MAX_SUBSET: ceiling on k in default Mode B."""
 K_HARD_MIN = 20
 """CIP-11 §13 K_HARD_MIN: smallest effective k for which Mode A may hard-exclude."""
-
-
-def effective_k(n_validators: int, *, min_subset: int = MIN_SUBSET, max_subset: int = MAX_SUBSET) -> int:
-    """``min(|V|, clamp(ceil(log2 |V|) + 1, MIN_SUBSET, MAX_SUBSET))`` (CIP-11 §5.1, §8.4); also the transport's k."""
-    if n_validators < 1:
-        raise ValueError("a chain has at least one validator")
-    ceil_log2 = (n_validators - 1).bit_length()  # exact ceil(log2 n) for n ≥ 1, no floating point
-    return min(n_validators, min(max(ceil_log2 + 1, min_subset), max_subset))
 
 
 def mode_a_effective(flags: Cip11Flags, n_validators: int, t_hard: int, *, min_subset: int = MIN_SUBSET,

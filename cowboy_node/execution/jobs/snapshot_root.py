@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.jobs.weights import base_weights, effective_stake
-from cowboy_node.types.fields import ADDRESS_LEN, U32_MAX, U64_MAX, U128_MAX
 from cowboy_node.types.merkle import merkle_root
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import RunnerRecord
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.fields import ADDRESS_LEN, U32_MAX, U64_MAX, U128_MAX
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import RunnerRecord
 
 LEAF_DOMAIN = b"cowboy-candidates-leaf-v1"
 """Leaf domain (project choice)."""

@@ -24,7 +24,7 @@ from cowboy_node.execution.jobs.checks import (
     build_plan,
     validate_checks,
 )
-from cowboy_node.types.errors import ValidationError
+from cowboy_protocol.types.errors import ValidationError
 
 __all__ = [
     "CHECK_BUDGET_EXCEEDED",

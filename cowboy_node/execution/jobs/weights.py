@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import isqrt
 
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import RunnerRecord
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import RunnerRecord
 
 FACTOR_SCALE = 10**6
 """Fixed-point scale of the weight factor (millionths)."""

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import costs, text
 from cowboy_node.execution.pvm.ctx import ACTIVE, Ctx
@@ -17,6 +16,7 @@ from cowboy_node.execution.pvm.instrument import instrument
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import DEFAULT_HOST_MODULES, check_source
 from cowboy_node.execution.pvm.runtime import build_globals
+from cowboy_protocol.crypto.keccak import keccak256
 
 _DEFAULT_LIMITS = Limits()
 _NO_MODULES: Mapping[str, object] = types.MappingProxyType({})

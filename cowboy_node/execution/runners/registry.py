@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cowboy_node.codec import encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -25,17 +24,18 @@ from cowboy_node.execution.runners import store
 from cowboy_node.execution.system_state import RUNNER_REGISTRY, get_account, get_runner_config, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.fields import U128_MAX, encode_u128
 from cowboy_node.types.receipt import Event
-from cowboy_node.types.runner import Health, RunnerRecord
-from cowboy_node.types.runner_instructions import (
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.fields import U128_MAX, encode_u128
+from cowboy_protocol.types.runner import Health, RunnerRecord
+from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
     RunnerRegister,
     RunnerUpdateCapabilities,
     RunnerUpdateRateCard,
 )
-from cowboy_node.types.transaction import Transaction
+from cowboy_protocol.types.transaction import Transaction
 
 RUNNER_TX_CYCLES = 5_000
 """Cycles of every runner instruction (record read, checks, record write)."""

@@ -21,14 +21,14 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.system_state import RUNNER_REGISTRY, get_account, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import ADDRESS_LEN, expect_bytes
-from cowboy_node.types.params import RunnerConfig
-from cowboy_node.types.runner import Health, RunnerRecord
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import Health, RunnerRecord
 
 NS = b"actor/" + RUNNER_REGISTRY + b"/kv/"
 """Key namespace of the Runner Registry."""

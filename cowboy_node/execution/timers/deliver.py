@@ -30,7 +30,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cowboy_node.codec import encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -39,9 +38,10 @@ from cowboy_node.execution.timers import store
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.fields import encode_u128
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.fields import encode_u128
+from cowboy_protocol.types.params import TimerConfig
 
 LANE_TIMER_CYCLES = 10_000_000
 """Default §6.5 lane budget: cycles fired handlers may use per block (half the CIP-3 cycles target)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -30,7 +29,8 @@ from cowboy_node.execution.timers import schedule, store
 from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES, Timer
 from cowboy_node.execution.timers.policy import get_timer_policy
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.fields import U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
 
 INTERVAL_PREFIX = b"timer/i/"
 """``timer/i/<timer_id>`` -> :class:`IntervalSpec`."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.crypto.keccak import keccak256
-from cowboy_node.types.fields import ADDRESS_LEN, U64_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX, expect_bytes, expect_map, expect_text, expect_uint
 
 MAX_PAYLOAD_BYTES = 1_048_576
 """Largest timer payload (§4.2: 1 MiB)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from cowboy_node.execution.system_state import KEY_TIMER_CONFIG
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.timer_policy import MODE_FIFO, MODE_GLOBALBOX, TimerPolicy
+from cowboy_protocol.types.timer_policy import MODE_FIFO, MODE_GLOBALBOX, TimerPolicy
 
 __all__ = ["KEY_TIMER_POLICY", "MODE_FIFO", "MODE_GLOBALBOX", "TimerPolicy", "get_timer_policy", "set_timer_policy"]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cowboy_node.codec import encode
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -28,9 +27,10 @@ from cowboy_node.execution.timers.model import (
     derive_timer_id,
 )
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import ADDRESS_LEN, U64_MAX
-from cowboy_node.types.params import TimerConfig
 from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import encode
+from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX
+from cowboy_protocol.types.params import TimerConfig
 
 SET_TIMER_BASE_CYCLES = 200
 """Cycles of schedule_timer / schedule_timer_ex (§6.1); cells are the bytes written."""

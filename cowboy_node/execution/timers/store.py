@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cowboy_node.codec import decode, encode
 from cowboy_node.execution.timers.model import MAX_TIMER_ID_BYTES, Timer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
 
 PREFIX = b"timer/"
 """Namespace of all timer state."""

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cowboy_node.codec import decode, encode
-from cowboy_node.crypto.keccak import keccak256
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -32,8 +30,10 @@ from cowboy_node.execution.timers import schedule, store
 from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
 from cowboy_node.execution.timers.policy import get_timer_policy
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.errors import DecodeError
-from cowboy_node.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
 
 WATCH_PREFIX = b"timer/w/"
 """``timer/w/<timer_id>`` -> :class:`WatchTimer`."""

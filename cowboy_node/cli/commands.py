@@ -1,0 +1,22 @@
+"""Every client command group of ``cowboy-node`` (status, keys, tx, query), wired in one place.
+
+The groups' modules import the shared helpers of :mod:`cowboy_node.cli.client_commands`; this module imports
+the groups, so no module imports one that imports it back.
+"""
+
+from __future__ import annotations
+
+from cowboy_node.cli import actor_commands, client_commands, job_commands, runner_commands
+from cowboy_node.cli.client_commands import SubParsers
+
+GROUPS = (actor_commands, runner_commands, job_commands)
+"""Command groups adding ``tx`` and ``query`` subcommands, in help order."""
+
+
+def register(subparsers: SubParsers) -> None:
+    """Add the client subcommands (status, keys, tx, query) to ``subparsers``."""
+    tx_sub, q_sub = client_commands.register_base(subparsers)
+    for group in GROUPS:
+        group.register_tx(tx_sub)
+    for group in GROUPS:
+        group.register_query(q_sub)

@@ -1,0 +1,305 @@
+"""``config.toml``: the node's local (non-consensus) settings.
+
+Every invalid value stops start-up with a :class:`ConfigError` naming the
+file, the key and what was expected. Unknown keys are errors too (a typo
+must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cowboy_node.chain.errors import ConfigError
+from cowboy_protocol.netaddr import parse_host_port
+
+_SCHEMA: dict[str, dict[str, type]] = {
+    "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
+    "rpc": {"addr": str, "max_body_bytes": int,
+            "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
+            "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
+            "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
+    "quic": {"addr": str},
+    "metrics": {"addr": str, "enabled": bool},
+    "log": {"format": str, "level": str},
+    "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
+                "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
+                "queued_lifetime_s": int, "journal": bool},
+}
+_MIB = 1024 * 1024
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "node.block_time_ms": (50, 600_000),
+    "rpc.max_body_bytes": (1, 64 * _MIB),
+    "rpc.max_connections": (1, 1_048_576),
+    "rpc.max_connections_per_ip": (1, 1_048_576),
+    "rpc.header_timeout_ms": (100, 600_000),
+    "rpc.idle_timeout_ms": (100, 3_600_000),
+    "rpc.fd_reserve": (64, 1_048_576),
+    "rpc.read_max_concurrent": (1, 64),
+    "rpc.read_max_queue": (1, 10_000),
+    "rpc.read_max_wait_ms": (1, 600_000),
+    "rpc.read_call_timeout_ms": (1, 60_000),
+    "rpc.read_budget_ms_per_s": (1, 64_000),
+    "rpc.read_per_client_rps": (1, 100_000),
+    "mempool.max_txs": (1, 1_000_000),
+    "mempool.max_bytes": (1, 1024 * _MIB),
+    "mempool.max_txs_per_sender": (1, 10_000),
+    "mempool.max_nonce_gap": (1, 10_000),
+    "mempool.replacement_bump_percent": (1, 1000),
+    "mempool.max_queued": (1, 1_000_000),  # above mempool.max_txs it binds no more than max_txs
+    "mempool.max_queued_per_sender": (1, 10_000),  # above mempool.max_txs_per_sender it binds no more than that
+    "mempool.queued_lifetime_s": (1, 86_400),
+}
+"""Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
+ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
+DEFAULT_INT_BOUNDS = (1, 2**31 - 1)
+"""Range of an integer key missing from INT_BOUNDS (a safety net; add the key to INT_BOUNDS instead)."""
+LOG_FORMATS = ("console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Parsed ``config.toml``."""
+
+    home: Path
+    """Node home directory (holds config.toml, genesis.json, keys/, data/)."""
+    chain_id: str | None = None
+    """Informational; genesis.json is authoritative (a mismatch is an error)."""
+    block_time_ms: int | None = None
+    """Local override of the block interval (default: genesis params.block_time_ms)."""
+    data_dir: str = "data"
+    """LevelDB directory, relative to home."""
+    rpc_addr: str = "127.0.0.1:4000"
+    """HTTP API listen address."""
+    rpc_max_body_bytes: int = 1_048_576
+    """Largest accepted request body."""
+    rpc_max_connections: int = 1024
+    """Most open HTTP API connections in all (lowered at start-up to soft RLIMIT_NOFILE − rpc_fd_reserve)."""
+    rpc_max_connections_per_ip: int = 64
+    """Most open HTTP API connections from one source address."""
+    rpc_header_timeout_ms: int = 10_000
+    """Time a connection has to deliver a request's complete headers (first request: from accept)."""
+    rpc_idle_timeout_ms: int = 30_000
+    """Time a keep-alive HTTP API connection may wait for its next request."""
+    rpc_fd_reserve: int = 256
+    """File descriptors the HTTP API never takes (LevelDB, QUIC, metrics, peers)."""
+    rpc_read_max_concurrent: int = 1
+    """Read-only calls (``POST /actor/read``) running at once, each in its own worker thread."""
+    rpc_read_max_queue: int = 32
+    """Read-only calls waiting for a worker; beyond it 503 ``busy``."""
+    rpc_read_max_wait_ms: int = 5000
+    """Longest a read-only call waits for a worker; then 503 ``busy`` (it never ran)."""
+    rpc_read_call_timeout_ms: int = 1000
+    """Wall-clock limit of one read-only call; then it stops with error ``read_timeout``."""
+    rpc_read_budget_ms_per_s: int = 250
+    """Execution milliseconds all read-only calls may use per second (250: a quarter of a core); when spent,
+    503 ``busy`` with Retry-After."""
+    rpc_read_per_client_rps: int = 10
+    """Read-only calls per second one client address may start (burst twice that); beyond it 429 ``rate_limited``."""
+    quic_addr: str = "127.0.0.1:4433"
+    """CIP-11 QUIC listen address (UDP)."""
+    metrics_addr: str = "127.0.0.1:9464"
+    """Prometheus listen address."""
+    metrics_enabled: bool = True
+    """Serve /metrics."""
+    log_format: str = "console"
+    """console or json."""
+    log_level: str = "info"
+    """debug, info, warning or error."""
+    mempool_max_txs: int = 10_000
+    """Most pooled transactions."""
+    mempool_max_bytes: int = 32 * 1024 * 1024
+    """Most pooled bytes."""
+    mempool_max_txs_per_sender: int = 64
+    """Most pooled transactions of one sender."""
+    mempool_max_nonce_gap: int = 64
+    """How far ahead of the account nonce a transaction may be."""
+    mempool_replacement_bump_percent: int = 10
+    """Fee increase a replacement needs on every fee field."""
+    mempool_max_queued: int = 1_024
+    """Most queued (nonce-gapped, not yet executable) transactions held in total (a value above
+    ``mempool_max_txs`` lets queued ones fill the pool; they still never keep out an executable one)."""
+    mempool_max_queued_per_sender: int = 16
+    """Most queued transactions of one sender (``mempool_max_txs_per_sender`` caps all of a sender's)."""
+    mempool_queued_lifetime_s: int = 600
+    """Seconds a transaction may stay queued before it is dropped (1..86400)."""
+    mempool_journal: bool = True
+    """Journal admitted transactions to ``DATA/mempool.journal`` and re-admit them at start-up."""
+
+    @property
+    def data_path(self) -> Path:
+        """Absolute data directory."""
+        return self.home / self.data_dir
+
+    @property
+    def genesis_path(self) -> Path:
+        """genesis.json."""
+        return self.home / "genesis.json"
+
+    @property
+    def validator_key_path(self) -> Path:
+        """keys/validator.key."""
+        return self.home / "keys" / "validator.key"
+
+
+def load_config(home: Path) -> NodeConfig:
+    """Read ``home/config.toml`` (missing file: all defaults)."""
+    path = home / "config.toml"
+    p = str(path)
+    if not path.exists():
+        raise ConfigError(p, None, "not found; run `cowboy-node init --home DIR` first")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(p, None, f"not valid TOML: {e}") from None
+    values: dict[str, Any] = {}
+    for section, body in doc.items():
+        if section not in _SCHEMA:
+            raise ConfigError(p, section, f"unknown section; allowed: {sorted(_SCHEMA)}")
+        if not isinstance(body, dict):
+            raise ConfigError(p, section, "expected a table")
+        for key, value in body.items():
+            full = f"{section}.{key}"
+            expected = _SCHEMA[section].get(key)
+            if expected is None:
+                raise ConfigError(p, full, f"unknown key; allowed in [{section}]: {sorted(_SCHEMA[section])}")
+            if type(value) is not expected:
+                raise ConfigError(p, full, f"expected {expected.__name__}, got {type(value).__name__}")
+            if isinstance(value, int) and not isinstance(value, bool):
+                lo, hi = INT_BOUNDS.get(full, DEFAULT_INT_BOUNDS)
+                if not lo <= value <= hi:
+                    raise ConfigError(p, full, f"expected an integer in {lo}..{hi}, got {value}")
+            values[full] = value
+    cfg = NodeConfig(
+        home=home,
+        chain_id=values.get("node.chain_id"),
+        block_time_ms=values.get("node.block_time_ms"),
+        data_dir=values.get("node.data_dir", "data"),
+        rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
+        rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
+        rpc_max_connections=values.get("rpc.max_connections", 1024),
+        rpc_max_connections_per_ip=values.get("rpc.max_connections_per_ip", 64),
+        rpc_header_timeout_ms=values.get("rpc.header_timeout_ms", 10_000),
+        rpc_idle_timeout_ms=values.get("rpc.idle_timeout_ms", 30_000),
+        rpc_fd_reserve=values.get("rpc.fd_reserve", 256),
+        rpc_read_max_concurrent=values.get("rpc.read_max_concurrent", 1),
+        rpc_read_max_queue=values.get("rpc.read_max_queue", 32),
+        rpc_read_max_wait_ms=values.get("rpc.read_max_wait_ms", 5000),
+        rpc_read_call_timeout_ms=values.get("rpc.read_call_timeout_ms", 1000),
+        rpc_read_budget_ms_per_s=values.get("rpc.read_budget_ms_per_s", 250),
+        rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
+        quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
+        metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
+        metrics_enabled=values.get("metrics.enabled", True),
+        log_format=values.get("log.format", "console"),
+        log_level=values.get("log.level", "info"),
+        mempool_max_txs=values.get("mempool.max_txs", 10_000),
+        mempool_max_bytes=values.get("mempool.max_bytes", 32 * 1024 * 1024),
+        mempool_max_txs_per_sender=values.get("mempool.max_txs_per_sender", 64),
+        mempool_max_nonce_gap=values.get("mempool.max_nonce_gap", 64),
+        mempool_replacement_bump_percent=values.get("mempool.replacement_bump_percent", 10),
+        mempool_max_queued=values.get("mempool.max_queued", 1_024),
+        mempool_max_queued_per_sender=values.get("mempool.max_queued_per_sender", 16),
+        mempool_queued_lifetime_s=values.get("mempool.queued_lifetime_s", 600),
+        mempool_journal=values.get("mempool.journal", True),
+    )
+    if cfg.log_format not in LOG_FORMATS:
+        raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
+    if cfg.log_level not in LOG_LEVELS:
+        raise ConfigError(p, "log.level", f"expected one of {list(LOG_LEVELS)}, got {cfg.log_level!r}")
+    for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr)):
+        split_host_port(addr, path=p, key=key)
+    return cfg
+
+
+def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
+    """Parse ``HOST:PORT`` or ``[V6]:PORT``; errors name the file and the key."""
+    try:
+        return parse_host_port(text, key=key)
+    except ValueError as e:
+        raise ConfigError(path, key, str(e).removeprefix(f"{key}: ")) from None
+
+
+def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr: str,
+                  block_time_ms: int | None) -> str:
+    """The commented config.toml written by ``cowboy-node init``."""
+    bt = f"block_time_ms = {block_time_ms}" if block_time_ms else "# block_time_ms = 1000"
+    return f"""\
+# cowboy-node configuration. Consensus parameters live in genesis.json;
+# this file holds local settings only. Unknown keys are rejected at start-up.
+
+[node]
+# Informational: must match genesis.json's chain_id if set.
+chain_id = "{chain_id}"
+# Local override of the block interval in milliseconds (default: genesis params.block_time_ms).
+{bt}
+# LevelDB directory, relative to the home directory.
+data_dir = "data"
+
+[rpc]
+# HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.
+addr = "{rpc_addr}"
+# Largest request body accepted (bytes, at most 64 MiB).
+max_body_bytes = 1048576
+# Most open connections in all; lowered at start-up to (open-file limit - fd_reserve) when that is smaller.
+max_connections = 1024
+# Most open connections from one source address; further ones get 503 too_many_connections and are closed.
+max_connections_per_ip = 64
+# A request's headers must be complete this many milliseconds after the connection opened (or after the
+# first byte of a later request on a kept-alive connection); else 408 header_timeout and the connection closes.
+header_timeout_ms = 10000
+# A kept-alive connection with no request in progress is closed after this many milliseconds.
+idle_timeout_ms = 30000
+# File descriptors the API never uses, kept for LevelDB, QUIC and the node's other sockets.
+fd_reserve = 256
+# Read-only actor calls (POST /actor/read) run in a bounded pool so they cannot stall block production.
+# Calls running at once (worker threads; with the GIL, more only take more time from the block producer).
+read_max_concurrent = 1
+# Calls waiting for a worker; more get 503 busy (Retry-After: 1).
+read_max_queue = 32
+# Longest a call waits for a worker, in milliseconds; then 503 busy (it never ran).
+read_max_wait_ms = 5000
+# Wall-clock limit of one call in milliseconds; then it stops with error read_timeout.
+read_call_timeout_ms = 1000
+# Execution milliseconds all calls may use per second (250 = a quarter of one core); when spent, 503 busy
+# with Retry-After until it refills.
+read_budget_ms_per_s = 250
+# Calls per second one client address may start (bursts of twice that); more get 429 rate_limited.
+read_per_client_rps = 10
+
+[quic]
+# CIP-11 runner transport (UDP).
+addr = "{quic_addr}"
+
+[metrics]
+# Prometheus exposition at http://ADDR/metrics (namespace cowboy_).
+addr = "{metrics_addr}"
+enabled = true
+
+[log]
+# "console" for humans, "json" for log shippers.
+format = "console"
+# debug | info | warning | error
+level = "info"
+
+[mempool]
+# Most transactions / bytes held; when full, a new transaction must outbid the cheapest evictable one.
+max_txs = 10000
+max_bytes = 33554432
+# Most pending transactions per sender, and how far ahead of the account nonce they may be.
+max_txs_per_sender = 64
+max_nonce_gap = 64
+# A replacement (same sender and nonce) must raise every fee field by at least this percentage.
+replacement_bump_percent = 10
+# Queued = nonce-gapped: not executable until the missing nonces arrive. Most held in total and per
+# sender; they are evicted first when the pool is full and never keep out an executable transaction.
+max_queued = 1024
+max_queued_per_sender = 16
+# Seconds a transaction may stay queued before it is dropped (1..86400).
+queued_lifetime_s = 600
+# Journal admitted transactions to DATA/mempool.journal and re-admit them at start-up (survives kill -9).
+journal = true
+"""

@@ -1,0 +1,344 @@
+"""The running validator: the parts wired together, and the RPC facade.
+
+One asyncio process. Every ``block_time_ms`` the producer
+(:class:`cowboy_node.consensus.producer.BlockProducer`) takes the ready
+transactions from the mempool, builds the block in a worker thread (the
+event loop keeps serving RPC), then commits it on the loop thread in one
+synced batch; the node then updates the mempool, pushes assignments and
+records metrics. Stopping (SIGTERM/SIGINT) lets the block in progress
+finish and commit, then closes the servers and the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from cowboy_node.chain.admission import admit
+from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
+from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.chain.mempool import Mempool, MempoolError
+from cowboy_node.chain.mempool_journal import MempoolJournal
+from cowboy_node.consensus.producer import BlockProducer
+from cowboy_node.crypto import bls
+from cowboy_node.execution.block import begin_block
+from cowboy_node.execution.context import BlockEnv
+from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.execution.meter import InterruptHandle
+from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
+from cowboy_node.execution.transactions import INTERNAL_ERROR, describe_exception
+from cowboy_node.node.keys import ValidatorKey
+from cowboy_node.node.transport_link import TransportLink
+from cowboy_node.observability.job_activity import JobActivity, block_job_activity
+from cowboy_node.observability.logging import get_logger
+from cowboy_node.observability.metrics import NodeMetrics, StepTimer
+from cowboy_node.rpc import actor_queries
+from cowboy_node.rpc.facade import RpcError
+from cowboy_node.rpc.job_queries import JobQueries
+from cowboy_node.rpc.runner_queries import RunnerQueries
+from cowboy_node.state.store import StateStore
+from cowboy_node.state.tree import StateTree
+from cowboy_node.state.world import WorldState
+from cowboy_node.transport.service import TransportService
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.types.errors import ValidationError
+
+log = get_logger("cowboy.node")
+
+# Rejections that cannot become valid later: drop the transaction from the pool.
+_PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", "wrong_chain_id", "tx_too_large",
+                        "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic",
+                        "priority_fee_above_max", INTERNAL_ERROR})
+# Sections execution reports through the same observer as the End-of-Block steps (job selection timing).
+_SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
+
+
+class Node(RunnerQueries, JobQueries, TransportLink):
+    """A single-validator node: owns the chain, the mempool and the producer loop."""
+
+    def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
+                 metrics: NodeMetrics | None = None) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.metrics = metrics or NodeMetrics()
+        self.block_time_ms = block_time_ms
+        self._ed_seed = key.ed25519_seed
+        self._ed_pub = ed25519.public_key_from_seed(key.ed25519_seed)
+        self._bls_secret = bls.secret_key_from_bytes(key.bls_secret)
+        validator = next((v for v in chain.genesis.validators if v.ed25519_public_key == self._ed_pub), None)
+        if validator is None:
+            raise ValueError("validator key is not in the genesis validator set (ed25519 key mismatch)")
+        if bls.public_key(self._bls_secret) != validator.bls_public_key:
+            raise ValueError("validator key's BLS share does not match genesis validators[].bls_public_key")
+        self.fee_recipient = validator.fee_recipient
+        self._tree_lock = threading.Lock()
+        self.producer = BlockProducer(chain, ed25519_seed=key.ed25519_seed, bls_secret=self._bls_secret,
+                                      fee_recipient=self.fee_recipient, block_time_ms=block_time_ms,
+                                      tree_lock=self._tree_lock, local_presence=self.local_presence)
+        """Proposes and commits this validator's blocks."""
+        self._last_commit_monotonic: float | None = None
+        self.mempool_journal: MempoolJournal | None = None
+        """The on-disk journal of the pool's transactions (``[mempool] journal``), attached at start-up; admission
+        appends to it and every block commit syncs it."""
+        self.transport: TransportService | None = None
+        """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
+
+    # -- production -----------------------------------------------------------------
+    def local_presence(self) -> frozenset[int]:
+        """Registry indices of runners with a live authenticated, accepting session (CIP-11 §7.4): none without
+        transport."""
+        if self.transport is None:
+            return frozenset()
+        return self.transport.local_presence(self.chain.height)
+
+    def validator_transport_key(self) -> TransportValidatorKey:
+        """This validator's Ed25519 peer key as the transport signs with it (HelloAck, pongs, assignments)."""
+        return TransportValidatorKey(self._ed_seed)
+
+    def request_stop(self) -> None:
+        """Ask the producer to stop after the block in progress."""
+        self.producer.request_stop()
+
+    @property
+    def _stopping(self) -> bool:
+        return self.producer.stopping
+
+    async def run(self) -> None:
+        """Produce a block every ``block_time_ms`` until stopped."""
+        await self.producer.run(self.produce_block, self._production_failed)
+
+    def _production_failed(self, e: Exception) -> None:
+        """Nothing may stop the producer: log, count, and the next slot tries again."""
+        self.metrics.block_production_failures.inc()
+        log.exception("block production failed; retrying at the next slot", height=self.chain.height + 1,
+                      error=describe_exception(e))
+
+    def _account_nonce(self) -> Any:
+        world = self.chain.world()
+        cache: dict[bytes, int] = {}
+
+        def nonce(addr: bytes) -> int:
+            if addr not in cache:
+                cache[addr] = get_account(world, addr).nonce
+            return cache[addr]
+
+        return nonce
+
+    async def produce_block(self) -> None:
+        """Build, sign and commit one block, then update the mempool, the transport and the metrics."""
+        chain = self.chain
+        candidates = self.mempool.ready(self._account_nonce(), chain.genesis.limits.max_block_txs)
+        eob_timer = StepTimer()
+
+        def jobs_of(built: PreparedBlock, env: BlockEnv) -> JobActivity:
+            selection = [(name, s) for name, s in eob_timer.durations if name in _SELECTION_SECTIONS]
+            return block_job_activity(chain, built, env, selection)  # the parent is still the head
+
+        produced = await self.producer.produce(candidates, observe=eob_timer, inspect=jobs_of)
+        prepared, jobs = produced.prepared, produced.inspected
+        block = prepared.block
+        self.mempool.remove_committed(block.transactions, self._account_nonce())
+        self._mempool_after_commit()
+        if self.transport is not None:  # push only once the assignment block is committed (CIP-11 §10.1)
+            self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
+        for tx, err in prepared.result.rejected:
+            if err.code in _PERMANENT:
+                self.mempool.remove(tx.tx_hash())
+        for tx_hash, what in prepared.result.internal_errors:
+            self.metrics.tx_internal_errors.inc()
+            log.error("transaction failed with an internal error", tx_hash="0x" + tx_hash.hex(),
+                      height=block.header.height, error=what)
+        now = time.monotonic()
+        interval = None if self._last_commit_monotonic is None else now - self._last_commit_monotonic
+        self._last_commit_monotonic = now
+        h = block.header
+        self.metrics.observe_block(height=h.height, interval_s=interval, tx_count=len(block.transactions),
+                                   commit_s=produced.commit_s, execution_s=produced.execution_s,
+                                   basefee_cycles=h.cycle_basefee, basefee_cells=h.cell_basefee)
+        # Recorded only now: a block that failed to build or commit adds nothing.
+        self.metrics.observe_eob(prepared.result.eob)
+        self.metrics.observe_eob_steps((n, s) for n, s in eob_timer.durations if n not in _SELECTION_SECTIONS)
+        self.metrics.observe_jobs(jobs)
+        self.metrics.observe_mempool(self.mempool)
+        log.info("block committed", height=h.height, txs=len(block.transactions),
+                 hash="0x" + block.hash().hex()[:16], exec_ms=round(produced.execution_s * 1000, 1),
+                 commit_ms=round(produced.commit_s * 1000, 1))
+
+    # -- RPC facade -----------------------------------------------------------------
+    def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        if self._stopping:
+            raise RpcError(503, "shutting_down", "node is shutting down")
+        try:
+            tx = admit(tx_bytes, self.chain, self.mempool)
+        except (TxInvalid, MempoolError, ValidationError) as e:
+            self.metrics.txs_rejected.labels(code=e.code).inc()
+            if e.code in ("mempool_full", "queued_full") and self.metrics.mempool_refused_full():
+                pool = self.mempool  # rate-limited: one line every few seconds however many are refused
+                log.warning("mempool full", code=e.code, txs=len(pool), pending=pool.pending_count,
+                            queued=pool.queued_count, bytes=pool.size_bytes, max_txs=pool.config.max_txs,
+                            max_queued=pool.config.max_queued, evicted=dict(pool.evicted))
+            raise RpcError(400, e.code, e.message) from None
+        if self.mempool_journal is not None:
+            self.mempool_journal.append(tx_bytes)  # written with the next block's journal sync
+        self.metrics.observe_mempool(self.mempool)
+        return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
+
+    def _mempool_after_commit(self) -> None:
+        """After a block commit: expire old queued transactions, sync the mempool journal (compacting it once it
+        holds more than twice the pool). A journal I/O error is logged, never stops the producer."""
+        pool = self.mempool
+        expired = pool.expire(time.monotonic())
+        if expired:
+            log.info("queued transactions expired", count=expired, queued=pool.queued_count)
+        journal = self.mempool_journal
+        if journal is None:
+            return
+        try:
+            journal.sync()
+            if journal.needs_compaction(pool.size_bytes):
+                journal.compact(t.to_bytes() for t in pool.transactions())
+        except OSError as e:
+            log.error("mempool journal write failed", path=str(journal.path), error=str(e))
+
+    def health(self) -> dict[str, Any]:
+        """Healthy while blocks keep coming (within 10 block times)."""
+        age_ms = int(time.time() * 1000) - self.chain.head.header.timestamp_ms
+        ok = not self._stopping and age_ms < 10 * self.block_time_ms + 1000
+        return {"ok": ok, "height": self.chain.height, "last_block_age_ms": age_ms}
+
+    def status(self) -> dict[str, Any]:
+        """Chain and node summary."""
+        h = self.chain.head.header
+        world = self.chain.world()
+        cycle_bf, cell_bf = get_basefees(world)
+        return {
+            "chain_id": h.chain_id, "height": h.height, "hash": "0x" + self.chain.head.hash().hex(),
+            "state_root": "0x" + h.state_root.hex(), "timestamp_ms": h.timestamp_ms,
+            "basefee": {"cycle": cycle_bf, "cell": cell_bf},
+            "mempool": {"txs": len(self.mempool), "bytes": self.mempool.size_bytes},
+            "validator": {"ed25519_public_key": "0x" + self._ed_pub.hex(),
+                          "fee_recipient": to_checksum_address(self.fee_recipient)},
+            "validator_set": self._validator_set_json(),
+            "block_time_ms": self.block_time_ms,
+            "cip11": get_cip11_flags(world).to_json(),
+        }
+
+    def _validator_set_json(self) -> dict[str, Any]:
+        """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the genesis set (static, epoch 0)."""
+        keys = [v.ed25519_public_key for v in self.chain.genesis.validators]
+        return {"subset_epoch": 0, "validator_set_hash": "0x" + validator_set_hash(keys).hex(),
+                "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
+                               for v in self.chain.genesis.validators]}
+
+    def height(self) -> int:
+        """Committed height."""
+        return self.chain.height
+
+    def block(self, height: int) -> dict[str, Any] | None:
+        """Header JSON plus transaction hashes."""
+        if height > self.chain.height:
+            return None
+        b = self.chain.blocks.block(height)
+        if b is None:
+            return None
+        out = b.header.to_json()
+        out["transactions"] = ["0x" + t.tx_hash().hex() for t in b.transactions]
+        out["signature"] = "0x" + b.signature.hex()
+        return out
+
+    def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Committed or pending transaction."""
+        loc = self.chain.blocks.tx_location(tx_hash)
+        if loc is not None:
+            b = self.chain.blocks.block(loc[0])
+            if b is not None:
+                out = b.transactions[loc[1]].to_json()
+                out.update(status="committed", height=loc[0], index=loc[1])
+                return out
+        pending = self.mempool.get(tx_hash)
+        if pending is None:
+            return None
+        pending_json: dict[str, Any] = pending.to_json()
+        pending_json["status"] = "pending"
+        return pending_json
+
+    def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
+        """Receipt of a committed transaction."""
+        loc = self.chain.blocks.tx_location(tx_hash)
+        if loc is None:
+            return None
+        receipts = self.chain.blocks.receipts(loc[0])
+        if receipts is None:
+            return None
+        out = receipts[loc[1]].to_json()
+        out.update(tx_hash="0x" + tx_hash.hex(), height=loc[0], index=loc[1])
+        return out
+
+    def account(self, address: bytes) -> dict[str, Any]:
+        """Balance and nonces at the head."""
+        acct = get_account(self.chain.world(), address)
+        return {"address": to_checksum_address(address), "balance": str(acct.balance), "nonce": acct.nonce,
+                "next_pending_nonce": self.mempool.pending_nonce(address, acct.nonce)}
+
+    def state_proof(self, key: bytes) -> dict[str, Any]:
+        """Proof for a logical state key against the head state root."""
+        with self._tree_lock:
+            proof = self.chain.tree.prove(key)
+            root = self.chain.tree.root()
+        return {"root": "0x" + root.hex(), "height": self.chain.height, "proof": proof.to_json()}
+
+    # -- actors (read under the state lock: the view and its height belong to one head) ----------
+    def actor(self, address: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_view(self.chain.world(), address, height=self.chain.height)
+
+    def actor_state(self, address: bytes, key: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_state_view(self.chain.world(), address, key, height=self.chain.height)
+
+    def actor_state_scan(self, address: bytes, prefix: bytes, limit: int) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_state_scan_view(self.chain.world(), address, prefix, limit,
+                                                       height=self.chain.height)
+
+    def actor_timers(self, address: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+        with self._tree_lock:
+            return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height)
+
+    def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
+                   interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
+        """Read-only call in the context the next block would give it (height = head + 1, as built by
+        :meth:`Chain.env_for`); it sees the head's beacon, not the next round's.
+
+        The state lock is held only to capture the head: its header, a store snapshot and the environment.
+        The call itself runs on the snapshot, so blocks keep committing meanwhile and the answer (``height``
+        included) still describes that one head. ``interrupt`` stops the call from another thread (the RPC
+        read pool's deadline): its code, e.g. ``read_timeout``, is then the answer's ``error``.
+        """
+        with self._tree_lock:
+            chain = self.chain
+            head = chain.head.header
+            snapshot = chain.store.snapshot()
+            env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
+                                fee_recipient=self.fee_recipient, beacon=head.beacon, presence_input=None)
+        try:
+            world = _snapshot_world(snapshot)
+            return actor_queries.read_only_view(world, begin_block(world, env), actor=actor, handler=handler,
+                                                payload=payload, cycles_limit=cycles_limit, height=head.height,
+                                                interrupt=interrupt)
+        finally:
+            snapshot.close()
+
+
+def _snapshot_world(snapshot: StateStore) -> WorldState:
+    """A buffered view over a store snapshot (its own uncached tree: nothing is shared with the head's)."""
+    return WorldState(snapshot, StateTree(snapshot, TREE_PREFIX, cache_size=0), data_prefix=STATE_PREFIX)

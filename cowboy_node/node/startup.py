@@ -1,0 +1,158 @@
+"""Start-up and shutdown of ``cowboy-node run``: checks, servers, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+from cowboy_node.chain.chain import Chain, ChainError
+from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.genesis import load_genesis
+from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
+from cowboy_node.execution.system_state import get_cip11_flags
+from cowboy_node.node.config import NodeConfig, load_config, split_host_port
+from cowboy_node.node.keys import load_validator_key
+from cowboy_node.node.node import Node
+from cowboy_node.observability.logging import configure_logging, get_logger
+from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
+from cowboy_node.rpc.conn_limits import ConnLimits
+from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
+from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.state.leveldb import LevelDBStore
+from cowboy_node.state.store import StoreError
+from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_protocol.keys import KeyFileError, check_secret_mode
+from cowboy_protocol.transport.preimages import validator_set_hash
+
+log = get_logger("cowboy.node")
+
+QUIC_CERT_FILE = "quic-cert.pem"
+QUIC_KEY_FILE = "quic-key.pem"
+"""The QUIC TLS key, in the home directory: a secret like keys/validator.key (``run`` refuses it when group or
+others may access it)."""
+
+
+class StartupError(Exception):
+    """The node cannot start; the message names the file/key and what was expected."""
+
+
+async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics) -> TransportService | None:
+    """Start the CIP-11 QUIC transport when the chain's ``CIP11_TRANSPORT_ENABLED`` flag is set (phase ≥ 1).
+
+    The certificate is self-signed and kept in the home directory (identity is proven by the CIP-11 HelloAck,
+    not by the certificate). Raises OSError if the UDP address cannot be bound.
+    """
+    if not get_cip11_flags(node.chain.world()).CIP11_TRANSPORT_ENABLED:
+        return None
+    host, port = split_host_port(quic_addr, path=str(home / "config.toml"), key="quic.addr")
+    vset = validator_set_hash([v.ed25519_public_key for v in node.chain.genesis.validators])
+    transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
+                                 config=TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE,
+                                                        key_path=home / QUIC_KEY_FILE))
+    await transport.start()
+    node.transport = transport
+    return transport
+
+
+def read_pool(cfg: NodeConfig, metrics: NodeMetrics) -> ReadPool:
+    """The bounded pool of ``POST /actor/read`` from ``[rpc] read_*`` (the RPC app closes it on cleanup)."""
+    return ReadPool(ReadPoolConfig(max_concurrent=cfg.rpc_read_max_concurrent, max_queue=cfg.rpc_read_max_queue,
+                                   max_wait_ms=cfg.rpc_read_max_wait_ms, call_timeout_ms=cfg.rpc_read_call_timeout_ms,
+                                   budget_ms_per_s=cfg.rpc_read_budget_ms_per_s,
+                                   per_client_rps=cfg.rpc_read_per_client_rps), metrics=metrics)
+
+
+def conn_limits(cfg: NodeConfig) -> ConnLimits:
+    """The HTTP API's connection limits from ``[rpc]`` (the global cap is fitted to the open-file limit later)."""
+    return ConnLimits(max_connections=cfg.rpc_max_connections, max_connections_per_ip=cfg.rpc_max_connections_per_ip,
+                      header_timeout_ms=cfg.rpc_header_timeout_ms, idle_timeout_ms=cfg.rpc_idle_timeout_ms,
+                      fd_reserve=cfg.rpc_fd_reserve)
+
+
+async def run_node(home: Path) -> int:
+    """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code."""
+    try:
+        cfg = load_config(home)
+        configure_logging(cfg.log_format, cfg.log_level)
+        genesis = load_genesis(cfg.genesis_path)
+        if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
+            raise ConfigError(str(home / "config.toml"), "node.chain_id",
+                              f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")
+        key = load_validator_key(cfg.validator_key_path)  # refuses a key group or others may access
+        quic_key = home / QUIC_KEY_FILE
+        if quic_key.exists() or quic_key.is_symlink():
+            check_secret_mode(quic_key)
+    except (ConfigError, KeyFileError) as e:
+        raise StartupError(str(e)) from None
+    try:
+        store = LevelDBStore(cfg.data_path)
+    except StoreError as e:
+        raise StartupError(str(e)) from None
+    try:
+        chain = Chain(store, genesis)
+    except ChainError as e:
+        store.close()
+        raise StartupError(f"{cfg.data_path}: {e}") from None
+    mempool = Mempool(MempoolConfig(
+        max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
+        max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
+        replacement_bump_percent=cfg.mempool_replacement_bump_percent, max_queued=cfg.mempool_max_queued,
+        max_queued_per_sender=cfg.mempool_max_queued_per_sender, queued_lifetime_s=cfg.mempool_queued_lifetime_s))
+    metrics = NodeMetrics()
+    try:
+        node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
+                    metrics=metrics)
+    except ValueError as e:
+        store.close()
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
+        journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
+        try:
+            restored = restore_mempool(journal, chain, mempool)
+        except OSError as e:
+            store.close()
+            raise StartupError(f"{journal.path}: {e}") from None
+        node.mempool_journal = journal
+        log.info("mempool journal replayed", **restored)
+
+    # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
+    # kill it with the default handler while the other servers are still starting.
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, node.request_stop)
+    runners = []
+    try:
+        host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
+        runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
+                                              metrics=metrics, read_pool=read_pool(cfg, metrics),
+                                              conn_limits=conn_limits(cfg)))
+        if cfg.metrics_enabled:
+            mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
+            runners.append(await start_metrics_server(metrics, mhost, mport))
+        transport = await start_transport(node, home, cfg.quic_addr, metrics)
+    except OSError as e:
+        for r in runners:
+            await r.cleanup()
+        store.close()
+        raise StartupError(f"cannot listen: {e}") from None
+
+    log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
+             quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
+             metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path))
+    try:
+        await node.run()
+    finally:
+        if transport is not None:
+            await transport.stop()
+        for r in runners:
+            await r.cleanup()
+        if node.mempool_journal is not None:
+            try:
+                node.mempool_journal.close()
+            except OSError as e:
+                log.error("mempool journal write failed", path=str(node.mempool_journal.path), error=str(e))
+        chain.close()
+        log.info("node stopped", height=chain.height)
+    return 0

@@ -1,0 +1,109 @@
+"""Read-only views of actors and their timers for the HTTP API (JSON-ready dicts).
+
+Each function reads one :class:`WorldState` (the caller holds the node's state lock so the view and
+``height`` belong to the same head) and returns ``None`` when no actor is deployed at the address;
+the RPC layer turns that into 404 ``actor_not_found``. Byte strings are ``0x`` hex, addresses EIP-55.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.meter import InterruptHandle
+from cowboy_node.execution.system_state import get_account
+from cowboy_node.execution.timers import store as timer_store
+from cowboy_node.execution.timers.model import Timer
+from cowboy_node.state.world import WorldState
+from cowboy_protocol.crypto.address import to_checksum_address
+
+MAX_TIMERS_LISTED = 1000
+"""Most timers ``/actor/{address}/timers`` returns (the default per-actor cap is 1,024)."""
+
+
+def _hex(data: bytes) -> str:
+    return "0x" + data.hex()
+
+
+def actor_view(world: WorldState, address: bytes, *, height: int) -> dict[str, Any] | None:
+    """``{"address", "creator", "source_hash", "deployed_at", "handlers", "balance", "height"}``."""
+    record = actor_store.get_actor(world, address)
+    if record is None:
+        return None
+    return {
+        "address": to_checksum_address(address),
+        "creator": to_checksum_address(record.creator),
+        "source_hash": _hex(record.source_hash),
+        "deployed_at": record.deployed_at,
+        "handlers": list(record.handlers),
+        "balance": str(get_account(world, address).balance),
+        "height": height,
+    }
+
+
+def actor_state_view(world: WorldState, address: bytes, key: bytes, *, height: int) -> dict[str, Any] | None:
+    """One storage entry: ``{"address", "key", "value" (hex or null when unset), "height"}``."""
+    if actor_store.get_actor(world, address) is None:
+        return None
+    value = actor_store.get_state(world, address, key)
+    return {"address": to_checksum_address(address), "key": _hex(key),
+            "value": None if value is None else _hex(value), "height": height}
+
+
+def actor_state_scan_view(world: WorldState, address: bytes, prefix: bytes, limit: int, *,
+                          height: int) -> dict[str, Any] | None:
+    """Up to ``limit`` entries under ``prefix`` in key order; ``truncated`` says more exist."""
+    if actor_store.get_actor(world, address) is None:
+        return None
+    entries = actor_store.scan_state(world, address, prefix, limit + 1)
+    return {"address": to_checksum_address(address), "prefix": _hex(prefix),
+            "entries": [{"key": _hex(k), "value": _hex(v)} for k, v in entries[:limit]],
+            "truncated": len(entries) > limit, "height": height}
+
+
+def actor_timers_view(world: WorldState, address: bytes, *, height: int) -> dict[str, Any] | None:
+    """The actor's live timers, due order ``(height, seq)``; at most :data:`MAX_TIMERS_LISTED`.
+
+    Reads the per-actor index (``timer/a/<actor>``) lazily, so the work is bounded by the cap
+    whatever the governed ``max_timers_per_actor``.
+    """
+    if actor_store.get_actor(world, address) is None:
+        return None
+    prefix = timer_store.ACTOR_PREFIX + address
+    timers: list[Timer] = []
+    truncated = False
+    for key, _height in world.iterate(prefix):
+        if len(timers) == MAX_TIMERS_LISTED:
+            truncated = True
+            break
+        timer = timer_store.get_timer(world, key[len(prefix):])
+        if timer is not None:
+            timers.append(timer)
+    timers.sort(key=lambda t: (t.height, t.seq))
+    return {
+        "address": to_checksum_address(address),
+        "count": timer_store.get_meta(world, address).live,
+        "timers": [{"id": _hex(t.timer_id), "height": t.height, "handler": t.handler,
+                    "fee_payer": to_checksum_address(t.fee_payer), "gas_limit_per_fire": t.gas_limit_per_fire,
+                    "expires_at": t.expires_at, "payload_size": len(t.payload)} for t in timers],
+        "truncated": truncated,
+        "height": height,
+    }
+
+
+def read_only_view(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,
+                   cycles_limit: int, height: int,
+                   interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
+    """Run ``handler(payload)`` on a checkpoint that is always discarded: ``{"result", "error", "cycles_used"}``.
+
+    ``interrupt`` (optional) stops the run from another thread; its code is then the ``error``.
+    """
+    from cowboy_node.execution.actors.invoke import read_only_call
+
+    if actor_store.get_actor(world, actor) is None:
+        return None
+    result, error, cycles_used = read_only_call(world, ctx, actor=actor, handler=handler, payload=payload,
+                                                cycles_limit=cycles_limit, interrupt=interrupt)
+    return {"result": None if result is None else _hex(result), "error": error, "cycles_used": cycles_used,
+            "height": height}

@@ -1,0 +1,1 @@
+"""cowboy_protocol package."""
