@@ -23,8 +23,9 @@ from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.config import ConfigError, RunnerSettings, init_home, load_settings
+from cowboy_runner.daemon import Daemon, StartupError, configure_logging
 from cowboy_runner.keyfile import RunnerKey, load_key
-from cowboy_runner.status import read_pid, read_status, render_text
+from cowboy_runner.status import is_running, read_pid, read_status, render_text
 from cowboy_runner.txbuild import Fees, TxBuildError, build_deregister, build_register
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_NOT_RUNNING, EXIT_VALIDATOR, EXIT_CHAIN = 0, 1, 2, 3, 4, 5
@@ -63,7 +64,6 @@ def _live_daemon(directory: Path) -> int | None:
     signalling it (SIGUSR1 terminates most programs) would be harmful. The daemon counts as running only when
     its pid is alive and its ``status.json`` names that pid and is fresh (:func:`~cowboy_runner.status.is_running`).
     """
-    from cowboy_runner.status import is_running
 
     pid = read_pid(directory)
     if pid is None or not is_running(directory, read_status(directory)):
@@ -127,7 +127,6 @@ def cmd_deregister(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon in the foreground."""
-    from cowboy_runner.daemon import Daemon, StartupError, configure_logging
 
     settings, key = _load(args.home)
     configure_logging(settings.log_format, settings.log_level)
@@ -142,7 +141,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the running daemon's status file."""
-    from cowboy_runner.status import is_running
 
     directory = _state_dir(args.home)
     doc = read_status(directory)

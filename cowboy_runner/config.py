@@ -21,6 +21,7 @@ from cowboy_protocol.netaddr import parse_host_port
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
 from cowboy_protocol.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_runner.keyfile import create_key, load_key
 from cowboy_runner.schedule import DEFAULT_SAFETY_MARGIN_BLOCKS
 
 CONFIG_FILE = "runner.toml"
@@ -632,7 +633,6 @@ def init_home(home: Path, validator_rpc: str, *, force: bool = False) -> Path:
     (FileExistsError); with ``force`` runner.toml is rewritten and an existing key is kept (after checking it
     loads). An invalid ``validator_rpc`` raises ValueError before anything is written.
     """
-    from cowboy_runner.keyfile import create_key, load_key
 
     text = render_template(validator_rpc)  # validates the URL first
     home = Path(home)

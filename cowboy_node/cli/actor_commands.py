@@ -30,7 +30,13 @@ from cowboy_node.cli.client_commands import (
     report,
     submit,
 )
+from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_protocol.codec import CodecError, decode
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.instructions import CallActor, CancelTimer, DeployActor, ExtendTimer, UpdateTimerConfig
+from cowboy_protocol.types.params import TimerConfig
 
 DEPLOY_CYCLES_LIMIT = 5_000_000
 """Default cycles limit of ``tx deploy`` (compiling and the init handler)."""
@@ -108,9 +114,6 @@ def _read_source(path: str) -> str:
 @_run
 def cmd_tx_deploy(args: argparse.Namespace) -> int:
     """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt."""
-    from cowboy_node.execution.actors.model import derive_actor_address
-    from cowboy_protocol.crypto.address import to_checksum_address
-    from cowboy_protocol.types.instructions import DeployActor
 
     source = _read_source(args.source)
     if args.payload and not args.init:
@@ -128,7 +131,6 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_call(args: argparse.Namespace) -> int:
     """Call ``handler(payload)`` on an actor; with ``--wait`` prints the receipt and its events."""
-    from cowboy_protocol.types.instructions import CallActor
 
     sk, sender = load_key(args)
     if args.cells_limit is None:
@@ -141,7 +143,6 @@ def cmd_tx_call(args: argparse.Namespace) -> int:
 
 def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
     """``{"result": "0x…"}`` from the receipt's ``actor.returned`` event (CBOR byte string), if any."""
-    from cowboy_protocol.codec import CodecError, decode
 
     for event in receipt.get("events") or ():
         if isinstance(event, dict) and event.get("topic") == "actor.returned":
@@ -156,9 +157,6 @@ def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
 @_run
 def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
     """System deployers only: replace the governed TimerConfig (every field must be given)."""
-    from cowboy_protocol.types.errors import ValidationError
-    from cowboy_protocol.types.instructions import UpdateTimerConfig
-    from cowboy_protocol.types.params import TimerConfig
 
     cfg = TimerConfig(max_ttl_blocks=args.max_ttl_blocks, max_cycles_per_fire=args.max_cycles_per_fire,
                       max_cells_per_fire=args.max_cells_per_fire, max_timers_per_actor=args.max_timers_per_actor,
@@ -176,7 +174,6 @@ def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
     """System deployers only: remove any actor's timer (idempotent)."""
-    from cowboy_protocol.types.instructions import CancelTimer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -187,7 +184,6 @@ def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
     """System deployers only: raise a timer's expires_at (clamped to current + max_ttl_blocks)."""
-    from cowboy_protocol.types.instructions import ExtendTimer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -197,7 +193,6 @@ def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
 
 # -- query commands --------------------------------------------------------------------
 def _checksum(address: bytes) -> str:
-    from cowboy_protocol.crypto.address import to_checksum_address
 
     return to_checksum_address(address)
 

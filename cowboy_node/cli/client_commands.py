@@ -29,8 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from cowboy_protocol.crypto.address import parse_address, to_checksum_address
+from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
+from cowboy_protocol.keys import KeyFileError, load_account_key, load_account_private_key, new_account_key
 from cowboy_protocol.txfees import DEFAULT_PRIORITY_FEE
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
 
 DEFAULT_CYCLES_LIMIT = 50_000
 DEFAULT_CELLS_LIMIT = 2_000
@@ -74,7 +80,6 @@ def _uint(max_value: int, what: str) -> Callable[[str], int]:
 
 
 def _address(text: str) -> bytes:
-    from cowboy_protocol.crypto.address import parse_address
 
     try:
         return parse_address(text.strip())
@@ -188,8 +193,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 @_run
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """Generate an account key file."""
-    from cowboy_protocol.crypto.address import to_checksum_address
-    from cowboy_protocol.keys import new_account_key
 
     try:
         address = new_account_key(args.out)
@@ -206,8 +209,6 @@ def cmd_keys_new(args: argparse.Namespace) -> int:
 @_run
 def cmd_keys_show(args: argparse.Namespace) -> int:
     """Print the address of an account key file (never the private key)."""
-    from cowboy_protocol.crypto.address import to_checksum_address
-    from cowboy_protocol.keys import KeyFileError, load_account_key
 
     try:
         address = load_account_key(args.file)
@@ -268,7 +269,6 @@ def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[s
 
 def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
     """``(private key, address)`` from ``--key``; a bad file is a usage error (exit 2)."""
-    from cowboy_protocol.keys import KeyFileError, load_account_private_key
 
     try:
         return load_account_private_key(args.key)
@@ -277,7 +277,6 @@ def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
 
 
 def _next_pending_nonce(client: RpcClient, sender: bytes) -> int:
-    from cowboy_protocol.crypto.address import to_checksum_address
 
     account = client.get_json(f"/account/{to_checksum_address(sender)}")
     nonce = account.get("next_pending_nonce") if isinstance(account, dict) else None
@@ -301,7 +300,6 @@ def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: 
     sent: each ``tx_bytes`` is printed as a 0x-hex line on stdout (the hashes go to stderr) and
     :class:`SignedOnly` ends the command (exit 0); with all four flags the node is never contacted.
     """
-    from cowboy_protocol.types.transaction import Transaction
 
     if args.sign_only and getattr(args, "wait", False):
         raise UsageError("--wait cannot be combined with --sign-only (nothing is sent)")
@@ -379,7 +377,6 @@ def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: 
 @_run
 def cmd_tx_transfer(args: argparse.Namespace) -> int:
     """Build, sign and submit a Transfer; optionally wait for its receipt."""
-    from cowboy_protocol.types.instructions import Transfer
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -415,8 +412,6 @@ def _read_broadcast_input(source: str) -> tuple[str, str]:
 def parse_signed_transactions(text: str, where: str) -> list[bytes]:
     """The ``tx_bytes`` of each whitespace-separated 0x-hex entry of ``text``, each decoded and its signature
     checked (as ``--sign-only`` prints them); a problem is a :class:`UsageError` naming the entry."""
-    from cowboy_protocol.types.errors import ValidationError
-    from cowboy_protocol.types.transaction import Transaction
 
     entries = text.split()
     if not entries:
@@ -443,7 +438,6 @@ def parse_signed_transactions(text: str, where: str) -> list[bytes]:
 @_run
 def cmd_tx_broadcast(args: argparse.Namespace) -> int:
     """Submit already-signed transactions (``--sign-only`` output) in order; every entry is checked first."""
-    from cowboy_protocol.crypto.keccak import keccak256
 
     text, where = _read_broadcast_input(args.source)
     blobs = parse_signed_transactions(text, where)
@@ -458,7 +452,6 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 @_run
 def cmd_query_account(args: argparse.Namespace) -> int:
     """Print an account's balance and nonces."""
-    from cowboy_protocol.crypto.address import to_checksum_address
 
     _print_json(_client(args).get_json(f"/account/{to_checksum_address(args.address)}"))
     return 0

@@ -27,7 +27,18 @@ from cowboy_node.cli.client_commands import (
     load_key,
     submit,
 )
+from cowboy_node.execution.jobs.results import verification_params_of
+from cowboy_node.execution.jobs.verification import check_params
+from cowboy_protocol.codec import encode
+from cowboy_protocol.http_client import ApiError
+from cowboy_protocol.jobs.json_schema import check_schema
 from cowboy_protocol.txfees import CELLS_MARGIN
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.instructions import instruction_to_cbor
+from cowboy_protocol.types.job_instructions import JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id, validate_request
+from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
 
 SUBMIT_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``tx submit-job``: 20,000 plus 50 per registered runner scanned by selection
@@ -49,8 +60,6 @@ def _job_id(text: str) -> str:
 
 def _read_spec(path: str) -> Any:
     """The JobRequest of a spec file, shape-checked; problems are usage errors naming the JSON path."""
-    from cowboy_protocol.types.errors import ValidationError
-    from cowboy_protocol.types.jobspec_json import parse_job_request_json
 
     try:
         raw = Path(path).read_bytes()
@@ -70,12 +79,6 @@ def _read_spec(path: str) -> Any:
 
 def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
     """The chain's submission rules (execution/jobs/executors.validate), so a refused job costs no fee."""
-    from cowboy_node.execution.jobs.results import verification_params_of
-    from cowboy_node.execution.jobs.verification import check_params
-    from cowboy_protocol.jobs.json_schema import check_schema
-    from cowboy_protocol.types.errors import ValidationError
-    from cowboy_protocol.types.jobspec import validate_request
-    from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
 
     try:
         validate_request(request, commit_phase_permille=commit_phase_permille)
@@ -89,7 +92,6 @@ def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
 
 
 def _commit_phase_permille(client: Any) -> int:
-    from cowboy_protocol.http_client import ApiError
 
     params = client.get_json("/params")
     value = params.get("runners", {}).get("commit_phase_permille") if isinstance(params, dict) else None
@@ -102,10 +104,6 @@ def _commit_phase_permille(client: Any) -> int:
 def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     """Submit a job; prints its id (derived from the transaction hash, index 0) and, with ``--wait``, the
     receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 1 with its code."""
-    from cowboy_protocol.codec import encode
-    from cowboy_protocol.types.instructions import instruction_to_cbor
-    from cowboy_protocol.types.job_instructions import JobSubmit
-    from cowboy_protocol.types.jobspec import derive_job_id
 
     request = _read_spec(args.spec)
     sk, sender = load_key(args)

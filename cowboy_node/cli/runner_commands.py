@@ -30,7 +30,19 @@ from cowboy_node.cli.client_commands import (
     submit,
     submit_many,
 )
+from cowboy_protocol.codec import encode
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.txfees import CELLS_MARGIN, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
+from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.instructions import instruction_to_cbor
+from cowboy_protocol.types.runner_instructions import (
+    RunnerDeregister,
+    RunnerHeartbeat,
+    RunnerRegister,
+    RunnerUpdateCapabilities,
+    RunnerUpdateRateCard,
+)
+from cowboy_protocol.types.runner_json import runner_file_from_json
 
 MAX_CAPABILITIES_FILE_BYTES = 256 * 1024
 """Largest capabilities file read."""
@@ -39,8 +51,6 @@ MAX_RUNNERS_LIMIT = 1000
 
 def _read_capabilities(path: str, *, require_rate_card: bool) -> tuple[Any, Any]:
     """``(Capabilities, RateCard | None)`` from a capabilities JSON file; problems are usage errors."""
-    from cowboy_protocol.types.errors import ValidationError
-    from cowboy_protocol.types.runner_json import runner_file_from_json
 
     try:
         raw = Path(path).read_bytes()
@@ -60,8 +70,6 @@ def _read_capabilities(path: str, *, require_rate_card: bool) -> tuple[Any, Any]
 
 def _cells_for(args: argparse.Namespace, *instructions: Any) -> None:
     if args.cells_limit is None:
-        from cowboy_protocol.codec import encode
-        from cowboy_protocol.types.instructions import instruction_to_cbor
 
         size = max(len(encode(instruction_to_cbor(ins))) for ins in instructions)
         args.cells_limit = 2 * size + CELLS_MARGIN
@@ -71,7 +79,6 @@ def _cells_for(args: argparse.Namespace, *instructions: Any) -> None:
 @_run
 def cmd_tx_register_runner(args: argparse.Namespace) -> int:
     """Register the key's address as a runner, bonding ``--stake``."""
-    from cowboy_protocol.types.runner_instructions import RunnerRegister
 
     caps, card = _read_capabilities(args.capabilities, require_rate_card=True)
     sk, sender = load_key(args)
@@ -84,7 +91,6 @@ def cmd_tx_register_runner(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_runner_heartbeat(args: argparse.Namespace) -> int:
     """The on-chain heartbeat: HEALTHY (accepting jobs) or, with ``--paused``, PAUSED."""
-    from cowboy_protocol.types.runner_instructions import RunnerHeartbeat
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -95,7 +101,6 @@ def cmd_tx_runner_heartbeat(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_update_runner(args: argparse.Namespace) -> int:
     """Replace the capabilities, and the rate card when the file has one (two transactions, in that order)."""
-    from cowboy_protocol.types.runner_instructions import RunnerUpdateCapabilities, RunnerUpdateRateCard
 
     caps, card = _read_capabilities(args.capabilities, require_rate_card=False)
     sk, sender = load_key(args)
@@ -112,7 +117,6 @@ def cmd_tx_update_runner(args: argparse.Namespace) -> int:
 @_run
 def cmd_tx_deregister_runner(args: argparse.Namespace) -> int:
     """Deregister; the stake comes back ``unbonding_blocks`` later (see ``query params``)."""
-    from cowboy_protocol.types.runner_instructions import RunnerDeregister
 
     sk, sender = load_key(args)
     client = _client(args)
@@ -131,7 +135,6 @@ def cmd_query_runners(args: argparse.Namespace) -> int:
 @_run
 def cmd_query_runner(args: argparse.Namespace) -> int:
     """One runner's registration."""
-    from cowboy_protocol.crypto.address import to_checksum_address
 
     _print_json(_client(args).get_json(f"/runner/{to_checksum_address(args.address)}"))
     return 0

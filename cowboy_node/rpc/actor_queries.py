@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.actors.invoke import read_only_call
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import InterruptHandle
 from cowboy_node.execution.system_state import get_account
@@ -99,7 +100,6 @@ def read_only_view(world: WorldState, ctx: BlockContext, *, actor: bytes, handle
 
     ``interrupt`` (optional) stops the run from another thread; its code is then the ``error``.
     """
-    from cowboy_node.execution.actors.invoke import read_only_call
 
     if actor_store.get_actor(world, actor) is None:
         return None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cowboy_node.execution.jobs.model import RUNNER_PREFIX, JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners import store
 from cowboy_node.execution.system_state import get_cip11_flags
+from cowboy_node.rpc.facade import RpcError
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
@@ -198,7 +199,6 @@ class JobQueries:
 
     def runner_jobs(self, runner: bytes, limit: int, after: bytes | None) -> dict[str, Any] | None:
         """See :class:`cowboy_node.rpc.facade.JobFacade`."""
-        from cowboy_node.rpc.facade import RpcError
 
         try:
             with self._tree_lock:

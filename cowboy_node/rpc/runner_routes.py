@@ -14,6 +14,7 @@ from aiohttp import web
 
 from cowboy_node.rpc.facade import RpcError, RunnerFacade
 from cowboy_node.rpc.params import FACADE_KEY, off_loop, parse_address_param, parse_limit
+from cowboy_protocol.crypto.address import to_checksum_address
 
 DEFAULT_RUNNERS_LIMIT = 1000
 """Runners ``/runners/active`` returns when ``limit`` is not given (also the maximum)."""
@@ -52,7 +53,6 @@ async def handle_runners_active(request: web.Request) -> web.Response:
 def runner_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
     """``doc``, or 404 ``runner_not_found`` naming the address when the runner never registered."""
     if doc is None:
-        from cowboy_protocol.crypto.address import to_checksum_address
 
         raise RpcError(404, "runner_not_found", f"no runner has registered at {to_checksum_address(address)}")
     return doc

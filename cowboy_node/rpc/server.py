@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 from aiohttp import HttpVersion11, web
 
+from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner, fit_to_descriptors
 from cowboy_node.rpc.facade import NodeFacade, RpcError
 from cowboy_node.rpc.job_routes import add_job_routes
@@ -32,6 +33,7 @@ from cowboy_node.rpc.params import (
 )
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
+from cowboy_protocol.crypto.address import to_checksum_address
 
 log = structlog.get_logger("cowboy.rpc")
 
@@ -69,7 +71,6 @@ def _facade(request: web.Request) -> NodeFacade:
 
 def _actor_found(doc: dict[str, Any] | None, address: bytes) -> dict[str, Any]:
     if doc is None:
-        from cowboy_protocol.crypto.address import to_checksum_address
 
         raise RpcError(404, "actor_not_found", f"no actor is deployed at {to_checksum_address(address)}")
     return doc
@@ -327,7 +328,6 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     app[_MAX_BODY_KEY] = max_body_bytes
     app[_METRICS_KEY] = metrics
     if read_pool is None:
-        from cowboy_node.observability.metrics import NodeMetrics
 
         read_pool = ReadPool(metrics=metrics if isinstance(metrics, NodeMetrics) else None)
     app[READ_POOL_KEY] = read_pool

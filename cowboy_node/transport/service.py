@@ -34,7 +34,7 @@ from cowboy_protocol.transport.frames import Frame, Goodbye
 from cowboy_protocol.transport.preimages import ValidatorKey, make_assignment
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer, start_server
-from cowboy_protocol.transport.quic_certs import ensure_certificate
+from cowboy_protocol.transport.quic_certs import ensure_certificate, generate_self_signed
 from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.result_frames import FrameKind, check_result_tx
 from cowboy_protocol.transport.session import (
@@ -256,7 +256,6 @@ class TransportService:
         if cfg.cert_path is not None and cfg.key_path is not None:
             cert, key = ensure_certificate(cfg.cert_path, cfg.key_path, "cowboy-validator")
         else:
-            from cowboy_protocol.transport.quic_certs import generate_self_signed
 
             cert, key = generate_self_signed("cowboy-validator")
         self._server = await start_server(cfg.host, cfg.port, handler_factory=lambda c: _RunnerConnection(self, c),

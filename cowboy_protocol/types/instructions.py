@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
@@ -56,7 +57,6 @@ class Transfer:
 
     def to_json(self) -> dict[str, Any]:
         """JSON view for the RPC."""
-        from cowboy_protocol.crypto.address import to_checksum_address
 
         return {"kind": self.NAME, "to": to_checksum_address(self.to), "amount": str(self.amount)}
 
@@ -164,7 +164,6 @@ class CallActor:
 
     def to_json(self) -> dict[str, Any]:
         """JSON view for the RPC."""
-        from cowboy_protocol.crypto.address import to_checksum_address
 
         return {"kind": self.NAME, "actor": to_checksum_address(self.actor), "handler": self.handler,
                 "payload": self.payload.hex()}

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from cowboy_protocol.types.fields import HASH_LEN, expect_bytes, expect_uint
 from cowboy_protocol.types.jobspec import JobRequest
+from cowboy_protocol.types.jobspec_json import job_request_to_json
 
 MAX_RESULT_BYTES = 256 * 1024
 """Largest revealed result."""
@@ -46,7 +47,6 @@ class JobSubmit:
 
     def to_json(self) -> dict[str, Any]:
         """JSON view for the RPC."""
-        from cowboy_protocol.types.jobspec_json import job_request_to_json
 
         return {"kind": self.NAME, "request": job_request_to_json(self.request)}
 

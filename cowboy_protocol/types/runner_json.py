@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U32_MAX, U128_MAX
 from cowboy_protocol.types.runner import (
@@ -199,7 +200,6 @@ def rate_card_to_json(card: RateCard) -> dict[str, Any]:
 
 def record_to_json(rec: RunnerRecord) -> dict[str, Any]:
     """JSON view of a registration (address EIP-55, stake as a decimal string)."""
-    from cowboy_protocol.crypto.address import to_checksum_address
 
     return {"address": to_checksum_address(rec.address), "index": rec.index, "stake": str(rec.stake),
             "health": HEALTH_NAMES[rec.health], "registered_at": rec.registered_at,

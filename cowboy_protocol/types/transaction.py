@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import InvalidSignature, recover_address, sign_recoverable
 from cowboy_protocol.types.errors import DecodeError, ValidationError
@@ -129,7 +130,6 @@ class Transaction:
 
     def to_json(self) -> dict[str, Any]:
         """JSON view for the RPC."""
-        from cowboy_protocol.crypto.address import to_checksum_address
 
         return {
             "hash": "0x" + self.tx_hash().hex(),

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cowboy_node.execution import mailbox
+from cowboy_node.execution.actors.invoke import run_timer_fire
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.timers import deliver, globalbox, watch
@@ -38,7 +39,6 @@ RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
 
 def default_run_fire() -> RunFire:
     """``actors.invoke.run_timer_fire``, imported on use (the actor runtime depends on this package)."""
-    from cowboy_node.execution.actors.invoke import run_timer_fire
     return run_timer_fire
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cowboy_node.execution import mailbox
+from cowboy_node.execution.actors.invoke import run_callback, run_message, run_timer_fire
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, get_timer_config
@@ -64,12 +65,10 @@ class RunMessage(Protocol):
 
 def _default_run_fire() -> RunFire:
     # Imported on use: the actor runtime imports the Mailbox, which this package owns.
-    from cowboy_node.execution.actors.invoke import run_timer_fire
     return run_timer_fire
 
 
 def _default_run_message() -> RunMessage:
-    from cowboy_node.execution.actors.invoke import run_message
     return run_message
 
 
@@ -144,7 +143,6 @@ def _dispatch(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry,
                       gas_limit_per_fire=entry.gas_limit, expires_at=entry.height, seq=0)
         return fire(world, ctx, deliver.route(timer), meter)
     if entry.kind == mailbox.KIND_JOB_CALLBACK:
-        from cowboy_node.execution.actors.invoke import run_callback
         return run_callback(world, ctx, sender=entry.sender, target=entry.target, handler=entry.handler,
                             payload=entry.payload, meter=meter)
     send = run_message or _default_run_message()
