@@ -86,18 +86,39 @@ def _type_receiver(obj: Any) -> type | None:
 
 
 def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, ...]) -> dict[str, Any]:
-    """Fresh globals for one execution of an instrumented actor module."""
-    limits = ctx.limits
+    """Fresh globals for one execution of an instrumented actor module.
+
+    Each step returns the names it contributes: first the ``_pvm_*`` helpers the instrumenter's
+    code calls (given here without the prefix), then the builtins actor code may name.  The
+    helpers are closures over the call's context, so the hot paths read only local cells.
+    """
+    hooks = _metering_hooks(ctx)
+    arithmetic = _arithmetic(ctx)
+    keys = _key_guards(ctx)
+    helpers: dict[str, Any] = {
+        **hooks,
+        **arithmetic,
+        **_comparisons(ctx, hooks["charge"]),
+        **keys,
+        **_attribute_guards(ctx),
+        **_import_hooks(ctx, modules, imports),
+        **_sequence_and_text_guards(ctx, hooks["charge"], keys["key"]),
+        **_inplace_operators(ctx, arithmetic),
+    }
+    env: dict[str, Any] = {f"_pvm_{name}": fn for name, fn in helpers.items()}
+    env.update(_guarded_builtins(ctx))
+    env.update(_type_wrappers(ctx))
+    env.update(_exception_types())
+    env["__build_class__"] = builtins.__build_class__  # the ``class`` statement; class_ registers the result
+    return {"__builtins__": env, "__name__": "actor"}
+
+
+def _metering_hooks(ctx: Ctx) -> dict[str, Any]:
+    """charge, tick, enter/exit, lam_in/lam_out, caught: cycle charging and the call-depth limit."""
     meter = ctx.meter
     charge_cycles = meter.charge_cycles
-    bound = ctx.int_bound
-    small = 1 << min(64, limits.max_int_bits // 2)
-    max_depth = limits.max_recursion_depth
-    key_bound = walk.KEY_INT_BOUND
-    allowed_imports = frozenset(imports)
-    imported: dict[str, ModuleView] = {}
+    max_depth = ctx.limits.max_recursion_depth
 
-    # --- metering and depth ---------------------------------------------------------------
     def charge(n: int) -> None:
         # Fast path keeps Meter's arithmetic; on overflow Meter.charge_cycles pins and raises. The bound is
         # read from the meter on every charge (not cached): Meter.interrupt lowers it from another thread.
@@ -144,7 +165,15 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
         if isinstance(exc, MemoryError):
             ctx.halt("memory_limit", "interpreter out of memory")
 
-    # --- arithmetic -----------------------------------------------------------------------
+    return {"charge": charge, "tick": tick, "enter": enter, "exit": exit_, "lam_in": lam_in, "lam_out": lam_out,
+            "caught": caught}
+
+
+def _arithmetic(ctx: Ctx) -> dict[str, Any]:
+    """add, sub, mul, ..., invert: arithmetic with a small-int fast path, bounding integer size."""
+    bound = ctx.int_bound
+    small = 1 << min(64, ctx.limits.max_int_bits // 2)
+
     def add(a: Any, b: Any) -> Any:
         if type(a) is int and type(b) is int:
             r = a + b
@@ -197,33 +226,14 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
 
         return helper
 
-    def inplace(op: str, plain: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        def helper(a: Any, b: Any) -> Any:
-            t = type(a)
-            if t is list or t is bytearray or t is dict:
-                return guards.inplace(ctx, op, a, b)
-            return plain(a, b)
+    return {"add": add, "sub": sub, "mul": mul, "truediv": truediv, "floordiv": floordiv, "mod": mod,
+            "pow": power, "lshift": lshift, "bitor": bitop("|"), "bitand": bitop("&"), "bitxor": bitop("^"),
+            "invert": invert}
 
-        return helper
 
-    def iadd(a: Any, b: Any) -> Any:
-        t = type(a)
-        if t is int and type(b) is int:
-            r = a + b
-            if -bound < r < bound:
-                return r
-        elif t is list or t is bytearray or t is dict:
-            return guards.inplace(ctx, "+", a, b)
-        return guards.add(ctx, a, b)
+def _comparisons(ctx: Ctx, charge: Callable[[int], None]) -> dict[str, Any]:
+    """eq, ne, lt, lte, gt, gte: comparisons, free on scalars, charged on long strings and containers."""
 
-    def isub(a: Any, b: Any) -> Any:
-        if type(a) is int and type(b) is int:
-            r = a - b
-            if -bound < r < bound:
-                return r
-        return guards.sub(ctx, a, b)
-
-    # --- comparisons ----------------------------------------------------------------------
     def comparison(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def helper(a: Any, b: Any) -> Any:
             ta = type(a)
@@ -236,6 +246,20 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
             return guards.compare(ctx, op, a, b)
 
         return helper
+
+    return {"eq": comparison(operator.eq), "ne": comparison(operator.ne), "lt": comparison(operator.lt),
+            "lte": comparison(operator.le), "gt": comparison(operator.gt), "gte": comparison(operator.ge)}
+
+
+def _key_guards(ctx: Ctx) -> dict[str, Any]:
+    """in, notin, key, getitem: membership and subscripts, admitting only deterministic dict keys."""
+    key_bound = walk.KEY_INT_BOUND
+
+    def key(k: Any) -> Any:
+        t = type(k)
+        if t is str or (t is int and -key_bound < k < key_bound):
+            return k
+        return walk.check_key(ctx, k)
 
     def contains(x: Any, c: Any) -> bool:
         if type(c) is dict:
@@ -252,13 +276,13 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
             return obj[key(k)]
         return obj[k]
 
-    def key(k: Any) -> Any:
-        t = type(k)
-        if t is str or (t is int and -key_bound < k < key_bound):
-            return k
-        return walk.check_key(ctx, k)
+    return {"in": contains, "notin": not_contains, "key": key, "getitem": getitem}
 
-    # --- attributes, methods, imports -------------------------------------------------------
+
+def _attribute_guards(ctx: Ctx) -> dict[str, Any]:
+    """callm, attr, wobj, class, init: attribute access and method calls, only through the allow-lists."""
+    key_bound = walk.KEY_INT_BOUND
+
     def callm(obj: Any, name: str, /, *args: Any, **kwargs: Any) -> Any:
         if type(obj) is dict and (name == "get" or name == "setdefault") and args and not kwargs:
             k = args[0]
@@ -308,12 +332,23 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
                     raise TypeError(f"{cls.__name__}.__init__() needs a {cls.__name__} instance")
                 return unbound(self, *args, **kwargs)
 
+            # actors see this name in arity errors (``A.__init__()``): keep the one it had when the
+            # helpers were all nested in build_globals, so such results stay byte-identical
+            init_of.__qualname__ = "build_globals.<locals>.init.<locals>.init_of"
             return init_of
         raise AttributeError(f"PVM: __init__ of {cls.__name__} objects is not accessible")
 
     def class_(cls: type) -> type:
         ctx.actor_classes[id(cls)] = cls
         return cls
+
+    return {"callm": callm, "attr": attr, "wobj": wobj, "class": class_, "init": init}
+
+
+def _import_hooks(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, ...]) -> dict[str, Any]:
+    """import, import_from: the modules declared at deploy time, as host/stdlib views cached per call."""
+    allowed_imports = frozenset(imports)
+    imported: dict[str, ModuleView] = {}
 
     def import_(name: str) -> ModuleView:
         view = imported.get(name)
@@ -337,7 +372,12 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
         except AttributeError:
             raise ImportError(f"cannot import name {name!r} from {module!r}") from None
 
-    # --- sequences, slices, text --------------------------------------------------------------
+    return {"import": import_, "import_from": import_from}
+
+
+def _sequence_and_text_guards(ctx: Ctx, charge: Callable[[int], None], key: Callable[[Any], Any]) -> dict[str, Any]:
+    """seq, mapping, sized, setslice, delitem, slice, fmt, fjoin: unpacking, slices, f-strings, charged by size."""
+
     def setslice(obj: Any, lo: Any, hi: Any, step: Any, value: Any) -> None:
         if isinstance(obj, bytearray) and isinstance(value, bytes | bytearray):
             charge(costs.bytes_cost(len(obj) + len(value)))
@@ -356,37 +396,57 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
             key(k)
         del obj[k]
 
-    helpers: dict[str, Any] = {
-        "charge": charge, "tick": tick, "enter": enter, "exit": exit_, "lam_in": lam_in, "lam_out": lam_out,
-        "caught": caught, "add": add, "sub": sub, "mul": mul, "truediv": truediv, "floordiv": floordiv,
-        "mod": mod, "pow": power, "lshift": lshift, "bitor": bitop("|"), "bitand": bitop("&"),
-        "bitxor": bitop("^"), "invert": invert,
-        "eq": comparison(operator.eq), "ne": comparison(operator.ne), "lt": comparison(operator.lt),
-        "lte": comparison(operator.le), "gt": comparison(operator.gt), "gte": comparison(operator.ge),
-        "in": contains, "notin": not_contains, "key": key, "getitem": getitem, "callm": callm, "attr": attr,
-        "wobj": wobj,
-        "class": class_, "init": init, "import": import_, "import_from": import_from,
+    return {
         "seq": lambda v: guards.seq(ctx, v), "mapping": lambda v: guards.mapping(ctx, v),
         "sized": lambda v: guards.sized(ctx, v),
         "setslice": setslice, "delitem": delitem, "slice": slice,
         "fmt": lambda v, conv, spec: text.fmt(ctx, v, conv, spec),
         "fjoin": lambda parts: text.fjoin(ctx, parts),
     }
-    ops = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
-           "lshift": "<<", "bitor": "|", "bitand": "&", "bitxor": "^"}
-    for name, op in ops.items():
-        helpers[f"i{name}"] = inplace(op, helpers[name])
-    helpers["iadd"] = iadd
-    helpers["isub"] = isub
-
-    env: dict[str, Any] = {f"_pvm_{name}": fn for name, fn in helpers.items()}
-    env.update(actor_builtins(ctx))
-    env["__build_class__"] = builtins.__build_class__
-    return {"__builtins__": env, "__name__": "actor"}
 
 
-def actor_builtins(ctx: Ctx) -> dict[str, Any]:
-    """The builtins visible to actor code (see docs/pvm.md for the list)."""
+_INPLACE_OPS = {"mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**", "lshift": "<<",
+                "bitor": "|", "bitand": "&", "bitxor": "^"}
+
+
+def _inplace_operators(ctx: Ctx, arithmetic: Mapping[str, Callable[[Any, Any], Any]]) -> dict[str, Any]:
+    """iadd, isub, imul, ...: augmented assignment; lists, bytearrays and dicts grow in place under the limits."""
+    bound = ctx.int_bound
+
+    def iadd(a: Any, b: Any) -> Any:
+        t = type(a)
+        if t is int and type(b) is int:
+            r = a + b
+            if -bound < r < bound:
+                return r
+        elif t is list or t is bytearray or t is dict:
+            return guards.inplace(ctx, "+", a, b)
+        return guards.add(ctx, a, b)
+
+    def isub(a: Any, b: Any) -> Any:
+        if type(a) is int and type(b) is int:
+            r = a - b
+            if -bound < r < bound:
+                return r
+        return guards.sub(ctx, a, b)
+
+    def inplace(op: str, plain: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def helper(a: Any, b: Any) -> Any:
+            t = type(a)
+            if t is list or t is bytearray or t is dict:
+                return guards.inplace(ctx, op, a, b)
+            return plain(a, b)
+
+        return helper
+
+    helpers: dict[str, Any] = {"iadd": iadd, "isub": isub}
+    for name, op in _INPLACE_OPS.items():
+        helpers[f"i{name}"] = inplace(op, arithmetic[name])
+    return helpers
+
+
+def _guarded_builtins(ctx: Ctx) -> dict[str, Any]:
+    """The builtin functions of docs/pvm.md: harmless ones as is, the others bound to the context to charge."""
 
     def bind(fn: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -394,11 +454,7 @@ def actor_builtins(ctx: Ctx) -> dict[str, Any]:
 
         return guarded
 
-    def make(real: type, fn: Callable[..., Any]) -> GuardedType:
-        # the partial stays in a private slot: actors never see its .args (the context)
-        return GuardedType(real, functools.partial(fn, ctx))
-
-    env: dict[str, Any] = {
+    return {
         "abs": abs, "all": bind(guards.all_), "any": bind(guards.any_), "bin": bin, "bool": bool,
         "callable": callable, "chr": chr, "divmod": bind(guards.divmod_), "enumerate": enumerate,
         "filter": bind(guards.filter_), "format": bind(text.format_value), "hex": hex,
@@ -407,11 +463,27 @@ def actor_builtins(ctx: Ctx) -> dict[str, Any]:
         "min": bind(guards.min_), "next": next, "oct": oct, "ord": ord, "pow": bind(guards.power),
         "range": range, "repr": bind(text.safe_repr), "reversed": reversed, "round": bind(guards.round_),
         "sorted": bind(guards.sorted_), "sum": bind(guards.sum_), "zip": zip,
+    }
+
+
+def _type_wrappers(ctx: Ctx) -> dict[str, Any]:
+    """list, tuple, dict, bytes, bytearray, str, int, float: guarded constructors that still work with isinstance."""
+
+    def make(real: type, fn: Callable[..., Any]) -> GuardedType:
+        # the partial stays in a private slot: actors never see its .args (the context)
+        return GuardedType(real, functools.partial(fn, ctx))
+
+    return {
         "list": make(list, guards.make_list), "tuple": make(tuple, guards.make_tuple),
         "dict": make(dict, guards.make_dict), "bytes": make(bytes, guards.make_bytes),
         "bytearray": make(bytearray, guards.make_bytearray), "str": make(str, guards.make_str),
         "int": make(int, guards.make_int), "float": make(float, guards.make_float),
     }
-    for exc in EXCEPTIONS:
-        env[exc.__name__] = exc
-    return env
+
+
+_EXCEPTIONS_BY_NAME: Mapping[str, type[Exception]] = {exc.__name__: exc for exc in EXCEPTIONS}
+
+
+def _exception_types() -> Mapping[str, type[Exception]]:
+    """The exception classes actors may raise and catch (the real ones, so ``except`` matches host errors)."""
+    return _EXCEPTIONS_BY_NAME  # read-only here: build_globals copies it into the call's builtins
