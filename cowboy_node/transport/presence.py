@@ -4,7 +4,7 @@ Local presence is routing state, never consensus state: the set of registry indi
 holds an authenticated, accepting session to. The proposer writes it into each block's ``PresenceInput``
 (§8.1) and push dispatch (§10.1) only targets runners in it.
 
-Rules implemented here (each has a test in ``tests/unit/test_transport_presence.py``):
+Rules implemented here (each has a test in ``tests/unit/transport/test_transport_presence.py``):
 
 - a valid HeartbeatPing records or refreshes the runner at the ping's chain height (§6.3) — unless the runner
   signalled ``accepting_new = false`` on this connection and has not re-asserted capacity (§6.4);

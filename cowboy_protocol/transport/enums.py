@@ -2,7 +2,7 @@
 
 Every value here is a wire/consensus byte: it is hashed into signature preimages and
 written into frame bodies. The tables are **append-only** — a new variant takes the next
-free byte; existing bytes never change (``tests/unit/test_transport_enums.py`` pins them).
+free byte; existing bytes never change (``tests/unit/protocol/test_transport_enums.py`` pins them).
 CIP-11 fixes :class:`Role` and :class:`FrameType`; the byte values of the other tables
 were lost from the seed text and are a project choice (documented in ``docs/protocol.md``
 §8). Byte 0x00 is never used by an enum, so an all-zero field cannot be a valid variant.

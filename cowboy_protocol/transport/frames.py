@@ -5,7 +5,7 @@ len(payload)`` and ``payload`` the deterministic CBOR (``cowboy_protocol.codec``
 frame body: a map with small unsigned-integer keys ``0..n-1`` in declaration order,
 exactly those keys, no extensions (wire version 1). The bodies were lost from the seed
 text; their layout is a project choice documented in ``docs/protocol.md`` §8 and pinned
-by golden bytes in ``tests/unit/test_transport_frames.py``.
+by golden bytes in ``tests/unit/protocol/test_transport_frames.py``.
 
 Heartbeats (one HeartbeatPing and one HeartbeatPong per runner per block) take a shortcut
 on both sides that changes no byte and no verdict: a payload in exactly the canonical

@@ -4,7 +4,7 @@ Every application signature is over ``keccak256(domain ‖ signer_role ‖ schem
 canonical_fields)``; ``domain`` is ASCII ending ``-v1``, scalars are big-endian, text is
 its deterministic-CBOR encoding. The per-frame field lists were lost from the seed text:
 the layouts below are a project choice (``docs/protocol.md`` §8) pinned by golden digests
-in ``tests/unit/test_transport_preimages.py``. Fields that are connection identities
+in ``tests/unit/protocol/test_transport_preimages.py``. Fields that are connection identities
 (chain_id, runner_pubkey, validator_pubkey, channel_binding) come from the authenticated
 :class:`ConnectionContext`, never from the frame (§12.6 "Preimage field origins").
 

@@ -1,6 +1,6 @@
 """Long-running fuzz of the CIP-11 canonical CBOR codec (``cowboy_protocol.codec``).
 
-Runs the hypothesis properties of ``tests/unit/test_codec_cbor.py`` (round trip,
+Runs the hypothesis properties of ``tests/unit/protocol/test_codec_cbor.py`` (round trip,
 "decode accepts exactly the canonical encodings", rejection of every
 non-canonical variant) round-robin with many more and larger examples, plus a
 plain random-bytes loop, until the time budget is spent::

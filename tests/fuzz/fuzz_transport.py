@@ -43,8 +43,8 @@ from cowboy_protocol.transport.frames import HEADER_LEN, MAX_FRAME_BYTES, Goodby
 from cowboy_protocol.transport.framing import FrameDecoder
 from cowboy_protocol.transport.preimages import make_assignment
 from cowboy_protocol.transport.session import Authenticated, Closed, Event, SessionBase, SessionState
-from tests.unit.test_transport_session_fuzz import JOB, TO_RUNNER, TO_VALIDATOR
-from tests.unit.test_transport_session_support import CHAIN, JOB_SPEC, RUNNER, VALIDATOR, Pair
+from tests.unit.protocol.test_transport_session_fuzz import JOB, TO_RUNNER, TO_VALIDATOR
+from tests.unit.protocol.test_transport_session_support import CHAIN, JOB_SPEC, RUNNER, VALIDATOR, Pair
 
 Draw = Callable[[int, int], int]
 """``draw(lo, hi)``: an integer in ``[lo, hi]`` (from ``random.Random.randint`` or a hypothesis ``st.data()``)."""
