@@ -26,3 +26,15 @@ def parse_host_port(text: str, *, key: str) -> tuple[str, int]:
     if any(c.isspace() or c in "/?#@[]" for c in host):
         raise ValueError(f"{key}: {expected}; {host!r} is not a host name or address")
     return host, int(port_text)
+
+
+def normalize_ip(host: str) -> str:
+    """A source address as a rate-limit / connection-cap key: the IP (zone id dropped), IPv4-mapped IPv6 folded
+    to IPv4 so one client is one key whichever socket family accepted it; a non-IP string is returned as is."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)

@@ -25,7 +25,6 @@ Use :class:`LimitedAppRunner` in place of ``web.AppRunner``.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import resource
 import time
@@ -39,6 +38,8 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
+
+from cowboy_protocol.netaddr import normalize_ip
 
 __all__ = ["ConnLimits", "ConnectionGate", "DescriptorLimitError", "LimitedAppRunner", "fit_to_descriptors",
            "raise_nofile_limit"]
@@ -139,14 +140,7 @@ def peer_ip(peername: Any) -> str:
     """The source address of a connection (IPv4-mapped IPv6 as IPv4); ``""`` when there is none (Unix socket)."""
     if not isinstance(peername, tuple) or not peername or not isinstance(peername[0], str):
         return ""
-    host = peername[0]
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return normalize_ip(peername[0])
 
 
 class ConnectionGate:

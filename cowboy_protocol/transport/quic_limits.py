@@ -12,9 +12,9 @@ any monotonic origin), so the bucket is unit-testable without sleeping.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 
+from cowboy_protocol.netaddr import normalize_ip
 from cowboy_protocol.transport.frames import MAX_FRAME_BYTES
 
 __all__ = ["PeerRateLimiter", "ServerLimits", "ServerStats", "peer_key"]
@@ -116,13 +116,7 @@ class ServerStats:
 
 def peer_key(host: str) -> str:
     """The rate-limit key of a source address: the IP, with IPv4-mapped IPv6 folded to IPv4."""
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return normalize_ip(host)
 
 
 class PeerRateLimiter:

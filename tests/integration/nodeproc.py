@@ -24,6 +24,17 @@ def cli(*args: str, timeout: float = 60, check: bool = True) -> subprocess.Compl
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
 
 
+def wait_for(what: str, cond: Any, timeout: float = 10.0) -> Any:
+    """Poll ``cond()`` every 50 ms until it returns something truthy (returned), else fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,7 +4,6 @@ and a kill -9 + restart keeps the pooled transactions (mempool journal), which a
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
-from tests.integration.nodeproc import NodeProcess
+from tests.integration.nodeproc import NodeProcess, wait_for
 
 JAMMERS = 13
 QUEUED_EACH = 16  # = the default mempool.max_queued_per_sender
@@ -21,15 +20,6 @@ POOL = 200  # mempool.max_txs = mempool.max_queued: gapped txs alone can fill th
 KEYS = [(0x5A5A00 + i).to_bytes(32, "big") for i in range(JAMMERS + 1)]
 FRESH = JAMMERS  # index of the account that sends nothing until the pool is jammed
 
-
-def _wait(what: str, cond: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _metric(node: NodeProcess, name: str) -> float:
@@ -62,7 +52,8 @@ def test_gapped_flood_cannot_jam_and_restart_keeps_the_pool(tmp_path: Path) -> N
 
         for i, sk in enumerate(KEYS):
             assert send(faucet, i, private_key_to_address(sk), 10**20)[0] == 200
-        _wait("funding", lambda: node.get("/account/0x" + private_key_to_address(faucet).hex())["nonce"] == len(KEYS))
+        faucet_path = "/account/0x" + private_key_to_address(faucet).hex()
+        wait_for("funding", lambda: node.get(faucet_path)["nonce"] == len(KEYS))
 
         # Every jammer's nonce 0 "was lost": nonces 1..16 are all gapped, at the minimum priority fee.
         accepted, codes = [], set()
@@ -75,7 +66,7 @@ def test_gapped_flood_cannot_jam_and_restart_keeps_the_pool(tmp_path: Path) -> N
                     codes.add(body["code"])
         assert len(accepted) == POOL and codes == {"queued_full"}
         h0 = node.get("/height")["height"]
-        _wait("two more blocks", lambda: node.get("/height")["height"] >= h0 + 2)
+        wait_for("two more blocks", lambda: node.get("/height")["height"] >= h0 + 2)
         assert node.get("/status")["mempool"]["txs"] == POOL  # nothing in it can be included
         assert _metric(node, "cowboy_mempool_queued") == POOL and _metric(node, "cowboy_mempool_pending") == 0
         assert _metric(node, "cowboy_mempool_full_total") >= JAMMERS * QUEUED_EACH - POOL
@@ -85,7 +76,7 @@ def test_gapped_flood_cannot_jam_and_restart_keeps_the_pool(tmp_path: Path) -> N
         code, body = send(KEYS[FRESH], 0)
         assert code == 200, body
         fresh = body["tx_hash"]
-        _wait("the fresh account's tx included", lambda: "height" in node.get(f"/tx/{fresh}/receipt"), 5)
+        wait_for("the fresh account's tx included", lambda: "height" in node.get(f"/tx/{fresh}/receipt"), 5)
         pooled = [h for h in accepted if node.get(f"/tx/{h}").get("status") == "pending"]
         assert len(pooled) == POOL - 1  # one queued tx made room for it
 
@@ -97,7 +88,7 @@ def test_gapped_flood_cannot_jam_and_restart_keeps_the_pool(tmp_path: Path) -> N
         code, body = send(KEYS[0], 0)
         assert code == 200, body
         mine = [h for h in accepted[:QUEUED_EACH] if h in pooled] + [body["tx_hash"]]
-        _wait("the first jammer's txs included",
+        wait_for("the first jammer's txs included",
               lambda: all("height" in node.get(f"/tx/{h}/receipt") for h in mine), 10)
     finally:
         rc = node.terminate()

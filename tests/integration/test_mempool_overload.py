@@ -19,7 +19,7 @@ from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
-from tests.integration.nodeproc import NodeProcess
+from tests.integration.nodeproc import NodeProcess, wait_for
 
 BLOCK_MS = 1000
 POOL = 150
@@ -30,15 +30,6 @@ PER_SENDER = 30
 KEYS = [(0x0B0B00 + i).to_bytes(32, "big") for i in range(SENDERS)]
 SINK = bytes(19) + b"\x42"
 
-
-def _wait(what: str, cond: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Sender:
@@ -77,7 +68,7 @@ def test_overload_refuses_with_a_stable_code_keeps_cadence_and_drains(tmp_path: 
     try:
         s = Sender(node)
         fund = [s.send(faucet, i, private_key_to_address(sk), 10**20)[1]["tx_hash"] for i, sk in enumerate(KEYS)]
-        _wait("funding", lambda: all(_included(node, h) for h in fund), 10)
+        wait_for("funding", lambda: all(_included(node, h) for h in fund), 10)
 
         start = node.get("/height")["height"]
         accepted: list[str] = []
@@ -96,7 +87,7 @@ def test_overload_refuses_with_a_stable_code_keeps_cadence_and_drains(tmp_path: 
         burst_s = time.monotonic() - t0
         # The burst outran the blocks: the pool filled and the rest was refused with the stable code only.
         assert refused and set(refused) == {"mempool_full"}, (refused, burst_s)
-        _wait("the pool to drain", lambda: node.get("/status")["mempool"]["txs"] == 0, 15)
+        wait_for("the pool to drain", lambda: node.get("/status")["mempool"]["txs"] == 0, 15)
         assert all(_included(node, h) for h in accepted)
         end = node.get("/height")["height"]
         intervals = _intervals_ms(node, start, end)
@@ -113,7 +104,7 @@ def test_kill_9_under_load_loses_nothing_and_restarts_within_seconds(tmp_path: P
     try:
         s = Sender(node)
         fund = [s.send(faucet, i, private_key_to_address(sk), 10**20)[1]["tx_hash"] for i, sk in enumerate(KEYS)]
-        _wait("funding", lambda: all(_included(node, h) for h in fund), 10)
+        wait_for("funding", lambda: all(_included(node, h) for h in fund), 10)
         accepted: list[str] = []
         nonce = 0
         deadline = time.monotonic() + 2.0  # two seconds of steady load, then kill -9 in the middle of it
@@ -129,7 +120,7 @@ def test_kill_9_under_load_loses_nothing_and_restarts_within_seconds(tmp_path: P
         node.kill()
         t_restart = time.monotonic()
         node.start()
-        _wait("the first block after the restart", lambda: node.get("/height")["height"] > height_before, 5)
+        wait_for("the first block after the restart", lambda: node.get("/height")["height"] > height_before, 5)
         first_block_s = time.monotonic() - t_restart
         assert all(_included(node, h) for h in included_before)  # nothing committed was lost
         assert first_block_s < 20  # node start-up (process launch + /health) plus one block, loaded machine
@@ -140,7 +131,7 @@ def test_kill_9_under_load_loses_nothing_and_restarts_within_seconds(tmp_path: P
             code, body = s.send(sk, acct["next_pending_nonce"])
             assert code == 200, body
             after.append(body["tx_hash"])
-        _wait("the senders' new txs included", lambda: all(_included(node, h) for h in after), 10)
+        wait_for("the senders' new txs included", lambda: all(_included(node, h) for h in after), 10)
     finally:
         rc = node.terminate()
     assert rc == 0

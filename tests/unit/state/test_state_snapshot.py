@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,32 +10,7 @@ import pytest
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.store import StateStore, StoreError
-
-StoreFactory = Callable[[], StateStore]
-
-
-@pytest.fixture(params=["memory", "leveldb"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    opened: list[StateStore] = []
-
-    def factory() -> StateStore:
-        store: StateStore = MemoryStore() if request.param == "memory" else LevelDBStore(tmp_path / "db")
-        opened.append(store)
-        return store
-
-    yield factory
-    for s in opened:
-        s.close()
-
-
-def _reference(data: dict[bytes, bytes], prefix: bytes, start: bytes | None,
-               reverse: bool) -> list[tuple[bytes, bytes]]:
-    keys = sorted(k for k in data if k.startswith(prefix))
-    if start is not None:
-        keys = [k for k in keys if (k <= start if reverse else k >= start)]
-    if reverse:
-        keys.reverse()
-    return [(k, data[k]) for k in keys]
+from tests.unit.state.store_support import StoreFactory, reference
 
 
 def _views(rng: random.Random, alphabet: list[bytes]) -> list[tuple[bytes, bytes | None, bool]]:
@@ -75,9 +49,9 @@ def test_a_snapshot_keeps_answering_for_the_moment_it_was_taken(make_store: Stor
             assert snap.get(key) == expected.get(key)
         for prefix, start, reverse in views:
             assert list(snap.iterate(prefix, start=start, reverse=reverse)) == \
-                _reference(expected, prefix, start, reverse), (prefix, start, reverse)
+                reference(expected, prefix, start, reverse), (prefix, start, reverse)
         snap.close()
-    assert list(s.iterate()) == _reference(data, b"", None, False)  # the store itself has every write
+    assert list(s.iterate()) == reference(data, b"", None, False)  # the store itself has every write
 
 
 def test_a_snapshot_iteration_is_unaffected_by_writes_made_while_it_runs(make_store: StoreFactory) -> None:

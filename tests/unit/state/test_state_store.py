@@ -3,40 +3,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore, StoreError, WriteOp, prefix_end
-
-StoreFactory = Callable[[], StateStore]
-
-
-@pytest.fixture(params=["memory", "leveldb"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    opened: list[StateStore] = []
-
-    def factory() -> StateStore:
-        store: StateStore = MemoryStore() if request.param == "memory" else LevelDBStore(tmp_path / "db")
-        opened.append(store)
-        return store
-
-    yield factory
-    for s in opened:
-        s.close()
-
-
-def _reference(data: dict[bytes, bytes], prefix: bytes, start: bytes | None,
-               reverse: bool) -> list[tuple[bytes, bytes]]:
-    keys = sorted(k for k in data if k.startswith(prefix))
-    if start is not None:
-        keys = [k for k in keys if (k <= start if reverse else k >= start)]
-    if reverse:
-        keys.reverse()
-    return [(k, data[k]) for k in keys]
+from cowboy_node.state.store import StoreError, WriteOp, prefix_end
+from tests.unit.state.store_support import StoreFactory, reference
 
 
 def test_get_put_delete(make_store: StoreFactory) -> None:
@@ -65,7 +40,7 @@ def test_ordered_iteration_with_prefix_start_and_reverse(make_store: StoreFactor
         for start in starts:
             for reverse in (False, True):
                 got = list(s.iterate(prefix, start=start, reverse=reverse))
-                assert got == _reference(data, prefix, start, reverse), (prefix, start, reverse)
+                assert got == reference(data, prefix, start, reverse), (prefix, start, reverse)
 
 
 def test_single_key_ranges_in_both_directions(make_store: StoreFactory) -> None:
