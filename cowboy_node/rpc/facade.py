@@ -39,7 +39,8 @@ class NodeFacade(Protocol):
         bad input, with code one of: malformed, tx_too_large, wrong_chain_id, bad_signature,
         nonce_too_low, nonce_too_high, nonce_gap_too_large, insufficient_funds, fee_below_basefee,
         cycles_limit_too_high, cells_limit_too_high, limits_below_intrinsic, priority_fee_above_max,
-        replacement_underpriced, already_known, mempool_full, sender_limit; RpcError(503, "shutting_down")
+        replacement_underpriced, already_known, mempool_full, sender_limit, sender_queue_full, queued_full;
+        RpcError(503, "shutting_down")
         while stopping.
         """
         ...
