@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
 __all__ = [
     "DST_G1_SIG",
     "InvalidBlsKey",
+    "InvalidPoint",
     "R",
+    "batch_verify_same_message",
+    "decode_g1",
+    "decode_g2",
+    "key_validate",
     "public_key",
     "secret_key_from_bytes",
     "secret_key_from_seed",
@@ -38,6 +44,64 @@ _KEYGEN_SALT = b"BLS-SIG-KEYGEN-SALT-"
 
 class InvalidBlsKey(ValueError):
     """A secret key (or seed) that is not acceptable: key outside [1, r), seed too short."""
+
+
+class InvalidPoint(ValueError):
+    """Bytes that are not the canonical compressed encoding of a non-identity prime-order-subgroup point."""
+
+
+def _check_flags(data: bytes, size: int, what: str) -> None:
+    if len(data) != size:
+        raise InvalidPoint(f"{what} must be {size} bytes, got {len(data)}")
+    flags = data[0] >> 5  # compression, infinity, sort (y sign)
+    if not flags & 0b100:
+        raise InvalidPoint(f"{what} is not in compressed form")
+    if flags & 0b010:
+        raise InvalidPoint(f"{what} is the identity (point at infinity)")
+
+
+def decode_g1(data: bytes) -> G1Point:
+    """Strict decoding of an untrusted G1 point (a signature or partial, 48 bytes).
+
+    Rejects: a wrong length, the compression flag unset, the infinity flag (identity), an x not
+    below the field modulus or not on the curve, a point outside the prime-order subgroup, and any
+    byte string that does not re-encode to itself (non-canonical encodings).
+    """
+    data = bytes(data)
+    _check_flags(data, 48, "G1 point")
+    try:
+        point = G1Point.from_compressed_bytes(data)  # curve + subgroup checks
+    except Exception:
+        raise InvalidPoint("G1 point does not decode (x not on the curve or out of range)") from None
+    if point == _G1_IDENTITY or not point.is_in_subgroup():
+        raise InvalidPoint("G1 point is the identity or outside the prime-order subgroup")
+    if bytes(point.to_compressed_bytes()) != data:
+        raise InvalidPoint("G1 point encoding is not canonical")
+    return point
+
+
+def decode_g2(data: bytes) -> G2Point:
+    """Strict decoding of an untrusted G2 point (a public key, 96 bytes); same rules as :func:`decode_g1`."""
+    data = bytes(data)
+    _check_flags(data, 96, "G2 point")
+    try:
+        point = G2Point.from_compressed_bytes(data)
+    except Exception:
+        raise InvalidPoint("G2 point does not decode (x not on the curve or out of range)") from None
+    if point == _G2_IDENTITY or not point.is_in_subgroup():
+        raise InvalidPoint("G2 point is the identity or outside the prime-order subgroup")
+    if bytes(point.to_compressed_bytes()) != data:
+        raise InvalidPoint("G2 point encoding is not canonical")
+    return point
+
+
+def key_validate(public_key: bytes) -> bool:
+    """KeyValidate of draft-irtf-cfrg-bls-signature §2.5: a canonical, non-identity subgroup point."""
+    try:
+        decode_g2(public_key)
+    except InvalidPoint:
+        return False
+    return True
 
 
 def _check_sk(sk: int) -> Scalar:
@@ -101,13 +165,48 @@ def verify(public_key: bytes, message: bytes, signature: bytes, dst: bytes = DST
     outside the prime-order subgroup (the decoder checks both), and identity points.
     """
     try:
-        if len(public_key) != 96 or len(signature) != 48:
-            return False
-        pk = G2Point.from_compressed_bytes(bytes(public_key))  # checks curve + subgroup
-        sig = G1Point.from_compressed_bytes(bytes(signature))  # checks curve + subgroup
-        if pk == _G2_IDENTITY or sig == _G1_IDENTITY:
-            return False
+        pk = decode_g2(public_key)  # KeyValidate
+        sig = decode_g1(signature)
         h = G1Point.hash_to_curve(bytes(message), bytes(dst))
         return bool(GT.pairing_check([sig, -h], [_G2, pk]))
     except Exception:  # arkworks raises ValueError (and possibly others) on bad input
+        return False
+
+
+def _batch_coefficients(message: bytes, dst: bytes, items: Sequence[tuple[bytes, bytes]]) -> list[int]:
+    """128-bit non-zero coefficients derived from every input (Fiat–Shamir): a forger must fix all the
+    pairs before learning the coefficients, so a bad pair passes with probability about 2^-128."""
+    h = hashlib.sha256(b"cowboy-bls-batch-v1:" + len(dst).to_bytes(2, "big") + dst
+                       + len(message).to_bytes(8, "big") + message)
+    for pk, sig in items:
+        h.update(pk + sig)
+    root = h.digest()
+    return [int.from_bytes(hashlib.sha256(root + i.to_bytes(4, "big")).digest()[:16], "big") | 1
+            for i in range(len(items))]
+
+
+def batch_verify_same_message(items: Sequence[tuple[bytes, bytes]], message: bytes, dst: bytes = DST_G1_SIG) -> bool:
+    """True iff every ``(public_key, signature)`` pair verifies over ``message`` (one pairing check).
+
+    Checks ``e(Σ cᵢ·sigᵢ, G2) == e(H(m), Σ cᵢ·pkᵢ)`` with coefficients derived from all inputs, so
+    two bad signatures cannot cancel out. False, never an exception, on any undecodable point; an
+    empty batch is False. On False, verify the pairs one by one to find the bad ones.
+    """
+    if not items:
+        return False
+    try:
+        pks = [decode_g2(pk) for pk, _ in items]
+        sigs = [decode_g1(sig) for _, sig in items]
+        if len(items) == 1:
+            agg_sig, agg_pk = sigs[0], pks[0]
+        else:
+            coeffs = [Scalar(c) for c in _batch_coefficients(bytes(message), bytes(dst),
+                                                             [(bytes(p), bytes(s)) for p, s in items])]
+            agg_sig, agg_pk = G1Point.identity(), G2Point.identity()
+            for c, p, s in zip(coeffs, pks, sigs, strict=True):
+                agg_sig = agg_sig + s * c
+                agg_pk = agg_pk + p * c
+        h = G1Point.hash_to_curve(bytes(message), bytes(dst))
+        return bool(GT.pairing_check([agg_sig, -h], [_G2, agg_pk]))
+    except Exception:
         return False
