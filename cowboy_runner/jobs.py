@@ -13,7 +13,9 @@ Per assignment, in order:
    with this runner in the committee and the same ``job_spec_hash``.
 3. **Capacity**: draining → ``Reject(Draining)``; ``max_concurrent_jobs`` executions in flight →
    ``Reject(AtCapacity)`` and backpressure.
-4. ``journal.record_accepted`` (fsync) → ``Accepted`` → execute (wall time enforced) → M == 1: sign
+4. ``journal.record_accepted`` (fsync) → ``Accepted`` → execute (wall time enforced; a failure — executor error,
+   timeout, crash — becomes an error result, ``cowboy_protocol.jobs.error_result``, and follows the same path)
+   → M == 1: sign
    JobResultSubmit, journal, send a JobResult frame; M > 1: sign JobResultCommit, journal, send the commit frame;
    the reveal is signed by :meth:`JobManager.tick` once the commit is included and the head passed
    ``commit_end``.
@@ -39,6 +41,7 @@ import structlog
 
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import ApiError, NodeUnreachable
+from cowboy_protocol.jobs.error_result import INTERNAL, RESERVED_OUTPUT, error_result_for, is_error_result
 from cowboy_protocol.transport.enums import RejectReason
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
@@ -339,24 +342,34 @@ class JobManager:
             result: ExecutionResult = await asyncio.wait_for(self.executors.execute(spec.job_type, spec.bounds),
                                                              limit + 2 * DEADLINE_MARGIN_S)
             self.metrics.stage("execution_end", time.monotonic() - self._t0.get(job_id, time.monotonic()))
+            output, units = result.output, result.usage_units
+            if is_error_result(output):
+                # Such an output would be read as an error envelope on chain: report it as the error
+                # reserved_output instead, so every envelope this runner reveals is one it meant.
+                self.metrics.executor_failures.labels(code=RESERVED_OUTPUT).inc()
+                log.warning("executor output starts with the error-result magic", job_id=job_id.hex())
+                output, units = error_result_for(RESERVED_OUTPUT, "executor output starts with the error-result "
+                                                 "magic"), 0
         except asyncio.CancelledError:
             log.info("execution cancelled", job_id=job_id.hex())
             raise
         except (ExecutorError, TimeoutError) as e:
             code = e.code if isinstance(e, ExecutorError) else "timeout"
+            message = e.message if isinstance(e, ExecutorError) else "execution exceeded its wall time"
             self.metrics.executor_failures.labels(code=code).inc()
-            log.warning("execution failed", job_id=job_id.hex(), code=code, error=str(e))
-            self._terminal(job_id, "failed", f"executor:{code}")
-            return
+            log.warning("execution failed; sending an error result", job_id=job_id.hex(), code=code, error=str(e))
+            output, units = error_result_for(code, message), 0
         except Exception as e:  # a crashing executor never takes the daemon down
-            self.metrics.executor_failures.labels(code="internal").inc()
-            log.error("execution crashed", job_id=job_id.hex(), error=repr(e))
-            self._terminal(job_id, "failed", "executor:internal")
-            return
+            self.metrics.executor_failures.labels(code=INTERNAL).inc()
+            log.error("execution crashed; sending an error result", job_id=job_id.hex(), error=repr(e))
+            output, units = error_result_for(INTERNAL, f"executor crashed: {type(e).__name__}"), 0
         ob = self.journal.get(job_id)
         if ob is None or ob.terminal:  # cancelled while the executor finished
             return
-        self.journal.record_output(job_id, result.output, new_salt() if ob.needs_commit else b"", result.usage_units)
+        # A failed execution is a result too (docs/jobs.md "Error results"): the error envelope goes through the
+        # same journal → sign → commit/reveal → rebroadcast path as any output, so the job settles as failed
+        # with the reason instead of timing out.
+        self.journal.record_output(job_id, output, new_salt() if ob.needs_commit else b"", units)
         await self.sign_and_send(job_id)
 
     def _terminal(self, job_id: bytes, state: str, reason: str) -> None:

@@ -12,7 +12,10 @@ has passed (block D + 1, ResolveOffchain) with the reveals it has. A committee m
 reveal is slashed (``slash_permille`` of stake, burned) and loses reputation; members that neither committed nor
 revealed time out: they lose reputation, become unhealthy (until their next heartbeat) and are excluded from the
 job's re-selection. With no usable result the job is re-selected (at most ``max_job_retries`` times), then fails
-with a full refund. Terminal jobs are queued for their callback (``ctx.jobs_finished``).
+with a full refund. Error results (``cowboy_protocol.jobs.error_result``) are votes like any result: when an
+error group wins the verification mode's vote, the job fails at once with ``runner_error:<code>`` and a full
+refund, and its runners are neither paid nor penalised (an honest error is not a timeout).
+Terminal jobs are queued for their callback (``ctx.jobs_finished``).
 """
 
 from __future__ import annotations
@@ -186,6 +189,12 @@ def conclude(world: WorldState, ctx: BlockContext, rec: JobRecord) -> None:
         _complete(world, ctx, rec, spec, verdict)
         return
     excluded = tuple(sorted(set(rec.excluded) | set(silent)))
+    if verdict is not None and verdict.error is not None:
+        # Error results won the vote (docs/jobs.md "Error results"): the job failed for a reason the runners
+        # reported, which another committee would most likely meet again. Terminal, full refund, no re-selection;
+        # the error runners are neither paid nor penalised (an honest error is not a timeout).
+        fail(world, ctx, replace(rec, excluded=excluded), verdict.reason, outcome=verdict.error)
+        return
     reason = "no_result" if verdict is None else verdict.reason
     if rec.attempt >= cfg.max_job_retries:
         fail(world, ctx, replace(rec, excluded=excluded), "retries_exhausted" if verdict is None else reason)
@@ -239,10 +248,11 @@ def _complete(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpe
         {0: rec.job_id, 1: list(verdict.matching), 2: encode_u128(s.refund)})))
 
 
-def fail(world: WorldState, ctx: BlockContext, rec: JobRecord, reason: str) -> None:
-    """Terminal failure: full refund of the escrow to the payer."""
+def fail(world: WorldState, ctx: BlockContext, rec: JobRecord, reason: str, *, outcome: bytes | None = None) -> None:
+    """Terminal failure: full refund of the escrow to the payer. ``outcome`` is the winning error result's
+    envelope when runners reported the failure (the callback receives it as its ``result``), else None."""
     move_balance(world, JOB_DISPATCHER, rec.payer, rec.escrow)
-    done = replace(rec, status=JobStatus.FAILED, outcome=None, reason=reason, finished_at=ctx.env.height)
+    done = replace(rec, status=JobStatus.FAILED, outcome=outcome, reason=reason, finished_at=ctx.env.height)
     world.set(job_key(rec.job_id), done.encode())
     ctx.jobs_finished.append(rec.job_id)
     ctx.events.append(Event(JOB_DISPATCHER, TOPIC_FAILED, encode({0: rec.job_id, 1: reason})))

@@ -24,10 +24,12 @@ from cowboy_node.execution.jobs.checks import (
     build_plan,
     validate_checks,
 )
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.jobs.error_result import ErrorResult, decode_error_result
+from cowboy_protocol.types.errors import DecodeError, ValidationError
 
 __all__ = [
     "CHECK_BUDGET_EXCEEDED",
+    "ERROR_RESULT_INVALID",
     "MODES",
     "MODE_DETERMINISTIC",
     "MODE_ECONOMIC_BOND",
@@ -35,6 +37,7 @@ __all__ = [
     "MODE_NONE",
     "MODE_SEMANTIC_SIMILARITY",
     "MODE_STRUCTURED_MATCH",
+    "RUNNER_ERROR_PREFIX",
     "Check",
     "Reveal",
     "Verdict",
@@ -69,6 +72,10 @@ RESULTS_DIFFER = "results_differ"
 BELOW_THRESHOLD = "below_threshold"
 UNSUPPORTED_MODE = "unsupported_mode"
 CHECK_INVALID = "check_invalid"
+RUNNER_ERROR_PREFIX = "runner_error:"
+"""Reason prefix of a job failed by an error result: ``runner_error:<code>`` (docs/verification.md §5.7)."""
+ERROR_RESULT_INVALID = "error_result_invalid"
+"""Rejection code of a reveal that starts with the error-result magic but is not a well-formed envelope."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +117,10 @@ class Verdict:
     outliers: tuple[bytes, ...]
     """Revealed runners outside the winning set (reputation penalty), in committee order."""
     reason: str
-    """Stable code: ``verified`` or why not."""
+    """Stable code: ``verified`` or why not (``runner_error:<code>`` when an error result won)."""
+    error: bytes | None = None
+    """The winning error result's bytes (first runner of the winning error group) when the verdict is a
+    runner-reported failure (docs/jobs.md "Error results"); None otherwise."""
 
 
 def check_params(params: VerificationParams) -> None:
@@ -131,6 +141,14 @@ def check_params(params: VerificationParams) -> None:
 
 def _fail(reason: str, outliers: tuple[bytes, ...] = ()) -> Verdict:
     return Verdict(ok=False, result=None, matching=(), outliers=outliers, reason=reason)
+
+
+def _error_verdict(reveals: tuple[Reveal, ...], group: list[Reveal], code: str, exempt: set[bytes]) -> Verdict:
+    """An error group won: failed with ``runner_error:<code>``; the other revealed runners lost the vote."""
+    chosen = {r.runner for r in group}
+    outliers = tuple(r.runner for r in reveals if r.runner not in chosen and r.runner not in exempt)
+    return Verdict(ok=False, result=None, matching=(), outliers=outliers, reason=RUNNER_ERROR_PREFIX + code,
+                   error=group[0].result)
 
 
 def _win(reveals: tuple[Reveal, ...], winners: list[Reveal], exempt: set[bytes]) -> Verdict:
@@ -160,7 +178,16 @@ def verify(params: VerificationParams, reveals: tuple[Reveal, ...]) -> Verdict:
         return _fail(NO_REVEAL)
     admitted: list[tuple[Reveal, Candidate]] = []
     rejected: list[tuple[Reveal, Rejected]] = []
+    errors: list[tuple[Reveal, ErrorResult]] = []
     for r in reveals:
+        try:
+            err = decode_error_result(r.result)
+        except DecodeError:
+            rejected.append((r, Rejected(ERROR_RESULT_INVALID, penalize=True)))
+            continue
+        if err is not None:  # an error result: one vote for "failed with err.code", never admitted as a result
+            errors.append((r, err))
+            continue
         outcome = admit(plan, r.result)
         if isinstance(outcome, Rejected):
             rejected.append((r, outcome))
@@ -171,57 +198,117 @@ def verify(params: VerificationParams, reveals: tuple[Reveal, ...]) -> Verdict:
     threshold = max(params.threshold, 1)
 
     if mode == MODE_DETERMINISTIC:
-        if any(r.result != reveals[0].result for r in reveals):
-            return _fail(RESULTS_DIFFER, penalized)
-        if rejected:  # identical bytes: all were rejected, for the same reason
-            return _fail(rejected[0][1].code, penalized)
-        if len(reveals) < threshold:
-            return _fail(BELOW_THRESHOLD)
-        return _win(reveals, list(reveals), exempt)
-    if not admitted:
-        return _fail(rejected[0][1].code, penalized)
+        return _deterministic(reveals, errors, rejected, threshold, penalized, exempt)
     if mode in SINGLE_RUNNER_MODES:
-        return _win(reveals, [admitted[0][0]], exempt)
+        erring = {r.runner: e for r, e in errors}
+        accepted = {r.runner for r, _c in admitted}
+        for r in reveals:  # the first admitted or error reveal in committee order decides
+            if r.runner in erring:
+                return _error_verdict(reveals, [r], erring[r.runner].code, exempt)
+            if r.runner in accepted:
+                return _win(reveals, [r], exempt)
+        return _fail(rejected[0][1].code, penalized)
+    if not admitted and not errors:
+        return _fail(rejected[0][1].code, penalized)
     if mode == MODE_MAJORITY_VOTE:
-        return _majority(reveals, admitted, threshold, penalized, exempt)
-    return _structured(plan, reveals, admitted, threshold, penalized, exempt)
+        return _majority(reveals, admitted, errors, threshold, penalized, exempt)
+    return _structured(plan, reveals, admitted, errors, threshold, penalized, exempt)
 
 
-def _majority(reveals: tuple[Reveal, ...], admitted: list[tuple[Reveal, Candidate]], threshold: int,
-              penalized: tuple[bytes, ...], exempt: set[bytes]) -> Verdict:
-    # Groups are kept in a list in order of first appearance (committee order), never iterated from a dict.
-    groups: list[tuple[tuple[object, ...], list[Reveal]]] = []
-    for r, cand in admitted:
-        for key, members in groups:
-            if key == cand.key:
+def _error_groups(errors: list[tuple[Reveal, ErrorResult]]) -> list[tuple[str, list[Reveal]]]:
+    """Error reveals grouped by code, groups in order of first appearance (committee order)."""
+    groups: list[tuple[str, list[Reveal]]] = []
+    for r, e in errors:
+        for code, members in groups:
+            if code == e.code:
                 members.append(r)
                 break
         else:
-            groups.append((cand.key, [r]))
-    sizes = [len(members) for _k, members in groups]
+            groups.append((e.code, [r]))
+    return groups
+
+
+def _deterministic(reveals: tuple[Reveal, ...], errors: list[tuple[Reveal, ErrorResult]],
+                   rejected: list[tuple[Reveal, Rejected]], threshold: int, penalized: tuple[bytes, ...],
+                   exempt: set[bytes]) -> Verdict:
+    erring = {r.runner for r, _e in errors}
+    if errors:
+        groups = _error_groups(errors)
+        sizes = [len(m) for _c, m in groups]
+        code, group = groups[sizes.index(max(sizes))]
+        if 2 * len(group) > len(reveals):  # a strict majority of the reveals reports the same error
+            if len(group) < threshold:
+                return _fail(BELOW_THRESHOLD, penalized)
+            return _error_verdict(reveals, group, code, exempt)
+    rest = tuple(r for r in reveals if r.runner not in erring)
+    if not rest:  # only errors, and no code has a majority
+        return _fail(RESULTS_DIFFER, penalized)
+    if any(r.result != rest[0].result for r in rest):
+        return _fail(RESULTS_DIFFER, penalized)
+    if rejected:  # identical bytes: all were rejected, for the same reason
+        return _fail(rejected[0][1].code, penalized)
+    if len(rest) < threshold:
+        return _fail(BELOW_THRESHOLD)
+    return _win(reveals, list(rest), exempt)  # the error runners (a minority) are outliers
+
+
+def _votes(admitted: list[tuple[Reveal, Candidate]], errors: list[tuple[Reveal, ErrorResult]],
+           reveals: tuple[Reveal, ...]) -> list[tuple[Reveal, Candidate | ErrorResult]]:
+    """Admitted results and error results together, in committee order."""
+    by_runner: dict[bytes, Candidate | ErrorResult] = {r.runner: c for r, c in admitted}
+    by_runner.update({r.runner: e for r, e in errors})
+    return [(r, by_runner[r.runner]) for r in reveals if r.runner in by_runner]
+
+
+def _majority(reveals: tuple[Reveal, ...], admitted: list[tuple[Reveal, Candidate]],
+              errors: list[tuple[Reveal, ErrorResult]], threshold: int, penalized: tuple[bytes, ...],
+              exempt: set[bytes]) -> Verdict:
+    # Groups are kept in a list in order of first appearance (committee order), never iterated from a dict.
+    # An error result is one vote for "failed with its code": it groups with errors of the same code only.
+    groups: list[tuple[tuple[object, ...], list[Reveal], ErrorResult | None]] = []
+    for r, vote in _votes(admitted, errors, reveals):
+        key: tuple[object, ...] = ("error", vote.code) if isinstance(vote, ErrorResult) else ("result", vote.key)
+        for k, members, _e in groups:
+            if k == key:
+                members.append(r)
+                break
+        else:
+            groups.append((key, [r], vote if isinstance(vote, ErrorResult) else None))
+    sizes = [len(members) for _k, members, _e in groups]
     best = max(sizes)
     if best < threshold:
         return _fail(BELOW_THRESHOLD, penalized)
     if sizes.count(best) > 1:
         return _fail(NO_MAJORITY, penalized)
-    return _win(reveals, groups[sizes.index(best)][1], exempt)
+    _key, winners, err = groups[sizes.index(best)]
+    if err is not None:
+        return _error_verdict(reveals, winners, err.code, exempt)
+    return _win(reveals, winners, exempt)
 
 
 def _structured(plan: Plan, reveals: tuple[Reveal, ...], admitted: list[tuple[Reveal, Candidate]],
-                threshold: int, penalized: tuple[bytes, ...], exempt: set[bytes]) -> Verdict:
+                errors: list[tuple[Reveal, ErrorResult]], threshold: int, penalized: tuple[bytes, ...],
+                exempt: set[bytes]) -> Verdict:
     # Greedy clustering in committee order: each result joins the first cluster whose representative
     # (first member) it agrees with. Agreement with a tolerance is not transitive, so order matters; the
-    # only order used is the committee order.
-    clusters: list[tuple[Candidate, list[Reveal]]] = []
-    for r, cand in admitted:
+    # only order used is the committee order. An error result clusters with errors of the same code only.
+    clusters: list[tuple[Candidate | ErrorResult, list[Reveal]]] = []
+    for r, vote in _votes(admitted, errors, reveals):
         for rep, members in clusters:
-            if agrees(plan, rep, cand):
+            if isinstance(rep, ErrorResult) or isinstance(vote, ErrorResult):
+                same = isinstance(rep, ErrorResult) and isinstance(vote, ErrorResult) and rep.code == vote.code
+            else:
+                same = agrees(plan, rep, vote)
+            if same:
                 members.append(r)
                 break
         else:
-            clusters.append((cand, [r]))
+            clusters.append((vote, [r]))
     sizes = [len(members) for _rep, members in clusters]
     best = max(sizes)
     if best < threshold:
         return _fail(BELOW_THRESHOLD, penalized)
-    return _win(reveals, clusters[sizes.index(best)][1], exempt)  # index(): earliest cluster wins ties
+    first, winners = clusters[sizes.index(best)]  # index(): earliest cluster wins ties
+    if isinstance(first, ErrorResult):
+        return _error_verdict(reveals, winners, first.code, exempt)
+    return _win(reveals, winners, exempt)

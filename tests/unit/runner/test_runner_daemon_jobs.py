@@ -14,6 +14,7 @@ import pytest
 
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import ApiError
+from cowboy_protocol.jobs.error_result import ErrorResult
 from cowboy_protocol.transport.enums import AckKind, RejectReason
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_frame
 from cowboy_protocol.transport.pubkeys import PubKey
@@ -348,7 +349,7 @@ def test_resume_after_restart_reexecutes_unfinished_and_resends_signed(tmp_path:
     _run(main())
 
 
-def test_executor_failure_ends_the_obligation_without_a_transaction(tmp_path: Path) -> None:
+def test_executor_failure_sends_a_signed_error_result(tmp_path: Path) -> None:
     async def main() -> None:
         async def boom() -> ExecutionResult:
             raise ExecutorError("http_status", "503")
@@ -360,7 +361,9 @@ def test_executor_failure_ends_the_obligation_without_a_transaction(tmp_path: Pa
         await m.on_push(ch, f)
         await _settle(m)
         ob = m.journal.get(f.job_id)
-        assert ob is not None and ob.state == jn.FAILED and ob.reason == "executor:http_status"
+        # A failure is reported, not swallowed (docs/jobs.md "Error results"); more in test_runner_error_results.py.
+        assert ob is not None and ob.state == jn.REVEAL_SENT and ch.results == [ob.reveal_tx]
+        assert ob.result == ErrorResult("http_status", "503").encode()
         assert m.metrics.registry.get_sample_value("cowboy_runner_executor_failures_total",
                                                    {"code": "http_status"}) == 1.0
     _run(main())
