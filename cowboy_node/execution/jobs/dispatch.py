@@ -8,8 +8,11 @@
 
 Block-S snapshot (project choice, docs/jobs.md): this node keeps no historical state, so the expanded
 block-S candidate list (address, stake, reputation, base weight) is committed in state next to the pending
-record; at the pending pass its root is recomputed and compared byte for byte with the committed
-``candidates_snapshot_root`` exactly as §9.2 prescribes, and the draw uses those block-S weights.
+record; at the pending pass its root is recomputed and compared byte for byte with the
+``candidates_snapshot_root`` committed in the ``PendingSelectionV1`` at submit time, exactly as §9.2
+prescribes (a mismatch is ``InvalidBlock(snapshot_root_mismatch)``), and the draw uses those block-S weights.
+The proposer never commits the seed of a round whose records would fail that check (:func:`due_seed_rounds`).
+JobSubmit pays the cells of every pending-path write (record, due-index entry, snapshot) by size.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from cowboy_node.execution.jobs.model import (
     job_key,
     runner_job_key,
 )
+from cowboy_node.execution.jobs.snapshot_root import SnapshotRow
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import store as registry
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config, move_balance
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_uint
 from cowboy_protocol.types.jobspec import (
     JobRequest,
@@ -211,11 +216,13 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
             seed_epoch=seed_epoch, seed_view=seed_view,
             candidates_snapshot_root=snapshot_root.candidates_snapshot_root(candidates, cfg, base), runners=m,
             submitter=submitter, job_kind=spec.job_type.KIND)
-        world.set(pending.pending_by_job_key(job_id), record.encode())
-        world.set(record.due_key(), pending.PENDING_DUE_VALUE)
-        world.set(SNAPSHOT_PREFIX + job_id, encode([
-            [r.address, encode_u128(weights.effective_stake(r)), r.reputation_x1e9, encode_u128(w)]
-            for r, w in zip(candidates, base, strict=True)]))
+        writes = [(pending.pending_by_job_key(job_id), record.encode()),
+                  (record.due_key(), pending.PENDING_DUE_VALUE),
+                  (SNAPSHOT_PREFIX + job_id, encode_snapshot(candidates, base))]
+        # Metered like any other state write (key + value bytes): the snapshot grows with the eligible set.
+        meter.charge_cells(sum(len(k) + len(v) for k, v in writes))
+        for k, v in writes:
+            world.set(k, v)
         rec = replace(rec, mode_byte=seeds.MODE_DELAYED)
         world.set(job_key(job_id), rec.encode())
         events.append(Event(JOB_DISPATCHER, TOPIC_PENDING, encode({0: job_id, 1: seed_epoch, 2: seed_view})))
@@ -227,34 +234,76 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
 def due_seed_rounds(world: WorldState, up_to_view: int) -> list[tuple[int, int]]:
     """Distinct (seed_epoch, seed_view) of pending selections whose seed round is ≤ ``(0, up_to_view)``.
 
-    Used by the proposer to decide which seeds to commit in ``ConsumedSeedsV1`` (single epoch 0).
+    Used by the proposer to decide which seeds to commit in ``ConsumedSeedsV1`` (single epoch 0). A round is
+    left out while any of its records could not be assigned — its record is missing or its snapshot does not
+    verify against the committed ``candidates_snapshot_root`` — because committing that seed would make the
+    block invalid (§9.2); the records stay pending under the same keys, as for a seed not yet observed.
     """
     out: list[tuple[int, int]] = []
+    blocked: set[tuple[int, int]] = set()
     for key, _ in world.iterate(pending.PENDING_DUE_PREFIX):
-        epoch, view, _s, _j = pending.parse_pending_due_key(key)
+        epoch, view, _s, job_id = pending.parse_pending_due_key(key)
         if (epoch, view) > (0, up_to_view):
             break
         if not out or out[-1] != (epoch, view):
             out.append((epoch, view))
-    return out
+        if not _assignable(world, job_id):
+            blocked.add((epoch, view))
+    return [r for r in out if r not in blocked]
 
 
-SnapshotRow = tuple[bytes, int, int, int]
-"""(address, effective_stake, reputation_x1e9, base_weight) of one block-S candidate."""
+def _assignable(world: WorldState, job_id: bytes) -> bool:
+    raw = world.get(pending.pending_by_job_key(job_id))
+    if raw is None:
+        return False
+    try:
+        verified_snapshot(world, pending.PendingSelectionV1.decode(raw))
+    except (InvalidBlock, DecodeError):
+        return False
+    return True
+
+
+def encode_snapshot(candidates: list[RunnerRecord], base: list[int]) -> bytes:
+    """Stored block-S snapshot: ``[[address, effective_stake u128, reputation_x1e9, base_weight u128], …]``."""
+    return encode([[r.address, encode_u128(weights.effective_stake(r)), r.reputation_x1e9, encode_u128(w)]
+                   for r, w in zip(candidates, base, strict=True)])
 
 
 def _snapshot(world: WorldState, job_id: bytes) -> list[SnapshotRow]:
     raw = world.get(SNAPSHOT_PREFIX + job_id)
     if raw is None:
         raise InvalidBlock("pending_snapshot_missing", f"no block-S snapshot for job 0x{job_id.hex()}")
-    rows = decode(raw)
-    out: list[SnapshotRow] = []
-    for r in rows if isinstance(rows, list) else ():
-        if not isinstance(r, list) or len(r) != 4:
-            raise InvalidBlock("pending_snapshot_invalid", "malformed block-S snapshot row")
-        out.append((expect_bytes(r[0], "snapshot.address", ADDRESS_LEN), decode_u128(r[1], "snapshot.stake"),
-                    expect_uint(r[2], "snapshot.reputation"), decode_u128(r[3], "snapshot.weight")))
-    return out
+    try:
+        rows = decode(raw)
+        if not isinstance(rows, list):
+            raise DecodeError("the block-S snapshot is not a list", field="snapshot")
+        out: list[SnapshotRow] = []
+        for r in rows:
+            if not isinstance(r, list) or len(r) != 4:
+                raise DecodeError("malformed block-S snapshot row", field="snapshot")
+            out.append((expect_bytes(r[0], "snapshot.address", ADDRESS_LEN), decode_u128(r[1], "snapshot.stake"),
+                        expect_uint(r[2], "snapshot.reputation"), decode_u128(r[3], "snapshot.weight")))
+        return out
+    except DecodeError as e:
+        raise InvalidBlock("pending_snapshot_invalid", f"block-S snapshot of job 0x{job_id.hex()}: {e}",
+                           field="candidates_snapshot_root") from e
+
+
+def verified_snapshot(world: WorldState, p: pending.PendingSelectionV1) -> list[SnapshotRow]:
+    """The stored block-S snapshot of ``p``, once its root equals the ``candidates_snapshot_root`` committed in
+    the PendingSelectionV1 at submit time (§9.2: "compare it byte-for-byte to the committed
+    candidates_snapshot_root; if they differ, the block is invalid")."""
+    rows = _snapshot(world, p.job_id)
+    try:
+        root = snapshot_root.root_of_rows(rows)
+    except ValueError as e:  # a field outside its leaf range cannot be a committed candidate
+        raise InvalidBlock("pending_snapshot_invalid", f"block-S snapshot of job 0x{p.job_id.hex()}: {e}",
+                           field="candidates_snapshot_root") from e
+    if root != p.candidates_snapshot_root:
+        raise InvalidBlock("snapshot_root_mismatch", f"candidates snapshot of job 0x{p.job_id.hex()} does "
+                           "not match the candidates_snapshot_root committed at submission",
+                           field="candidates_snapshot_root")
+    return rows
 
 
 def process_pending(world: WorldState, ctx: BlockContext) -> None:
@@ -280,13 +329,7 @@ def process_pending(world: WorldState, ctx: BlockContext) -> None:
                                "selection", field="consumed_seeds")
     by_job = {p.job_id: c for p, c in collected}
     for p in pending.order_due([p for p, _ in collected]):
-        rows = _snapshot(world, p.job_id)
-        # Re-verify the committed block-S root over the stored snapshot, byte for byte.
-        root = snapshot_root.root_of_leaves([snapshot_root.candidate_leaf(k, a, st, rep, w)
-                                             for k, (a, st, rep, w) in enumerate(rows)])
-        if root != p.candidates_snapshot_root:
-            raise InvalidBlock("snapshot_root_mismatch", f"candidates snapshot of job 0x{p.job_id.hex()} does "
-                               "not match its committed root")
+        rows = verified_snapshot(world, p)
         cands = [registry.get_runner(world, a) for a, _, _, _ in rows]
         present = [r for r in cands if r is not None]
         if len(present) != len(rows):

@@ -47,6 +47,15 @@ def root_of_leaves(leaves: Sequence[bytes]) -> bytes:
     return merkle_root(leaves, empty_domain=EMPTY_DOMAIN, inner_domain=INNER_DOMAIN)
 
 
+SnapshotRow = tuple[bytes, int, int, int]
+"""(address, effective_stake, reputation_x1e9, base_weight) of one candidate of the ordered snapshot."""
+
+
+def root_of_rows(rows: Sequence[SnapshotRow]) -> bytes:
+    """Root over snapshot rows in their stored order (row ``k`` is leaf ``k``)."""
+    return root_of_leaves([candidate_leaf(k, a, st, rep, w) for k, (a, st, rep, w) in enumerate(rows)])
+
+
 def candidates_snapshot_root(candidates: Sequence[RunnerRecord], cfg: RunnerConfig,
                              weights: Sequence[int] | None = None) -> bytes:
     """Root over the ordered candidates; ``weights`` (paired with them) are computed from ``cfg`` if omitted."""
