@@ -6,6 +6,7 @@ Reads happen at the committed head under the node's state lock; the transport ne
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
@@ -72,6 +73,13 @@ class TransportLink:
             return Admission(False, GoodbyeReason.DEREGISTERED)
         return Admission(True, runner_index=rec.index, address=address)
 
+    def runner_health(self, addresses: Sequence[bytes]) -> list[Health | None]:
+        """Registry health of each address at the head (None: never registered), read under one lock."""
+        with self._tree_lock:
+            world = self.chain.world()
+            records = [store.get_runner(world, a) for a in addresses]
+        return [None if r is None else r.health for r in records]
+
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
         """The job's current assignment at the head."""
         with self._tree_lock:
@@ -84,4 +92,5 @@ class TransportLink:
         return AssignmentInfo(job_spec=rec.spec, assignment_height=rec.assignment_height,
                               deadline_block=rec.deadline_block,
                               committee=tuple(r.index for r in records if r is not None),
-                              live=rec.status == JobStatus.ASSIGNED, failed=rec.status == JobStatus.FAILED)
+                              live=rec.status == JobStatus.ASSIGNED, failed=rec.status == JobStatus.FAILED,
+                              commit_end=rec.commit_end)

@@ -13,7 +13,11 @@ Rules implemented here (each has a test in ``tests/unit/transport/test_transport
   handshake lets the next valid ping restore it (§6.4);
 - a HardFailure (no framed response within ``ACK_TIMEOUT_BLOCKS``) clears the entry; the next valid ping
   restores it (§10.6);
-- connection loss clears the entry immediately (§11.3).
+- connection loss clears the entry immediately (§11.3);
+- a runner the registry does not show HEALTHY at the committed head (PAUSED by its own on-chain heartbeat with
+  ``accepting = false``, or UNHEALTHY after a missed job) is withheld: removed now, and pings do not restore it
+  until the registry shows it HEALTHY again. Such a runner is not floor-eligible (§7.1, §8.5), so marking it
+  present would only mislead routing; its session stays up (admission, §6.2, only refuses Deregistered).
 
 Heights are chain heights supplied by the caller (the head at the time of the event), so the table never reads
 a clock.
@@ -46,6 +50,7 @@ class LocalPresence:
         self.timeout_blocks = timeout_blocks
         self._entries: dict[int, PresenceEntry] = {}
         self._backpressured: set[int] = set()
+        self._withheld: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -55,7 +60,7 @@ class LocalPresence:
 
     def ping(self, index: int, height: int) -> bool:
         """A valid HeartbeatPing from ``index`` at chain ``height``; returns True iff the runner is now present."""
-        if index in self._backpressured:
+        if index in self._backpressured or index in self._withheld:
             return False
         entry = self._entries.get(index)
         if entry is None:
@@ -72,6 +77,15 @@ class LocalPresence:
             self._backpressured.add(index)
             self._entries.pop(index, None)
 
+    def registry_standing(self, index: int, healthy: bool) -> None:
+        """The registry's health of ``index`` at the committed head: not HEALTHY removes it and keeps pings from
+        restoring it; HEALTHY lets the next valid ping restore it."""
+        if healthy:
+            self._withheld.discard(index)
+        else:
+            self._withheld.add(index)
+            self._entries.pop(index, None)
+
     def accepting(self, index: int) -> bool:
         """What this validator must report as ``accepting_new`` in pongs for ``index`` (§6.4)."""
         return index not in self._backpressured
@@ -84,6 +98,7 @@ class LocalPresence:
         """The runner's session ended: cleared now; a fresh handshake starts without backpressure (§6.4, §11.3)."""
         self._entries.pop(index, None)
         self._backpressured.discard(index)
+        self._withheld.discard(index)  # re-applied from the registry after the next block if still so
 
     def expire(self, height: int) -> list[int]:
         """Drop entries silent for more than the timeout at ``height``; returns the dropped indices (sorted)."""

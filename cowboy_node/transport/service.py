@@ -8,7 +8,10 @@ later move into worker processes without touching execution:
 - **out**: :meth:`TransportService.local_presence` (the registry indices the proposer writes into
   ``PresenceInput``, §8.1) and the transactions carried by result frames, forwarded unchanged;
 - **events from the producer**: :meth:`TransportService.on_block_committed` — push the block's new
-  assignments (§10.1) and cancel pushes of jobs that ended or were re-selected (§10.5).
+  assignments (§10.1), cancel pushes of jobs that ended or were re-selected (§10.5), forward the early
+  reveals whose window the block opened (§10.3, ``reveal_hold``), and re-check the runners holding a session
+  against the registry at the new head (§6.2, §7.4): a deregistered (or vanished) runner loses its presence and
+  its session with ``Goodbye{Deregistered}`` (``{NotRegistered}``); one not HEALTHY leaves local presence.
 
 Everything protocol-level lives in the sans-I/O layers (``validator_session``, ``presence``, ``push``,
 ``result_frames``); this module only wires them to the QUIC adapter and the node, and counts what happens.
@@ -18,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -28,6 +32,7 @@ from typing import Protocol
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
 from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
+from cowboy_node.transport.reveal_hold import HeldReveal, RevealHold, Verdict
 from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason
 from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
 from cowboy_protocol.transport.frames import Frame, Goodbye
@@ -49,6 +54,7 @@ from cowboy_protocol.transport.session import (
     ResultFrame,
 )
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.types.runner import Health
 
 log = get_logger("cowboy.transport")
 
@@ -72,6 +78,13 @@ class AssignmentInfo:
     """False once the job is terminal."""
     failed: bool = False
     """Terminal and failed (cancel reason JobFailed rather than JobSettled)."""
+    commit_end: int = 0
+    """Last block of the commit phase: a multi-runner job's reveals are valid from ``commit_end + 1`` (§10.3)."""
+
+    def reveal_too_early(self, next_height: int) -> bool:
+        """Whether a reveal included at ``next_height`` (head + 1) would come before this job's reveal window:
+        only committees of more than one runner commit first (§10.3; M == 1 may reveal at once)."""
+        return self.live and len(self.committee) > 1 and next_height <= self.commit_end
 
 
 class NodeLink(Protocol):
@@ -92,6 +105,10 @@ class NodeLink(Protocol):
 
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
         """The job's current assignment, or None if the job does not exist."""
+        ...
+
+    def runner_health(self, addresses: Sequence[bytes]) -> list[Health | None]:
+        """Registry health of each runner address at the head (None: no registration), in one read."""
         ...
 
     def forward_transaction(self, tx_bytes: bytes) -> None:
@@ -163,6 +180,8 @@ class _RunnerConnection:
     def __init__(self, service: TransportService, conn: FrameConnection) -> None:
         self.service = service
         self.conn = conn
+        self.serial = next(service._serials)
+        """Service-local number of this connection (key of its held reveals)."""
         self.session: ValidatorSession | None = None
         self.runner_index: int | None = None
         self.address: bytes | None = None
@@ -238,6 +257,9 @@ class TransportService:
         self.connections: set[_RunnerConnection] = set()
         self._by_index: dict[int, _RunnerConnection] = {}
         self._commit_time: dict[bytes, float] = {}  # job_id → monotonic time its assignment block committed
+        self.reveals = RevealHold()
+        """Early reveals held until their window opens (§10.3)."""
+        self._serials = itertools.count(1)
         self._server: QuicFrameServer | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._stats_seen: dict[str, int] = {}  # QUIC adapter counter → value already reported as events
@@ -344,8 +366,35 @@ class TransportService:
             self._cancel_superseded(job_id, info)
             for index in info.committee:
                 self._push(job_id, info, index)
+        self._release_reveals()
+        self._recheck_registry()
 
     # --- internals ---
+    def _recheck_registry(self) -> None:
+        """§6.2 admission, re-applied at each committed head to the runners holding a session: "the runner
+        party_pubkey MUST [...] resolve to a RunnerRegistration with health != Deregistered". One registry read
+        per live session under one lock (the decoded records are memoised), nothing when no runner is connected.
+        The subset gate (§5.2) is not re-run: the validator set is the static genesis snapshot (epoch 0)."""
+        conns = [c for c in self._by_index.values() if c.address is not None and c.session is not None]
+        if not conns:
+            return
+        healths = self.link.runner_health([c.address for c in conns if c.address is not None])
+        for conn, health in zip(conns, healths, strict=True):
+            index = conn.runner_index
+            if index is None or conn.session is None:
+                continue
+            if health is None or health == Health.DEREGISTERED:
+                reason = GoodbyeReason.NOT_REGISTERED if health is None else GoodbyeReason.DEREGISTERED
+                self.metrics.transport_event("registry", reason.name.lower())
+                log.info("closing the session of a runner the registry no longer admits", index=index,
+                         reason=reason.name)
+                self.presence.connection_closed(index)  # out of PresenceInput from the next block on
+                conn.handle(conn.session.close(reason, "registration changed at height "
+                                                       f"{self.link.head_height()}"))
+                self._forget(conn)
+            else:
+                self.presence.registry_standing(index, healthy=health == Health.HEALTHY)
+
     def _push(self, job_id: bytes, info: AssignmentInfo, index: int) -> None:
         conn = self._by_index.get(index)
         if conn is None or conn.session is None or conn.runner_pubkey is None or conn.runner_index is None:
@@ -394,6 +443,8 @@ class TransportService:
         conn.flush()
 
     def _forget(self, conn: _RunnerConnection) -> None:
+        if self.reveals.drop_owner(conn.serial):  # the runner keeps its transaction and rebroadcasts (§10.3)
+            self.metrics.transport_event("result", "held_reveal_dropped:closed")
         if conn.runner_index is not None and self._by_index.get(conn.runner_index) is conn:
             del self._by_index[conn.runner_index]
             self.presence.connection_closed(conn.runner_index)
@@ -459,13 +510,53 @@ class TransportService:
         except RemoteProtocolError as e:
             conn.fail(e)
             return
+        if kind == "result":
+            info = self.link.assignment_for(ev.job_id)
+            if info is not None and info.reveal_too_early(self.link.head_height() + 1):
+                self._hold_reveal(conn, ev)
+                return
+        self._forward(kind, ev.job_id, ev.tx_bytes, conn.runner_index)
+
+    def _hold_reveal(self, conn: _RunnerConnection, ev: ResultFrame) -> None:
+        """§10.3: "A validator receiving JobResult for a multi-runner job before the commitment is included /
+        reveal window opens MUST hold it or reject with Goodbye { ProtocolError }; it MUST NOT submit an early
+        reveal." Held within the RevealHold bounds; beyond them, refused with Goodbye{ProtocolError}."""
+        if self.reveals.hold(HeldReveal(conn.serial, ev.job_id, ev.tx_bytes, conn.runner_index)):
+            self.metrics.transport_event("result", "reveal_held")
+            return
+        conn.fail(RemoteProtocolError("early_reveal_hold_full",
+                                      "a reveal before its window opened and no room left to hold it (§10.3)"))
+
+    def _release_reveals(self) -> None:
+        """Forward the held reveals whose window is open at head + 1; drop those whose job ended (§10.3)."""
+        if not len(self.reveals):
+            return
+        next_height = self.link.head_height() + 1
+        infos: dict[bytes, AssignmentInfo | None] = {}
+
+        def decide(entry: HeldReveal) -> Verdict:
+            if entry.job_id not in infos:
+                infos[entry.job_id] = self.link.assignment_for(entry.job_id)
+            info = infos[entry.job_id]
+            if info is None or not info.live:
+                return Verdict.DROP
+            return Verdict.KEEP if info.reveal_too_early(next_height) else Verdict.RELEASE
+
+        released, dropped = self.reveals.sweep(decide)
+        for _ in range(dropped):
+            self.metrics.transport_event("result", "held_reveal_dropped:job_ended")
+        for entry in released:
+            self.metrics.transport_event("result", "reveal_released")
+            self._forward("result", entry.job_id, entry.tx_bytes, entry.runner_index)
+
+    def _forward(self, kind: FrameKind, job_id: bytes, tx_bytes: bytes, runner_index: int | None) -> None:
         try:
-            self.link.forward_transaction(ev.tx_bytes)
+            self.link.forward_transaction(tx_bytes)
             self.metrics.transport_event("result", f"{kind}_forwarded")
         except TransactionRefused as e:
             # Duplicate admission or a nonce already used after inclusion are non-failures (§10.3): the runner
             # keeps its retained transaction and rebroadcasts; nothing is minted or amended here.
             self.metrics.transport_event("result", f"{kind}_refused:{e.code}")
             return
-        if conn.runner_index is not None and self.pushes.get(ev.job_id, conn.runner_index) is not None:
-            self.pushes.result_forwarded(ev.job_id, conn.runner_index)
+        if runner_index is not None and self.pushes.get(job_id, runner_index) is not None:
+            self.pushes.result_forwarded(job_id, runner_index)

@@ -1,0 +1,227 @@
+"""The node's TransportService driven without sockets: a real in-memory node (the NodeLink, producing blocks that
+call ``on_block_committed``) and runner sessions wired to the service's connection handlers through an in-memory
+stand-in for the QUIC connection.
+
+- §10.3: a JobResult of a multi-runner job that arrives before its reveal window opens is held (never forwarded
+  early) and forwarded once the block that opens the window is committed; holding is bounded, and a frame beyond
+  the bound is refused with ``Goodbye{ProtocolError}``.
+- §6.2/§7.4: a runner whose registration is deregistered at a committed block loses its local presence and its
+  session (``Goodbye{Deregistered}``) right after that block; a paused runner (on-chain ``accepting = false``)
+  stays connected but leaves local presence until the registry says healthy again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from typing import Any
+
+from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.node.node import Node
+from cowboy_node.transport.reveal_hold import RevealHold
+from cowboy_node.transport.service import TransportService, _RunnerConnection
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.frames import AckStatus, Frame, Goodbye
+from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.transport.pubkeys import PubKey
+from cowboy_protocol.transport.quic_stream import GoodbyeSigner
+from cowboy_protocol.transport.runner_session import RunnerSession
+from cowboy_protocol.transport.session import AssignmentReceived, Authenticated, Closed, Event
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerHeartbeat, RunnerRegister
+from tests.helpers import ALICE_SK
+from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
+
+
+class FakeConn:
+    """The server-side QUIC connection as the service sees it (``FrameConnection``), in memory."""
+
+    def __init__(self) -> None:
+        self.channel_binding = secrets.token_bytes(32)
+        self.sent: list[Frame] = []
+        self.goodbye: Goodbye | None = None
+        self.closed = False
+        self.connection_number = 1
+
+    def send(self, frame: Frame) -> None:
+        self.sent.append(frame)
+
+    def close(self, goodbye: Goodbye | None = None) -> None:
+        self.goodbye, self.closed = goodbye, True
+
+    def mark_authenticated(self, goodbye_signer: GoodbyeSigner | None = None) -> None:
+        del goodbye_signer
+
+
+class Pipe:
+    """One runner session ↔ one service connection handler."""
+
+    def __init__(self, service: TransportService, node: Node, sk: bytes) -> None:
+        self.node = node
+        self.fake = FakeConn()
+        self.handler = _RunnerConnection(service, self.fake)  # type: ignore[arg-type]
+        self.handler.on_open(self.fake)  # type: ignore[arg-type]
+        vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
+        self.runner = RunnerSession(chain_id=node.chain_id, key=SessionKey(sk),
+                                    expected_validator=PubKey.validator(vset[0]), validator_set=vset,
+                                    subset_epoch=0, channel_binding=self.fake.channel_binding,
+                                    challenge_nonce=secrets.token_bytes(32))
+        self.events: list[Event] = []
+        self.runner.start(time.monotonic(), node.chain.height)
+        self.pump()
+        assert any(isinstance(e, Authenticated) for e in self.events), self.events
+
+    def pump(self) -> None:
+        """Move frames both ways until both sides are quiet."""
+        while True:
+            out = self.runner.take_outbound()
+            back, self.fake.sent = self.fake.sent, []
+            if not out and not back:
+                return
+            for frame in out:
+                if not self.fake.closed:
+                    self.handler.on_frame(frame)
+            for frame in back:
+                self.events += self.runner.receive(frame, time.monotonic())
+
+    def ping(self) -> None:
+        self.runner.ping(time.monotonic(), self.node.chain.height)
+        self.pump()
+
+    def assignments(self) -> list[bytes]:
+        return [e.frame.job_id for e in self.events if isinstance(e, AssignmentReceived)]
+
+
+def _world(blocks_before_job: list[Any] | None = None) -> tuple[Node, TransportService, Nonces]:
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS])
+    vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
+    service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
+                               metrics=node.metrics)
+    node.transport = service  # produce() now calls service.on_block_committed after every block
+    return node, service, n
+
+
+def _block(node: Node) -> None:
+    """One block of whatever the mempool holds (forwarded result transactions included)."""
+    asyncio.run(node.produce_block())
+
+
+def _job(node: Node, job_id: bytes) -> JobRecord:
+    raw = node.chain.world().get(job_key(job_id))
+    assert raw is not None
+    return JobRecord.decode(raw)
+
+
+def _multi_runner_job(node: Node, n: Nonces, pipes: list[Pipe]) -> bytes:
+    doc: dict[str, Any] = json.loads(JOB_EXAMPLE.read_text())
+    doc.update(verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=20)
+    submit = n.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))
+    produce(node, [submit])
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    while _job(node, job_id).status != JobStatus.ASSIGNED:
+        for p in pipes:
+            p.ping()  # keep local presence fresh
+        _block(node)
+    for p in pipes:
+        p.pump()
+        assert job_id in p.assignments()
+        p.runner.ack(job_id, AckStatus.accepted())
+        p.pump()
+    return job_id
+
+
+def _metric(node: Node, label: str) -> float:
+    v = node.metrics.registry.get_sample_value("cowboy_transport_events_total", {"kind": "result", "label": label})
+    return 0.0 if v is None else v
+
+
+def _in_mempool(node: Node, tx_hash: bytes) -> bool:
+    return any(t.tx_hash() == tx_hash for t in node.mempool.transactions())
+
+
+def test_early_reveal_frame_is_held_until_the_window_opens_then_forwarded() -> None:
+    node, service, n = _world()
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    for p in pipes:
+        p.ping()
+    job_id = _multi_runner_job(node, n, pipes)
+    p, sk, runner = pipes[0], RUNNER_SKS[0], RUNNERS[0]
+    commit = n.tx(sk, JobResultCommit(job_id, result_commitment(job_id, runner, b"A", b"salt")))
+    p.runner.send_commit(job_id, commit.to_bytes())
+    p.pump()
+    assert _in_mempool(node, commit.tx_hash())  # commits are forwarded at once
+    _block(node)
+    rec = _job(node, job_id)
+    assert rec.commitment_of(runner) is not None and node.chain.height + 1 <= rec.commit_end
+    reveal = n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0))
+    p.runner.send_result(job_id, reveal.to_bytes())
+    p.pump()
+    assert not _in_mempool(node, reveal.tx_hash())  # not submitted early (§10.3)
+    assert len(service.reveals) == 1 and not p.fake.closed  # held, session kept
+    assert _metric(node, "reveal_held") == 1
+    while node.chain.height + 1 <= rec.commit_end:
+        assert not _in_mempool(node, reveal.tx_hash())
+        _block(node)
+    # The block that made head + 1 = commit_end + 1 released it into the mempool, verbatim.
+    assert _in_mempool(node, reveal.tx_hash()) and len(service.reveals) == 0
+    assert _metric(node, "reveal_released") == 1 and _metric(node, "result_forwarded") >= 1
+    _block(node)
+    assert _job(node, job_id).reveal_of(runner) is not None  # included, no reveal_window_not_open
+
+
+def test_early_reveals_beyond_the_hold_bound_close_the_session_with_protocol_error() -> None:
+    node, service, n = _world()
+    service.reveals = RevealHold(per_connection=1)
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    for p in pipes:
+        p.ping()
+    first = _multi_runner_job(node, n, pipes)
+    second = _multi_runner_job(node, n, pipes)
+    p, sk = pipes[0], RUNNER_SKS[0]
+    for job_id in (first, second):
+        p.runner.send_result(job_id, n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0)).to_bytes())
+    p.pump()
+    assert p.fake.goodbye is not None and p.fake.goodbye.reason is GoodbyeReason.PROTOCOL_ERROR
+    assert p.fake.goodbye.detail == "early_reveal_hold_full"
+    assert len(service.reveals) == 0  # the closed connection's held reveal is dropped with it
+    assert 0 not in service.local_presence(node.chain.height)
+
+
+def test_deregistered_runner_loses_presence_and_session_after_the_block() -> None:
+    node, service, n = _world()
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    for p in pipes:
+        p.ping()
+    assert service.local_presence(node.chain.height) == frozenset({0, 1, 2})
+    produce(node, [n.tx(RUNNER_SKS[1], RunnerDeregister())])
+    bye = pipes[1].fake.goodbye
+    assert bye is not None and bye.reason is GoodbyeReason.DEREGISTERED and pipes[1].fake.closed
+    assert service.local_presence(node.chain.height) == frozenset({0, 2})
+    assert 1 not in service._by_index
+    events = pipes[1].runner.receive(bye, time.monotonic())  # signed after mutual auth (§12.5): it verifies
+    assert any(isinstance(e, Closed) and e.reason is GoodbyeReason.DEREGISTERED and e.by_peer for e in events)
+    assert not pipes[0].fake.closed and not pipes[2].fake.closed
+
+
+def test_paused_runner_stays_connected_but_leaves_presence_until_healthy_again() -> None:
+    node, service, n = _world()
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    for p in pipes:
+        p.ping()
+    produce(node, [n.tx(RUNNER_SKS[2], RunnerHeartbeat(False))])  # on-chain: not accepting (PAUSED)
+    assert service.local_presence(node.chain.height) == frozenset({0, 1})
+    pipes[2].ping()  # a QUIC ping does not bring it back while the registry says paused
+    assert service.local_presence(node.chain.height) == frozenset({0, 1})
+    assert not pipes[2].fake.closed
+    produce(node, [n.tx(RUNNER_SKS[2], RunnerHeartbeat(True))])
+    pipes[2].ping()
+    assert service.local_presence(node.chain.height) == frozenset({0, 1, 2})
