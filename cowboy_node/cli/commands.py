@@ -6,10 +6,10 @@ the groups, so no module imports one that imports it back.
 
 from __future__ import annotations
 
-from cowboy_node.cli import actor_commands, client_commands, job_commands, runner_commands
+from cowboy_node.cli import actor_commands, client_commands, governance_commands, job_commands, runner_commands
 from cowboy_node.cli.client_commands import SubParsers
 
-GROUPS = (actor_commands, runner_commands, job_commands)
+GROUPS = (actor_commands, runner_commands, job_commands, governance_commands)
 """Command groups adding ``tx`` and ``query`` subcommands, in help order."""
 
 

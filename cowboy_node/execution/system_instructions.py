@@ -7,7 +7,7 @@ sender gets a failed receipt (``unauthorized``) and pays for the attempt.
 
 from __future__ import annotations
 
-from cowboy_node.execution import fees
+from cowboy_node.execution import fees, governance
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -18,6 +18,7 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
 from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
     CancelTimer,
     ExtendTimer,
@@ -96,3 +97,21 @@ def update_timer_policy(world: WorldState, tx: Transaction, ctx: BlockContext, m
     meter.charge_cells(len(body))
     set_timer_policy(world, ins.policy)
     events.append(Event(BASEFEE_ACTOR, "timer_policy.updated", body))
+
+
+def governance_set_phase(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                         events: list[Event]) -> None:
+    """GovernanceSetPhase (0x45): schedule a CIP-11 phase step (§14) at a future height (execution/governance.py)."""
+    ins = tx.instruction
+    assert isinstance(ins, GovernanceSetPhase)
+    _authorize(tx, ctx, meter)
+    meter.charge_cells(governance.schedule(world, ctx, governance.PHASE, ins.phase, ins.activation_height, events))
+
+
+def governance_set_param(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                         events: list[Event]) -> None:
+    """GovernanceSetParam (0x46): schedule a change of a governed CIP-11 parameter (§13) at a future height."""
+    ins = tx.instruction
+    assert isinstance(ins, GovernanceSetParam)
+    _authorize(tx, ctx, meter)
+    meter.charge_cells(governance.schedule_param(world, ctx, ins.name, ins.value, ins.activation_height, events))

@@ -11,7 +11,14 @@ from cowboy_node.types.account import Account, account_key
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_map, expect_uint
-from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
+from cowboy_protocol.types.params import (
+    BasefeeConfig,
+    ChainLimits,
+    Cip11Flags,
+    Cip11Params,
+    RunnerConfig,
+    TimerConfig,
+)
 
 
 def system_address(low_byte: int) -> bytes:
@@ -32,6 +39,8 @@ KEY_TIMER_CONFIG = _BASEFEE_NS + b"timer_config"
 KEY_CHAIN_LIMITS = b"sys/chain_limits"
 KEY_RUNNER_CONFIG = b"actor/" + RUNNER_REGISTRY + b"/kv/system:runner_config"
 KEY_CIP11_FLAGS = b"sys/cip11_flags"
+KEY_CIP11_PARAMS = b"sys/cip11_params"
+KEY_GOVERNANCE_PENDING = b"actor/" + GOVERNANCE + b"/kv/system:pending"
 KEY_SYSTEM_DEPLOYERS = b"sys/system_deployers"
 KEY_CHAIN_ID = b"sys/chain_id"
 KEY_BURNED = b"sys/burned_total"
@@ -129,6 +138,17 @@ def get_cip11_flags(world: WorldState) -> Cip11Flags:
 def set_cip11_flags(world: WorldState, flags: Cip11Flags) -> None:
     """Store CIP-11 flags."""
     world.set(KEY_CIP11_FLAGS, encode(flags.to_cbor()))
+
+
+def get_cip11_params(world: WorldState) -> Cip11Params:
+    """CIP-11 §13 constants governed outside RunnerConfig / ChainLimits (defaults when absent)."""
+    raw = world.get(KEY_CIP11_PARAMS)
+    return Cip11Params() if raw is None else Cip11Params.from_cbor(decode(raw))
+
+
+def set_cip11_params(world: WorldState, params: Cip11Params) -> None:
+    """Store the CIP-11 §13 constants."""
+    world.set(KEY_CIP11_PARAMS, encode(params.to_cbor()))
 
 
 def get_system_deployers(world: WorldState) -> tuple[bytes, ...]:

@@ -32,6 +32,7 @@ from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Rece
 from cowboy_protocol.codec import encode
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U128_MAX, encode_u128
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
     CallActor,
     CancelTimer,
@@ -225,6 +226,8 @@ EXECUTORS: dict[type, Executor] = {
     JobSubmit: job_executors.execute_job_submit,
     JobResultCommit: job_executors.execute_result_commit,
     JobResultSubmit: job_executors.execute_result_submit,
+    GovernanceSetPhase: system_instructions.governance_set_phase,
+    GovernanceSetParam: system_instructions.governance_set_param,
 }
 """Instruction type → executor (one entry per instruction kind)."""
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from cowboy_node.execution.governance import governance_view
 from cowboy_node.execution.runners import store
 from cowboy_node.execution.system_state import (
     get_basefee_config,
     get_basefees,
     get_chain_limits,
     get_cip11_flags,
+    get_cip11_params,
     get_runner_config,
     get_timer_config,
 )
@@ -41,7 +43,8 @@ def _runner_json(rec: RunnerRecord, *, height: int, timeout: int) -> dict[str, A
 
 def params_view(world: WorldState, *, height: int) -> dict[str, Any]:
     """Every governed protocol parameter at the head: ``{"height", "basefee", "basefees", "timer",
-    "timer_policy", "limits", "cip11", "runners"}`` (``runners.min_runner_stake`` included)."""
+    "timer_policy", "limits", "cip11", "runners", "cip11_params", "governance"}`` (``runners.min_runner_stake``
+    included; ``governance``: phase, every governed CIP-11 value and the pending changes, execution/governance.py)."""
     cycle_bf, cell_bf = get_basefees(world)
     return {
         "height": height,
@@ -52,6 +55,8 @@ def params_view(world: WorldState, *, height: int) -> dict[str, Any]:
         "limits": get_chain_limits(world).to_json(),
         "cip11": get_cip11_flags(world).to_json(),
         "runners": get_runner_config(world).to_json(),
+        "cip11_params": get_cip11_params(world).to_json(),
+        "governance": governance_view(world),
     }
 
 

@@ -22,6 +22,7 @@ from cowboy_protocol.types.fields import (
     expect_text,
     expect_uint,
 )
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.params import BasefeeConfig, TimerConfig
 from cowboy_protocol.types.runner_instructions import (
@@ -267,7 +268,8 @@ class UpdateTimerPolicy:
 
 Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
-               | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit)
+               | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit | GovernanceSetPhase
+               | GovernanceSetParam)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -288,6 +290,8 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     JobSubmit.KIND: (1, JobSubmit.from_fields),
     JobResultCommit.KIND: (2, JobResultCommit.from_fields),
     JobResultSubmit.KIND: (4, JobResultSubmit.from_fields),
+    GovernanceSetPhase.KIND: (2, GovernanceSetPhase.from_fields),
+    GovernanceSetParam.KIND: (3, GovernanceSetParam.from_fields),
 }
 
 

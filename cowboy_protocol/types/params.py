@@ -1,4 +1,4 @@
-"""Governed protocol parameters stored in state (CIP-3 basefees, CIP-5 timers, CIP-11 flags).
+"""Governed protocol parameters stored in state (CIP-3 basefees, CIP-5 timers, CIP-11 flags and constants).
 
 Each config is a frozen dataclass with a canonical CBOR map form (integer
 keys in declaration order) and a JSON form used by ``genesis.json``.
@@ -136,6 +136,14 @@ class Cip11Flags:
             CIP11_POLL_DISABLED=phase >= 3,
         )
 
+    def phase(self) -> int:
+        """Rollout phase these flags express (§14): 3 poll disabled, 2 present-first, 1 transport, else 0."""
+        if self.CIP11_POLL_DISABLED:
+            return 3
+        if self.CIP11_PRESENT_FIRST_ENABLED:
+            return 2
+        return 1 if self.CIP11_TRANSPORT_ENABLED else 0
+
     def to_cbor(self) -> dict[int, bool]:
         """Canonical map: field index -> bool."""
         return {i: getattr(self, f.name) for i, f in enumerate(fields(self))}
@@ -169,6 +177,47 @@ class Cip11Flags:
             if not isinstance(v, bool):
                 raise ValidationError("invalid_config", f"{where}.{k}: expected true or false")
         return cls(**value)
+
+
+@dataclass(frozen=True, slots=True)
+class Cip11Params(_UintConfig):
+    """CIP-11 §13 constants that live outside RunnerConfig / ChainLimits, governed by GovernanceSetParam.
+
+    Stored under ``sys/cip11_params`` only once governance first changes one (absent: these defaults, so a
+    genesis state is unchanged). Mostly transport-side (read by the node's transport, not by execution);
+    ``MIN_SUBSET``/``MAX_SUBSET``/``K_HARD_MIN``/``T_HARD`` also feed the §8.4 Mode A guard governance checks.
+    """
+
+    MIN_SUBSET: int = 3
+    """Floor on the connectivity subset size k (§5.1)."""
+    MAX_SUBSET: int = 8
+    """Ceiling on k in default Mode B."""
+    K_HARD_MIN: int = 20
+    """Minimum effective k for Mode A hard-exclude; governance-tunable upward only (§13)."""
+    T_HARD: int = 0
+    """Mode A certificate receipt threshold (0: not chosen yet; Mode A cannot be enabled)."""
+    RESULT_TX_INCLUSION_GRACE_BLOCKS: int = 2
+    """Blocks before a runner self-submits its result tx (§10.3)."""
+    RESULT_TX_REBROADCAST_INTERVAL_BLOCKS: int = 2
+    """Rebroadcast interval of a self-submitted result tx (§10.3)."""
+    HEARTBEAT_BLOCKS: int = 1
+    """QUIC HeartbeatPing cadence (§6.3)."""
+    PRESENCE_TIMEOUT_BLOCKS: int = 15
+    """Local-presence drop gap (§6.3, §7.4)."""
+    ACK_TIMEOUT_BLOCKS: int = 15
+    """HardFailure threshold after a JobAssignment (§10.6)."""
+    RECEIPT_FRESHNESS_BLOCKS: int = 30
+    """Mode A: maximum PresenceReceipt age (§8.3)."""
+    PRESENCE_PROOF_TTL_BLOCKS: int = 60
+    """Mode A: how long a verified certificate keeps a runner present (§8.3)."""
+    OVERLAP_BLOCKS: int = 160
+    """Reconfiguration overlap window (§5.3)."""
+
+    def validate(self) -> None:
+        if self.MIN_SUBSET > self.MAX_SUBSET:
+            raise ValidationError("invalid_config", "Cip11Params.MIN_SUBSET must not exceed MAX_SUBSET")
+        if self.PRESENCE_TIMEOUT_BLOCKS <= self.HEARTBEAT_BLOCKS:
+            raise ValidationError("invalid_config", "Cip11Params.PRESENCE_TIMEOUT_BLOCKS must exceed HEARTBEAT_BLOCKS")
 
 
 @dataclass(frozen=True, slots=True)

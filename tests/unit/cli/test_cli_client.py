@@ -485,6 +485,8 @@ def _every_tx_command(tmp: Path, key: Path) -> dict[str, tuple[list[str], int]]:
         "deregister-runner": (["deregister-runner", *k], 1),
         "submit-job": (["submit-job", *k, "--spec", str(EXAMPLES / "job-http.json"),
                         "--commit-phase-permille", "600"], 1),
+        # a group: set-param signs the same way (tests/unit/cli/test_cli_governance.py)
+        "governance": (["governance", "set-phase", "1", *k, "--at-height", "9"], 1),
     }
 
 
