@@ -1,0 +1,120 @@
+"""The signing scheme of the engine: BLS12-381 threshold (MinSig) partials, quorum certificates, round seeds.
+
+Every vote carries two partial signatures under the signer's share: one over the vote's message and one over
+the round (:func:`~cowboy_node.consensus.simplex.types.seed_message`). ``quorum`` partials recover a certificate
+signature, which verifies under the group public key like a plain BLS signature; the recovered seed is the
+unique group signature over the round, whichever quorum or certificate revealed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from cowboy_node.crypto import bls, threshold
+
+__all__ = ["Scheme", "ThresholdScheme", "quorum_size"]
+
+
+def quorum_size(n: int) -> int:
+    """``2f + 1`` for ``n = 3f + 1`` validators (in general ``n − f`` with ``f = ⌊(n − 1)/3⌋``)."""
+    if n < 1:
+        raise ValueError("need at least one validator")
+    return n - (n - 1) // 3
+
+
+class Scheme(Protocol):
+    """What the engine needs from a signing scheme (signers are 0-based validator indices)."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def quorum(self) -> int: ...
+
+    def sign(self, message: bytes) -> bytes:
+        """This validator's partial over ``message``."""
+        ...
+
+    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is ``signer``'s partial over ``message``; never raises."""
+        ...
+
+    def recover(self, message: bytes, partials: Sequence[tuple[int, bytes]]) -> tuple[bytes | None, frozenset[int]]:
+        """Verify the partials, recover the certificate from good ones: (signature or None, bad signers)."""
+        ...
+
+    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is the group signature over ``message``; never raises."""
+        ...
+
+
+class ThresholdScheme:
+    """BLS12-381 threshold scheme over a dealt key (:func:`cowboy_node.crypto.threshold.deal`).
+
+    ``share_public_keys[i]`` is validator ``i``'s share key (share index ``i + 1``); ``share`` is this
+    validator's share (None for an observer that only verifies).
+    """
+
+    def __init__(self, group_public_key: bytes, share_public_keys: Sequence[bytes], quorum: int,
+                 share: threshold.Share | None = None) -> None:
+        if not bls.key_validate(group_public_key):
+            raise ValueError("group public key fails KeyValidate")
+        for i, pk in enumerate(share_public_keys):
+            if not bls.key_validate(pk):
+                raise ValueError(f"share public key {i} fails KeyValidate")
+        if not 1 <= quorum <= len(share_public_keys):
+            raise ValueError("quorum must be in [1, n]")
+        self._group = bytes(group_public_key)
+        self._pks = tuple(bytes(pk) for pk in share_public_keys)
+        self._by_index = {i + 1: pk for i, pk in enumerate(self._pks)}
+        self._quorum = quorum
+        self._share = share
+        self._verified: dict[tuple[int, bytes, bytes], bool] = {}
+
+    @classmethod
+    def from_dealing(cls, dealing: threshold.Dealing, me: int | None) -> ThresholdScheme:
+        """The scheme of validator ``me`` (0-based; None: verify only) in ``dealing``."""
+        return cls(dealing.group_public_key, dealing.share_public_keys, dealing.threshold,
+                   None if me is None else dealing.shares[me])
+
+    @property
+    def n(self) -> int:
+        return len(self._pks)
+
+    @property
+    def quorum(self) -> int:
+        return self._quorum
+
+    def sign(self, message: bytes) -> bytes:
+        if self._share is None:
+            raise RuntimeError("this scheme holds no share")
+        sig = threshold.partial_sign(self._share, message)
+        self._remember((self._share.index - 1, bytes(message), sig), True)  # own partials need no pairing
+        return sig
+
+    def _remember(self, key: tuple[int, bytes, bytes], ok: bool) -> None:
+        self._verified[key] = ok
+        if len(self._verified) > 4096:
+            self._verified.pop(next(iter(self._verified)))
+
+    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
+        if not 0 <= signer < len(self._pks):
+            return False
+        key = (signer, message, signature)
+        hit = self._verified.get(key)
+        if hit is None:
+            hit = threshold.verify_partial(self._pks[signer], message, signature)
+            self._remember(key, hit)
+        return hit
+
+    def recover(self, message: bytes, partials: Sequence[tuple[int, bytes]]) -> tuple[bytes | None, frozenset[int]]:
+        known = [(i, p) for i, p in partials if self._verified.get((i, bytes(message), bytes(p))) is True]
+        if len({i for i, _ in known}) >= self._quorum and len(known) == len({i for i, _ in known}):
+            return threshold.recover([(i + 1, p) for i, p in known], self._quorum), frozenset()
+        r = threshold.recover_checked([(i + 1, p) for i, p in partials], self._quorum, message=message,
+                                      public_keys=self._by_index)
+        return r.signature, frozenset(i - 1 for i in r.bad)
+
+    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
+        return bls.verify(self._group, message, signature)
