@@ -13,6 +13,14 @@ record; at the pending pass its root is recomputed and compared byte for byte wi
 prescribes (a mismatch is ``InvalidBlock(snapshot_root_mismatch)``), and the draw uses those block-S weights.
 The proposer never commits the seed of a round whose records would fail that check (:func:`due_seed_rounds`).
 JobSubmit pays the cells of every pending-path write (record, due-index entry, snapshot) by size.
+
+Under-fill (§9.2 weighted_draw step 3 and "If |eligible| < M, the loop breaks early; the shortfall is
+handled by the existing CIP-2 under-fill / timeout re-selection path (§11.2)"): a job is accepted with as
+many runners as are eligible (at least one) and assigned a committee smaller than M; the shortfall is
+``M − len(committee)`` (:func:`shortfall`, also in the ``job.assigned`` event). §11.2 re-selection draws the
+next full committee of M from the job's original seed (``reselection_seed(seed, attempt)``) once the
+assignment times out, which fills the missing seats from whoever is eligible then. Verification keeps the
+job's own threshold (docs/verification.md): it is never scaled down to the committee actually drawn.
 """
 
 from __future__ import annotations
@@ -90,12 +98,17 @@ def _eligible_for(world: WorldState, ctx: BlockContext, spec: JobSpecV1,
                                 cfg=get_runner_config(world))
 
 
-def _no_runner_error(report: dict[str, int], needed: int, found: int) -> TxFailed:
+def _no_runner_error(report: dict[str, int]) -> TxFailed:
     detail = ", ".join(f"{name}: {n}" for name, n in report.items() if n)
-    if found == 0:
-        return TxFailed("no_eligible_runner", f"no registered runner can serve this job (excluded by filter: "
-                        f"{detail or 'no runners registered'})")
-    return TxFailed("not_enough_runners", f"{found} eligible runners, the job needs {needed} ({detail})")
+    return TxFailed("no_eligible_runner", f"no registered runner can serve this job (excluded by filter: "
+                    f"{detail or 'no runners registered'})")
+
+
+def shortfall(rec: JobRecord) -> int:
+    """Seats of an assigned job's committee left unfilled (under-fill, CIP-11 §9.2): ``M − len(committee)``."""
+    if rec.status != JobStatus.ASSIGNED:
+        return 0
+    return max(0, decode_job_spec(rec.spec).verification.runners - len(rec.committee))
 
 
 def present_set(ctx: BlockContext, m: int) -> frozenset[int]:
@@ -157,8 +170,11 @@ def assign(world: WorldState, ctx: BlockContext, rec: JobRecord, spec: JobSpecV1
     world.set(deadline_key(deadline, rec.job_id), b"")
     world.set(job_key(rec.job_id), new.encode())
     ctx.jobs_assigned.append(rec.job_id)
-    ctx.events.append(Event(JOB_DISPATCHER, TOPIC_ASSIGNED, encode(
-        {0: rec.job_id, 1: [r.address for r in committee], 2: h, 3: deadline})))
+    assigned: dict[int, object] = {0: rec.job_id, 1: [r.address for r in committee], 2: h, 3: deadline}
+    missing = spec.verification.runners - len(committee)
+    if missing > 0:  # under-filled (§9.2): the seats §11.2 re-selection fills; absent for a full committee
+        assigned[4] = missing
+    ctx.events.append(Event(JOB_DISPATCHER, TOPIC_ASSIGNED, encode(assigned)))
     return new
 
 
@@ -181,8 +197,16 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     m = spec.verification.runners
     meter.charge_cycles(SELECT_CYCLES_PER_CANDIDATE * registry.registry_size(world))
     candidates, report = eligible_for(world, ctx, spec, ())
-    if len(candidates) < m:
-        raise _no_runner_error(report, m, len(candidates))
+    # Under-fill (CIP-11 §9.2): fewer than M eligible runners is not a refusal — the draw takes as many as
+    # exist and "the shortfall is handled by the existing CIP-2 under-fill / timeout re-selection path
+    # (§11.2)". Zero eligible stays refused: the spec's shortfall is that of a committee the loop *began* to
+    # fill ("the loop breaks early"), and with nobody eligible there is no committee, no assignment and so no
+    # deadline_block for §11.2 to time out (§10.1 derives it from an assignment). For M > 1 the candidate
+    # snapshot is moreover frozen at T = S, so an empty block-S snapshot could never yield a runner at the
+    # pending pass; accepting would only lock the escrow. "A job is never failed for lack of *present*
+    # runners" concerns presence (§7.3 fail-open), not the CIP-2 eligibility chain.
+    if not candidates:
+        raise _no_runner_error(report)
     escrow = spec.max_price + spec.tip
     payer = get_account(world, submitter)
     if payer.balance - reserved < escrow:

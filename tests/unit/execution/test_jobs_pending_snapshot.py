@@ -7,6 +7,8 @@ block S with CIP-2 v2 and store no snapshot), so these tests run in those two ph
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from cowboy_node.chain.chain import Chain
@@ -71,7 +73,7 @@ def _corrupt_snapshot(world: WorldState, job_id: bytes) -> None:
     key = dispatch.SNAPSHOT_PREFIX + job_id
     raw = world.get(key)
     assert raw is not None
-    rows = decode(raw)
+    rows: Any = decode(raw)
     assert isinstance(rows, list)
     rows[0][3] = encode_u128(decode_u128(rows[0][3], "w") + 1)
     world.set(key, encode(rows))
@@ -127,7 +129,9 @@ def test_the_snapshot_write_is_charged_by_its_size() -> None:
     _, _, small = _pending_job(SKS[:2], runners=2)
     net, big_job, big = _pending_job(SKS[:8], runners=2)
     raw = net.chain.world().get(dispatch.SNAPSHOT_PREFIX + big_job)
-    assert raw is not None and len(decode(raw)) == 8
+    assert raw is not None
+    rows: Any = decode(raw)
+    assert len(rows) == 8
     row_bytes = len(raw) // 8
     assert big - small >= 6 * row_bytes
-    assert {private_key_to_address(sk) for sk in SKS[:8]} == {r[0] for r in decode(raw)}
+    assert {private_key_to_address(sk) for sk in SKS[:8]} == {r[0] for r in rows}
