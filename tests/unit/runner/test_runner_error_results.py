@@ -14,7 +14,6 @@ import pytest
 
 from cowboy_protocol.jobs.commitment import result_commitment
 from cowboy_protocol.jobs.error_result import ERROR_RESULT_MAGIC, ErrorResult, decode_error_result
-from cowboy_protocol.transport.frames import encode_frame
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
 from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner import journal as jn
@@ -137,21 +136,27 @@ def test_crash_after_journaling_the_error_output_signs_that_output(tmp_path: Pat
     async def main() -> None:
         chain = FakeChain()
         path = tmp_path / "j.sqlite3"
-        j = Journal(path)
+        m0 = _manager(tmp_path, chain, FakeExecutors(_raises(ExecutorError("timeout", "x"))), journal=Journal(path))
+
+        async def crash_before_signing(job_id: bytes) -> None:
+            return None
+
+        m0.sign_and_send = crash_before_signing  # type: ignore[method-assign]
         f = _frame(b"\x24" * 32)
         chain.assign(f)
-        j.record_accepted(f.job_id, encode_frame(f), needs_commit=False, commit_end=50,
-                          deadline_block=f.deadline_block, height=5)
+        await m0.on_push(FakeChannel(), f)
+        await _settle(m0)
+        ob = m0.journal.get(f.job_id)
         envelope = ErrorResult("timeout", "x").encode()
-        j.mark_executing(f.job_id)
-        j.record_output(f.job_id, envelope, b"", 0)  # crashed before signing
-        j.close()
+        assert ob is not None and ob.state == jn.EXECUTED and ob.result == envelope
+        m0.journal.close()
         ex = FakeExecutors()
         m = _manager(tmp_path, chain, ex, journal=Journal(path))
         await m.resume()
         await m.tick(11)
         assert ex.calls == 0 and len(chain.submitted) == 1
-        assert Transaction.from_bytes(chain.submitted[0]).instruction.result == envelope  # type: ignore[union-attr]
+        ins = Transaction.from_bytes(chain.submitted[0]).instruction
+        assert isinstance(ins, JobResultSubmit) and ins.result == envelope
     _run(main())
 
 
