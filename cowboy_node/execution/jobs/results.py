@@ -123,7 +123,8 @@ def submit_result(world: WorldState, ctx: BlockContext, meter: Meter, *, runner:
     if rec.reveal_of(runner) is not None:
         raise TxFailed("already_revealed", "the runner already revealed a result for this assignment")
     commitment = rec.commitment_of(runner)
-    multi = len(rec.committee) > 1
+    # The job's M, not the seats drawn: an under-filled committee of an M > 1 job still commits first (§10.3).
+    multi = decode_job_spec(rec.spec).verification.runners > 1
     if multi and commitment is None:
         raise TxFailed("reveal_without_commit", "committees of more than one runner must commit before revealing")
     if multi and h <= rec.commit_end:

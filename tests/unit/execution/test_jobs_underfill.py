@@ -121,6 +121,18 @@ def test_under_filled_committee_below_threshold_is_reselected_and_fills_from_the
     assert (done.status, done.outcome, done.reason) == (JobStatus.COMPLETED, b"A", "verified")
 
 
+def test_a_lone_seat_of_an_m_3_job_must_commit_before_revealing() -> None:
+    """§10.3: commit-then-reveal applies to every job with verification.runners > 1, whatever number of seats
+    the under-filled draw produced (was: a one-seat committee could reveal at once, with no commitment)."""
+    net = e2e._net(SKS[:1])
+    job_id = _submit(net, verification=MAJORITY_3_OF_2, timeout_blocks=10)
+    rec = _assigned(net, job_id)
+    assert rec.committee == (RUNNERS[0],)
+    early = net.block([net.tx(SKS[0], JobResultSubmit(job_id, b"A", b"salt", 0))])
+    assert early.result.receipts[0].error_code == "reveal_without_commit"
+    assert net.job(job_id).reveals == ()
+
+
 def test_a_job_that_never_fills_fails_after_its_retries_with_a_full_refund() -> None:
     net = e2e._net(SKS[:1])
     job_id = _submit(net, verification=MAJORITY_3_OF_2, timeout_blocks=10)

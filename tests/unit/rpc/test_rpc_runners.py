@@ -79,7 +79,8 @@ def _record(address: str, index: int, health: str, last_heartbeat: int, eligible
 # -- GET /params -----------------------------------------------------------------------------------
 async def test_params_lists_every_governed_parameter(client: TestClient[Any, Any]) -> None:
     body = await expect_ok(await client.get("/params"))
-    assert set(body) == {"height", "basefee", "basefees", "timer", "timer_policy", "limits", "cip11", "runners"}
+    assert set(body) == {"height", "basefee", "basefees", "timer", "timer_policy", "limits", "cip11", "runners",
+                         "cip11_params", "governance"}
     assert body["height"] == 2
     assert body["runners"]["min_runner_stake"] == STAKE and body["runners"]["unbonding_blocks"] == 1_000
     assert body["limits"]["heartbeat_timeout_blocks"] == 100
