@@ -193,7 +193,6 @@ def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
 
 # -- query commands --------------------------------------------------------------------
 def _checksum(address: bytes) -> str:
-
     return to_checksum_address(address)
 
 

@@ -80,7 +80,6 @@ def _uint(max_value: int, what: str) -> Callable[[str], int]:
 
 
 def _address(text: str) -> bytes:
-
     try:
         return parse_address(text.strip())
     except ValueError as e:
@@ -277,7 +276,6 @@ def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
 
 
 def _next_pending_nonce(client: RpcClient, sender: bytes) -> int:
-
     account = client.get_json(f"/account/{to_checksum_address(sender)}")
     nonce = account.get("next_pending_nonce") if isinstance(account, dict) else None
     if not isinstance(nonce, int) or isinstance(nonce, bool) or nonce < 0:

@@ -45,6 +45,11 @@ SUBMIT_CYCLES_LIMIT = 1_000_000
 (execution/jobs/dispatch.py), so this covers ~19,000 registered runners."""
 CELLS_PER_RUNNER = 256
 """Cells charged per committee member (dispatch.py)."""
+SNAPSHOT_CELLS_PER_RUNNER = 128
+"""Cells per registered runner for the candidate snapshot an M > 1 job stores in block S (a row is ~65 bytes:
+address, effective stake, reputation, weight; twice that covers the key and growth of the encodings)."""
+OFFLINE_RUNNERS_ASSUMED = 1_000
+"""Registry size the default cells limit assumes when signing offline (pass ``--cells-limit`` for more)."""
 MAX_SPEC_FILE_BYTES = 256 * 1024
 """Largest spec file read."""
 
@@ -91,8 +96,19 @@ def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
         raise UsageError(f"--spec: {path}: {e.code}{field}: {e.message}") from None
 
 
-def _commit_phase_permille(client: Any) -> int:
+def _registered_runners(args: argparse.Namespace, client: Any) -> int:
+    """How many runners the registry holds (the snapshot of an M > 1 job has at most one row each); offline
+    (``--sign-only`` with ``--nonce``) the default assumes :data:`OFFLINE_RUNNERS_ASSUMED`."""
+    if getattr(args, "sign_only", False) and getattr(args, "nonce", None) is not None:
+        return OFFLINE_RUNNERS_ASSUMED
+    body = client.get_json("/runners/active?limit=1")
+    count = body.get("count") if isinstance(body, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ApiError("invalid_response", "/runners/active has no count", 200)
+    return count
 
+
+def _commit_phase_permille(client: Any) -> int:
     params = client.get_json("/params")
     value = params.get("runners", {}).get("commit_phase_permille") if isinstance(params, dict) else None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -114,6 +130,8 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     if args.cells_limit is None:
         size = len(encode(instruction_to_cbor(ins)))
         args.cells_limit = 2 * size + CELLS_PER_RUNNER * request.verification.runners + CELLS_MARGIN
+        if request.verification.runners > 1:  # block S stores the candidate snapshot, paid by its size (§9.2)
+            args.cells_limit += SNAPSHOT_CELLS_PER_RUNNER * _registered_runners(args, client)
     tx_hash = submit(args, client, sk, sender, ins)
     job_id = "0x" + derive_job_id(bytes.fromhex(tx_hash[2:]), 0).hex()
     head = {"job_id": job_id, "tx_hash": tx_hash}
@@ -152,7 +170,8 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     tj.add_argument("--spec", required=True, metavar="FILE.json",
                     help="the job request in JSON (docs/jobs.md; e.g. configs/examples/job-http.json)")
     add_tx_flags(tj, wait_flag=True, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
-                 cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per runner + {CELLS_MARGIN}")
+                 cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per committee seat + {CELLS_MARGIN}, "
+                            f"+ {SNAPSHOT_CELLS_PER_RUNNER} per registered runner when M > 1")
     tj.add_argument("--commit-phase-permille", type=_uint(1000, "permille"), default=None, metavar="N",
                     help="params.runners.commit_phase_permille for the local deadline check (default: from "
                          "/params; give it to --sign-only offline)")

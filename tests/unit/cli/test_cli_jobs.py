@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,36 @@ def test_query_job_with_a_bad_or_unknown_id(live: LiveNode, capsys: pytest.Captu
     assert rc == 1 and "job_not_found" in err
     rc, _, _ = run_cli(["query", "job", "0x" + "42" * 32, "--status", "--results"], capsys)
     assert rc == 2
+
+
+def _signed_cells_limit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, int]:
+    """Run a ``--sign-only`` command; (cells_limit of the printed transaction, its instruction's encoded size)."""
+    from cowboy_node.cli.main import build_parser
+    from cowboy_protocol.codec import encode
+    from cowboy_protocol.types.instructions import instruction_to_cbor
+
+    args = build_parser().parse_args(argv)
+    assert args.func(args) == 0
+    line = capsys.readouterr().out.strip()
+    tx = Transaction.from_bytes(bytes.fromhex(line[2:]))
+    return tx.cells_limit, len(encode(instruction_to_cbor(tx.instruction)))
+
+
+def test_default_cells_limit_of_an_m_3_job_pays_for_its_candidate_snapshot(
+        live: LiveNode, keys: dict[str, Path], registered: bytes, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Block S stores the candidate snapshot of an M > 1 job, charged by its size (CIP-11 §9.2): the default
+    cells limit is the documented 2 × instruction bytes + 256 per seat + 4,096, plus 128 per registered runner
+    (the /runners/active count) when M > 1; an M == 1 job adds nothing for a snapshot."""
+    doc = json.loads(JOB_EXAMPLE.read_text())
+    doc["verification"] = {"mode": "majority_vote", "runners": 3, "threshold": 2}
+    spec = tmp_path / "m3.json"
+    spec.write_text(json.dumps(doc))
+    with urllib.request.urlopen(f"{live.url}/runners/active?limit=1", timeout=5) as r:
+        count = json.loads(r.read())["count"]
+    assert count >= 1
+    base = ["tx", "submit-job", "--key", str(keys["alice"]), "--sign-only", "--rpc", live.url, "--spec"]
+    m3, size3 = _signed_cells_limit([*base, str(spec)], capsys)
+    assert m3 == 2 * size3 + 256 * 3 + 4_096 + 128 * count
+    m1, size1 = _signed_cells_limit([*base, str(JOB_EXAMPLE)], capsys)
+    assert m1 == 2 * size1 + 256 * 1 + 4_096
