@@ -1,0 +1,361 @@
+"""Deterministic simulation of Simplex engines: a seeded fake clock, an in-memory network with latency, loss
+and partitions, crashes with journal restarts, and byzantine roles (after commonware's ``simplex/mocks``).
+
+Everything random comes from one ``random.Random(seed)``: a seed replays the same run exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from cowboy_node.consensus.simplex.elector import Election
+from cowboy_node.consensus.simplex.engine import (
+    Broadcast,
+    Config,
+    Engine,
+    Faulty,
+    Finalized,
+    Journal,
+    Notarized,
+    Output,
+    ProposalWanted,
+    SeedRevealed,
+    Send,
+    VerifyBlock,
+)
+from cowboy_node.consensus.simplex.scheme import Scheme, quorum_size
+from cowboy_node.consensus.simplex.types import (
+    Finalize,
+    Message,
+    Notarize,
+    Nullify,
+    Proposal,
+    Vote,
+    decode_message,
+    encode_message,
+    finalize_message,
+    notarize_message,
+    nullify_message,
+    seed_message,
+)
+from cowboy_node.types.block import Round
+
+GENESIS = hashlib.sha256(b"sim-genesis").digest()
+ROLES = ("equivocator", "conflicter", "nuller", "silent", "outdated", "impersonator")
+
+
+# ------------------------------------------------------------------------------------------------ mock scheme
+
+
+class FastScheme:
+    """Keyed-hash stand-in for the threshold scheme (same interface, ~1 µs per operation): a partial is
+    SHA-384(key_i ‖ message), a certificate SHA-384(group ‖ message). Forgery-free inside the simulation
+    (byzantine nodes only hold their own keys), unique seeds per round; not a real signature scheme."""
+
+    def __init__(self, n: int, me: int | None, secret: bytes = b"sim") -> None:
+        self._n, self._me = n, me
+        self._keys = [hashlib.sha256(secret + b"key" + i.to_bytes(2, "big")).digest() for i in range(n)]
+        self._group = hashlib.sha256(secret + b"group").digest()
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def quorum(self) -> int:
+        return quorum_size(self._n)
+
+    def sign_as(self, signer: int, message: bytes) -> bytes:
+        return hashlib.sha384(self._keys[signer] + message).digest()
+
+    def sign(self, message: bytes) -> bytes:
+        assert self._me is not None
+        return self.sign_as(self._me, message)
+
+    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
+        return 0 <= signer < self._n and self.sign_as(signer, message) == signature
+
+    def recover(self, message: bytes, partials: Sequence[tuple[int, bytes]]) -> tuple[bytes | None, frozenset[int]]:
+        good = {i for i, p in partials if self.verify(i, message, p)}
+        bad = frozenset(i for i, _ in partials if i not in good)
+        if len(good) < self.quorum:
+            return None, bad
+        return hashlib.sha384(self._group + message).digest(), bad
+
+    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
+        return hashlib.sha384(self._group + message).digest() == signature
+
+
+SchemeFactory = Callable[[int | None], Scheme]
+"""Validator index (None: verifier only) → its scheme."""
+
+
+def fast_schemes(n: int) -> SchemeFactory:
+    return lambda me: FastScheme(n, me)
+
+
+# ------------------------------------------------------------------------------------------------ simulation
+
+
+@dataclass
+class Partition:
+    start: int
+    end: int
+    groups: list[set[int]]
+
+    def blocks(self, a: int, b: int, now: int) -> bool:
+        if not self.start <= now < self.end:
+            return False
+        return not any(a in g and b in g for g in self.groups)
+
+
+@dataclass
+class NodeLog:
+    finalized: list[Proposal] = field(default_factory=list)
+    finalizations: dict[int, bytes] = field(default_factory=dict)
+    """View → signature of the finalization certificate of that view."""
+    seeds: dict[Round, bytes] = field(default_factory=dict)
+    journal: list[Vote] = field(default_factory=list)
+    sent_votes: list[Vote] = field(default_factory=list)
+    faulty: list[Faulty] = field(default_factory=list)
+    notarized: dict[int, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class SimResult:
+    logs: dict[int, NodeLog]
+    honest: list[int]
+    end_time: int
+    views: dict[int, int]
+    messages: int
+    wall_s: float
+
+
+class Sim:
+    def __init__(self, n: int, seed: int, *, schemes: SchemeFactory | None = None, delta: int = 100,
+                 latency: tuple[int, int] = (5, 40), loss: float = 0.0, election: Election = Election.RANDOM,
+                 roles: dict[int, str] | None = None, partitions: Sequence[Partition] = (),
+                 crashes: Sequence[tuple[int, int, int]] = (), wire: bool = False, build_ms: int = 10,
+                 verify_ms: int = 5) -> None:
+        self.n = n
+        self.rng = random.Random(seed)
+        self.schemes = schemes or fast_schemes(n)
+        self.delta, self.latency, self.loss, self.election = delta, latency, loss, election
+        self.roles = dict(roles or {})
+        self.partitions = list(partitions)
+        self.wire = wire
+        self.build_ms, self.verify_ms = build_ms, verify_ms
+        """Send every message through its CBOR bytes (encode → decode) as a real transport would."""
+        self.logs = {i: NodeLog() for i in range(n)}
+        self.engines: dict[int, Engine | None] = {}
+        self.signers = {i: self.schemes(i) for i in range(n)}
+        self.now = 0
+        self._q: list[tuple[int, int, str, int, int, object]] = []
+        self._seq = 0
+        self.messages = 0
+        self._started = False
+        self.wall_s = 0.0
+        self._old: dict[int, list[Message]] = {i: [] for i in range(n)}
+        for i in range(n):
+            self.engines[i] = None if self.roles.get(i) == "silent" else self._new_engine(i, ())
+        for i, down, up in crashes:
+            self._push(down, "crash", i, 0, None)
+            self._push(up, "restart", i, 0, None)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _new_engine(self, i: int, journal: Sequence[Vote]) -> Engine:
+        """A (re)started validator: its floor is the last block it saw finalized, its journal its own votes."""
+        done = self.logs[i].finalized
+        floor_view, floor = (done[-1].round.view, done[-1].payload) if done else (0, GENESIS)
+        cfg = Config(me=i, delta_ms=self.delta, election=self.election, genesis=floor, floor_view=floor_view)
+        return Engine(cfg, self.schemes(i), journal)
+
+    def _push(self, at: int, kind: str, node: int, sender: int, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._q, (at, self._seq, kind, node, sender, payload))
+
+    def _deliver(self, sender: int, to: int, m: Message) -> None:
+        if to == sender or self.rng.random() < self.loss:
+            return
+        if any(p.blocks(sender, to, self.now) for p in self.partitions):
+            return
+        self.messages += 1
+        lo, hi = self.latency
+        self._push(self.now + self.rng.randint(lo, hi), "msg", to, sender, m)
+
+    def _handle(self, i: int, outputs: list[Output]) -> None:
+        engine = self.engines[i]
+        if engine is None:
+            return
+        log = self.logs[i]
+        role = self.roles.get(i)
+        for o in outputs:
+            if isinstance(o, Journal):
+                log.journal.append(o.vote)
+            elif isinstance(o, Broadcast | Send):
+                for to, m in self._byzantine(i, role, o):
+                    if isinstance(m, Notarize | Nullify | Finalize) and m.signer == i:
+                        log.sent_votes.append(m)
+                    if self.wire:
+                        m = decode_message(encode_message(m))
+                    self._deliver(i, to, m)
+            elif isinstance(o, ProposalWanted):  # the host builds a block (block time for n = 1)
+                self._push(self.now + self.build_ms, "propose", i, 0, o)
+            elif isinstance(o, VerifyBlock):
+                self._push(self.now + self.verify_ms, "verify", i, 0, o.proposal)
+            elif isinstance(o, Finalized):
+                log.finalized.append(o.proposal)
+                log.finalizations[o.certificate.round.view] = o.certificate.signature
+            elif isinstance(o, SeedRevealed):
+                log.seeds[o.round] = o.seed
+            elif isinstance(o, Notarized):
+                log.notarized[o.certificate.round.view] = o.certificate.proposal.payload
+            elif isinstance(o, Faulty):
+                log.faulty.append(o)
+        self._arm(i)
+
+    def _arm(self, i: int) -> None:
+        engine = self.engines[i]
+        if engine is None:
+            return
+        d = engine.next_deadline()
+        if d is not None:
+            self._push(max(d, self.now), "tick", i, 0, d)
+
+    # ------------------------------------------------------------------ byzantine behaviour
+
+    def _sign(self, i: int, vote_type: type, subject: Proposal | Round, *, as_signer: int | None = None,
+              wrong_key: bool = False) -> Vote:
+        scheme = self.signers[(i + 1) % self.n] if wrong_key else self.signers[i]
+        signer = i if as_signer is None else as_signer
+        if vote_type is Nullify:
+            assert isinstance(subject, Round)
+            return Nullify(subject, signer, scheme.sign(nullify_message(subject)), scheme.sign(seed_message(subject)))
+        assert isinstance(subject, Proposal)
+        msg = notarize_message(subject) if vote_type is Notarize else finalize_message(subject)
+        cls = Notarize if vote_type is Notarize else Finalize
+        return cls(subject, signer, scheme.sign(msg), scheme.sign(seed_message(subject.round)))
+
+    def _byzantine(self, i: int, role: str | None, o: Broadcast | Send) -> list[tuple[int, Message]]:
+        peers = [j for j in range(self.n) if j != i]
+        m = o.message
+        plain = [(o.to, m)] if isinstance(o, Send) else [(j, m) for j in peers]
+        if role is None or role == "outdated":
+            if role == "outdated" and self._old[i]:
+                plain += [(j, self.rng.choice(self._old[i])) for j in peers]
+            if role == "outdated":
+                self._old[i].append(m)
+            return plain
+        if not isinstance(m, Notarize | Nullify | Finalize):
+            return plain
+        if role == "equivocator" and isinstance(m, Notarize):
+            out: list[tuple[int, Message]] = []
+            for j in peers:
+                p = m.proposal
+                alt = Proposal(p.round, p.parent_view, p.parent, hashlib.sha256(p.payload + bytes([j % 2])).digest())
+                out.append((j, self._sign(i, Notarize, alt)))
+            return out
+        if role == "conflicter" and isinstance(m, Notarize | Finalize):
+            p = m.proposal
+            alt = Proposal(p.round, p.parent_view, p.parent, self.rng.randbytes(32))
+            return [(j, self._sign(i, type(m), alt)) for j in peers]
+        if role == "nuller":
+            null = self._sign(i, Nullify, m.round)
+            return [(j, x) for j in peers for x in ((m, null) if not isinstance(m, Nullify) else (m,))]
+        if role == "impersonator":
+            forged = self._sign(i, type(m), m.round if isinstance(m, Nullify) else m.proposal, wrong_key=True)
+            other = self._sign(i, type(m), m.round if isinstance(m, Nullify) else m.proposal,
+                               as_signer=(i + 1) % self.n)
+            return [(j, x) for j in peers for x in (forged, other)]
+        return plain
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, until: int) -> SimResult:
+        t0 = time.perf_counter()
+        if not self._started:
+            self._started = True
+            for i, e in self.engines.items():
+                if e is not None:
+                    self._handle(i, e.start(0))
+        while self._q and self._q[0][0] <= until:
+            at, _, kind, i, sender, payload = heapq.heappop(self._q)
+            self.now = at
+            engine = self.engines[i]
+            if kind == "crash":
+                self.engines[i] = None
+                continue
+            if kind == "restart":
+                self.engines[i] = self._new_engine(i, list(self.logs[i].journal))
+                self._handle(i, self.engines[i].start(at))  # type: ignore[union-attr]
+                continue
+            if engine is None:
+                continue
+            if kind == "msg":
+                assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
+                self._handle(i, engine.receive(sender, payload, at))  # type: ignore[arg-type]
+            elif kind == "propose":
+                assert isinstance(payload, ProposalWanted)
+                block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
+                                       + i.to_bytes(2, "big")).digest()
+                self._handle(i, engine.propose(payload.round, block, at))
+            elif kind == "verify":
+                assert isinstance(payload, Proposal)
+                self._handle(i, engine.verified(payload, True, at))
+            elif kind == "tick":
+                d = engine.next_deadline()
+                if d is not None and d <= at:
+                    self._handle(i, engine.tick(at))
+        honest = [i for i in range(self.n) if i not in self.roles]
+        views = {i: e.view for i, e in self.engines.items() if e is not None}
+        self.now = max(self.now, until)
+        self.wall_s += time.perf_counter() - t0
+        return SimResult(self.logs, honest, self.now, views, self.messages, self.wall_s)
+
+
+# ------------------------------------------------------------------------------------------------ properties
+
+
+def check_safety(r: SimResult) -> None:
+    """Honest finalized chains are prefixes of one another, linked, and one block per view; seeds agree."""
+    chains = [r.logs[i].finalized for i in r.honest]
+    longest = max(chains, key=len)
+    for c in chains:
+        assert c == longest[:len(c)], "two honest validators finalized different chains"
+    prev_view, prev = 0, GENESIS
+    for p in longest:
+        assert p.parent == prev and p.parent_view == prev_view and p.round.view > prev_view, "broken chain"
+        prev_view, prev = p.round.view, p.payload
+    seeds: dict[Round, bytes] = {}
+    for i in r.honest:
+        for rd, s in r.logs[i].seeds.items():
+            assert seeds.setdefault(rd, s) == s, f"seeds of round {rd} disagree"
+    for i in r.honest:
+        check_votes(r.logs[i].sent_votes)
+
+
+def check_votes(votes: Sequence[Vote]) -> None:
+    """One validator never notarized two proposals (or finalized two) in a view, nor nullified and finalized
+    one view."""
+    notarized: dict[int, Proposal] = {}
+    finalized: dict[int, Proposal] = {}
+    nullified: set[int] = set()
+    for v in votes:
+        view = v.round.view
+        if isinstance(v, Notarize):
+            assert notarized.setdefault(view, v.proposal) == v.proposal, f"two notarize votes in view {view}"
+        elif isinstance(v, Finalize):
+            assert finalized.setdefault(view, v.proposal) == v.proposal, f"two finalize votes in view {view}"
+        else:
+            nullified.add(view)
+    assert not nullified & set(finalized), f"nullify and finalize in views {sorted(nullified & set(finalized))}"
+
+
+def finalized_after(r: SimResult, i: int, view: int) -> int:
+    return sum(1 for p in r.logs[i].finalized if p.round.view > view)
