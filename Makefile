@@ -68,6 +68,11 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady load; JSON with goal verdicts
 	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
 
+SIM_SEEDS ?= 2000
+.PHONY: sim
+sim: $(STAMP) ## Long deterministic consensus simulation: SIM_SEEDS (default 2000) seeds per scenario
+	SIM_SEEDS=$(SIM_SEEDS) $(VPY) -m pytest -q -p no:cacheprovider --timeout=0 tests/unit/consensus/test_simplex_sim.py -k "not threshold_bls"
+
 clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
