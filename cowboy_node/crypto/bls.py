@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
+from functools import lru_cache
 
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
@@ -95,6 +96,12 @@ def decode_g2(data: bytes) -> G2Point:
     return point
 
 
+@lru_cache(maxsize=4096)
+def _public_key_point(public_key: bytes) -> G2Point:
+    """:func:`decode_g2` of a public key, memoised (the same validator keys are decoded over and over)."""
+    return decode_g2(public_key)
+
+
 def key_validate(public_key: bytes) -> bool:
     """KeyValidate of draft-irtf-cfrg-bls-signature §2.5: a canonical, non-identity subgroup point."""
     try:
@@ -165,7 +172,7 @@ def verify(public_key: bytes, message: bytes, signature: bytes, dst: bytes = DST
     outside the prime-order subgroup (the decoder checks both), and identity points.
     """
     try:
-        pk = decode_g2(public_key)  # KeyValidate
+        pk = _public_key_point(bytes(public_key))  # KeyValidate
         sig = decode_g1(signature)
         h = G1Point.hash_to_curve(bytes(message), bytes(dst))
         return bool(GT.pairing_check([sig, -h], [_G2, pk]))
@@ -195,17 +202,16 @@ def batch_verify_same_message(items: Sequence[tuple[bytes, bytes]], message: byt
     if not items:
         return False
     try:
-        pks = [decode_g2(pk) for pk, _ in items]
+        pks = [_public_key_point(bytes(pk)) for pk, _ in items]
         sigs = [decode_g1(sig) for _, sig in items]
         if len(items) == 1:
             agg_sig, agg_pk = sigs[0], pks[0]
         else:
             coeffs = [Scalar(c) for c in _batch_coefficients(bytes(message), bytes(dst),
                                                              [(bytes(p), bytes(s)) for p, s in items])]
-            agg_sig, agg_pk = G1Point.identity(), G2Point.identity()
-            for c, p, s in zip(coeffs, pks, sigs, strict=True):
-                agg_sig = agg_sig + s * c
-                agg_pk = agg_pk + p * c
+            # every point was validated above, so the unchecked multi-exponentiations are safe
+            agg_sig = G1Point.multiexp_unchecked(sigs, coeffs)
+            agg_pk = G2Point.multiexp_unchecked(pks, coeffs)
         h = G1Point.hash_to_curve(bytes(message), bytes(dst))
         return bool(GT.pairing_check([agg_sig, -h], [_G2, agg_pk]))
     except Exception:

@@ -196,14 +196,15 @@ def recover(partials: Sequence[tuple[int, bytes]], t: int, *, message: bytes | N
             points.append(bls.decode_g1(by_index[i]))
         except bls.InvalidPoint:
             raise ValueError(f"partial for index {i} is not a valid G1 point") from None
-    acc = G1Point.identity()
-    for i, point in zip(chosen, points, strict=True):
+    lambdas: list[Scalar] = []
+    for i in chosen:
         num = den = 1
         for j in chosen:  # λ_i = Π_{j≠i} j / (j − i)  (Lagrange basis at x = 0)
             if j != i:
                 num = num * j % _R
                 den = den * (j - i) % _R
-        acc = acc + point * Scalar(num * pow(den, -1, _R) % _R)
+        lambdas.append(Scalar(num * pow(den, -1, _R) % _R))
+    acc = G1Point.multiexp_unchecked(points, lambdas)  # points were decoded strictly above
     return bytes(acc.to_compressed_bytes())
 
 

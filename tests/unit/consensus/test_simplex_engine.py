@@ -280,6 +280,11 @@ def test_restart_with_journal_never_signs_a_conflicting_vote() -> None:
     assert not _sent(outs, Notarize)
     for o in _of(outs, VerifyBlock):
         assert not _sent(r.verified(o.proposal, True, 1002), Notarize)  # type: ignore[attr-defined]
+    # control: without its journal the same validator would sign the conflicting notarize
+    amnesiac = Engine(_cfg(0), FastScheme(N, 0))
+    amnesiac.start(1000)
+    amnesiac.receive(1, _vote(Notarize, 1, p2), 1001)
+    assert [m.proposal for m in _sent(amnesiac.verified(p2, True, 1002), Notarize)] == [p2]  # type: ignore
     # a journaled nullify forbids finalize after restart
     null = _vote(Nullify, 0, Round(0, 1))
     r2 = Engine(_cfg(0), FastScheme(N, 0), [*journal, null])
