@@ -622,14 +622,11 @@ class Engine:
             sig, bad = self.scheme.recover(message, [(x.signer, x.signature) for x in votes])
             seed: bytes | None = None
             bad_seed: frozenset[int] = frozenset()
-            if sig is not None:
-                if v.seed is not None:
-                    seed = v.seed
-                    bad_seed = frozenset(x.signer for x in votes if x.signer not in bad and
-                                         not self.scheme.verify(x.signer, seed_message(v.round), x.seed))
-                else:
-                    seed, bad_seed = self.scheme.recover(seed_message(v.round), [(x.signer, x.seed) for x in votes
-                                                                                  if x.signer not in bad])
+            if sig is not None:  # the seed partials are checked too (one batch), even when the seed is known
+                seed, bad_seed = self.scheme.recover(seed_message(v.round), [(x.signer, x.seed) for x in votes
+                                                                              if x.signer not in bad])
+                if seed is not None and v.seed is not None and seed != v.seed:
+                    raise ConsensusFault(f"two different seeds recovered for view {v.round.view}")
             bad = bad | bad_seed
             if sig is not None and seed is not None and not bad_seed:
                 for signer in sorted(bad):
