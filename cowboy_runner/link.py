@@ -101,6 +101,9 @@ class Link:
         """Why the last session ended (Goodbye reason and detail, or "connection lost"), for ``status``."""
         self.dead_peer_closes = 0
         """Sessions this link closed because the validator stopped answering pings."""
+        self.stateless_resets = 0
+        """Sessions ended by a QUIC stateless reset (RFC 9000 §10.3): the validator restarted and no longer knows
+        the connection; the link reconnects at once (first §11.3 backoff step) instead of waiting for pings."""
         self._answered_at = 0.0  # monotonic time of the handshake or the last verified pong
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -191,7 +194,10 @@ class Link:
                 except TimeoutError:
                     self._handle(session.tick(time.monotonic(), self.height()))
                     continue
-                except ConnectionClosed:
+                except ConnectionClosed as e:
+                    if e.reason == "stateless_reset":
+                        self.stateless_resets += 1
+                        log.info("validator reset the connection (restarted?); reconnecting")
                     self._handle(session.connection_lost())
                     break
                 authenticated |= self._handle(session.receive(frame, time.monotonic()))

@@ -39,7 +39,7 @@ from cowboy_protocol.transport.frames import Frame, Goodbye
 from cowboy_protocol.transport.preimages import ValidatorKey, make_assignment
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer, start_server
-from cowboy_protocol.transport.quic_certs import ensure_certificate, generate_self_signed
+from cowboy_protocol.transport.quic_certs import ensure_certificate, ensure_reset_key, generate_self_signed
 from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.result_frames import FrameKind, check_result_tx
 from cowboy_protocol.transport.session import (
@@ -164,6 +164,16 @@ class TransportConfig:
     """Self-signed certificate (created on first start when missing); None: an ephemeral one in memory."""
     key_path: Path | None = None
     """Its private key."""
+    reset_key_path: Path | None = None
+    """Persistent QUIC stateless-reset secret (RFC 9000 §10.3; 32 bytes, mode 0600, created on first start), so
+    a restarted validator resets its previous run's runner connections at once. None: ``quic-reset.key`` next to
+    ``key_path`` when that is set, else a secret for this run only."""
+
+    def reset_key_file(self) -> Path | None:
+        """Where the stateless-reset secret lives (None: in memory only)."""
+        if self.reset_key_path is not None:
+            return self.reset_key_path
+        return None if self.key_path is None else self.key_path.with_name("quic-reset.key")
     limits: ServerLimits = field(default_factory=ServerLimits)
     """Connection caps, Retry threshold, per-peer Hello rate, idle timeouts."""
     presence_timeout_blocks: int = PRESENCE_TIMEOUT_BLOCKS
@@ -278,10 +288,12 @@ class TransportService:
         if cfg.cert_path is not None and cfg.key_path is not None:
             cert, key = ensure_certificate(cfg.cert_path, cfg.key_path, "cowboy-validator")
         else:
-
             cert, key = generate_self_signed("cowboy-validator")
+        reset_file = cfg.reset_key_file()
+        reset_secret = ensure_reset_key(reset_file) if reset_file is not None else None
         self._server = await start_server(cfg.host, cfg.port, handler_factory=lambda c: _RunnerConnection(self, c),
-                                          limits=cfg.limits, certificate_pem=cert, private_key_pem=key)
+                                          limits=cfg.limits, certificate_pem=cert, private_key_pem=key,
+                                          reset_secret=reset_secret)
         self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
         log.info("transport listening", addr=f"{cfg.host}:{self.port}")
 
@@ -331,7 +343,7 @@ class TransportService:
             return
         stats = self._server.stats
         current = {"ignored_datagrams": stats.ignored_datagrams, "retries_sent": stats.retries_sent,
-                   "handler_errors": stats.handler_errors}
+                   "handler_errors": stats.handler_errors, "stateless_resets_sent": stats.stateless_resets_sent}
         for group in ("refused", "decode_errors", "stream_errors"):
             for key, value in getattr(stats, group).items():
                 current[f"{group}:{key}"] = value

@@ -39,6 +39,20 @@ connections a tokenless Initial gets a stateless Retry; each admitted connection
 from its source IP's bucket and, if there was none, is answered ``Goodbye{RateLimited}`` at its
 first byte and never reaches a handler. Unparseable or unexpected datagrams are dropped.
 
+**Stateless reset** (RFC 9000 §10.3). The server derives the stateless reset token of every connection id it
+issues (the ``stateless_reset_token`` transport parameter and each NEW_CONNECTION_ID) as
+``HMAC-SHA256(reset_secret, "cowboy-quic-stateless-reset-v1" ‖ cid)[:16]`` (§10.3.2) instead of aioquic's
+random tokens, and its connection ids are self-authenticating: 16 bytes, 12 random then a 4-byte HMAC tag under
+the same secret. A short-header packet for a connection id the server does not know but whose tag verifies —
+a runner still talking to the previous run of a restarted validator — is answered with a stateless reset
+carrying that token, smaller than the packet that caused it (no amplification, no reset loops, §10.3.3) and
+within ``ServerLimits.stateless_reset_rate``; any other short-header datagram is dropped unanswered, as before.
+With the secret kept in a file (``quic_certs.ensure_reset_key``) the tag verifies and the token is the one the
+old run issued. aioquic's client does not detect resets, so :class:`_ClientProtocol` checks
+every incoming datagram: a datagram of at least 21 bytes with a short header whose last 16 bytes equal the
+token of the connection id in use ends the connection at once, sending nothing more (§10.3.1); ``recv()`` then
+raises :class:`ConnectionClosed` with reason ``stateless_reset``.
+
 Certificates are self-signed and not verified by runners (see ``quic_certs``): identity is the
 CIP-11 HelloAck, bound to the channel binding exposed here.
 """
@@ -46,6 +60,8 @@ CIP-11 HelloAck, bound to the channel binding exposed here.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import secrets
 import socket
@@ -59,9 +75,15 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.buffer import Buffer  # type: ignore[attr-defined]  # re-exported from aioquic._buffer
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
-from aioquic.quic.connection import TRANSPORT_CLOSE_FRAME_CAPACITY, NetworkAddress, QuicConnection
+from aioquic.quic.connection import (
+    TRANSPORT_CLOSE_FRAME_CAPACITY,
+    NetworkAddress,
+    QuicConnection,
+    QuicConnectionId,
+)
 from aioquic.quic.crypto import CryptoPair
 from aioquic.quic.packet import (
+    STATELESS_RESET_TOKEN_SIZE,
     QuicErrorCode,
     QuicFrameType,
     QuicHeader,
@@ -89,13 +111,91 @@ __all__ = [
     "GoodbyeSigner",
     "QuicFrameServer",
     "connect",
+    "is_issued_cid",
+    "is_stateless_reset",
+    "issue_cid",
     "start_server",
+    "stateless_reset_packet",
+    "stateless_reset_token",
 ]
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 4096
 """Client: received frames not yet taken by ``recv()`` beyond which the connection is closed."""
+RESET_TOKEN_DOMAIN = b"cowboy-quic-stateless-reset-v1"
+"""Domain of the stateless reset token derivation."""
+MIN_STATELESS_RESET_BYTES = 21
+"""RFC 9000 §10.3: the smallest datagram that can be a stateless reset (5 bytes then the 16-byte token)."""
+MAX_STATELESS_RESET_BYTES = 64
+"""Size of the resets this server sends, when the packet that caused one is larger."""
+SERVER_CID_LENGTH = 16
+"""Length of the connection ids the server issues: 12 random bytes then a 4-byte tag (:func:`issue_cid`)."""
+CID_TAG_BYTES = 4
+CID_TAG_DOMAIN = b"cowboy-quic-cid-v1"
+
+
+def _cid_tag(secret: bytes, nonce: bytes) -> bytes:
+    return hmac.new(secret, CID_TAG_DOMAIN + nonce, hashlib.sha256).digest()[:CID_TAG_BYTES]
+
+
+def issue_cid(secret: bytes) -> bytes:
+    """A fresh server connection id that a server holding ``secret`` recognises as its own after a restart."""
+    nonce = secrets.token_bytes(SERVER_CID_LENGTH - CID_TAG_BYTES)
+    return nonce + _cid_tag(secret, nonce)
+
+
+def is_issued_cid(secret: bytes, cid: bytes) -> bool:
+    """Whether ``cid`` was issued by a server holding ``secret`` (forged with probability 2^-32)."""
+    return (len(cid) == SERVER_CID_LENGTH
+            and hmac.compare_digest(cid[-CID_TAG_BYTES:], _cid_tag(secret, cid[:-CID_TAG_BYTES])))
+
+
+def stateless_reset_token(secret: bytes, cid: bytes) -> bytes:
+    """The 16-byte stateless reset token of connection id ``cid`` under the server's ``secret`` (§10.3.2)."""
+    return hmac.new(secret, RESET_TOKEN_DOMAIN + cid, hashlib.sha256).digest()[:STATELESS_RESET_TOKEN_SIZE]
+
+
+def stateless_reset_packet(token: bytes, trigger_length: int) -> bytes | None:
+    """A stateless reset for a packet of ``trigger_length`` bytes: header form 0, fixed bit 1, unpredictable
+    bits, then ``token``; one byte shorter than the trigger up to :data:`MAX_STATELESS_RESET_BYTES`. None when the
+    trigger is too short for a smaller reset of at least :data:`MIN_STATELESS_RESET_BYTES` (§10.3, §10.3.3)."""
+    size = min(trigger_length - 1, MAX_STATELESS_RESET_BYTES)
+    if size < MIN_STATELESS_RESET_BYTES:
+        return None
+    body = bytearray(secrets.token_bytes(size - STATELESS_RESET_TOKEN_SIZE))
+    body[0] = 0x40 | (body[0] & 0x3F)
+    return bytes(body) + token
+
+
+def is_stateless_reset(data: bytes, token: bytes | None) -> bool:
+    """Whether ``data`` is a stateless reset carrying ``token`` (a short-header datagram ending in it, §10.3.1)."""
+    return (token is not None and len(token) == STATELESS_RESET_TOKEN_SIZE
+            and len(data) >= MIN_STATELESS_RESET_BYTES and not data[0] & 0x80
+            and hmac.compare_digest(data[-STATELESS_RESET_TOKEN_SIZE:], token))
+
+
+class _ServerQuicConnection(QuicConnection):
+    """aioquic's server connection with connection ids from :func:`issue_cid` and reset tokens derived from the
+    server secret (aioquic draws both at random)."""
+
+    def __init__(self, *, reset_secret: bytes, **kwargs: object) -> None:
+        self._reset_secret = reset_secret
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        # Replaced before any packet is built and before the handshake sends the stateless_reset_token parameter.
+        first = self._host_cids[0]
+        first.cid = issue_cid(reset_secret)
+        first.stateless_reset_token = stateless_reset_token(reset_secret, first.cid)
+        self.host_cid = self._local_initial_source_connection_id = first.cid
+
+    def _replenish_connection_ids(self) -> None:
+        # aioquic 1.x's loop, with our ids and tokens (NEW_CONNECTION_ID frames are written from these entries).
+        while len(self._host_cids) < min(8, self._remote_active_connection_id_limit):
+            cid = issue_cid(self._reset_secret)
+            self._host_cids.append(QuicConnectionId(cid=cid, sequence_number=self._host_cid_seq,
+                                                    stateless_reset_token=stateless_reset_token(self._reset_secret,
+                                                                                                cid)))
+            self._host_cid_seq += 1
 
 
 class ConnectionHandler(Protocol):
@@ -271,7 +371,9 @@ class QuicFrameServer(QuicServer):
     """The CIP-11 QUIC server: admission policy in front of aioquic, one handler per connection."""
 
     def __init__(self, *, configuration: QuicConfiguration, limits: ServerLimits,
-                 handler_factory: Callable[[FrameConnection], ConnectionHandler]) -> None:
+                 handler_factory: Callable[[FrameConnection], ConnectionHandler],
+                 reset_secret: bytes | None = None) -> None:
+        configuration.connection_id_length = SERVER_CID_LENGTH  # self-authenticating ids (stateless reset)
         super().__init__(configuration=configuration)  # retry=False: Retry is decided per Initial below
         self.limits = limits
         """The caps in force."""
@@ -284,6 +386,8 @@ class QuicFrameServer(QuicServer):
                                      max_peers=limits.max_tracked_peers)
         self._live: dict[int, _ServerProtocol] = {}
         self._next_number = 1
+        self._reset_secret = reset_secret if reset_secret is not None else secrets.token_bytes(32)
+        self._reset_budget = PeerRateLimiter(limits.stateless_reset_rate, limits.stateless_reset_burst, max_peers=1)
 
     @property
     def port(self) -> int:
@@ -316,6 +420,12 @@ class QuicFrameServer(QuicServer):
         protocol = self._protocols.get(header.destination_cid)
         if protocol is not None:
             protocol.datagram_received(data, addr)
+            return
+        if header.packet_type == QuicPacketType.ONE_RTT:  # short header of a connection this server does not know
+            if is_issued_cid(self._reset_secret, header.destination_cid):  # ours, from before a restart
+                self._stateless_reset(header.destination_cid, len(data), addr)
+            else:
+                self.stats.ignored_datagrams += 1
             return
         if len(data) < SMALLEST_MAX_DATAGRAM_SIZE:
             self.stats.ignored_datagrams += 1  # bounds every reply below to ≤ the client's padded datagram
@@ -364,9 +474,9 @@ class QuicFrameServer(QuicServer):
         else:
             original_cid = header.destination_cid
         rate_ok = self._rate.allow(peer_key(str(addr[0])), now)
-        connection = QuicConnection(configuration=self._configuration,
-                                    original_destination_connection_id=original_cid,
-                                    retry_source_connection_id=retry_source_cid)
+        connection = _ServerQuicConnection(reset_secret=self._reset_secret, configuration=self._configuration,
+                                           original_destination_connection_id=original_cid,
+                                           retry_source_connection_id=retry_source_cid)
         number, self._next_number = self._next_number, self._next_number + 1
         protocol = _ServerProtocol(connection, server=self, number=number, peer=(str(addr[0]), int(addr[1])),
                                    rate_limited=not rate_ok)
@@ -381,6 +491,18 @@ class QuicFrameServer(QuicServer):
         stats.half_open += 1
         stats.accepted_total += 1
         protocol.datagram_received(data, addr)
+
+    def _stateless_reset(self, cid: bytes, trigger_length: int, addr: NetworkAddress) -> None:
+        """RFC 9000 §10.3: tell the sender its connection is gone (e.g. held by this server before a restart)."""
+        packet = stateless_reset_packet(stateless_reset_token(self._reset_secret, cid), trigger_length)
+        if packet is None:
+            self.stats.ignored_datagrams += 1
+            return
+        if not self._reset_budget.allow("*", self._loop.time()):
+            ServerStats.bump(self.stats.refused, "stateless_reset_rate")
+            return
+        self._send(packet, addr)
+        self.stats.stateless_resets_sent += 1
 
     def _retry_source_cid(self) -> bytes:
         return secrets.token_bytes(self._configuration.connection_id_length)
@@ -427,8 +549,13 @@ async def start_server(
     private_key_pem: bytes | None = None,
     certificate_path: str | Path | None = None,
     private_key_path: str | Path | None = None,
+    reset_secret: bytes | None = None,
 ) -> QuicFrameServer:
-    """Listen on UDP ``host:port`` (0 = any free port, see ``.port``); give the PEM bytes or their paths."""
+    """Listen on UDP ``host:port`` (0 = any free port, see ``.port``); give the PEM bytes or their paths.
+
+    ``reset_secret`` keys the stateless reset tokens; give the same bytes across restarts (see
+    ``quic_certs.ensure_reset_key``) so a restarted server resets its previous run's connections. None: a random
+    secret for this run only."""
     if certificate_pem is None or private_key_pem is None:
         if certificate_path is None or private_key_path is None:
             raise ValueError("start_server needs certificate_pem/private_key_pem or certificate_path/private_key_path")
@@ -438,7 +565,8 @@ async def start_server(
     config.certificate, config.private_key = load_certificate(certificate_pem, private_key_pem)
     loop = asyncio.get_running_loop()
     _, server = await loop.create_datagram_endpoint(
-        lambda: QuicFrameServer(configuration=config, limits=limits, handler_factory=handler_factory),
+        lambda: QuicFrameServer(configuration=config, limits=limits, handler_factory=handler_factory,
+                                reset_secret=reset_secret),
         local_addr=(host, port))
     return server
 
@@ -460,6 +588,24 @@ class _ClientProtocol(FramedProtocol):
 
     def _closed_callback(self, reason: str) -> None:
         self.frames.put_nowait(None)  # wakes recv(), which then raises ConnectionClosed
+
+    def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
+        """aioquic's receive path, after the stateless reset check aioquic lacks (RFC 9000 §10.3.1)."""
+        if not self._terminated and is_stateless_reset(cast(bytes, data), self._quic._peer_cid.stateless_reset_token):
+            self._reset_by_peer()
+            return
+        super().datagram_received(data, addr)
+
+    def _reset_by_peer(self) -> None:
+        """The server no longer has this connection: enter draining at once and send nothing more (§10.3.1)."""
+        self._closing = True
+        self._report_closed("stateless_reset")
+        self._terminated = self._aborted = True
+        for timer in (self._timer, self._linger):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._linger = None
+        self._on_terminated()
 
     def _on_terminated(self) -> None:
         self.terminated.set()

@@ -15,8 +15,10 @@ that group or others may access is refused (``chmod 600 PATH`` fixes it), as for
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -25,8 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-__all__ = ["CERT_VALIDITY_DAYS", "check_key_file_mode", "ensure_certificate", "generate_self_signed",
-           "load_certificate"]
+__all__ = ["CERT_VALIDITY_DAYS", "RESET_KEY_BYTES", "check_key_file_mode", "ensure_certificate", "ensure_reset_key",
+           "generate_self_signed", "load_certificate"]
 
 CERT_VALIDITY_DAYS = 3650
 """Validity of a generated certificate (ten years; nobody verifies its dates, see the module docstring)."""
@@ -85,6 +87,26 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
     with os.fdopen(fd, "wb") as f:
         os.fchmod(f.fileno(), mode)
         f.write(data)
+
+
+RESET_KEY_BYTES = 32
+"""Length of the stateless-reset secret (``ensure_reset_key``)."""
+
+
+def ensure_reset_key(path: Path) -> bytes:
+    """The QUIC stateless-reset secret in ``path``, created once (32 random bytes, mode 0600).
+
+    The server derives every connection id's stateless reset token from it (RFC 9000 §10.3.2), so a restarted
+    server can reset the connections its previous run held. Like the TLS key, a file group or others may access
+    is refused (PermissionError), and a file of the wrong length is refused (ValueError)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        _write_new(path, secrets.token_bytes(RESET_KEY_BYTES), 0o600)
+    check_key_file_mode(path)
+    data = path.read_bytes()
+    if len(data) != RESET_KEY_BYTES:
+        raise ValueError(f"stateless-reset key {path}: {len(data)} bytes, expected {RESET_KEY_BYTES}")
+    return data
 
 
 def ensure_certificate(cert_path: Path, key_path: Path, common_name: str) -> tuple[bytes, bytes]:

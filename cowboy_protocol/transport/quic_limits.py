@@ -54,16 +54,23 @@ class ServerLimits:
     QUIC close (the close is sent as soon as the Goodbye is acknowledged)."""
     max_tracked_peers: int = 65_536
     """Bound on the rate limiter's table of source IPs (memory under a spoofed flood)."""
+    stateless_reset_rate: float = 10_000.0
+    """Stateless resets (RFC 9000 §10.3) sent per second at most, over all peers; each is smaller than the
+    packet that caused it, so this bounds CPU, not amplification. A restarted validator answers every runner's
+    next packet with one, so keep it above the expected runner count per second."""
+    stateless_reset_burst: int = 10_000
+    """Burst of that budget."""
 
     def __post_init__(self) -> None:
         """Reject values that would disable a cap by accident."""
         for name in ("max_connections", "max_half_open", "hello_burst_per_peer", "max_frame_bytes",
-                     "max_tracked_peers"):
+                     "max_tracked_peers", "stateless_reset_burst"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerLimits.{name} must be ≥ 1")
         if self.retry_threshold < 0:
             raise ValueError("ServerLimits.retry_threshold must be ≥ 0")
-        for name in ("hello_rate_per_peer", "idle_timeout_s", "auth_timeout_s", "goodbye_linger_s"):
+        for name in ("hello_rate_per_peer", "idle_timeout_s", "auth_timeout_s", "goodbye_linger_s",
+                     "stateless_reset_rate"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServerLimits.{name} must be > 0")
         if self.max_frame_bytes > MAX_FRAME_BYTES:
@@ -92,9 +99,11 @@ class ServerStats:
     """Datagrams dropped without effect: unparseable header, unknown connection, undersized Initial."""
     handler_errors: int = 0
     """Exceptions raised by a connection handler (the connection is closed; the server keeps serving)."""
+    stateless_resets_sent: int = 0
+    """Stateless resets sent for short-header packets of unknown connections (RFC 9000 §10.3)."""
     refused: dict[str, int] = field(default_factory=dict)
     """Refusals by reason: ``max_connections``, ``max_half_open``, ``invalid_token``, ``rate_limited``,
-    ``auth_timeout``."""
+    ``auth_timeout``, ``stateless_reset_rate`` (a reset not sent: over ``stateless_reset_rate``)."""
     decode_errors: dict[str, int] = field(default_factory=dict)
     """Frame decode failures by ``TransportError.code`` (``frame_too_large``, ``malformed_body``, …)."""
     stream_errors: dict[str, int] = field(default_factory=dict)
