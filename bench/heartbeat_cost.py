@@ -58,9 +58,12 @@ from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, sign_fr
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import Authenticated
+from cowboy_protocol.transport.subset import EpochSnapshot
+from cowboy_protocol.types.params import Cip11Params
 
 VALIDATOR = ValidatorKey(bytes(range(1, 33)))
 VSET = (VALIDATOR.pubkey.key,)
+SNAPSHOT = EpochSnapshot(0, VSET)
 KEY_BASE = 0x9000
 
 
@@ -85,13 +88,24 @@ class Registry:
         """The fake clock's height."""
         return self.clock.height
 
-    def admission(self, runner: PubKey) -> Any:
-        """Registered iff the key's address is in the table."""
+    def admission(self, runner: PubKey, subset_epoch: int | None = None, offered_hash: bytes | None = None) -> Any:
+        """Registered iff the key's address is in the table (and the Hello offers the one epoch-0 snapshot)."""
+        from cowboy_protocol.transport.enums import GoodbyeReason
         from cowboy_protocol.transport.validator_session import Admission
 
+        if subset_epoch is not None and (subset_epoch, offered_hash) != (0, SNAPSHOT.set_hash):
+            return Admission(False, GoodbyeReason.WRONG_VALIDATOR_SET)
         address = runner.address()
         i = self.index.get(address)
         return Admission(True, runner_index=i, address=address) if i is not None else Admission(False)
+
+    def cip11_params(self) -> Cip11Params:
+        """The §13 defaults (no governance here)."""
+        return Cip11Params()
+
+    def valid_snapshots(self) -> tuple[EpochSnapshot, ...]:
+        """The static one-validator set."""
+        return (SNAPSHOT,)
 
     def assignment_for(self, job_id: bytes) -> None:
         """No jobs."""

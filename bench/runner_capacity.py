@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
 from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import HeartbeatPing, HeartbeatPong
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
@@ -62,11 +63,14 @@ from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, c
 from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import Authenticated
+from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.transport.validator_session import Admission
+from cowboy_protocol.types.params import Cip11Params
 
 QUIC_ECHO = Path(__file__).resolve().parent / "quic_echo.py"
 VALIDATOR = ValidatorKey(bytes(range(1, 33)))
 VSET = (VALIDATOR.pubkey.key,)
+SNAPSHOT = EpochSnapshot(0, VSET)
 KEY_BASE = 0x9000
 CONNECT_BATCH = 20
 """Connections opened concurrently: larger batches on a loaded machine let handshakes hit the 10 s auth timeout."""
@@ -86,11 +90,22 @@ class StaticRegistry:
         """One block per second since start."""
         return 1 + int(time.monotonic() - self.t0)
 
-    def admission(self, runner: PubKey) -> Admission:
-        """Registered iff the key's address is in the table."""
+    def admission(self, runner: PubKey, subset_epoch: int | None = None,
+                  offered_hash: bytes | None = None) -> Admission:
+        """Registered iff the key's address is in the table (and the Hello offers the one epoch-0 snapshot)."""
+        if subset_epoch is not None and (subset_epoch, offered_hash) != (0, SNAPSHOT.set_hash):
+            return Admission(False, GoodbyeReason.WRONG_VALIDATOR_SET)
         address = runner.address()
         i = self.index.get(address)
         return Admission(True, runner_index=i, address=address) if i is not None else Admission(False)
+
+    def cip11_params(self) -> Cip11Params:
+        """The §13 defaults (no governance in this benchmark)."""
+        return Cip11Params()
+
+    def valid_snapshots(self) -> tuple[EpochSnapshot, ...]:
+        """The static one-validator set."""
+        return (SNAPSHOT,)
 
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
         """No jobs in this benchmark."""

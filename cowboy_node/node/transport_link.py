@@ -11,13 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners import store
+from cowboy_node.execution.system_state import get_cip11_params
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.transport.service import AssignmentInfo, TransactionRefused
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.errors import TransportError
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.subset import in_subset
+from cowboy_protocol.transport.subset import (
+    EpochSnapshot,
+    Reconfiguration,
+    epoch_paired_valid,
+    select_snapshot,
+    valid_snapshots,
+)
 from cowboy_protocol.transport.validator_session import Admission
+from cowboy_protocol.types.params import Cip11Params
 from cowboy_protocol.types.runner import Health
 
 if TYPE_CHECKING:
@@ -33,6 +41,8 @@ class TransportLink:
     """Held while a block is built."""
     _ed_pub: bytes
     """This validator's raw Ed25519 peer_pubkey."""
+    _reconfiguration: Reconfiguration | None = None
+    """The last ``ValidatorSetActivated`` (§5.3), set by :meth:`activate_validator_set`; None: genesis epoch 0."""
 
     @property
     def chain_id(self) -> str:
@@ -55,15 +65,55 @@ class TransportLink:
         except RpcError as e:
             raise TransactionRefused(e.code, e.message) from None
 
-    def admission(self, runner: PubKey) -> Admission:
-        """§6.2: a secp256k1 key whose address is a registered, not deregistered runner, and (§5.2) this
-        validator is in the runner's ``Sub(R)`` over the genesis snapshot (always true with one validator)."""
+    def cip11_params(self) -> Cip11Params:
+        """The governed CIP-11 §13 constants active at the committed head (read under the state lock)."""
+        with self._tree_lock:
+            return get_cip11_params(self.chain.world())
+
+    # --- §5.3 / §5.4 validator-set snapshots ---
+    def genesis_snapshot(self) -> EpochSnapshot:
+        """``ValidatorSetSnapshot(0)``: the genesis validators' peer keys (§5.4 static topology)."""
+        return EpochSnapshot(0, tuple(v.ed25519_public_key for v in self.chain.genesis.validators))
+
+    def activate_validator_set(self, snapshot: EpochSnapshot, activation_height: int) -> None:
+        """The ``ValidatorSetActivated(E+1, activation_height)`` hook (§5.3, §5.4). Nothing in the node calls it
+        yet: the validator set is the static genesis set until consensus/governance can change it (the
+        consensus work will call this when a new snapshot activates). The previous newest snapshot becomes epoch
+        E; from ``activation_height`` both are valid for OVERLAP_BLOCKS, then only ``snapshot``."""
+        prior = self._reconfiguration.new if self._reconfiguration is not None else self.genesis_snapshot()
+        self._reconfiguration = Reconfiguration(prior, snapshot, activation_height)
+
+    def valid_snapshots(self, height: int | None = None,
+                        params: Cip11Params | None = None) -> tuple[EpochSnapshot, ...]:
+        """The snapshots valid at ``height`` (default: the head), oldest first, with the governed OVERLAP_BLOCKS
+        active at the head."""
+        params = params or self.cip11_params()
+        h = self.chain.height if height is None else height
+        return valid_snapshots(self.genesis_snapshot(), self._reconfiguration, h, params.OVERLAP_BLOCKS)
+
+    def newest_snapshot(self, height: int | None = None) -> EpochSnapshot:
+        """The newest snapshot valid at ``height`` (what this validator offers when it must pick one)."""
+        return self.valid_snapshots(height)[-1]
+
+    def admission(self, runner: PubKey, subset_epoch: int | None = None,
+                  offered_hash: bytes | None = None) -> Admission:
+        """§6.2: a secp256k1 key whose address is a registered, not deregistered runner, and (§5.2, §5.3) this
+        validator is in the runner's ``Sub_epoch(R)`` for the snapshot the Hello's ``(subset_epoch,
+        validator_set_hash)`` selects among those valid at the head (omitted: the newest valid snapshot). A pair
+        selecting no valid snapshot — e.g. ``validator_set_hash(E)`` past the overlap cutoff — is
+        ``WrongValidatorSet``. Sub(R) uses the governed MIN_SUBSET/MAX_SUBSET at the head."""
         try:
             address = runner.address()
         except TransportError:
             return Admission(False, GoodbyeReason.NOT_REGISTERED)
-        snapshot = [v.ed25519_public_key for v in self.chain.genesis.validators]
-        if not in_subset(self._ed_pub, runner.key, snapshot):
+        params = self.cip11_params()
+        valid = self.valid_snapshots(params=params)
+        if subset_epoch is None or offered_hash is None:
+            subset_epoch, offered_hash = valid[-1].epoch, valid[-1].set_hash
+        if select_snapshot(valid, subset_epoch, offered_hash) is None:
+            return Admission(False, GoodbyeReason.WRONG_VALIDATOR_SET)
+        if not epoch_paired_valid(self._ed_pub, runner.key, valid, subset_epoch, offered_hash,
+                                  min_subset=params.MIN_SUBSET, max_subset=params.MAX_SUBSET):
             return Admission(False, GoodbyeReason.NOT_IN_SUBSET)
         with self._tree_lock:
             rec = store.get_runner(self.chain.world(), address)

@@ -12,6 +12,9 @@ later move into worker processes without touching execution:
   reveals whose window the block opened (§10.3, ``reveal_hold``), and re-check the runners holding a session
   against the registry at the new head (§6.2, §7.4): a deregistered (or vanished) runner loses its presence and
   its session with ``Goodbye{Deregistered}`` (``{NotRegistered}``); one not HEALTHY leaves local presence.
+  Each block also re-reads the governed CIP-11 constants at the new head (:meth:`NodeLink.cip11_params`:
+  PRESENCE_TIMEOUT_BLOCKS, ACK_TIMEOUT_BLOCKS, OVERLAP_BLOCKS, MIN_SUBSET/MAX_SUBSET) and closes the sessions
+  no longer epoch-paired-valid (§5.3: after the OVERLAP_BLOCKS cutoff, ``Goodbye{OverlapExpired}``).
 
 Everything protocol-level lives in the sans-I/O layers (``validator_session``, ``presence``, ``push``,
 ``result_frames``); this module only wires them to the QUIC adapter and the node, and counts what happens.
@@ -30,8 +33,8 @@ from pathlib import Path
 from typing import Protocol
 
 from cowboy_node.observability.logging import get_logger
-from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
-from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
+from cowboy_node.transport.presence import LocalPresence
+from cowboy_node.transport.push import Outcome, PushTracker
 from cowboy_node.transport.reveal_hold import HeldReveal, RevealHold, Verdict
 from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason
 from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
@@ -53,7 +56,9 @@ from cowboy_protocol.transport.session import (
     PresenceWithdrawn,
     ResultFrame,
 )
+from cowboy_protocol.transport.subset import EpochSnapshot, epoch_paired_valid
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.types.params import Cip11Params
 from cowboy_protocol.types.runner import Health
 
 log = get_logger("cowboy.transport")
@@ -99,8 +104,19 @@ class NodeLink(Protocol):
         """Committed height."""
         ...
 
-    def admission(self, runner: PubKey) -> Admission:
-        """§6.2 admission verdict for the runner key offered in a Hello."""
+    def admission(self, runner: PubKey, subset_epoch: int | None = None,
+                  offered_hash: bytes | None = None) -> Admission:
+        """§6.2 admission verdict for the runner key offered in a Hello, epoch-paired with the Hello's
+        ``(subset_epoch, validator_set_hash)`` (§5.3; WrongValidatorSet when it selects no valid snapshot)."""
+        ...
+
+    def valid_snapshots(self) -> tuple[EpochSnapshot, ...]:
+        """The validator-set snapshots whose ``(subset_epoch, validator_set_hash)`` are valid at the head, oldest
+        first (§5.3: one outside a reconfiguration overlap, epochs E and E+1 during it)."""
+        ...
+
+    def cip11_params(self) -> Cip11Params:
+        """The governed CIP-11 §13 constants at the committed head."""
         ...
 
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
@@ -176,10 +192,11 @@ class TransportConfig:
         return None if self.key_path is None else self.key_path.with_name("quic-reset.key")
     limits: ServerLimits = field(default_factory=ServerLimits)
     """Connection caps, Retry threshold, per-peer Hello rate, idle timeouts."""
-    presence_timeout_blocks: int = PRESENCE_TIMEOUT_BLOCKS
-    """Drop a silent runner from local presence after this many blocks (§6.3)."""
-    ack_timeout_blocks: int = ACK_TIMEOUT_BLOCKS
-    """HardFailure threshold after a push (§10.6)."""
+    presence_timeout_blocks: int | None = None
+    """Drop a silent runner from local presence after this many blocks (§6.3). None (the default): the governed
+    PRESENCE_TIMEOUT_BLOCKS at the committed head, re-read every block; a number pins it (tests, operators)."""
+    ack_timeout_blocks: int | None = None
+    """HardFailure threshold after a push (§10.6). None: the governed ACK_TIMEOUT_BLOCKS at the head."""
     subset_epoch: int = 0
     """Validator-set epoch offered in Hello (static set: 0)."""
 
@@ -204,7 +221,7 @@ class _RunnerConnection:
             chain_id=s.link.chain_id, key=s.key, validator_set_hash=s.validator_set_hash,
             subset_epoch=s.config.subset_epoch, channel_binding=conn.channel_binding,
             challenge_nonce=secrets.token_bytes(32), admit=s.admit, height=s.link.head_height, now=s.now(),
-            ack_timeout_blocks=s.config.ack_timeout_blocks)
+            ack_timeout_blocks=s.ack_timeout_blocks, admit_paired=s.admit_paired)
         s.connections.add(self)
 
     def on_frame(self, frame: Frame) -> None:
@@ -262,7 +279,9 @@ class TransportService:
         self.validator_set_hash = validator_set_hash
         self.config = config or TransportConfig()
         self.metrics: TransportMetrics = metrics or _NullMetrics()
-        self.presence = LocalPresence(timeout_blocks=self.config.presence_timeout_blocks)
+        self.params: Cip11Params = link.cip11_params()
+        """The governed CIP-11 constants in force (re-read at each committed block)."""
+        self.presence = LocalPresence(timeout_blocks=self.presence_timeout_blocks)
         self.pushes = PushTracker()
         self.connections: set[_RunnerConnection] = set()
         self._by_index: dict[int, _RunnerConnection] = {}
@@ -353,10 +372,38 @@ class TransportService:
             for _ in range(max(0, delta)):
                 self.metrics.transport_event("quic", label)
 
+    @property
+    def presence_timeout_blocks(self) -> int:
+        """PRESENCE_TIMEOUT_BLOCKS in force: the configured override, else the governed value at the head."""
+        pinned = self.config.presence_timeout_blocks
+        return self.params.PRESENCE_TIMEOUT_BLOCKS if pinned is None else pinned
+
+    @property
+    def ack_timeout_blocks(self) -> int:
+        """ACK_TIMEOUT_BLOCKS in force: the configured override, else the governed value at the head."""
+        pinned = self.config.ack_timeout_blocks
+        return self.params.ACK_TIMEOUT_BLOCKS if pinned is None else pinned
+
+    def apply_params(self, params: Cip11Params) -> None:
+        """Take the governed constants active at the new head: presence timeout now, ACK timeout for every
+        session (a pending push's deadline is ``pushed_height + ACK_TIMEOUT_BLOCKS`` under the value in force at
+        each check)."""
+        self.params = params
+        self.presence.timeout_blocks = self.presence_timeout_blocks
+        for c in self.connections:
+            if c.session is not None:
+                c.session.ack_timeout_blocks = self.ack_timeout_blocks
+
     # --- the node's side of the interface ---
     def admit(self, runner: PubKey) -> Admission:
-        """The node's admission verdict, counted by outcome."""
-        verdict = self.link.admission(runner)
+        """The node's admission verdict (against the newest valid snapshot), counted by outcome."""
+        return self._count_admission(self.link.admission(runner))
+
+    def admit_paired(self, runner: PubKey, subset_epoch: int, offered_hash: bytes) -> Admission:
+        """§5.3/§6.2 epoch-paired admission of a Hello's runner key and ``(subset_epoch, validator_set_hash)``."""
+        return self._count_admission(self.link.admission(runner, subset_epoch, offered_hash))
+
+    def _count_admission(self, verdict: Admission) -> Admission:
         label = "admitted" if verdict.ok else (verdict.reason or GoodbyeReason.NOT_REGISTERED).name.lower()
         self.metrics.transport_event("handshake", label)
         return verdict
@@ -366,8 +413,11 @@ class TransportService:
         return self.presence.present(height)
 
     def on_block_committed(self, jobs_assigned: Iterable[bytes], jobs_finished: Iterable[bytes]) -> None:
-        """Push the block's assignments to live sessions and cancel pushes that the chain superseded (§10.1, §10.5)."""
+        """Push the block's assignments to live sessions and cancel pushes that the chain superseded (§10.1, §10.5).
+        First take the governed constants at the new head and close sessions past the §5.3 overlap cutoff."""
         committed_at = self.now()
+        self.apply_params(self.link.cip11_params())
+        self._recheck_epochs()
         for job_id in jobs_finished:
             self._end_job(job_id)
         for job_id in jobs_assigned:
@@ -382,11 +432,36 @@ class TransportService:
         self._recheck_registry()
 
     # --- internals ---
+    def _recheck_epochs(self) -> None:
+        """§5.3 routing & presence: "A validator routes/attests for a runner only over an epoch-paired-valid
+        connection"; "After the window (at block activation_height + OVERLAP_BLOCKS [...]) only Sub_{E+1}(R),
+        validator_set_hash(E+1) [...] are valid. Either side MAY initiate closing an epoch-E-only connection [...]
+        with Goodbye { reason: OverlapExpired }". A session whose pair is no longer valid at the head loses its
+        presence and is closed that way (in-flight work drains per §11.5: the runner keeps its result txs).
+        During the overlap both epochs' sessions stay valid, so a runner present via either subset counts."""
+        if not self._by_index:
+            return
+        valid = self.link.valid_snapshots()
+        me = self.key.pubkey.key
+        for conn in list(self._by_index.values()):
+            session, pubkey = conn.session, conn.runner_pubkey
+            if session is None or pubkey is None or conn.runner_index is None:
+                continue
+            if epoch_paired_valid(me, pubkey.key, valid, session.subset_epoch, session.validator_set_hash,
+                                  min_subset=self.params.MIN_SUBSET, max_subset=self.params.MAX_SUBSET):
+                continue
+            log.info("closing a session past the reconfiguration overlap", index=conn.runner_index,
+                     subset_epoch=session.subset_epoch)
+            self.presence.connection_closed(conn.runner_index)
+            conn.handle(session.close(GoodbyeReason.OVERLAP_EXPIRED,
+                                      f"epoch {session.subset_epoch} expired at height {self.link.head_height()}"))
+            self._forget(conn)
+
     def _recheck_registry(self) -> None:
         """§6.2 admission, re-applied at each committed head to the runners holding a session: "the runner
         party_pubkey MUST [...] resolve to a RunnerRegistration with health != Deregistered". One registry read
         per live session under one lock (the decoded records are memoised), nothing when no runner is connected.
-        The subset gate (§5.2) is not re-run: the validator set is the static genesis snapshot (epoch 0)."""
+        The subset gate (§5.2) is re-run per epoch by :meth:`_recheck_epochs`."""
         conns = [c for c in self._by_index.values() if c.address is not None and c.session is not None]
         if not conns:
             return

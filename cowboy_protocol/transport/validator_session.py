@@ -126,9 +126,16 @@ class ValidatorSession(SessionBase):
                  height: Callable[[], int], now: float, max_ping_rate: float = DEFAULT_MAX_PING_RATE,
                  max_control_rate: float = DEFAULT_MAX_CONTROL_RATE, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
                  hello_timeout_s: float = DEFAULT_HELLO_TIMEOUT_S,
-                 ack_timeout_blocks: int = DEFAULT_ACK_TIMEOUT_BLOCKS) -> None:
+                 ack_timeout_blocks: int = DEFAULT_ACK_TIMEOUT_BLOCKS,
+                 admit_paired: Callable[[PubKey, int, bytes], Admission] | None = None) -> None:
         """``now`` is when the connection was accepted (the handshake deadline counts from it);
-        ``challenge_nonce`` is 32 fresh random bytes from the caller (the session draws no randomness)."""
+        ``challenge_nonce`` is 32 fresh random bytes from the caller (the session draws no randomness).
+
+        ``admit_paired`` (§5.3 reconfiguration overlap): when given, the Hello's ``(subset_epoch,
+        validator_set_hash)`` is not compared with ``subset_epoch``/``validator_set_hash`` here; instead the node's
+        ``admit_paired(runner, offered_epoch, offered_hash)`` selects the one valid snapshot the pair names and
+        checks membership in it (``Goodbye{WrongValidatorSet}`` / ``{NotInSubset}``), and the connection is then
+        bound to the offered pair (HelloAck, pongs). ``admit`` is unused then."""
         super().__init__(key=key, channel_binding=channel_binding, idle_timeout_s=idle_timeout_s,
                          hello_timeout_s=hello_timeout_s)
         self._chain_id = chain_id
@@ -138,6 +145,7 @@ class ValidatorSession(SessionBase):
         self._admit = admit
         self._height = height
         self._ack_timeout_blocks = ack_timeout_blocks
+        self._admit_paired = admit_paired
         self._ping_bucket = RateBucket(max_ping_rate, now)
         self._control_bucket = RateBucket(max_control_rate, now)
         self._opened_at = now
@@ -153,6 +161,27 @@ class ValidatorSession(SessionBase):
     def admission(self) -> Admission | None:
         """The admission verdict obtained on the Hello (None before)."""
         return self._admission
+
+    @property
+    def subset_epoch(self) -> int:
+        """The ``subset_epoch`` this connection is bound to (the offered one once a Hello was admitted)."""
+        return self._epoch
+
+    @property
+    def validator_set_hash(self) -> bytes:
+        """The ``validator_set_hash`` this connection is bound to."""
+        return self._vsh
+
+    @property
+    def ack_timeout_blocks(self) -> int:
+        """ACK_TIMEOUT_BLOCKS applied to this session's pushes (the governed value, updated per block)."""
+        return self._ack_timeout_blocks
+
+    @ack_timeout_blocks.setter
+    def ack_timeout_blocks(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("ACK_TIMEOUT_BLOCKS must be at least 1")
+        self._ack_timeout_blocks = value
 
     @property
     def accepting_new(self) -> bool:
@@ -232,9 +261,17 @@ class ValidatorSession(SessionBase):
         raise protocol_error("unexpected_frame", f"{type(frame).__name__} is not sent to a validator")
 
     def _on_hello(self, hello: Hello) -> list[Event]:
-        version = check_peer_hello(hello, chain_id=self._chain_id, subset_epoch=self._epoch, vset_hash=self._vsh,
-                                   peer_role=Role.RUNNER)
-        admission = self._admit(hello.party_pubkey)
+        if self._admit_paired is None:
+            version = check_peer_hello(hello, chain_id=self._chain_id, subset_epoch=self._epoch,
+                                       vset_hash=self._vsh, peer_role=Role.RUNNER)
+            admission = self._admit(hello.party_pubkey)
+        else:
+            # §5.3/§6.2: the offered pair selects the snapshot; the node checks it is one valid at the head.
+            version = check_peer_hello(hello, chain_id=self._chain_id, subset_epoch=hello.subset_epoch,
+                                       vset_hash=hello.validator_set_hash, peer_role=Role.RUNNER)
+            admission = self._admit_paired(hello.party_pubkey, hello.subset_epoch, hello.validator_set_hash)
+            if admission.ok:
+                self._epoch, self._vsh = hello.subset_epoch, check_32(hello.validator_set_hash, "validator_set_hash")
         if not admission.ok:
             reason = admission.reason or GoodbyeReason.NOT_REGISTERED
             raise protocol_error("not_admitted", f"runner not admitted: {reason.name}", reason)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import private_key_to_public_key
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.subset import subset
+from cowboy_protocol.transport.subset import EpochSnapshot, subset
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam
 from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
@@ -89,3 +91,53 @@ def test_status_publishes_the_validator_set_snapshot_runners_compute_subsets_fro
     assert vs == {"subset_epoch": 0, "validator_set_hash": "0x" + keccak256(b"".join(keys)).hex(),
                   "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
                                  for v in node.chain.genesis.validators]}
+
+
+# -- §5.3 reconfiguration: epoch-paired admission against two snapshots -------------------------------------------
+def _schedule_overlap(node: Any, n: Nonces, blocks: int) -> None:
+    """Governance sets OVERLAP_BLOCKS = ``blocks`` (active two blocks later) and the chain reaches it."""
+    produce(node, [n.tx(ALICE_SK, GovernanceSetParam("OVERLAP_BLOCKS", blocks, node.chain.height + 2))])
+    produce(node, [])
+    assert blocks == node.cip11_params().OVERLAP_BLOCKS
+
+
+def test_admission_during_a_reconfiguration_overlap_is_epoch_paired() -> None:
+    # ValidatorSetActivated(1, h): E = the genesis set {me}; E+1 = me and 19 others (k = 6), where me is in
+    # Sub_1 of runner 2 only. OVERLAP_BLOCKS = 3 by governance.
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS])
+    _schedule_overlap(node, n, 3)
+    me = node.chain.genesis.validators[0].ed25519_public_key
+    old = node.genesis_snapshot()
+    new = EpochSnapshot(1, (me, *(bytes([i]) * 32 for i in range(1, 20))))
+    assert [me in new.sub(_pub(sk).key) for sk in RUNNER_SKS] == [False, False, True]
+    h = node.chain.height + 2
+    node.activate_validator_set(new, h)
+    e, e1 = (0, old.set_hash), (1, new.set_hash)
+
+    def verdict(sk: bytes, pair: tuple[int, bytes]) -> GoodbyeReason | None:
+        adm = node.admission(_pub(sk), *pair)
+        return None if adm.ok else adm.reason
+
+    # H < h: only epoch E.
+    assert node.chain.height == h - 2
+    assert [verdict(sk, e) for sk in RUNNER_SKS] == [None, None, None]
+    assert verdict(RUNNER_SKS[2], e1) is GoodbyeReason.WRONG_VALIDATOR_SET
+    assert node.admission(_pub(RUNNER_SKS[0])).ok  # no pair: the newest valid snapshot (E)
+    produce(node, [])
+    produce(node, [])
+    # h ≤ H < h + OVERLAP: either epoch, each with its own membership; never mixed.
+    for _ in range(3):
+        assert h <= node.chain.height < h + 3
+        assert [verdict(sk, e) for sk in RUNNER_SKS] == [None, None, None]
+        assert [verdict(sk, e1) for sk in RUNNER_SKS] == [GoodbyeReason.NOT_IN_SUBSET] * 2 + [None]
+        assert verdict(RUNNER_SKS[2], (0, new.set_hash)) is GoodbyeReason.WRONG_VALIDATOR_SET
+        assert verdict(RUNNER_SKS[2], (1, old.set_hash)) is GoodbyeReason.WRONG_VALIDATOR_SET
+        produce(node, [])
+    # H ≥ h + OVERLAP: only E+1; "a Hello offering validator_set_hash(E) past the cutoff is rejected".
+    assert node.chain.height == h + 3
+    assert [verdict(sk, e) for sk in RUNNER_SKS] == [GoodbyeReason.WRONG_VALIDATOR_SET] * 3
+    assert [verdict(sk, e1) for sk in RUNNER_SKS] == [GoodbyeReason.NOT_IN_SUBSET] * 2 + [None]
+    assert node.admission(_pub(RUNNER_SKS[0])).reason is GoodbyeReason.NOT_IN_SUBSET

@@ -5,6 +5,10 @@ stand-in for the QUIC connection.
 - §10.3: a JobResult of a multi-runner job that arrives before its reveal window opens is held (never forwarded
   early) and forwarded once the block that opens the window is committed; holding is bounded, and a frame beyond
   the bound is refused with ``Goodbye{ProtocolError}``.
+- §5.3: across ValidatorSetActivated(1, h), sessions under either epoch are admitted and count for presence during
+  the OVERLAP_BLOCKS window; at ``h + OVERLAP_BLOCKS`` an epoch-E session gets ``Goodbye{OverlapExpired}``.
+- §13 governed constants: PRESENCE_TIMEOUT_BLOCKS, ACK_TIMEOUT_BLOCKS and OVERLAP_BLOCKS changed by governance
+  take effect in the transport from the block they activate at.
 - §6.2/§7.4: a runner whose registration is deregistered at a committed block loses its local presence and its
   session (``Goodbye{Deregistered}``) right after that block; a paused runner (on-chain ``accepting = false``)
   stays connected but leaves local presence until the registry says healthy again.
@@ -31,6 +35,8 @@ from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic_stream import GoodbyeSigner
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import AssignmentReceived, Authenticated, Closed, Event
+from cowboy_protocol.transport.subset import EpochSnapshot
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
@@ -62,20 +68,23 @@ class FakeConn:
 class Pipe:
     """One runner session ↔ one service connection handler."""
 
-    def __init__(self, service: TransportService, node: Node, sk: bytes) -> None:
+    def __init__(self, service: TransportService, node: Node, sk: bytes, snapshot: EpochSnapshot | None = None,
+                 *, expect_auth: bool = True) -> None:
         self.node = node
         self.fake = FakeConn()
         self.handler = _RunnerConnection(service, self.fake)  # type: ignore[arg-type]
         self.handler.on_open(self.fake)  # type: ignore[arg-type]
-        vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
+        snapshot = snapshot or node.genesis_snapshot()
+        me = node.chain.genesis.validators[0].ed25519_public_key
         self.runner = RunnerSession(chain_id=node.chain_id, key=SessionKey(sk),
-                                    expected_validator=PubKey.validator(vset[0]), validator_set=vset,
-                                    subset_epoch=0, channel_binding=self.fake.channel_binding,
+                                    expected_validator=PubKey.validator(me), validator_set=snapshot.validators,
+                                    subset_epoch=snapshot.epoch, channel_binding=self.fake.channel_binding,
                                     challenge_nonce=secrets.token_bytes(32))
         self.events: list[Event] = []
         self.runner.start(time.monotonic(), node.chain.height)
         self.pump()
-        assert any(isinstance(e, Authenticated) for e in self.events), self.events
+        if expect_auth:
+            assert any(isinstance(e, Authenticated) for e in self.events), self.events
 
     def pump(self) -> None:
         """Move frames both ways until both sides are quiet."""
@@ -225,3 +234,92 @@ def test_paused_runner_stays_connected_but_leaves_presence_until_healthy_again()
     produce(node, [n.tx(RUNNER_SKS[2], RunnerHeartbeat(True))])
     pipes[2].ping()
     assert service.local_presence(node.chain.height) == frozenset({0, 1, 2})
+
+
+def _govern(node: Node, n: Nonces, name: str, value: int) -> None:
+    """Schedule ``name = value`` two blocks ahead and produce until it is active at the head."""
+    produce(node, [n.tx(ALICE_SK, GovernanceSetParam(name, value, node.chain.height + 2))])
+    produce(node, [])
+    assert getattr(node.cip11_params(), name) == value
+
+
+def test_reconfiguration_overlap_admits_both_epochs_then_expires_the_old_one() -> None:
+    node, service, n = _world()
+    _govern(node, n, "OVERLAP_BLOCKS", 3)
+    old_session = Pipe(service, node, RUNNER_SKS[0])  # epoch 0: the genesis set {me}
+    me = node.chain.genesis.validators[0].ed25519_public_key
+    new = EpochSnapshot(1, (me, bytes([1]) * 32))  # k = 2: me is in every runner's Sub_1
+    h = node.chain.height + 2
+    node.activate_validator_set(new, h)
+    refused = Pipe(service, node, RUNNER_SKS[1], new, expect_auth=False)  # H < h: epoch 1 not valid yet
+    assert refused.fake.goodbye is not None and refused.fake.goodbye.reason is GoodbyeReason.WRONG_VALIDATOR_SET
+    produce(node, [])
+    produce(node, [])
+    assert node.chain.height == h
+    new_session = Pipe(service, node, RUNNER_SKS[1], new)  # during the window: epoch 1 admitted
+    also_old = Pipe(service, node, RUNNER_SKS[2])  # ... and epoch 0 still
+    assert new_session.handler.session is not None and new_session.handler.session.subset_epoch == 1
+    while node.chain.height < h + 2:  # both epochs' sessions count for presence during the window
+        for p in (old_session, new_session, also_old):
+            p.ping()
+        assert service.local_presence(node.chain.height) == frozenset({0, 1, 2})
+        produce(node, [])
+    for p in (old_session, new_session, also_old):
+        p.ping()
+    produce(node, [])  # block h + 3 = h + OVERLAP_BLOCKS: the cutoff
+    for p in (old_session, also_old):
+        assert p.fake.closed and p.fake.goodbye is not None
+        assert p.fake.goodbye.reason is GoodbyeReason.OVERLAP_EXPIRED
+    assert not new_session.fake.closed
+    assert service.local_presence(node.chain.height) == frozenset({1})
+    late = Pipe(service, node, RUNNER_SKS[0], expect_auth=False)  # must not reconnect under the epoch-0 hash
+    assert late.fake.goodbye is not None and late.fake.goodbye.reason is GoodbyeReason.WRONG_VALIDATOR_SET
+    Pipe(service, node, RUNNER_SKS[0], new)  # reconnects under epoch 1
+
+
+def test_governed_presence_timeout_takes_effect_in_the_transport() -> None:
+    node, service, n = _world()
+    pipe = Pipe(service, node, RUNNER_SKS[0])
+    assert service.presence.timeout_blocks == 15
+    pipe.ping()
+    for _ in range(3):  # default PRESENCE_TIMEOUT_BLOCKS = 15: three silent blocks keep it present
+        produce(node, [])
+    assert 0 in service.local_presence(node.chain.height)
+    _govern(node, n, "PRESENCE_TIMEOUT_BLOCKS", 2)
+    assert service.presence.timeout_blocks == 2
+    pipe.ping()
+    produce(node, [])
+    produce(node, [])
+    assert 0 in service.local_presence(node.chain.height)  # 2 blocks silent: still within the timeout
+    produce(node, [])
+    assert 0 not in service.local_presence(node.chain.height)  # 3 > PRESENCE_TIMEOUT_BLOCKS = 2: dropped
+
+
+def test_governed_ack_timeout_takes_effect_in_the_transport() -> None:
+    node, service, n = _world()
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    _govern(node, n, "ACK_TIMEOUT_BLOCKS", 2)
+    assert all(p.handler.session is not None and p.handler.session.ack_timeout_blocks == 2 for p in pipes)
+    doc: dict[str, Any] = json.loads(JOB_EXAMPLE.read_text())
+    doc.update(verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=20)
+    submit = n.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))
+    produce(node, [submit])
+    job_id = derive_job_id(submit.tx_hash(), 0)
+    while _job(node, job_id).status != JobStatus.ASSIGNED:
+        for p in pipes:
+            p.ping()
+        _block(node)
+    pushed_at = node.chain.height
+    for p in pipes:
+        p.pump()
+        assert job_id in p.assignments()  # pushed; nobody acks
+    for p in pipes:
+        p.ping()
+    produce(node, [])
+    service.tick()
+    assert all(service.pushes.get(job_id, i).outcome.name == "PENDING" for i in range(3))  # type: ignore[union-attr]
+    produce(node, [])
+    assert node.chain.height == pushed_at + 2
+    service.tick()  # ACK_TIMEOUT_BLOCKS = 2 (default 15): HardFailure now
+    assert all(service.pushes.get(job_id, i).outcome.name == "HARD_FAILURE" for i in range(3))  # type: ignore[union-attr]
+    assert service.local_presence(node.chain.height) == frozenset()
