@@ -601,11 +601,15 @@ class _ClientProtocol(FramedProtocol):
         self._closing = True
         self._report_closed("stateless_reset")
         self._terminated = self._aborted = True
+        self.cancel_timers()
+        self._on_terminated()
+
+    def cancel_timers(self) -> None:
+        """Stop the connection's timers: nothing may fire (and transmit) once its socket is closed."""
         for timer in (self._timer, self._linger):
             if timer is not None:
                 timer.cancel()
         self._timer = self._linger = None
-        self._on_terminated()
 
     def _on_terminated(self) -> None:
         self.terminated.set()
@@ -718,6 +722,7 @@ async def connect(
         await asyncio.wait_for(proto.wait_connected(), timeout_s)
     except (ConnectionError, TimeoutError) as e:
         reason = proto.close_reason or ("connect_timeout" if isinstance(e, TimeoutError) else "connect_failed")
+        proto.cancel_timers()  # else aioquic's retransmit timer fires on the closed socket and logs a traceback
         transport.close()
         raise ConnectionClosed(reason) from None
     return ClientConnection(proto, peer)

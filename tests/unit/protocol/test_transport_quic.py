@@ -470,3 +470,19 @@ async def test_garbage_datagrams_do_not_stop_the_server() -> None:
         assert all(h.closes == [] for h in hub.handlers)
     finally:
         server.close()
+
+
+async def test_a_connect_timeout_leaves_no_timer_firing_on_the_closed_socket() -> None:
+    """Nothing listens: connect() times out and closes its socket; aioquic's retransmit timer must not fire on
+    it afterwards (it did: AttributeError 'NoneType' object has no attribute 'sendto', logged by asyncio)."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # a bound port nobody answers on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(ConnectionClosed) as info:
+            await connect("127.0.0.1", port, timeout_s=0.3)
+        assert "connect_timeout" in str(info.value)
+        await asyncio.sleep(1.5)  # past aioquic's first probe timeouts
+    assert errors == []
