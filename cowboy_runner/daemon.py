@@ -35,6 +35,7 @@ from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable
 from cowboy_protocol.transport.frames import JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET
 from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import RunnerSettings
 from cowboy_runner.executor_settings import executors_config
@@ -206,7 +207,10 @@ class Daemon:
         jobs = self.jobs
         jobs.head = await self.chain.height()
         resumed = await jobs.resume()
-        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint, s.validator_endpoints)
+        cip11 = self.params.get("cip11_params") or {}
+        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint, s.validator_endpoints,
+                                         height=jobs.head, min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
+                                         max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
         log.info("runner started", address=self.key.checksum_address, chain_id=self.chain_id, head=jobs.head,
                  resumed=resumed, validators=len(snapshot.validators),
                  subset=[target.validator.hex()[:16] for target in targets])
@@ -214,9 +218,10 @@ class Daemon:
             log.error("no session with a subset validator", problem=problem)
         self.session_problems = missing
         for target in targets:
+            epoch = target.snapshot or snapshot.epoch_snapshot()  # §5.3: the epoch this session offers
             cfg = LinkConfig(host=target.host, port=target.port, chain_id=self.chain_id,
-                             validator_set=snapshot.validators, expected_validator=target.validator,
-                             subset_epoch=snapshot.subset_epoch,
+                             validator_set=epoch.validators, expected_validator=target.validator,
+                             subset_epoch=epoch.epoch,
                              ping_interval_s=self._ping_interval_s())
             self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
                                    on_assignment=self._on_assignment, on_cancel=self._on_cancel))

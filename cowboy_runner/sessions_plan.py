@@ -5,6 +5,12 @@ The snapshot is checked before use: its ``validator_set_hash`` must be the kecca
 validator behind ``validator_rpc`` must be a member (a node that lies about either is a bad validator identity,
 refused at start-up). A subset member without a configured endpoint is reported, not fatal: the daemon keeps the
 sessions it can open and the poll fallback (§14) covers the rest.
+
+Reconfiguration (§5.3): when ``/status`` also publishes ``reconfiguration`` (a ``ValidatorSetActivated(E+1, h)``
+the node knows of: ``old``/``new`` snapshots, ``activation_height``, ``overlap_blocks``), the plan at height H is
+``Sub_E(R)`` before ``h``, the union ``Sub_E(R) ∪ Sub_{E+1}(R)`` for ``h ≤ H < h + OVERLAP_BLOCKS`` and
+``Sub_{E+1}(R)`` from the cutoff on (:func:`cowboy_protocol.transport.subset.runner_sessions`); each target
+carries the snapshot its Hello offers and verifies (epoch-paired, never mixed).
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cowboy_protocol.transport.preimages import validator_set_hash
-from cowboy_protocol.transport.subset import subset
+from cowboy_protocol.transport.subset import (
+    MAX_SUBSET,
+    MIN_SUBSET,
+    EpochSnapshot,
+    Reconfiguration,
+    runner_sessions,
+    valid_snapshots,
+)
 
 
 class SnapshotError(ValueError):
@@ -30,6 +43,18 @@ class Snapshot:
     """Ordered raw Ed25519 peer_pubkeys."""
     rpc_validator: bytes
     """The peer_pubkey of the validator behind ``validator_rpc``."""
+    reconfiguration: Reconfiguration | None = None
+    """The ``ValidatorSetActivated(E+1, h)`` the node published (None: a static set)."""
+    overlap_blocks: int = 160
+    """OVERLAP_BLOCKS the node published with it (the governed value at its head)."""
+
+    def epoch_snapshot(self) -> EpochSnapshot:
+        """This snapshot as the subset functions take it."""
+        return EpochSnapshot(self.subset_epoch, self.validators)
+
+    def valid_at(self, height: int) -> tuple[EpochSnapshot, ...]:
+        """The snapshots valid at ``height``, oldest first (§5.3)."""
+        return valid_snapshots(self.epoch_snapshot(), self.reconfiguration, height, self.overlap_blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +67,8 @@ class SessionTarget:
     """QUIC host."""
     port: int
     """QUIC port (UDP)."""
+    snapshot: EpochSnapshot | None = None
+    """The snapshot whose ``(subset_epoch, validator_set_hash)`` the session offers and verifies (§5.3)."""
 
 
 def _key(text: object, where: str) -> bytes:
@@ -53,36 +80,69 @@ def _key(text: object, where: str) -> bytes:
         raise SnapshotError(f"{where}: not hex: {text!r}") from None
 
 
+def _snapshot(vs: Any, where: str) -> tuple[int, tuple[bytes, ...]]:
+    if not isinstance(vs, dict) or not isinstance(vs.get("validators"), list) or not vs["validators"]:
+        raise SnapshotError(f"{where}.validators: expected a non-empty list")
+    keys = tuple(_key((v or {}).get("ed25519_public_key") if isinstance(v, dict) else None,
+                      f"{where}.validators[{i}].ed25519_public_key")
+                 for i, v in enumerate(vs["validators"]))
+    if len(set(keys)) != len(keys):
+        raise SnapshotError(f"{where}.validators: duplicate peer key")
+    if _key(vs.get("validator_set_hash"), f"{where}.validator_set_hash") != validator_set_hash(keys):
+        raise SnapshotError(f"{where}.validator_set_hash does not hash the listed validators")
+    epoch = vs.get("subset_epoch", 0)
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise SnapshotError(f"{where}.subset_epoch: expected an integer >= 0, got {epoch!r}")
+    return epoch, keys
+
+
+def _uint(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SnapshotError(f"{where}: expected an integer >= 0, got {value!r}")
+    return value
+
+
 def snapshot_from_status(status: dict[str, Any]) -> Snapshot:
     """Read and check the snapshot in a node's ``/status`` (a node without ``validator_set`` is a one-validator
-    network: the snapshot is its own key)."""
+    network: the snapshot is its own key), with its ``reconfiguration`` when it publishes one (§5.3): then
+    ``validator_set`` is the old snapshot E and the node's validator must be in E or E+1."""
     me = _key((status.get("validator") or {}).get("ed25519_public_key"), "status.validator.ed25519_public_key")
     vs = status.get("validator_set")
     if vs is None:
         return Snapshot(0, (me,), me)
-    if not isinstance(vs, dict) or not isinstance(vs.get("validators"), list) or not vs["validators"]:
-        raise SnapshotError("status.validator_set.validators: expected a non-empty list")
-    keys = tuple(_key((v or {}).get("ed25519_public_key") if isinstance(v, dict) else None,
-                      f"status.validator_set.validators[{i}].ed25519_public_key")
-                 for i, v in enumerate(vs["validators"]))
-    if len(set(keys)) != len(keys):
-        raise SnapshotError("status.validator_set.validators: duplicate peer key")
-    if _key(vs.get("validator_set_hash"), "status.validator_set.validator_set_hash") != validator_set_hash(keys):
-        raise SnapshotError("status.validator_set.validator_set_hash does not hash the listed validators")
+    rc = status.get("reconfiguration")
+    if rc is not None:
+        if not isinstance(rc, dict):
+            raise SnapshotError("status.reconfiguration: expected an object")
+        old = EpochSnapshot(*_snapshot(rc.get("old"), "status.reconfiguration.old"))
+        new = EpochSnapshot(*_snapshot(rc.get("new"), "status.reconfiguration.new"))
+        try:
+            recfg = Reconfiguration(old, new, _uint(rc.get("activation_height"),
+                                                    "status.reconfiguration.activation_height"))
+        except ValueError as e:
+            raise SnapshotError(f"status.reconfiguration: {e}") from None
+        overlap = _uint(rc.get("overlap_blocks"), "status.reconfiguration.overlap_blocks")
+        if me not in old.validators and me not in new.validators:
+            raise SnapshotError("the validator behind runner.validator_rpc is in neither snapshot of its "
+                                "reconfiguration")
+        return Snapshot(old.epoch, old.validators, me, recfg, overlap)
+    epoch, keys = _snapshot(vs, "status.validator_set")
     if me not in keys:
         raise SnapshotError("the validator behind runner.validator_rpc is not in its own validator-set snapshot")
-    epoch = vs.get("subset_epoch", 0)
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise SnapshotError(f"status.validator_set.subset_epoch: expected an integer >= 0, got {epoch!r}")
     return Snapshot(epoch, keys, me)
 
 
 def plan_sessions(runner_pubkey: bytes, snapshot: Snapshot, rpc_quic_endpoint: tuple[str, int],
-                  endpoints: dict[bytes, tuple[str, int]]) -> tuple[tuple[SessionTarget, ...], tuple[str, ...]]:
-    """Targets for every member of ``Sub(R)`` with a known endpoint, and one message per member without one."""
+                  endpoints: dict[bytes, tuple[str, int]], *, height: int = 0, min_subset: int = MIN_SUBSET,
+                  max_subset: int = MAX_SUBSET) -> tuple[tuple[SessionTarget, ...], tuple[str, ...]]:
+    """Targets for every member of ``Sub(R)`` (§5.3: of the union of the snapshots valid at ``height`` during a
+    reconfiguration overlap) with a known endpoint, and one message per member without one. ``min_subset`` /
+    ``max_subset``: the governed MIN_SUBSET/MAX_SUBSET (``GET /params`` ``cip11_params``)."""
     targets: list[SessionTarget] = []
     missing: list[str] = []
-    for v in subset(runner_pubkey, snapshot.validators):
+    for planned in runner_sessions(runner_pubkey, snapshot.valid_at(height), min_subset=min_subset,
+                                   max_subset=max_subset):
+        v = planned.validator
         if v == snapshot.rpc_validator:
             host, port = rpc_quic_endpoint
         elif v in endpoints:
@@ -91,5 +151,5 @@ def plan_sessions(runner_pubkey: bytes, snapshot: Snapshot, rpc_quic_endpoint: t
             missing.append(f'validators."0x{v.hex()}": validator in this runner\'s subset Sub(R) has no QUIC '
                            "endpoint configured; no session with it (push from it is lost, poll covers)")
             continue
-        targets.append(SessionTarget(v, host, port))
+        targets.append(SessionTarget(v, host, port, planned.snapshot))
     return tuple(targets), tuple(missing)

@@ -45,6 +45,7 @@ from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_protocol.transport.preimages import validator_set_hash
+from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.types.errors import ValidationError
 
 log = get_logger("cowboy.node")
@@ -225,16 +226,37 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             "validator": {"ed25519_public_key": "0x" + self._ed_pub.hex(),
                           "fee_recipient": to_checksum_address(self.fee_recipient)},
             "validator_set": self._validator_set_json(),
+            **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
             "cip11": get_cip11_flags(world).to_json(),
         }
 
     def _validator_set_json(self) -> dict[str, Any]:
-        """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the genesis set (static, epoch 0)."""
-        keys = [v.ed25519_public_key for v in self.chain.genesis.validators]
-        return {"subset_epoch": 0, "validator_set_hash": "0x" + validator_set_hash(keys).hex(),
-                "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
-                               for v in self.chain.genesis.validators]}
+        """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the newest valid at the head (the genesis
+        set, epoch 0, until a ``ValidatorSetActivated`` reaches :meth:`activate_validator_set`)."""
+        if self._reconfiguration is None:
+            keys = [v.ed25519_public_key for v in self.chain.genesis.validators]
+            return {"subset_epoch": 0, "validator_set_hash": "0x" + validator_set_hash(keys).hex(),
+                    "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
+                                   for v in self.chain.genesis.validators]}
+        return self._snapshot_json(self.newest_snapshot())
+
+    def _snapshot_json(self, snap: EpochSnapshot) -> dict[str, Any]:
+        names = {v.ed25519_public_key: v.name for v in self.chain.genesis.validators}
+        return {"subset_epoch": snap.epoch, "validator_set_hash": "0x" + snap.set_hash.hex(),
+                "validators": [{"name": names.get(k, f"0x{k.hex()[:16]}"), "ed25519_public_key": "0x" + k.hex()}
+                               for k in snap.validators]}
+
+    def _reconfiguration_json(self) -> dict[str, Any]:
+        """§5.3: the last ``ValidatorSetActivated(E+1, h)`` with the governed OVERLAP_BLOCKS at the head, so a
+        runner plans ``Sub_E ∪ Sub_{E+1}`` during the window (empty with the static genesis set)."""
+        rc = self._reconfiguration
+        if rc is None:
+            return {}
+        overlap = self.cip11_params().OVERLAP_BLOCKS
+        return {"reconfiguration": {"old": self._snapshot_json(rc.old), "new": self._snapshot_json(rc.new),
+                                    "activation_height": rc.activation_height, "overlap_blocks": overlap,
+                                    "cutoff_height": rc.cutoff(overlap)}}
 
     def height(self) -> int:
         """Committed height."""

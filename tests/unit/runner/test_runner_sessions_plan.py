@@ -99,3 +99,59 @@ def test_runner_toml_bad_validator_entries_name_the_key(tmp_path: Path, entry: s
     with pytest.raises(ConfigError) as e:
         parse_settings(render_template("http://127.0.0.1:8545") + f"\n[validators]\n{entry}\n", tmp_path)
     assert e.value.key == key
+
+
+# -- §5.3 reconfiguration: the plan before, during and after the OVERLAP_BLOCKS window ---------------------------
+# E = 0 over v1..v10 (Sub_0(G) = v1, v4, v6, v7, v10); E+1 = 1 over v1..v6, v11, v12 (Sub_1(G) = v1, v4, v6, v11);
+# ValidatorSetActivated(1, h = 1000), OVERLAP_BLOCKS = 160 (vectors: tests/unit/protocol/
+# test_transport_reconfiguration.py).
+V12 = [bytes([i]) * 32 for i in range(1, 13)]
+NEW = V12[:6] + V12[10:12]
+H_ACT = 1000
+
+
+def _recfg_status(me: bytes, overlap: int = 160) -> dict[str, Any]:
+    def snap(epoch: int, keys: list[bytes]) -> dict[str, Any]:
+        return {"subset_epoch": epoch, "validator_set_hash": "0x" + keccak256(b"".join(keys)).hex(),
+                "validators": [{"ed25519_public_key": "0x" + k.hex()} for k in keys]}
+    status = _status(TEN, me)
+    status["reconfiguration"] = {"old": snap(0, TEN), "new": snap(1, NEW), "activation_height": H_ACT,
+                                 "overlap_blocks": overlap}
+    return status
+
+
+@pytest.mark.parametrize(("height", "planned"), [
+    (H_ACT - 1, [(1, 0), (4, 0), (6, 0), (7, 0), (10, 0)]),  # H < h: Sub_E(R)
+    (H_ACT, [(1, 1), (4, 1), (6, 1), (11, 1), (7, 0), (10, 0)]),  # h ≤ H < h + OVERLAP: Sub_E ∪ Sub_{E+1}
+    (H_ACT + 159, [(1, 1), (4, 1), (6, 1), (11, 1), (7, 0), (10, 0)]),
+    (H_ACT + 160, [(1, 1), (4, 1), (6, 1), (11, 1)]),  # H ≥ h + OVERLAP: the epoch-E-only members dropped
+])
+def test_plan_holds_the_union_during_the_overlap_then_drops_old_only_members(
+        height: int, planned: list[tuple[int, int]]) -> None:
+    snap = snapshot_from_status(_recfg_status(TEN[3]))
+    endpoints = {v: (f"10.0.0.{v[0]}", 4433) for v in V12}
+    targets, missing = plan_sessions(G, snap, ("rpc-host", 9000), endpoints, height=height)
+    assert missing == ()
+    assert [(t.validator[0], t.snapshot.epoch if t.snapshot else None) for t in targets] == planned
+    by_epoch = {0: keccak256(b"".join(TEN)), 1: keccak256(b"".join(NEW))}
+    assert all(t.snapshot is not None and t.snapshot.set_hash == by_epoch[t.snapshot.epoch] for t in targets)
+
+
+def test_the_published_reconfiguration_is_checked() -> None:
+    bad = _recfg_status(TEN[3])
+    bad["reconfiguration"]["new"]["subset_epoch"] = 2
+    with pytest.raises(SnapshotError, match="exactly one"):
+        snapshot_from_status(bad)
+    bad = _recfg_status(TEN[3])
+    bad["reconfiguration"]["new"]["validator_set_hash"] = "0x" + bytes(32).hex()
+    with pytest.raises(SnapshotError, match="does not hash"):
+        snapshot_from_status(bad)
+    with pytest.raises(SnapshotError, match="neither snapshot"):
+        snapshot_from_status(_recfg_status(bytes([99]) * 32))
+    assert snapshot_from_status(_recfg_status(V12[10])).rpc_validator == V12[10]  # a joining validator's RPC
+
+
+def test_plan_uses_the_governed_subset_bounds() -> None:
+    targets, _ = plan_sessions(G, Snapshot(0, tuple(TEN), TEN[3]), ("rpc-host", 9000),
+                               {v: ("h", 1) for v in TEN}, min_subset=2, max_subset=2)
+    assert [t.validator[0] for t in targets] == [1, 10]

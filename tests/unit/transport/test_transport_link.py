@@ -17,6 +17,7 @@ from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import canonical_job_spec, decode_job_spec, derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerRegister
+from cowboy_runner.sessions_plan import plan_sessions, snapshot_from_status
 from tests.helpers import ALICE_SK
 from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
 
@@ -141,3 +142,25 @@ def test_admission_during_a_reconfiguration_overlap_is_epoch_paired() -> None:
     assert [verdict(sk, e) for sk in RUNNER_SKS] == [GoodbyeReason.WRONG_VALIDATOR_SET] * 3
     assert [verdict(sk, e1) for sk in RUNNER_SKS] == [GoodbyeReason.NOT_IN_SUBSET] * 2 + [None]
     assert node.admission(_pub(RUNNER_SKS[0])).reason is GoodbyeReason.NOT_IN_SUBSET
+
+
+def test_status_publishes_the_reconfiguration_the_runner_plans_from() -> None:
+    node = make_node(phase=2)
+    n = Nonces()
+    assert "reconfiguration" not in node.status()
+    me = node.chain.genesis.validators[0].ed25519_public_key
+    new = EpochSnapshot(1, (me, bytes([1]) * 32))
+    h = node.chain.height + 2
+    node.activate_validator_set(new, h)
+    _schedule_overlap(node, n, 5)
+    status = json.loads(json.dumps(node.status()))  # as the runner receives it
+    rc = status["reconfiguration"]
+    assert (rc["activation_height"], rc["overlap_blocks"], rc["cutoff_height"]) == (h, 5, h + 5)
+    assert status["validator_set"]["subset_epoch"] == 1  # the newest snapshot valid at the head (H = h)
+    snap = snapshot_from_status(status)
+    runner = _pub(RUNNER_SKS[0]).key
+    plan = {H: [(t.validator, t.snapshot.epoch if t.snapshot else None)
+                for t in plan_sessions(runner, snap, ("rpc", 1), {bytes([1]) * 32: ("other", 2)}, height=H)[0]]
+            for H in (h - 1, h, h + 5)}
+    assert plan[h - 1] == [(me, 0)]
+    assert plan[h] == plan[h + 5] == [(me, 1), (bytes([1]) * 32, 1)]  # me in both: reached under E+1
