@@ -126,8 +126,9 @@ class ExecutorSettings:
 class HeartbeatSettings:
     """``[heartbeat]``."""
 
-    quic_interval_blocks: int = 1
-    """QUIC HeartbeatPing every N new block heights (CIP-11 HEARTBEAT_BLOCKS)."""
+    quic_interval_blocks: int | None = None
+    """QUIC HeartbeatPing every N new block heights; None: the chain's governed CIP-11 HEARTBEAT_BLOCKS
+    (``GET /params`` ``cip11_params``, default 1)."""
     onchain_cadence_blocks: int = 0
     """On-chain heartbeat cadence; 0: ``HEARTBEAT_TIMEOUT_BLOCKS − safety_margin_blocks`` (§6.6)."""
     safety_margin_blocks: int = DEFAULT_SAFETY_MARGIN_BLOCKS
@@ -138,10 +139,12 @@ class HeartbeatSettings:
 class ResultSettings:
     """``[results]``: rebroadcast of retained result transactions (§10.3)."""
 
-    inclusion_grace_blocks: int = 2
-    """RESULT_TX_INCLUSION_GRACE_BLOCKS: wait this long after sending before self-submitting."""
-    rebroadcast_interval_blocks: int = 2
-    """RESULT_TX_REBROADCAST_INTERVAL_BLOCKS: then rebroadcast this often until inclusion or expiry."""
+    inclusion_grace_blocks: int | None = None
+    """Wait this long after sending before self-submitting; None: the chain's governed
+    RESULT_TX_INCLUSION_GRACE_BLOCKS (default 2)."""
+    rebroadcast_interval_blocks: int | None = None
+    """Then rebroadcast this often until inclusion or expiry; None: the governed
+    RESULT_TX_REBROADCAST_INTERVAL_BLOCKS (default 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +218,11 @@ def _int(table: dict[str, Any], where: str, key: str, default: int, *, minimum: 
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise ConfigError(f"{where}.{key}", f"expected an integer >= {minimum}, got {v!r}")
     return v
+
+
+def _opt_int(table: dict[str, Any], where: str, key: str) -> int | None:
+    """An optional integer >= 1 (absent: None, the chain's governed value)."""
+    return None if key not in table else _int(table, where, key, 1)
 
 
 def _seconds(table: dict[str, Any], where: str, key: str, default: float) -> float:
@@ -336,12 +344,12 @@ def _small_sections(doc: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("log.level", f"expected one of {list(LOG_LEVELS)}, got {level!r}")
     return {
         "heartbeat": HeartbeatSettings(
-            quic_interval_blocks=_int(hb, "heartbeat", "quic_interval_blocks", 1),
+            quic_interval_blocks=_opt_int(hb, "heartbeat", "quic_interval_blocks"),
             onchain_cadence_blocks=_int(hb, "heartbeat", "onchain_cadence_blocks", 0, minimum=0),
             safety_margin_blocks=_int(hb, "heartbeat", "safety_margin_blocks", DEFAULT_SAFETY_MARGIN_BLOCKS)),
         "results": ResultSettings(
-            inclusion_grace_blocks=_int(res, "results", "inclusion_grace_blocks", 2),
-            rebroadcast_interval_blocks=_int(res, "results", "rebroadcast_interval_blocks", 2)),
+            inclusion_grace_blocks=_opt_int(res, "results", "inclusion_grace_blocks"),
+            rebroadcast_interval_blocks=_opt_int(res, "results", "rebroadcast_interval_blocks")),
         "fees": FeeSettings(
             max_fee_multiplier=_int(fees, "fees", "max_fee_multiplier", 2),
             priority_fee_per_cycle=_int(fees, "fees", "priority_fee_per_cycle", 1_000, minimum=0),
@@ -535,18 +543,19 @@ def _template_chain_duties() -> str:
     """``[heartbeat]``, ``[results]`` and ``[fees]``: when the runner sends heartbeats and results, and what it pays."""
     return f"""\
 [heartbeat]
-# QUIC HeartbeatPing every N new blocks (CIP-11 HEARTBEAT_BLOCKS).
-quic_interval_blocks = 1
+# QUIC HeartbeatPing every N new blocks; unset: the chain's governed CIP-11 HEARTBEAT_BLOCKS (GET /params).
+# quic_interval_blocks = 1
 # On-chain heartbeat cadence in blocks; 0 = HEARTBEAT_TIMEOUT_BLOCKS - safety_margin_blocks.
 onchain_cadence_blocks = 0
 # Blocks kept between the cadence and the eligibility timeout (inclusion delay, congestion).
 safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
 
 [results]
-# Blocks to wait for a sent result transaction before resubmitting it yourself.
-inclusion_grace_blocks = 2
-# Then resubmit every N blocks until it is included or the job ends.
-rebroadcast_interval_blocks = 2
+# Blocks to wait for a sent result transaction before resubmitting it yourself; unset: the chain's governed
+# RESULT_TX_INCLUSION_GRACE_BLOCKS.
+# inclusion_grace_blocks = 2
+# Then resubmit every N blocks until it is included or the job ends; unset: RESULT_TX_REBROADCAST_INTERVAL_BLOCKS.
+# rebroadcast_interval_blocks = 2
 
 [fees]
 # Max fee per cycle/cell = this multiple of the current basefee.

@@ -134,9 +134,31 @@ class Daemon:
         for link in self.links:
             link.config = dataclasses.replace(link.config, ping_interval_s=self._ping_interval_s())
 
+    def _governed(self, name: str, pinned: int | None, default: int) -> int:
+        """A CIP-11 §13 constant: the ``runner.toml`` value when set, else the chain's governed value from the
+        last ``GET /params`` (``cip11_params``), else the §13 default."""
+        if pinned is not None:
+            return pinned
+        value = (self.params.get("cip11_params") or {}).get(name, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else default
+
     def _ping_interval_s(self) -> float:
-        """HeartbeatPing cadence: every ``heartbeat.quic_interval_blocks`` blocks (HEARTBEAT_BLOCKS, §6.3)."""
-        return self.block_time_s * self.settings.heartbeat.quic_interval_blocks
+        """HeartbeatPing cadence: every HEARTBEAT_BLOCKS blocks (§6.3; ``heartbeat.quic_interval_blocks`` pins it)."""
+        return self.block_time_s * self._governed("HEARTBEAT_BLOCKS", self.settings.heartbeat.quic_interval_blocks, 1)
+
+    def _apply_params(self, params: dict[str, Any]) -> None:
+        """Take a fresh ``GET /params``: the governed HEARTBEAT_BLOCKS (ping cadence of every session) and
+        RESULT_TX_* re-send constants (§10.3) apply from now on, unless ``runner.toml`` pins them."""
+        self.params = params
+        interval = self._ping_interval_s()
+        for link in self.links:
+            if link.config.ping_interval_s != interval:
+                link.config = dataclasses.replace(link.config, ping_interval_s=interval)
+        if self.jobs is not None:
+            r = self.settings.results
+            self.jobs.grace_blocks = self._governed("RESULT_TX_INCLUSION_GRACE_BLOCKS", r.inclusion_grace_blocks, 2)
+            self.jobs.interval_blocks = self._governed("RESULT_TX_REBROADCAST_INTERVAL_BLOCKS",
+                                                       r.rebroadcast_interval_blocks, 2)
 
     def _set_basefees(self, status: dict[str, Any]) -> None:
         bf = status.get("basefee") or {}
@@ -195,8 +217,11 @@ class Daemon:
         self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
                                executors=ExecutorRegistry(executors_config(s)),
                                max_concurrent=s.capabilities.max_concurrent_jobs, fees=self.fees,
-                               grace_blocks=s.results.inclusion_grace_blocks,
-                               interval_blocks=s.results.rebroadcast_interval_blocks, metrics=self.metrics,
+                               grace_blocks=self._governed("RESULT_TX_INCLUSION_GRACE_BLOCKS",
+                                                           s.results.inclusion_grace_blocks, 2),
+                               interval_blocks=self._governed("RESULT_TX_REBROADCAST_INTERVAL_BLOCKS",
+                                                              s.results.rebroadcast_interval_blocks, 2),
+                               metrics=self.metrics,
                                on_capacity=self._on_capacity, max_tx_bytes=limits.get("max_tx_bytes"))
         if s.metrics_addr is not None:
             try:
@@ -277,6 +302,7 @@ class Daemon:
                 if height > self._ticked:
                     self._ticked = height
                     self.last_error = ""  # cleared per new head; what this round finds wrong is set again below
+                    self._apply_params(await self.chain.params())  # governed constants at the new head
                     await jobs.tick(height)
                     await self._heartbeat(height)
             except (ApiError, NodeUnreachable) as e:

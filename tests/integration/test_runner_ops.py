@@ -271,11 +271,15 @@ def test_deregister_marks_the_registry_and_the_validator_refuses_the_session(
         world: World, deregistered: tuple[RunnerProcess, int]) -> None:
     runner, _height = deregistered
     assert runner_record(world.node, runner.address)["health"] == "deregistered"
+    # runner.log is appended across restarts: look for the refusal in the restarted daemon's part only (the first
+    # run may already have logged the validator's Goodbye{Deregistered} of its live session).
     refusals = wait_for("the validator's refusal in the runner's log",
-                        lambda: re.findall(r"session closed: DEREGISTERED", runner.read_log()),
+                        lambda: runner.read_log().count("runner started") >= 2 and re.findall(
+                            r"session closed: DEREGISTERED", runner.read_log().split("runner started")[-1]),
                         context=runner.read_log)
     assert refusals
-    st = runner.status()
+    st = wait_for("the restarted daemon's status", lambda: (lambda d: d if d.get("running") else None)(
+        runner.status()), context=runner.read_log)
     assert st["running"] is True, st  # the daemon stays up and keeps reporting
     assert not any(s["connected"] for s in st["sessions"]), st
     assert "session authenticated" not in runner.read_log().split("runner started")[-1]

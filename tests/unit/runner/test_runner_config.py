@@ -108,7 +108,9 @@ def test_minimal_file_gets_documented_defaults() -> None:
     assert s.quic_endpoint == ("10.0.0.5", 4433)  # type: ignore[attr-defined]
     assert s.key_file == Path("/home/r/keys/runner.key")  # type: ignore[attr-defined]
     assert s.heartbeat.onchain_cadence_blocks == 0 and s.heartbeat.safety_margin_blocks == 20  # type: ignore[attr-defined]
-    assert (s.results.inclusion_grace_blocks, s.results.rebroadcast_interval_blocks) == (2, 2)  # type: ignore[attr-defined]
+    # unset: the chain's governed HEARTBEAT_BLOCKS / RESULT_TX_* (GET /params), read by the daemon every block
+    assert (s.results.inclusion_grace_blocks, s.results.rebroadcast_interval_blocks) == (None, None)  # type: ignore[attr-defined]
+    assert s.heartbeat.quic_interval_blocks is None  # type: ignore[attr-defined]
     assert s.rate_card.rate_for(JOB_KIND_HTTP) == Rate(5, 1)  # type: ignore[attr-defined]
 
 
