@@ -56,7 +56,7 @@ from cowboy_protocol.transport.session import (
     PresenceWithdrawn,
     ResultFrame,
 )
-from cowboy_protocol.transport.subset import EpochSnapshot, epoch_paired_valid
+from cowboy_protocol.transport.subset import EpochSnapshot, epoch_paired_valid, select_snapshot
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 from cowboy_protocol.types.params import Cip11Params
 from cowboy_protocol.types.runner import Health
@@ -450,11 +450,15 @@ class TransportService:
             if epoch_paired_valid(me, pubkey.key, valid, session.subset_epoch, session.validator_set_hash,
                                   min_subset=self.params.MIN_SUBSET, max_subset=self.params.MAX_SUBSET):
                 continue
-            log.info("closing a session past the reconfiguration overlap", index=conn.runner_index,
-                     subset_epoch=session.subset_epoch)
+            # Its epoch's pair no longer valid: OverlapExpired (§5.3). Pair still valid but this validator left the
+            # runner's Sub(R) of that epoch (governed MIN_SUBSET/MAX_SUBSET changed): NotInSubset (§5.2).
+            expired = select_snapshot(valid, session.subset_epoch, session.validator_set_hash) is None
+            reason = GoodbyeReason.OVERLAP_EXPIRED if expired else GoodbyeReason.NOT_IN_SUBSET
+            log.info("closing a session no longer epoch-paired-valid", index=conn.runner_index,
+                     subset_epoch=session.subset_epoch, reason=reason.name)
             self.presence.connection_closed(conn.runner_index)
-            conn.handle(session.close(GoodbyeReason.OVERLAP_EXPIRED,
-                                      f"epoch {session.subset_epoch} expired at height {self.link.head_height()}"))
+            conn.handle(session.close(reason, f"epoch {session.subset_epoch} session not valid at height "
+                                              f"{self.link.head_height()}"))
             self._forget(conn)
 
     def _recheck_registry(self) -> None:

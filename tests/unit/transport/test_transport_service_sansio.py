@@ -17,6 +17,7 @@ stand-in for the QUIC connection.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import secrets
 import time
@@ -323,3 +324,20 @@ def test_governed_ack_timeout_takes_effect_in_the_transport() -> None:
     service.tick()  # ACK_TIMEOUT_BLOCKS = 2 (default 15): HardFailure now
     assert all(service.pushes.get(job_id, i).outcome.name == "HARD_FAILURE" for i in range(3))  # type: ignore[union-attr]
     assert service.local_presence(node.chain.height) == frozenset()
+
+
+def test_governed_max_subset_takes_effect_in_the_subset_gate() -> None:
+    # 20 validators (k = 6): this validator is in runner 2's Sub(R); MAX_SUBSET = 5 by governance shrinks k to 5
+    # and drops it: the session is closed with Goodbye{NotInSubset} at the activating block, and refused again.
+    node, service, n = _world()
+    me = node.chain.genesis.validators[0]
+    others = [dataclasses.replace(me, ed25519_public_key=bytes([i]) * 32) for i in range(1, 20)]
+    node.chain.genesis = dataclasses.replace(node.chain.genesis, validators=(me, *others))
+    pipe = Pipe(service, node, RUNNER_SKS[2])
+    pipe.ping()
+    assert 2 in service.local_presence(node.chain.height)
+    _govern(node, n, "MAX_SUBSET", 5)
+    assert pipe.fake.goodbye is not None and pipe.fake.goodbye.reason is GoodbyeReason.NOT_IN_SUBSET
+    assert 2 not in service.local_presence(node.chain.height)
+    again = Pipe(service, node, RUNNER_SKS[2], expect_auth=False)
+    assert again.fake.goodbye is not None and again.fake.goodbye.reason is GoodbyeReason.NOT_IN_SUBSET
