@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -94,6 +95,9 @@ from typing import TypeVar
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.transaction import Transaction
 
+EVICTED_MEMORY = 10_000
+"""How many evicted transaction hashes the pool remembers with their reason (``GET /tx/{hash}`` says
+``evicted`` with it); older ones are forgotten and answer 404 like any unknown hash."""
 EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "priority", "stale")
 """Keys of :attr:`Mempool.evicted` (see the module docstring)."""
 
@@ -173,6 +177,8 @@ class Mempool:
         self.config = config
         self.evicted: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
         """Transactions the pool dropped on its own since it was created, by reason (module docstring)."""
+        self._recently_evicted: OrderedDict[bytes, str] = OrderedDict()
+        """The last :data:`EVICTED_MEMORY` transactions the pool dropped on its own: hash -> reason."""
         self._by_hash: dict[bytes, _Entry] = {}
         self._senders: dict[bytes, _Sender] = {}
         self._ready: dict[bytes, _Sender] = {}
@@ -314,11 +320,13 @@ class Mempool:
         # Planning raised or changed nothing; from here on the admission happens.
         for v, reason in victims:
             self._remove_entry(v)
-            self.evicted[reason] += 1
+            self._note_evicted(v.hash, reason)
         if now is not None:
             self._set_clock(now)
         if s is not None and an > s.base:
-            self.evicted["stale"] += len(self._advance(sender, s, an))
+            for dropped in self._advance(sender, s, an):
+                self._note_evicted(dropped.hash, "stale")
+        self._recently_evicted.pop(h, None)  # admitted (again): no longer "evicted"
         self._arrivals += 1
         e = _Entry(tx, h, size, self._arrivals, self._now)
         if old is not None:
@@ -500,8 +508,8 @@ class Mempool:
             e.in_qexpire = False
             if e.queued and self._by_hash.get(e.hash) is e:
                 self._remove_entry(e)
+                self._note_evicted(e.hash, "queued_expired")
                 dropped += 1
-        self.evicted["queued_expired"] += dropped
         self._compact()
         return dropped
 
@@ -543,19 +551,34 @@ class Mempool:
         self.evicted["stale"] += stale
         self._compact()
 
+    def _note_evicted(self, tx_hash: bytes, reason: str) -> None:
+        """Count a transaction the pool dropped on its own, and remember why (bounded, oldest forgotten first)."""
+        self.evicted[reason] += 1
+        memory = self._recently_evicted
+        memory[tx_hash] = reason
+        memory.move_to_end(tx_hash)
+        while len(memory) > EVICTED_MEMORY:
+            memory.popitem(last=False)
+
+    def evicted_reason(self, tx_hash: bytes) -> str | None:
+        """Why the pool dropped this transaction on its own (one of :data:`EVICTION_REASONS`), if it did recently
+        and it was not admitted again since; None otherwise (unknown, pooled, included, or forgotten)."""
+        return self._recently_evicted.get(tx_hash)
+
     def _trim_queued(self, sender: bytes) -> None:
         """Enforce the queued caps after a demotion (module docstring, *Demotion limits*)."""
         cfg = self.config
         s = self._senders.get(sender)
         while s is not None and len(s.nonces) - s.pend > cfg.max_queued_per_sender:
-            self._remove_entry(s.by_nonce[s.nonces[-1]])
-            self.evicted["queued_cap"] += 1
+            e = s.by_nonce[s.nonces[-1]]
+            self._remove_entry(e)
+            self._note_evicted(e.hash, "queued_cap")
         while self._queued > cfg.max_queued:
             item = self._pop_queued()
             if item is None:  # pragma: no cover - the heap holds every queued entry
                 break
             self._remove_entry(item[3])
-            self.evicted["queued_cap"] += 1
+            self._note_evicted(item[3].hash, "queued_cap")
 
     # -- bookkeeping -----------------------------------------------------------------
     def _index_queued(self, e: _Entry) -> None:

@@ -275,7 +275,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         return out
 
     def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:
-        """Committed or pending transaction."""
+        """Committed or pending transaction, or ``{"status": "evicted", "reason"}`` for one the pool dropped."""
         loc = self.chain.blocks.tx_location(tx_hash)
         if loc is not None:
             b = self.chain.blocks.block(loc[0])
@@ -285,7 +285,8 @@ class Node(RunnerQueries, JobQueries, TransportLink):
                 return out
         pending = self.mempool.get(tx_hash)
         if pending is None:
-            return None
+            reason = self.mempool.evicted_reason(tx_hash)
+            return None if reason is None else {"tx_hash": "0x" + tx_hash.hex(), "status": "evicted", "reason": reason}
         pending_json: dict[str, Any] = pending.to_json()
         pending_json["status"] = "pending"
         return pending_json

@@ -14,6 +14,7 @@ from cowboy_node.observability.metrics import MEMPOOL_EVICTION_REASONS, NodeMetr
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from tests.unit.node_harness import make_node
 
 KEYS = [(7000 + i).to_bytes(32, "big") for i in range(40)]
 ADDRS = [private_key_to_address(k) for k in KEYS]
@@ -282,3 +283,35 @@ def test_config_keys(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as e:
             load_config(tmp_path)
         assert e.value.key == "mempool." + bad.split()[0]
+
+
+# -- what a client sees of an evicted transaction ------------------------------------------------
+def test_an_evicted_tx_is_remembered_with_its_reason_until_admitted_again() -> None:
+    """Issue 22: "every accepted transaction included or explicitly evicted with a reason"."""
+    p = Mempool(MempoolConfig(max_txs=8, max_queued=8, max_queued_per_sender=8, queued_lifetime_s=100))
+    gapped = [tx(0, n) for n in range(1, 9)]
+    for t in gapped:
+        p.add(t, 0, now=0)
+    assert p.evicted_reason(gapped[0].tx_hash()) is None  # pooled: not evicted
+    p.add(tx(1, 0), 0, now=1)  # an executable tx pushes the lowest queued one out
+    out = [t for t in gapped if t.tx_hash() not in p]
+    assert len(out) == 1 and p.evicted_reason(out[0].tx_hash()) == "queued_for_pending"
+    assert p.expire(1000) == 7
+    assert {p.evicted_reason(t.tx_hash()) for t in gapped if t is not out[0]} == {"queued_expired"}
+    p.add(out[0], 0, now=1000)  # sent again and admitted: no longer reported as evicted
+    assert p.evicted_reason(out[0].tx_hash()) is None
+    assert p.evicted_reason(tx(2, 0).tx_hash()) is None  # never seen
+
+
+def test_the_node_reports_an_evicted_tx_at_get_tx() -> None:
+    node = make_node()
+    node.mempool.config = MempoolConfig(max_txs=4, max_queued=4, max_queued_per_sender=4)
+    gapped = [tx(0, n) for n in range(1, 5)]
+    for t in gapped:
+        node.mempool.add(t, 0)
+    node.mempool.add(tx(1, 0), 0)
+    [out] = [t for t in gapped if t.tx_hash() not in node.mempool]
+    assert node.transaction(out.tx_hash()) == {"tx_hash": "0x" + out.tx_hash().hex(), "status": "evicted",
+                                               "reason": "queued_for_pending"}
+    assert node.transaction(tx(2, 0).tx_hash()) is None
+    node.producer.close()
