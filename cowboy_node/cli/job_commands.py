@@ -25,6 +25,7 @@ from cowboy_node.cli.client_commands import (
     _wait_for_receipt,
     add_tx_flags,
     load_key,
+    offline_flags_missing,
     submit,
 )
 from cowboy_node.execution.jobs.results import verification_params_of
@@ -98,8 +99,8 @@ def _check_rules(path: str, request: Any, commit_phase_permille: int) -> None:
 
 def _registered_runners(args: argparse.Namespace, client: Any) -> int:
     """How many runners the registry holds (the snapshot of an M > 1 job has at most one row each); offline
-    (``--sign-only`` with ``--nonce``) the default assumes :data:`OFFLINE_RUNNERS_ASSUMED`."""
-    if getattr(args, "sign_only", False) and getattr(args, "nonce", None) is not None:
+    (``--sign-only`` with every offline flag given) the default assumes :data:`OFFLINE_RUNNERS_ASSUMED`."""
+    if getattr(args, "sign_only", False) and not offline_flags_missing(args):
         return OFFLINE_RUNNERS_ASSUMED
     body = client.get_json("/runners/active?limit=1")
     count = body.get("count") if isinstance(body, dict) else None
