@@ -66,7 +66,6 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
-        self.block_time_ms = block_time_ms
         self._ed_seed = key.ed25519_seed
         self._ed_pub = ed25519.public_key_from_seed(key.ed25519_seed)
         self._bls_secret = bls.secret_key_from_bytes(key.bls_secret)
@@ -87,6 +86,11 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         appends to it and every block commit syncs it."""
         self.transport: TransportService | None = None
         """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
+
+    @property
+    def block_time_ms(self) -> int:
+        """Target interval between two blocks (the producer's)."""
+        return self.producer.block_time_ms
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
