@@ -54,10 +54,15 @@ __all__ = [
 ]
 
 DIGEST_LEN = 32
+"""Bytes of a block digest (proposal parent and payload)."""
 SIG_LEN = 48
+"""Bytes of a compressed G1 signature (BLS12-381 MinSig)."""
 MAX_SIGNER = 0xFFFF
+"""Largest validator index a vote may carry."""
 MAX_FETCH_VIEWS = 64
+"""Most views one Fetch may ask for."""
 NAMESPACE = b"cowboy-simplex-v1:"
+"""Domain prefix of every vote message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,9 @@ class Proposal:
     """A block proposed for ``round``, extending the block ``parent`` certified at ``parent_view``."""
 
     round: Round
+    """The (epoch, view) it is proposed in."""
     parent_view: int
+    """The view of the parent's notarization (every view in between is nullified)."""
     parent: bytes
     """32-byte digest of the parent block (view 0: the genesis digest)."""
     payload: bytes
@@ -106,10 +113,16 @@ def seed_message(r: Round) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Notarize:
+    """A validator's vote that the proposal is valid (the leader's own notarize is the proposal)."""
+
     proposal: Proposal
+    """What is voted on."""
     signer: int
+    """0-based index of the voting validator in the static set."""
     signature: bytes
+    """48-byte BLS partial over the vote message."""
     seed: bytes
+    """48-byte BLS partial over the round's seed message."""
     KIND = 1
 
     @property
@@ -122,10 +135,16 @@ class Notarize:
 
 @dataclass(frozen=True, slots=True)
 class Nullify:
+    """A validator's vote to skip ``round`` (leader or notarization timeout, or a bad proposal)."""
+
     round: Round
+    """The round voted away."""
     signer: int
+    """0-based index of the voting validator in the static set."""
     signature: bytes
+    """48-byte BLS partial over the vote message."""
     seed: bytes
+    """48-byte BLS partial over the round's seed message."""
     KIND = 2
 
     def vote_message(self) -> bytes:
@@ -134,10 +153,16 @@ class Nullify:
 
 @dataclass(frozen=True, slots=True)
 class Finalize:
+    """A validator's vote, after a notarization it did not nullify, to finalize the proposal."""
+
     proposal: Proposal
+    """What is voted on."""
     signer: int
+    """0-based index of the voting validator in the static set."""
     signature: bytes
+    """48-byte BLS partial over the vote message."""
     seed: bytes
+    """48-byte BLS partial over the round's seed message."""
     KIND = 3
 
     @property
@@ -150,9 +175,14 @@ class Finalize:
 
 @dataclass(frozen=True, slots=True)
 class Notarization:
+    """A quorum of notarize votes for one proposal."""
+
     proposal: Proposal
+    """What is voted on."""
     signature: bytes
+    """48-byte threshold signature recovered from a quorum of vote partials."""
     seed: bytes
+    """48-byte threshold seed of the round (the same whichever certificate revealed it)."""
     KIND = 4
 
     @property
@@ -165,9 +195,14 @@ class Notarization:
 
 @dataclass(frozen=True, slots=True)
 class Nullification:
+    """A quorum of nullify votes for one round."""
+
     round: Round
+    """The round voted away."""
     signature: bytes
+    """48-byte threshold signature recovered from a quorum of vote partials."""
     seed: bytes
+    """48-byte threshold seed of the round (the same whichever certificate revealed it)."""
     KIND = 5
 
     def vote_message(self) -> bytes:
@@ -176,9 +211,14 @@ class Nullification:
 
 @dataclass(frozen=True, slots=True)
 class Finalization:
+    """A quorum of finalize votes for one proposal: the block and its ancestors are final."""
+
     proposal: Proposal
+    """What is voted on."""
     signature: bytes
+    """48-byte threshold signature recovered from a quorum of vote partials."""
     seed: bytes
+    """48-byte threshold seed of the round (the same whichever certificate revealed it)."""
     KIND = 6
 
     @property
@@ -194,7 +234,9 @@ class Fetch:
     """Ask a peer for the certificates it holds for ``views`` of ``epoch``."""
 
     epoch: int
+    """Epoch of the views asked for."""
     views: tuple[int, ...]
+    """1..MAX_FETCH_VIEWS views, strictly increasing."""
     KIND = 7
 
 
