@@ -537,18 +537,18 @@ class Mempool:
                     mine = matched[tx.sender] = []
                 if e is not None and (e.tx is tx or e.tx == tx):
                     mine.append(e)
-        stale = 0
         for sender, mine in matched.items():
             s = senders.get(sender)
             if s is None:
                 continue
-            stale += len(self._advance(sender, s, account_nonce(sender)))
+            dropped = self._advance(sender, s, account_nonce(sender))
+            included = {id(e) for e in mine}
             for e in mine:
                 if self._by_hash.get(e.hash) is e:  # included yet at or above the account nonce (nonces lag)
                     self._remove_entry(e)
-                else:
-                    stale -= 1  # dropped by the advance, but committed rather than stale
-        self.evicted["stale"] += stale
+            for e in dropped:  # dropped by the advance: stale unless it is the committed transaction itself
+                if id(e) not in included:
+                    self._note_evicted(e.hash, "stale")
         self._compact()
 
     def _note_evicted(self, tx_hash: bytes, reason: str) -> None:

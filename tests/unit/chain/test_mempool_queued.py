@@ -315,3 +315,15 @@ def test_the_node_reports_an_evicted_tx_at_get_tx() -> None:
                                                "reason": "queued_for_pending"}
     assert node.transaction(tx(2, 0).tx_hash()) is None
     node.producer.close()
+
+
+def test_a_tx_made_stale_by_a_committed_block_is_remembered_as_stale() -> None:
+    p = Mempool(MempoolConfig())
+    pooled, other_same_nonce, next_one = tx(0, 0), tx(0, 0, bump=20), tx(0, 1)
+    p.add(pooled, 0)
+    p.add(next_one, 0)
+    p.remove_committed([other_same_nonce], lambda _s: 1)  # another tx of the sender used nonce 0
+    assert pooled.tx_hash() not in p and p.evicted_reason(pooled.tx_hash()) == "stale"
+    assert p.evicted["stale"] == 1 and next_one.tx_hash() in p
+    p.remove_committed([next_one], lambda _s: 2)  # included itself: not an eviction
+    assert p.evicted_reason(next_one.tx_hash()) is None and p.evicted["stale"] == 1
