@@ -213,13 +213,18 @@ def decode_body(body: bytes) -> Frame:
 
 
 class FrameReader:
-    """Splits one direction of the stream into frames; refuses a bad length from its 4-byte prefix alone."""
+    """Splits one direction of the stream into frames; refuses a bad length from its 4-byte prefix alone.
 
-    __slots__ = ("_buf", "_need", "max_body")
+    After a refused prefix the reader is failed (:attr:`error` set): it keeps nothing and returns nothing more, so
+    the caller delivers the frames that preceded the bad prefix, then closes the connection."""
+
+    __slots__ = ("_buf", "_need", "error", "max_body")
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
         """Largest accepted body length (``max_message_bytes + FRAME_OVERHEAD``)."""
+        self.error: PeerFrameError | None = None
+        """``frame_too_large`` (or ``bad_frame`` for a length of 0) once a prefix was refused."""
         self._buf = bytearray()
         self._need = -1  # body length of the frame being read, -1 while reading its prefix
 
@@ -229,9 +234,11 @@ class FrameReader:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Append ``data``; return the complete frame bodies, in order. Raises :class:`PeerFrameError`
-        ``frame_too_large`` (or ``bad_frame`` for length 0) as soon as a prefix is read; nothing after it is kept."""
+        """Append ``data``; return the complete frame bodies, in order, up to a refused prefix (see :attr:`error`;
+        checked as soon as the 4 prefix bytes are in, the body that follows is never kept)."""
         out: list[bytes] = []
+        if self.error is not None:
+            return out
         view = memoryview(data)
         pos, n = 0, len(data)
         while pos < n:
@@ -243,10 +250,10 @@ class FrameReader:
                     break
                 (length,) = _LEN.unpack(self._buf)
                 self._buf.clear()
-                if length == 0:
-                    raise PeerFrameError("bad_frame", "empty frame")
-                if length > self.max_body:
-                    raise PeerFrameError("frame_too_large", f"{length} > {self.max_body}")
+                if length == 0 or length > self.max_body:
+                    self.error = (PeerFrameError("bad_frame", "empty frame") if length == 0
+                                  else PeerFrameError("frame_too_large", f"{length} > {self.max_body}"))
+                    return out
                 self._need = length
             take = min(self._need - len(self._buf), n - pos)
             if not self._buf and take == self._need:

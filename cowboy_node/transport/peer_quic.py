@@ -9,7 +9,8 @@ Certificates are self-signed and never verified (``ssl.CERT_NONE``): identity is
 to :data:`peer_frames.EXPORTER_LABEL`, exported here through ``cowboy_protocol.transport.exporter``.
 
 Close reasons: ``local:<reason>`` (we closed, after sending ``Goodbye{reason}``), ``peer_goodbye:<reason>``,
-``protocol_error:<code>`` (a frame the reader refused, a second stream, a reset, a FIN), ``idle_timeout``,
+``protocol_error:<code>`` (a frame the reader refused, a second stream, a reset), ``peer_fin`` (the peer ended
+the stream without a Goodbye the handler acted on), ``idle_timeout``,
 ``peer_closed:<code>:<phrase>``, ``stateless_reset`` never (aioquic's client does not detect them; the idle timeout
 and the dialer's reconnect cover a restarted peer).
 """
@@ -41,7 +42,6 @@ from cowboy_node.transport.peer_frames import (
     EXPORTER_LABEL,
     FrameReader,
     Goodbye,
-    PeerFrameError,
     encode_frame,
 )
 from cowboy_protocol.transport.exporter import enable_channel_binding, exporter
@@ -196,17 +196,15 @@ class PeerProtocol(QuicConnectionProtocol):
         if stream_id != STREAM_ID:
             self._protocol_error("unexpected_stream")
             return
-        try:
-            bodies = self._reader.feed(data)
-        except PeerFrameError as e:
-            self._protocol_error(e.code)
-            return
-        for body in bodies:
+        for body in self._reader.feed(data):
             if self.closing or self.handler is None:
                 return
             self.handler.on_body(self, body)
-        if end_stream and not self.closing:
-            self._protocol_error("stream_fin")
+        if self._reader.error is not None:
+            self._protocol_error(self._reader.error.code)
+            return
+        if end_stream and not self.closing:  # the peer finished its side (after a Goodbye, or abruptly): done
+            self.close_with("stream_fin", goodbye=False, report="peer_fin")
 
     def _protocol_error(self, code: str) -> None:
         if self.closing:
