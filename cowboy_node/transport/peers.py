@@ -70,9 +70,9 @@ SEND_WINDOW_BYTES = 4 * 1024 * 1024
 """Unacknowledged bytes per outbound connection beyond which frames wait in the peer's send queue."""
 LOG_INTERVAL_S = 60.0
 """A warning of the same reason about the same peer is logged at most once per this many seconds."""
-MAX_INBOUND_PER_PEER = 2
-"""Inbound connection budget per known peer (a reconnecting peer briefly holds two), plus :data:`SPARE_INBOUND`."""
-SPARE_INBOUND = 8
+MAX_UNAUTHENTICATED_INBOUND = 16
+"""Inbound connections still in their handshake (each lasts at most ``handshake_timeout_s``) beyond which a new one
+is refused at once. Authenticated inbound connections need no cap: one per validator, a newer one replaces it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,7 +491,8 @@ class PeerNetwork:
     # --- receiving ----------------------------------------------------------------------------------------
 
     def _new_inbound(self, proto: PeerProtocol) -> _Inbound | None:
-        if self._stopping or len(self._inbound) >= MAX_INBOUND_PER_PEER * len(self._out) + SPARE_INBOUND:
+        pending = len(self._inbound) - len(self._inbound_by_index)
+        if self._stopping or pending >= MAX_UNAUTHENTICATED_INBOUND + len(self._out):
             self._count("refused_connections")
             return None
         conn = _Inbound(self, proto)

@@ -380,3 +380,30 @@ def test_constructor_refuses_inconsistent_keys(tmp_path: Path) -> None:
         PeerNetwork(me=0, ed25519_seed=SEEDS[0], listen_host="127.0.0.1", listen_port=0,
                     peers=[PeerInfo(1, KEYS[2], "127.0.0.1", 1)], validator_keys=KEYS[:2], network_id=NETWORK_ID,
                     cert_path=tmp_path / "c", key_path=tmp_path / "k", on_message=lambda s, c, p: None)
+
+
+async def test_a_peer_that_connects_again_replaces_its_older_inbound_connection(
+        tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
+    ports = [free_udp_port() for _ in range(2)]
+    node = make_node(tmp_path, me=0, ports=ports, n=2)
+    await start(cleanup, node)
+    clients: list[tuple[RawClient, PeerProtocol]] = []
+    try:
+        for k in range(2):
+            client = RawClient()
+            proto = await dial("127.0.0.1", ports[0], idle_timeout_s=5.0, max_body=1 << 20, timeout_s=3.0,
+                               handler=client)
+            clients.append((client, proto))
+            hello = make_hello(ed25519.PreparedSigner(SEEDS[1]), network_id=NETWORK_ID, role=0, index=1,
+                               binding=proto.binding)
+            proto.write(encode_frame(hello) + encode_frame(Data(0, b"conn %d" % k)))
+            await wait_until(lambda k=k: len(node.inbox) == k + 1)  # type: ignore[misc]
+        first, second = clients
+        await asyncio.wait_for(first[0].closed.wait(), 5.0)
+        assert decode_body(first[0].bodies[-1]) == Goodbye("replaced")
+        assert not second[0].closed.is_set()
+        second[1].write(encode_frame(Data(0, b"still here")))
+        await wait_until(lambda: node.inbox[-1] == (1, 0, b"still here"))
+    finally:
+        for _, proto in clients:
+            proto.abort()
