@@ -18,8 +18,10 @@ FUZZ_SECONDS ?= 300
 FUZZ_TRANSPORT_CASES ?= 100000
 SOAK_SECONDS ?= 600
 DEVNET_HOME ?= ./devnet-home
+TESTNET_DIR ?= ./testnet-home
+TESTNET_VALIDATORS ?= 4
 
-.PHONY: help venv install lint typecheck test devnet fuzz bench soak clean distclean
+.PHONY: help venv install lint typecheck test devnet testnet fuzz bench soak clean distclean
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -51,6 +53,13 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 
 devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
 	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh
+
+testnet: $(STAMP) ## Generate (if missing) and run a local TESTNET_VALIDATORS-validator network (default 4) in TESTNET_DIR=./testnet-home
+	@if [ ! -e '$(TESTNET_DIR)/validator-0' ]; then \
+		$(VENV)/bin/cowboy-node testnet --validators '$(TESTNET_VALIDATORS)' --output '$(TESTNET_DIR)' >/dev/null; \
+		echo "testnet: generated $(TESTNET_VALIDATORS) validators in $(TESTNET_DIR) (summary: $(TESTNET_DIR)/testnet.json)"; \
+	fi
+	TESTNET_DIR='$(TESTNET_DIR)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh
 
 fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the CIP-11 frame decoder and sessions (>= 100,000 cases)
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)

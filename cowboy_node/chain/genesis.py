@@ -8,7 +8,10 @@ Format (hex strings are 0x-prefixed; amounts are decimal strings, u128)::
       "validators": [{"name": "validator-0", "ed25519_public_key": "0x..32",
                       "bls_public_key": "0x..96", "bls_share_index": 1,
                       "fee_recipient": "0x..20"}],
-      "threshold": {"threshold": 1, "group_public_key": "0x..96"},
+      "threshold": {"threshold": 1, "group_public_key": "0x..96",
+                    "commitment": ["0x..96"]},   # t points; required for n > 1
+      # (threshold = n - (n-1)//3; validators[i].bls_share_index = i + 1 and
+      #  validators[i].bls_public_key = share_public_key(commitment, i + 1))
       "genesis_beacon": "0x..48",      # BLS signature over Round(0, 0)
       "balances": {"0x..20": "1000000000000000000000000"},
       "system_deployers": ["0x..20"],
@@ -19,6 +22,7 @@ Format (hex strings are 0x-prefixed; amounts are decimal strings, u128)::
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +30,7 @@ from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.crypto import bls
+from cowboy_node.crypto import threshold as threshold_bls
 from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
@@ -37,6 +42,7 @@ from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags,
 _TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
              "system_deployers", "params"}
 _VALIDATOR_KEYS = {"name", "ed25519_public_key", "bls_public_key", "bls_share_index", "fee_recipient"}
+_THRESHOLD_KEYS = {"threshold", "group_public_key", "commitment"}
 _PARAM_KEYS = {"block_time_ms", "basefee", "timer", "limits", "cip11", "runners"}
 
 
@@ -90,6 +96,18 @@ class Genesis:
     """The file bytes (hashed into the data directory's identity)."""
     runners: RunnerConfig = field(default_factory=RunnerConfig)
     """Runner-registry and job parameters (``params.runners``, defaults when absent)."""
+    commitment: tuple[bytes, ...] = ()
+    """Feldman commitment of the threshold dealing (``threshold.commitment``): ``threshold`` G2 points of 96 bytes,
+    ``commitment[0]`` being the group public key; anyone derives validator i's share public key from it
+    (:func:`cowboy_node.crypto.threshold.share_public_key` at ``i + 1``). Empty only in a single-validator
+    genesis written before the commitment existed."""
+
+    def share_public_keys(self) -> tuple[bytes, ...]:
+        """Share public key of each validator, in validator order: derived from :attr:`commitment` when present,
+        else the validators' ``bls_public_key`` (identical for a parsed genesis, which checks that they agree)."""
+        if self.commitment:
+            return _share_public_keys(self.commitment, tuple(v.bls_share_index for v in self.validators))
+        return tuple(v.bls_public_key for v in self.validators)
 
     def hash(self) -> bytes:
         """Identity of this genesis: keccak256 of the file bytes."""
@@ -139,13 +157,13 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
     chain_id = _chain_id(doc["chain_id"], path)
     genesis_time_ms = _uint(doc["genesis_time_ms"], "genesis_time_ms", path)
     validators = _validators(doc["validators"], path)
-    threshold, group_pk = _threshold(doc["threshold"], len(validators), path)
+    threshold, group_pk, commitment = _threshold(doc["threshold"], validators, path)
     beacon = _genesis_beacon(doc["genesis_beacon"], group_pk, path)
     balances = _balances(doc["balances"], path)
     deployers = _system_deployers(doc["system_deployers"], path)
     block_time_ms, basefee, timer, limits, flags, runners = _params(doc["params"], path)
     return Genesis(chain_id, genesis_time_ms, validators, threshold, group_pk, beacon, balances,
-                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners)
+                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners, commitment)
 
 
 def _top_level_object(raw: bytes, path: str) -> dict[str, Any]:
@@ -171,12 +189,19 @@ def _chain_id(chain_id: object, path: str) -> str:
 
 
 def _validators(vals_raw: object, path: str) -> tuple[ValidatorInfo, ...]:
-    """``validators``: a non-empty array of validator objects with distinct Ed25519 keys (peer identities)."""
+    """``validators``: a non-empty array of validator objects with distinct Ed25519 keys (peer identities); the
+    validator at position i (0-based) holds share i + 1 of the dealing."""
     if not isinstance(vals_raw, list) or not vals_raw:
         raise ConfigError(path, "validators", "expected a non-empty array")
     validators = tuple(_validator(v, f"validators[{i}]", path) for i, v in enumerate(vals_raw))
-    if len({v.ed25519_public_key for v in validators}) != len(validators):
-        raise ConfigError(path, "validators", "duplicate ed25519_public_key")
+    first: dict[bytes, int] = {}
+    for i, v in enumerate(validators):
+        if v.bls_share_index != i + 1:
+            raise ConfigError(path, f"validators[{i}].bls_share_index",
+                              f"expected {i + 1} (the validator's position in the list + 1), got {v.bls_share_index}")
+        j = first.setdefault(v.ed25519_public_key, i)
+        if j != i:
+            raise ConfigError(path, f"validators[{i}].ed25519_public_key", f"duplicate of validators[{j}]'s")
     return validators
 
 
@@ -199,16 +224,71 @@ def _validator(v: object, k: str, path: str) -> ValidatorInfo:
     )
 
 
-def _threshold(th: object, n_validators: int, path: str) -> tuple[int, bytes]:
-    """``threshold``: t in 1..n and the group public key that verifies every beacon."""
+def quorum_threshold(n_validators: int) -> int:
+    """The beacon threshold of ``n`` validators: the quorum ``n − ⌊(n − 1)/3⌋`` (2f + 1 when n = 3f + 1)."""
+    return n_validators - (n_validators - 1) // 3
+
+
+def _threshold(th: object, validators: tuple[ValidatorInfo, ...], path: str) -> tuple[int, bytes, tuple[bytes, ...]]:
+    """``threshold``: t (the quorum of the validator set), the group public key that verifies every beacon, and
+    the Feldman commitment of the dealing, which must yield the group key and every validator's share key.
+
+    The commitment is required with more than one validator; a single-validator genesis without it (the format
+    before the commitment existed) must have its validator's share key equal to the group key (a 1-of-1 dealing).
+    """
     if not isinstance(th, dict):
         raise ConfigError(path, "threshold", "expected an object")
-    _unknown(th, {"threshold", "group_public_key"}, "threshold", path)
+    _unknown(th, _THRESHOLD_KEYS, "threshold", path)
+    n = len(validators)
     threshold = _uint(th.get("threshold"), "threshold.threshold", path, minimum=1)
-    if threshold > n_validators:
-        raise ConfigError(path, "threshold.threshold", f"must be ≤ the number of validators ({n_validators})")
-    group_pk = _hex(th.get("group_public_key"), "threshold.group_public_key", path, 96)
-    return threshold, group_pk
+    if threshold > n:
+        raise ConfigError(path, "threshold.threshold", f"must be ≤ the number of validators ({n})")
+    if threshold != quorum_threshold(n):
+        raise ConfigError(path, "threshold.threshold",
+                          f"must be {quorum_threshold(n)} for {n} validators (n − ⌊(n − 1)/3⌋), got {threshold}")
+    group_pk = _g2(th.get("group_public_key"), "threshold.group_public_key", path)
+    if "commitment" not in th:
+        if n > 1:
+            raise ConfigError(path, "threshold.commitment", f"missing required key (needed with {n} validators)")
+        if validators[0].bls_public_key != group_pk:
+            raise ConfigError(path, "validators[0].bls_public_key",
+                              "must equal threshold.group_public_key (a single validator holds the whole key)")
+        return threshold, group_pk, ()
+    commitment = _commitment(th["commitment"], threshold, path)
+    if commitment[0] != group_pk:
+        raise ConfigError(path, "threshold.group_public_key", "must equal threshold.commitment[0]")
+    share_keys = _share_public_keys(commitment, tuple(range(1, n + 1)))
+    for i, (v, expected) in enumerate(zip(validators, share_keys, strict=True)):
+        if v.bls_public_key != expected:
+            raise ConfigError(path, f"validators[{i}].bls_public_key",
+                              f"does not match share {i + 1} of threshold.commitment")
+    return threshold, group_pk, commitment
+
+
+def _g2(value: object, key: str, path: str) -> bytes:
+    """A 96-byte compressed G2 point, decoded strictly (canonical, on the curve, in the subgroup, not identity)."""
+    raw = _hex(value, key, path, 96)
+    try:
+        bls.decode_g2(raw)
+    except bls.InvalidPoint as e:
+        raise ConfigError(path, key, f"not a valid G2 point: {e}") from None
+    return raw
+
+
+def _commitment(value: object, threshold: int, path: str) -> tuple[bytes, ...]:
+    """``threshold.commitment``: exactly ``threshold`` strictly decoded G2 points."""
+    if not isinstance(value, list):
+        raise ConfigError(path, "threshold.commitment", "expected an array of 0x-prefixed 96-byte G2 points")
+    if len(value) != threshold:
+        raise ConfigError(path, "threshold.commitment",
+                          f"expected {threshold} points (threshold.threshold), got {len(value)}")
+    return tuple(_g2(c, f"threshold.commitment[{j}]", path) for j, c in enumerate(value))
+
+
+@functools.lru_cache(maxsize=16)
+def _share_public_keys(commitment: tuple[bytes, ...], indices: tuple[int, ...]) -> tuple[bytes, ...]:
+    """Share public keys at ``indices`` from the commitment (memoised: a 64-validator set takes ~0.6 s)."""
+    return tuple(threshold_bls.share_public_key(commitment, i) for i in indices)
 
 
 def _genesis_beacon(value: object, group_pk: bytes, path: str) -> bytes:
@@ -286,7 +366,8 @@ def genesis_document(g: Genesis) -> dict[str, Any]:
             "bls_public_key": "0x" + v.bls_public_key.hex(), "bls_share_index": v.bls_share_index,
             "fee_recipient": to_checksum_address(v.fee_recipient),
         } for v in g.validators],
-        "threshold": {"threshold": g.threshold, "group_public_key": "0x" + g.group_public_key.hex()},
+        "threshold": {"threshold": g.threshold, "group_public_key": "0x" + g.group_public_key.hex(),
+                      **({"commitment": ["0x" + c.hex() for c in g.commitment]} if g.commitment else {})},
         "genesis_beacon": "0x" + g.genesis_beacon.hex(),
         "balances": {to_checksum_address(a): str(b) for a, b in sorted(g.balances.items())},
         "system_deployers": [to_checksum_address(a) for a in g.system_deployers],

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli import commands
+from cowboy_node.cli import commands, testnet_command
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.node.keys import write_validator_key
@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--cip11-phase", type=int, choices=(0, 1, 2, 3), default=2,
                       help="0 all CIP-11 flags off; 1 transport+shadow; 2 present-first (default); 3 poll disabled")
     init.set_defaults(func=cmd_init)
+
+    testnet_command.register(sub)
 
     run = sub.add_parser("run", help="run the validator")
     run.add_argument("--home", required=True)

@@ -8,6 +8,7 @@ must not silently fall back to a default).
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,10 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
                 "queued_lifetime_s": int, "journal": bool},
+    "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
+    "consensus": {"delta_ms": int, "election": str},
 }
+"""Type of every key by section; a ``list`` value is checked element by element by its own parser."""
 _MIB = 1024 * 1024
 INT_BOUNDS: dict[str, tuple[int, int]] = {
     "node.block_time_ms": (50, 600_000),
@@ -51,6 +55,8 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "mempool.max_queued": (1, 1_000_000),  # above mempool.max_txs it binds no more than max_txs
     "mempool.max_queued_per_sender": (1, 10_000),  # above mempool.max_txs_per_sender it binds no more than that
     "mempool.queued_lifetime_s": (1, 86_400),
+    "p2p.max_message_bytes": (64 * 1024, 64 * _MIB),
+    "consensus.delta_ms": (0, 600_000),  # 0: automatic
 }
 """Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
 ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
@@ -58,6 +64,25 @@ DEFAULT_INT_BOUNDS = (1, 2**31 - 1)
 """Range of an integer key missing from INT_BOUNDS (a safety net; add the key to INT_BOUNDS instead)."""
 LOG_FORMATS = ("console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+ELECTIONS = ("random", "round_robin")
+"""Values of ``consensus.election``: leader chosen from the beacon, or in turn by view."""
+DEFAULT_P2P_ADDR = "127.0.0.1:26602"
+"""Default UDP listen address of the validator peer layer."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    """Another validator of a static set, as listed in ``[p2p] peers`` (``0x<ed25519 key>@HOST:PORT``)."""
+
+    public_key: bytes
+    """The peer's Ed25519 public key (32 bytes; its identity in genesis ``validators[i].ed25519_public_key``)."""
+    host: str
+    """Host name or IP address to dial (an IPv6 address without brackets)."""
+    port: int
+    """UDP port of the peer's ``[p2p] addr``."""
+
+    def __str__(self) -> str:
+        return format_peer(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +153,16 @@ class NodeConfig:
     """Seconds a transaction may stay queued before it is dropped (1..86400)."""
     mempool_journal: bool = True
     """Journal admitted transactions to ``DATA/mempool.journal`` and re-admit them at start-up."""
+    p2p_addr: str = DEFAULT_P2P_ADDR
+    """UDP listen address of the validator peer layer (QUIC between validators)."""
+    p2p_peers: tuple[PeerAddress, ...] = ()
+    """The other validators of the static set, with the address to dial each (distinct keys and addresses)."""
+    p2p_max_message_bytes: int = 8 * _MIB
+    """Largest consensus message accepted from a peer (64 KiB..64 MiB)."""
+    consensus_delta_ms: int = 0
+    """Δ of the consensus timers in milliseconds; 0 chooses it automatically."""
+    consensus_election: str = "random"
+    """Leader election: ``random`` (from the beacon) or ``round_robin``."""
 
     @property
     def data_path(self) -> Path:
@@ -205,14 +240,65 @@ def load_config(home: Path) -> NodeConfig:
         mempool_max_queued_per_sender=values.get("mempool.max_queued_per_sender", 16),
         mempool_queued_lifetime_s=values.get("mempool.queued_lifetime_s", 600),
         mempool_journal=values.get("mempool.journal", True),
+        p2p_addr=values.get("p2p.addr", DEFAULT_P2P_ADDR),
+        p2p_peers=parse_peers(values.get("p2p.peers", []), path=p),
+        p2p_max_message_bytes=values.get("p2p.max_message_bytes", 8 * _MIB),
+        consensus_delta_ms=values.get("consensus.delta_ms", 0),
+        consensus_election=values.get("consensus.election", "random"),
     )
     if cfg.log_format not in LOG_FORMATS:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:
         raise ConfigError(p, "log.level", f"expected one of {list(LOG_LEVELS)}, got {cfg.log_level!r}")
-    for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr)):
+    if cfg.consensus_election not in ELECTIONS:
+        raise ConfigError(p, "consensus.election", f"expected one of {list(ELECTIONS)}, got {cfg.consensus_election!r}")
+    for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr),
+                      ("p2p.addr", cfg.p2p_addr)):
         split_host_port(addr, path=p, key=key)
     return cfg
+
+
+def parse_peers(entries: list[Any], *, path: str) -> tuple[PeerAddress, ...]:
+    """``[p2p] peers``: ``"0x<64 hex>@HOST:PORT"`` strings (``[V6]:PORT`` for IPv6), no key and no address twice;
+    errors name ``p2p.peers[i]``."""
+    peers: list[PeerAddress] = []
+    keys: dict[bytes, int] = {}
+    addrs: dict[tuple[str, int], int] = {}
+    for i, entry in enumerate(entries):
+        key = f"p2p.peers[{i}]"
+        peer = parse_peer(entry, path=path, key=key)
+        if (j := keys.setdefault(peer.public_key, i)) != i:
+            raise ConfigError(path, key, f"duplicate public key (also p2p.peers[{j}])")
+        if (j := addrs.setdefault((peer.host, peer.port), i)) != i:
+            raise ConfigError(path, key, f"duplicate address (also p2p.peers[{j}])")
+        peers.append(peer)
+    return tuple(peers)
+
+
+def parse_peer(entry: object, *, path: str, key: str) -> PeerAddress:
+    """One ``0x<64 hex ed25519 public key>@HOST:PORT`` entry; errors name the file and ``key``."""
+    expected = "expected \"0x<64 hex ed25519 public key>@HOST:PORT\""
+    if not isinstance(entry, str):
+        raise ConfigError(path, key, f"{expected}, got {type(entry).__name__}")
+    key_text, at, addr = entry.partition("@")
+    hex_part = key_text.removeprefix("0x")
+    if not at or not key_text.startswith("0x") or len(hex_part) != 64 \
+            or not all(c in "0123456789abcdefABCDEF" for c in hex_part):
+        raise ConfigError(path, key, f"{expected}, got {entry!r}")
+    host, port = split_host_port(addr, path=path, key=key)
+    if port == 0:
+        raise ConfigError(path, key, f"port 0 cannot be dialled, got {entry!r}")
+    return PeerAddress(public_key=bytes.fromhex(hex_part), host=host, port=port)
+
+
+def join_host_port(host: str, port: int) -> str:
+    """``HOST:PORT``, with an IPv6 host in brackets (the inverse of :func:`split_host_port`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def format_peer(peer: PeerAddress) -> str:
+    """``peer`` as written in ``[p2p] peers`` (the inverse of :func:`parse_peer`)."""
+    return f"0x{peer.public_key.hex()}@{join_host_port(peer.host, peer.port)}"
 
 
 def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
@@ -224,9 +310,12 @@ def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
 
 
 def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr: str,
-                  block_time_ms: int | None) -> str:
-    """The commented config.toml written by ``cowboy-node init``."""
+                  block_time_ms: int | None, p2p_addr: str = DEFAULT_P2P_ADDR,
+                  p2p_peers: Sequence[PeerAddress] = ()) -> str:
+    """The commented config.toml written by ``cowboy-node init`` and ``cowboy-node testnet``."""
     bt = f"block_time_ms = {block_time_ms}" if block_time_ms else "# block_time_ms = 1000"
+    peers = "".join(f'\n    "{format_peer(peer)}",' for peer in p2p_peers)
+    peers = f"[{peers}\n]" if peers else "[]"
     return f"""\
 # cowboy-node configuration. Consensus parameters live in genesis.json;
 # this file holds local settings only. Unknown keys are rejected at start-up.
@@ -302,4 +391,18 @@ max_queued_per_sender = 16
 queued_lifetime_s = 600
 # Journal admitted transactions to DATA/mempool.journal and re-admit them at start-up (survives kill -9).
 journal = true
+
+[p2p]
+# Validator peer layer (QUIC over UDP between the validators of the static set).
+addr = "{p2p_addr}"
+# The other validators: "0x<ed25519 public key>@HOST:PORT" ([V6]:PORT for IPv6), each key as in genesis.json.
+peers = {peers}
+# Largest consensus message accepted from a peer (bytes, 65536..67108864).
+max_message_bytes = 8388608
+
+[consensus]
+# Delta of the consensus timers in milliseconds; 0 chooses it automatically.
+delta_ms = 0
+# Leader election: "random" (from the beacon) or "round_robin".
+election = "random"
 """
