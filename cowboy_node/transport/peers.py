@@ -18,8 +18,9 @@ reason per peer per :data:`LOG_INTERVAL_S`.
 **Limits.** A frame longer than ``max_message_bytes + 64`` is refused from its length prefix (the connection
 closes). Each authenticated peer has receive token buckets (messages/s and bytes/s, burst 2×): excess messages
 are dropped and counted, the connection stays up. Each peer's send queue holds at most ``send_queue_messages``
-frames beyond what QUIC has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged); when full the NEW message is
-dropped (``queue_full``). ``send`` to a peer without an authenticated outbound connection returns False
+frames (and :data:`SEND_QUEUE_BYTES`) beyond what QUIC has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged);
+when full the NEW message is dropped (``queue_full``). Messages queued when a connection drops are counted
+``not_connected``. ``send`` to a peer without an authenticated outbound connection returns False
 (``not_connected``): consensus retransmits on its own, this layer never buffers for a peer that is down.
 
 **Reconnect.** Each dialer retries after any failure with exponential backoff and full jitter in
@@ -68,6 +69,9 @@ log = get_logger("cowboy.p2p")
 
 SEND_WINDOW_BYTES = 4 * 1024 * 1024
 """Unacknowledged bytes per outbound connection beyond which frames wait in the peer's send queue."""
+SEND_QUEUE_BYTES = 64 * 1024 * 1024
+"""Per peer send queue bytes (framed) beyond which a new message is dropped as ``queue_full`` even below
+``send_queue_messages`` (4096 queued 8 MiB blocks would be 32 GiB); an empty queue always takes one message."""
 LOG_INTERVAL_S = 60.0
 """A warning of the same reason about the same peer is logged at most once per this many seconds."""
 MAX_UNAUTHENTICATED_INBOUND = 16
@@ -111,12 +115,13 @@ class PeerLimits:
 class _Outbound:
     """The dialer side of one peer: its send queue and current authenticated connection."""
 
-    __slots__ = ("ever_connected", "info", "proto", "queue", "task")
+    __slots__ = ("ever_connected", "info", "proto", "queue", "queued_bytes", "task")
 
     def __init__(self, info: PeerInfo) -> None:
         self.info = info
         self.proto: PeerProtocol | None = None  # set only while authenticated
         self.queue: deque[tuple[int, int, bytes]] = deque()  # (channel, payload length, framed bytes)
+        self.queued_bytes = 0  # sum of len(framed) over the queue
         self.task: asyncio.Task[None] | None = None
         self.ever_connected = False
 
@@ -370,10 +375,12 @@ class PeerNetwork:
         return dict(self._stats)
 
     def _enqueue(self, out: _Outbound, channel: int, size: int, framed: bytes) -> bool:
-        if len(out.queue) >= self.limits.send_queue_messages:
+        if len(out.queue) >= self.limits.send_queue_messages or (
+                out.queue and out.queued_bytes + len(framed) > SEND_QUEUE_BYTES):
             self._drop("queue_full", str(out.info.index))
             return False
         out.queue.append((channel, size, framed))
+        out.queued_bytes += len(framed)
         index = out.info.index
         if index not in self._flush_scheduled:  # one flush per loop iteration: a burst of sends is coalesced
             self._flush_scheduled.add(index)
@@ -391,6 +398,7 @@ class PeerNetwork:
         queue, m = out.queue, self._metrics
         while queue and proto.unacked_bytes() < SEND_WINDOW_BYTES:
             channel, size, framed = queue.popleft()
+            out.queued_bytes -= len(framed)
             proto.write(framed)
             self._count("sent")
             if m is not None:
@@ -462,6 +470,7 @@ class PeerNetwork:
         index = out.info.index
         out.proto = proto
         out.queue.clear()  # nothing was queued while down (send refuses), but be explicit
+        out.queued_bytes = 0
         if out.ever_connected:
             self._count("reconnects")
             if self._metrics is not None:
@@ -475,6 +484,7 @@ class PeerNetwork:
         out.proto = None
         dropped = len(out.queue)
         out.queue.clear()
+        out.queued_bytes = 0
         for _ in range(dropped):
             self._drop("not_connected", str(out.info.index))
         self._peers_changed(out.info.index, False)

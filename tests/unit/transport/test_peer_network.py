@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cowboy_node.observability.peer_metrics import PeerMetrics
+from cowboy_node.transport import peers as peers_module
 from cowboy_node.transport.peer_frames import Data, Goodbye, decode_body, encode_frame, make_hello
 from cowboy_node.transport.peer_quic import PeerProtocol, dial
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
@@ -370,6 +371,19 @@ async def test_the_send_queue_is_bounded_and_drops_the_newest(tmp_path: Path, cl
     await wait_until(lambda: len(b.inbox) == 10)
     assert [p for _, _, p in b.inbox] == [bytes([k]) for k in range(10)]
     assert a.metric("messages_dropped_total", reason="queue_full") == 5
+
+
+async def test_the_send_queue_is_also_bounded_in_bytes(tmp_path: Path, cleanup: list[PeerNetwork],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peers_module, "SEND_QUEUE_BYTES", 150)
+    ports = [free_udp_port() for _ in range(2)]
+    a, b = (make_node(tmp_path, me=i, ports=ports, n=2) for i in range(2))
+    await start(cleanup, a, b)
+    await wait_until(lambda: a.net.connected() == {1})
+    assert [a.net.send(1, 0, b"z" * 100) for _ in range(3)] == [True, False, False]  # an empty queue takes one
+    assert [a.net.send(1, 0, b"z" * 10) for _ in range(2)] == [True, False]
+    await wait_until(lambda: len(b.inbox) == 2)
+    assert a.net.send(1, 0, b"z" * 100)  # drained: room again
 
 
 def test_constructor_refuses_inconsistent_keys(tmp_path: Path) -> None:
