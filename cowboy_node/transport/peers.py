@@ -321,6 +321,11 @@ class PeerNetwork:
         self._inbound.clear()
         self._inbound_by_index.clear()
         if self._server is not None:
+            # Also the connections no handler holds any more (refused, or draining after a close): no timer of
+            # theirs may fire once the socket is closed.
+            for proto in set(self._server._protocols.values()):
+                if isinstance(proto, PeerProtocol):
+                    proto.abort()
             self._server.close()
             self._server = None
         await asyncio.sleep(0)  # let the closed socket's callbacks run before the caller's loop ends

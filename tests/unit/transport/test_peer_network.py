@@ -421,3 +421,18 @@ async def test_a_peer_that_connects_again_replaces_its_older_inbound_connection(
     finally:
         for _, proto in clients:
             proto.abort()
+
+
+async def test_start_raises_oserror_when_the_port_is_taken_and_stop_is_idempotent(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        ports = [int(taken.getsockname()[1]), free_udp_port()]
+        node = make_node(tmp_path, me=0, ports=ports, n=2)
+        with pytest.raises(OSError):
+            await node.net.start()
+    await node.net.stop()
+    ok = make_node(tmp_path, me=0, ports=[free_udp_port(), ports[1]], n=2)
+    await ok.net.start()
+    await ok.net.stop()
+    await ok.net.stop()
+    assert ok.net.connected() == frozenset()
