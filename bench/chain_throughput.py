@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cowboy_node.types.block import Round
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import plyvel
@@ -33,7 +35,6 @@ from cowboy_node.chain.admission import admit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round
 from cowboy_node.crypto import bls
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.node.devgenesis import create_dev_genesis
@@ -110,9 +111,9 @@ def chain_run(path: str, n_txs: int, n_senders: int) -> dict[str, float]:
     commit_times = []
     while len(pool):
         ready = pool.ready(_nonces(chain), 10_000)
-        rnd = expected_round(chain.height + 1)
+        rnd = Round(0, chain.height + 1)
         env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=fee_recipient,
-                            beacon=sign_beacon(secret, rnd), presence_input=b"\x01\x00")
+                            beacon=sign_beacon(secret, chain.head.header.round), presence_input=b"\x01\x00")
         t1 = time.perf_counter()
         prepared = chain.build(ready, env=env, round_=rnd, proposer=proposer,
                                sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=True)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from cowboy_node.chain.chain import Chain
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.execution.jobs.dispatch import due_seed_rounds
 from cowboy_node.node.devgenesis import DevGenesis, create_dev_genesis
+from cowboy_node.types.block import ConsumedSeed, Round
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Instruction, Transfer
 from cowboy_protocol.types.params import Cip11Flags
@@ -40,3 +44,10 @@ def make_tx(sk: bytes, nonce: int, instruction: Instruction, *, chain_id: str = 
 def transfer(sk: bytes, nonce: int, to: bytes, amount: int, **kw: int) -> Transaction:
     """A signed Transfer."""
     return make_tx(sk, nonce, Transfer(to=to, amount=amount), **kw)  # type: ignore[arg-type]
+
+
+def hand_seeds_due(chain: Chain, secret: int) -> tuple[ConsumedSeed, ...]:
+    """ConsumedSeedsV1 of the next block of a single-validator chain built by hand (view = height): the seed of
+    every due pending-selection round already passed, i.e. the group signature over it (1-of-1 share)."""
+    return tuple(ConsumedSeed(e, v, sign_beacon(secret, Round(e, v)))
+                 for e, v in due_seed_rounds(chain.world(), chain.height))

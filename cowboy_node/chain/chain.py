@@ -9,7 +9,7 @@ that the head block's state root equals the stored tree root.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cowboy_node.chain.blockstore import (
@@ -24,8 +24,7 @@ from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
-from cowboy_node.execution.jobs.dispatch import due_seed_rounds
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
@@ -114,52 +113,43 @@ class Chain:
         """Committed head height."""
         return self.head.header.height
 
-    def parent_beacon(self) -> bytes:
-        """Beacon of the head block (the genesis beacon at height 0)."""
-        return self.head.header.beacon
-
     # -- building -----------------------------------------------------------------
     def env_for(self, *, timestamp_ms: int, fee_recipient: bytes, beacon: bytes, presence_input: bytes | None,
                 round_: Round | None = None, consumed_seeds: tuple[ConsumedSeed, ...] = ()) -> BlockEnv:
-        """Execution environment of the next block."""
+        """Execution environment of the next block on the head; ``beacon`` is the seed of the head's round."""
         r = round_ if round_ is not None else Round(0, self.height + 1)
         return self.env_at(height=self.height + 1, timestamp_ms=timestamp_ms, fee_recipient=fee_recipient,
-                         beacon=beacon, presence_input=presence_input, round_=r, consumed_seeds=consumed_seeds)
+                           beacon=beacon, presence_input=presence_input, round_=r, consumed_seeds=consumed_seeds)
 
     def env_at(self, *, height: int, timestamp_ms: int, fee_recipient: bytes, beacon: bytes,
-               presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...]) -> BlockEnv:
-        """Execution environment of a block at ``height`` on top of the head (built or received)."""
-        parent = self.head.header
+               presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...],
+               parent: BlockHeader | None = None) -> BlockEnv:
+        """Execution environment of a block at ``height`` on ``parent`` (default: the head), built or received.
+
+        ``beacon`` is the block's header beacon: the seed of the parent's round, R_{S−1} (CIP-11 §9.2), which
+        execution reads as the parent beacon.
+        """
+        p = parent if parent is not None else self.head.header
         return BlockEnv(chain_id=self.genesis.chain_id, height=height, timestamp_ms=timestamp_ms,
-                        fee_recipient=fee_recipient, beacon=beacon, parent_beacon=self.parent_beacon(),
-                        presence_input=presence_input, parent_state_root=parent.state_root,
-                        round=(round_.epoch, round_.view), parent_round=(parent.round.epoch, parent.round.view),
+                        fee_recipient=fee_recipient, beacon=beacon, parent_beacon=beacon,
+                        presence_input=presence_input, parent_state_root=p.state_root,
+                        round=(round_.epoch, round_.view), parent_round=(p.round.epoch, p.round.view),
                         consumed_seeds=tuple((c.seed_epoch, c.seed_view, c.seed_signature) for c in consumed_seeds),
                         n_validators=len(self.genesis.validators))
 
-    def seeds_due(self) -> tuple[ConsumedSeed, ...]:
-        """ConsumedSeedsV1 for the next block: the seed of every pending-selection round already revealed.
-
-        Single validator: the seed of Round(0, v) is the beacon of block v, known once block v is committed.
-        """
-        out = []
-        for epoch, view in due_seed_rounds(self.world(), self.height):
-            block = self.blocks.block(view)
-            header = None if block is None else block.header
-            if header is not None and (header.round.epoch, header.round.view) == (epoch, view):
-                out.append(ConsumedSeed(epoch, view, header.beacon))
-        return tuple(out)
-
     def build(self, candidates: list[Transaction], *, env: BlockEnv, round_: Round, proposer: bytes,
-              sign: _Signer, signatures_checked: bool, observe: Observe | None = None) -> PreparedBlock:
-        """Execute candidates on top of the head and return the signed block (nothing written yet).
+              sign: _Signer, signatures_checked: bool, observe: Observe | None = None,
+              world: WorldState | None = None, parent_hash: bytes | None = None) -> PreparedBlock:
+        """Execute candidates on ``world`` (default: the head's) and return the signed block (nothing written).
 
-        ``observe`` wraps each End-of-Block step (the node times them for its metrics).
+        ``parent_hash`` names the parent when ``world`` is not the head's (consensus builds on notarized,
+        not yet final blocks). ``observe`` wraps each End-of-Block step (the node times them for its metrics).
         """
-        world = self.world()
+        world = world if world is not None else self.world()
         result = build_block(world, env, candidates, signatures_checked=signatures_checked, observe=observe)
         header = BlockHeader(
-            chain_id=env.chain_id, height=env.height, parent_hash=self.head.hash(), round=round_,
+            chain_id=env.chain_id, height=env.height,
+            parent_hash=parent_hash if parent_hash is not None else self.head.hash(), round=round_,
             timestamp_ms=env.timestamp_ms, proposer=proposer, tx_root=result.tx_root,
             state_root=result.state_root, receipts_root=result.receipts_root, beacon=env.beacon,
             presence_input=env.presence_input,
@@ -170,13 +160,14 @@ class Chain:
         block = Block(header, tuple(result.transactions), sign(header.digest()))
         return PreparedBlock(block, result, world)
 
-    def commit(self, prepared: PreparedBlock) -> None:
-        """Write everything the block changes in one synced batch, then advance the head."""
+    def commit(self, prepared: PreparedBlock, extra_ops: Sequence[WriteOp] = ()) -> None:
+        """Write everything the block changes (and ``extra_ops``, e.g. its finalization certificate) in one
+        synced batch, then advance the head. ``prepared`` must have been executed on the head's world."""
         block = prepared.block
         if block.header.height != self.height + 1 or block.header.parent_hash != self.head.hash():
             raise InvalidBlock("not_next_block", "block does not extend the current head")
-        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts)],
-                               sync=True)
+        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts),
+                                *extra_ops], sync=True)
         prepared.world.mark_committed()
         self.head = block
 

@@ -1,12 +1,12 @@
 """The running validator: the parts wired together, and the RPC facade.
 
-One asyncio process. Every ``block_time_ms`` the producer
-(:class:`cowboy_node.consensus.producer.BlockProducer`) takes the ready
-transactions from the mempool, builds the block in a worker thread (the
-event loop keeps serving RPC), then commits it on the loop thread in one
-synced batch; the node then updates the mempool, pushes assignments and
-records metrics. Stopping (SIGTERM/SIGINT) lets the block in progress
-finish and commit, then closes the servers and the store.
+One asyncio process. The consensus service (:mod:`cowboy_node.node.consensus_service`) drives the
+threshold-Simplex engine: when this validator leads a view it takes the ready transactions from the mempool
+and builds the block in a worker thread (the event loop keeps serving RPC); blocks are committed once
+finalized, each in one synced batch, and the node then updates the mempool, pushes assignments and records
+metrics. With one validator every proposed block is final at once; with several, blocks and votes travel
+over the validator peer layer. Stopping (SIGTERM/SIGINT) lets the block in progress finish and commit, then
+closes the servers and the store.
 """
 
 from __future__ import annotations
@@ -20,19 +20,24 @@ from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
-from cowboy_node.consensus.producer import BlockProducer
-from cowboy_node.crypto import bls
+from cowboy_node.consensus.journal import VoteJournal
+from cowboy_node.consensus.simplex.elector import Election
+from cowboy_node.consensus.simplex.scheme import ThresholdScheme
+from cowboy_node.consensus.sync_messages import CH_TXS
+from cowboy_node.crypto import bls, threshold
 from cowboy_node.execution.block import begin_block
-from cowboy_node.execution.context import BlockEnv
+from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.meter import InterruptHandle
+from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
-from cowboy_node.execution.transactions import INTERNAL_ERROR, describe_exception
+from cowboy_node.execution.transactions import INTERNAL_ERROR
+from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
 from cowboy_node.observability.logging import get_logger
-from cowboy_node.observability.metrics import NodeMetrics, StepTimer
+from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc import actor_queries
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.rpc.job_queries import JobQueries
@@ -41,12 +46,14 @@ from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.transport.service import TransportService
+from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.transaction import Transaction
 
 log = get_logger("cowboy.node")
 
@@ -59,38 +66,52 @@ _SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
 
 class Node(RunnerQueries, JobQueries, TransportLink):
-    """A single-validator node: owns the chain, the mempool and the producer loop."""
+    """A validator: owns the chain, the mempool and the consensus service."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
-                 metrics: NodeMetrics | None = None) -> None:
+                 metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
+                 journal: VoteJournal | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
         self._ed_seed = key.ed25519_seed
         self._ed_pub = ed25519.public_key_from_seed(key.ed25519_seed)
         self._bls_secret = bls.secret_key_from_bytes(key.bls_secret)
-        validator = next((v for v in chain.genesis.validators if v.ed25519_public_key == self._ed_pub), None)
-        if validator is None:
+        validators = chain.genesis.validators
+        me = next((i for i, v in enumerate(validators) if v.ed25519_public_key == self._ed_pub), None)
+        if me is None:
             raise ValueError("validator key is not in the genesis validator set (ed25519 key mismatch)")
+        validator = validators[me]
         if bls.public_key(self._bls_secret) != validator.bls_public_key:
             raise ValueError("validator key's BLS share does not match genesis validators[].bls_public_key")
+        if key.bls_share_index != validator.bls_share_index:
+            raise ValueError(f"validator key's bls_share_index {key.bls_share_index} is not genesis "
+                             f"validators[{me}].bls_share_index {validator.bls_share_index}")
+        self.index = me
+        """This validator's position in the genesis validator list."""
         self.fee_recipient = validator.fee_recipient
         self._tree_lock = threading.Lock()
-        self.producer = BlockProducer(chain, ed25519_seed=key.ed25519_seed, bls_secret=self._bls_secret,
-                                      fee_recipient=self.fee_recipient, block_time_ms=block_time_ms,
-                                      tree_lock=self._tree_lock, local_presence=self.local_presence)
-        """Proposes and commits this validator's blocks."""
+        n = len(validators)
+        scheme = ThresholdScheme(chain.genesis.group_public_key, chain.genesis.share_public_keys(),
+                                 chain.genesis.threshold, threshold.Share(key.bls_share_index, self._bls_secret))
+        # Δ: with one validator nobody else can take over, so the timers only guard against a stuck build.
+        auto_delta = 60_000 if n == 1 else block_time_ms + 500
+        self.consensus = ConsensusService(
+            chain, config=ServiceConfig(me=me, block_time_ms=block_time_ms, delta_ms=delta_ms or auto_delta,
+                                        election=election),
+            scheme=scheme, tree_lock=self._tree_lock, proposer_key=self._ed_pub,
+            sign=lambda d: ed25519.sign(self._ed_seed, d), fee_recipient=self.fee_recipient,
+            take_transactions=self._take_transactions, presence=self._presence_input, inspect=self._inspect,
+            on_commit=self._after_commit, admit_gossip=self._admit_gossip, metrics=self.metrics, journal=journal)
+        """Runs the consensus engine: proposes, verifies, commits finalized blocks."""
+        self.block_time_ms = block_time_ms
+        """Target interval between two blocks."""
         self._last_commit_monotonic: float | None = None
         self.mempool_journal: MempoolJournal | None = None
         """The on-disk journal of the pool's transactions (``[mempool] journal``), attached at start-up; admission
         appends to it and every block commit syncs it."""
         self.transport: TransportService | None = None
         """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
-
-    @property
-    def block_time_ms(self) -> int:
-        """Target interval between two blocks (the producer's)."""
-        return self.producer.block_time_ms
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -100,27 +121,40 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             return frozenset()
         return self.transport.local_presence(self.chain.height)
 
+    def _presence_input(self, parent_world: WorldState) -> bytes | None:
+        """The PresenceInput of a block built on ``parent_world``: the local presence encoded over
+        |registry(H−1)| whenever the field is required or shadowed (CIP-11 §7.4)."""
+        flags = get_cip11_flags(parent_world)
+        if not (flags.CIP11_PRESENT_FIRST_ENABLED or flags.CIP11_PRESENCE_SHADOW_ENABLED):
+            return None
+        return encode_presence(self.local_presence(), registry_size(parent_world))
+
     def validator_transport_key(self) -> TransportValidatorKey:
         """This validator's Ed25519 peer key as the transport signs with it (HelloAck, pongs, assignments)."""
         return TransportValidatorKey(self._ed_seed)
 
     def request_stop(self) -> None:
-        """Ask the producer to stop after the block in progress."""
-        self.producer.request_stop()
+        """Ask the consensus service to stop after the block in progress."""
+        self.consensus.request_stop()
+
+    def close(self) -> None:
+        """Release the builder thread of a node whose :meth:`run` was never started (tests)."""
+        self.consensus.close()
 
     @property
     def _stopping(self) -> bool:
-        return self.producer.stopping
+        return self.consensus.stopping
 
     async def run(self) -> None:
-        """Produce a block every ``block_time_ms`` until stopped."""
-        await self.producer.run(self.produce_block, self._production_failed)
+        """Run consensus (propose, vote, commit) until stopped."""
+        import asyncio  # the service runs on this loop; synced blocks' after-commit work is scheduled here
 
-    def _production_failed(self, e: Exception) -> None:
-        """Nothing may stop the producer: log, count, and the next slot tries again."""
-        self.metrics.block_production_failures.inc()
-        log.exception("block production failed; retrying at the next slot", height=self.chain.height + 1,
-                      error=describe_exception(e))
+        self.consensus.bind_loop(asyncio.get_running_loop())
+        await self.consensus.run()
+
+    async def produce_block(self) -> None:
+        """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""
+        await self.consensus.produce_once()
 
     def _account_nonce(self) -> Any:
         world = self.chain.world()
@@ -133,22 +167,34 @@ class Node(RunnerQueries, JobQueries, TransportLink):
 
         return nonce
 
-    async def produce_block(self) -> None:
-        """Build, sign and commit one block, then update the mempool, the transport and the metrics."""
-        chain = self.chain
-        candidates = self.mempool.ready(self._account_nonce(), chain.genesis.limits.max_block_txs)
-        eob_timer = StepTimer()
+    def _take_transactions(self) -> list[Transaction]:
+        """The mempool's ready transactions for the next block (nonces against the committed head)."""
+        return self.mempool.ready(self._account_nonce(), self.chain.genesis.limits.max_block_txs)
 
-        def jobs_of(built: PreparedBlock, env: BlockEnv) -> JobActivity:
-            selection = [(name, s) for name, s in eob_timer.durations if name in _SELECTION_SECTIONS]
-            return block_job_activity(chain, built, env, selection)  # the parent is still the head
+    def _inspect(self, prepared: PreparedBlock, env: BlockEnv,
+                 observe: Observe | None) -> tuple[JobActivity, list[tuple[str, float]]]:
+        """Job activity of a block about to be committed, and its End-of-Block step times (own blocks only)."""
+        durations: list[tuple[str, float]] = list(getattr(observe, "durations", ()))
+        selection = [(name, s) for name, s in durations if name in _SELECTION_SECTIONS]
+        steps = [(name, s) for name, s in durations if name not in _SELECTION_SECTIONS]
+        return block_job_activity(self.chain, prepared, env, selection), steps  # the parent is still the head
 
-        produced = await self.producer.produce(candidates, observe=eob_timer, inspect=jobs_of)
-        prepared, jobs = produced.prepared, produced.inspected
+    def _admit_gossip(self, tx_bytes: bytes) -> None:
+        """A transaction another validator received: admit it here too (not forwarded again: full mesh)."""
+        try:
+            admit(tx_bytes, self.chain, self.mempool)
+        except (TxInvalid, MempoolError, ValidationError):
+            return
+        if self.mempool_journal is not None:
+            self.mempool_journal.append(tx_bytes)
+
+    def _after_commit(self, committed: CommittedBlock) -> None:
+        """After a finalized block is committed: mempool, transport push, metrics and the log line."""
+        prepared = committed.prepared
         block = prepared.block
         self.mempool.remove_committed(block.transactions, self._account_nonce())
         self._mempool_after_commit()
-        if self.transport is not None:  # push only once the assignment block is committed (CIP-11 §10.1)
+        if self.transport is not None:  # push only once the assignment block is final and applied (CIP-11 §10.1)
             self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
@@ -162,16 +208,18 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         self._last_commit_monotonic = now
         h = block.header
         self.metrics.observe_block(height=h.height, interval_s=interval, tx_count=len(block.transactions),
-                                   commit_s=produced.commit_s, execution_s=produced.execution_s,
+                                   commit_s=committed.commit_s, execution_s=committed.execution_s,
                                    basefee_cycles=h.cycle_basefee, basefee_cells=h.cell_basefee)
         # Recorded only now: a block that failed to build or commit adds nothing.
         self.metrics.observe_eob(prepared.result.eob)
-        self.metrics.observe_eob_steps((n, s) for n, s in eob_timer.durations if n not in _SELECTION_SECTIONS)
-        self.metrics.observe_jobs(jobs)
+        if committed.inspected is not None:
+            jobs, steps = committed.inspected
+            self.metrics.observe_eob_steps(steps)
+            self.metrics.observe_jobs(jobs)
         self.metrics.observe_mempool(self.mempool)
-        log.info("block committed", height=h.height, txs=len(block.transactions),
-                 hash="0x" + block.hash().hex()[:16], exec_ms=round(produced.execution_s * 1000, 1),
-                 commit_ms=round(produced.commit_s * 1000, 1))
+        log.info("block committed", height=h.height, view=h.round.view, txs=len(block.transactions),
+                 hash="0x" + block.hash().hex()[:16], own=committed.own,
+                 exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
 
     # -- RPC facade -----------------------------------------------------------------
     def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
@@ -190,6 +238,9 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             raise RpcError(400, e.code, e.message) from None
         if self.mempool_journal is not None:
             self.mempool_journal.append(tx_bytes)  # written with the next block's journal sync
+        net = self.consensus.net
+        if net is not None:  # every validator may lead the next view: each must have the transaction
+            net.broadcast(CH_TXS, tx_bytes)
         self.metrics.observe_mempool(self.mempool)
         return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
 
@@ -232,6 +283,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             "validator_set": self._validator_set_json(),
             **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
+            "consensus": self.consensus.status_json(),
             "cip11": get_cip11_flags(world).to_json(),
         }
 

@@ -126,6 +126,36 @@ class NodeMetrics:
         self.block_production_failures = Counter(
             "block_production_failures", "Block production attempts that raised outside transaction execution "
             "(logged; the producer tries again at the next slot).", namespace=ns, registry=r)
+        # Consensus (threshold Simplex, cowboy_node/node/consensus_service.py).
+        self.consensus_view = Gauge("consensus_view", "Current consensus view.", namespace=ns, registry=r)
+        self.consensus_finalized_height = Gauge("consensus_finalized_height", "Height of the last finalized, "
+                                                "committed block.", namespace=ns, registry=r)
+        self.consensus_peers = Gauge("consensus_peers", "Validator peers with an authenticated connection.",
+                                     namespace=ns, registry=r)
+        latency = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+        self.consensus_notarization_seconds = Histogram(
+            "consensus_notarization_seconds", "From a view's proposal (built here or first seen) to its "
+            "notarization.", namespace=ns, registry=r, buckets=latency)
+        self.consensus_finalization_seconds = Histogram(
+            "consensus_finalization_seconds", "From a view's proposal (built here or first seen) to its "
+            "finalization.", namespace=ns, registry=r, buckets=latency)
+        self.consensus_nullifications = Counter("consensus_nullifications", "Views that ended nullified.",
+                                                namespace=ns, registry=r)
+        self.consensus_certificates = Counter("consensus_certificates", "Certificates formed or received, by kind.",
+                                              ["kind"], namespace=ns, registry=r)
+        self.consensus_messages_sent = Counter("consensus_messages_sent", "Consensus messages broadcast, by kind.",
+                                               ["kind"], namespace=ns, registry=r)
+        self.consensus_messages_received = Counter("consensus_messages_received", "Consensus messages received "
+                                                   "from peers, by kind.", ["kind"], namespace=ns, registry=r)
+        self.consensus_bad_messages = Counter("consensus_bad_messages", "Peer messages refused, by reason.",
+                                              ["reason"], namespace=ns, registry=r)
+        self.consensus_faults = Counter("consensus_faults", "Protocol violations seen (equivocation, "
+                                        "impersonation, bad signature, safety), by kind; kept as evidence.",
+                                        ["reason"], namespace=ns, registry=r)
+        self.consensus_invalid_blocks = Counter("consensus_invalid_blocks", "Proposals this validator refused to "
+                                                "vote for, by reason.", ["reason"], namespace=ns, registry=r)
+        self.consensus_synced_blocks = Counter("consensus_synced_blocks", "Finalized blocks fetched from peers "
+                                               "and committed while catching up.", namespace=ns, registry=r)
         self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
                                     ["route", "status"], namespace=ns, registry=r)
         # HTTP API connection limits (cowboy_node/rpc/conn_limits.py).

@@ -174,6 +174,8 @@ class Config:
     """Digest of the block finalized at view 0 (or of the floor below)."""
     floor_view: int = 0
     """View of the last block known final at start (0: genesis)."""
+    floor_seed: bytes | None = None
+    """Seed of the floor view's round, when known (the random elector needs it to elect the next leader)."""
     window: int = 64
     """Votes and certificates are admitted up to this many views above the current one."""
     retain: int = 1024
@@ -240,6 +242,8 @@ class Engine:
         self._out: list[Output] = []
         self._start_view = config.floor_view + 1
         self._entered = 0
+        if config.floor_seed is not None:
+            self._state(config.floor_view).seed = bytes(config.floor_seed)
         for vote in journal:
             self._restore(vote)
 
@@ -322,6 +326,36 @@ class Engine:
         elif proposal.round.view == self.view and not self._ended(v):
             self._nullify(v)
         return self._flush()
+
+    def advance_floor(self, view: int, digest: bytes, seed: bytes, now: int) -> list[Output]:
+        """The host finalized the block ``digest`` of ``view`` by other means (a synced run of blocks ending in
+        a verified finalization certificate): adopt it as the finalized tip and, if behind, enter the view
+        after it. Ignored unless it is above the current finalized view."""
+        self._now = now
+        if view <= self.finalized_view:
+            return []
+        self.finalized_view, self.finalized_digest = view, bytes(digest)
+        v = self._state(view)
+        if v.seed is None:
+            v.seed = bytes(seed)
+        if self._pending_final is not None and self._pending_final.round.view <= view:
+            self._pending_final = None
+        self._set_leader_if_known(view + 1)
+        if self.view <= view:
+            self._enter(view + 1)
+        self._prune()
+        self._finalize_chain()
+        return self._flush()
+
+    def own_votes(self) -> list[Vote]:
+        """This validator's votes in views above the finalized one (what the journal must keep)."""
+        out: list[Vote] = []
+        for view in sorted(self._views):
+            if view <= self.finalized_view:
+                continue
+            s = self._views[view]
+            out += [x for x in (s.my_notarize, s.my_nullify, s.my_finalize) if x is not None]
+        return out
 
     def leader_of(self, view: int) -> int | None:
         """The leader elected for ``view`` (None while unknown)."""

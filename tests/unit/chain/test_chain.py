@@ -10,7 +10,7 @@ import pytest
 from cowboy_node.chain.blockstore import KEY_HEAD
 from cowboy_node.chain.chain import Chain, ChainError, PreparedBlock
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.system_state import get_account
@@ -26,9 +26,9 @@ def produce(chain: Chain, dev: DevGenesis, txs: list[Transaction], *, presence: 
             ts: int | None = None) -> PreparedBlock:
     key = dev.validator_key
     secret = bls.secret_key_from_bytes(key.bls_secret)
-    rnd = expected_round(chain.height + 1)
+    rnd = Round(0, chain.height + 1)
     env = chain.env_for(timestamp_ms=ts or chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
-                        beacon=sign_beacon(secret, rnd), presence_input=presence)
+                        beacon=sign_beacon(secret, chain.head.header.round), presence_input=presence)
     return chain.build(txs, env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),
                        sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
 
@@ -79,7 +79,8 @@ def _resign(dev: DevGenesis, block: Block, **fields: object) -> Block:
     ({"height": 5}, "wrong_height"),
     ({"parent_hash": b"\x01" * 32}, "wrong_parent"),
     ({"timestamp_ms": 0}, "timestamp_not_increasing"),
-    ({"round": Round(0, 7)}, "wrong_round"),
+    ({"round": Round(0, 0)}, "wrong_round"),  # not after the parent's round
+    ({"round": Round(1, 1)}, "wrong_round"),  # one static epoch
     ({"beacon": b"\x00" * 48}, "bad_beacon"),
     ({"consumed_seeds": (ConsumedSeed(0, 1, b"\x07" * 48),)}, "bad_consumed_seed"),
     # A genuine seed (the genesis beacon is the seed of Round(0, 0)) that no pending selection consumes.

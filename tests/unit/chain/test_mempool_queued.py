@@ -314,7 +314,7 @@ def test_the_node_reports_an_evicted_tx_at_get_tx() -> None:
     assert node.transaction(out.tx_hash()) == {"tx_hash": "0x" + out.tx_hash().hex(), "status": "evicted",
                                                "reason": "queued_for_pending"}
     assert node.transaction(tx(2, 0).tx_hash()) is None
-    node.producer.close()
+    node.close()
 
 
 def test_a_tx_made_stale_by_a_committed_block_is_remembered_as_stale() -> None:

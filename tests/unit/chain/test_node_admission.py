@@ -20,7 +20,7 @@ from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx, transfer
 def node(chain: Chain, dev_genesis: DevGenesis) -> Iterator[Node]:
     n = Node(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev_genesis.validator_key, block_time_ms=1000)
     yield n
-    n.producer.close()
+    n.close()
 
 
 def _reject(node: Node, raw: bytes) -> RpcError:

@@ -19,7 +19,7 @@ import pytest
 
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
 from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.actors.store import get_state
@@ -28,6 +28,7 @@ from cowboy_node.execution.runners.store import get_runner, registry_size
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.memory import MemoryStore
+from cowboy_node.types.block import Round
 from cowboy_node.types.presence import decode_presence, encode_presence
 from cowboy_protocol.codec import decode
 from cowboy_protocol.crypto import ed25519
@@ -42,7 +43,7 @@ from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
 from cowboy_protocol.types.transaction import Transaction
-from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx
+from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, hand_seeds_due, make_dev_genesis, make_tx
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "configs" / "examples"
 RUNNER_SKS = [(0x1000 + i).to_bytes(32, "big") for i in range(3)]
@@ -76,11 +77,12 @@ class Net:
 
     def block(self, txs: list[Transaction]) -> PreparedBlock:
         chain, key = self.chain, self.dev.validator_key
-        rnd = expected_round(chain.height + 1)
+        rnd = Round(0, chain.height + 1)
         presence = encode_presence(self.present, registry_size(chain.world()))
         env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
-                            beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), rnd),
-                            presence_input=presence, round_=rnd, consumed_seeds=chain.seeds_due())
+                            beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), chain.head.header.round),
+                            presence_input=presence, round_=rnd,
+                            consumed_seeds=hand_seeds_due(chain, bls.secret_key_from_bytes(key.bls_secret)))
         p = chain.build(txs, env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),
                         sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
         assert not p.result.rejected, [(t.instruction, e.code) for t, e in p.result.rejected]
@@ -127,12 +129,13 @@ def _net(sks: list[bytes] = RUNNER_SKS) -> Net:
 
 
 def _parent_seed_bytes(net: Net, s: int) -> bytes:
-    """canonical_seed_bytes of block S's parent beacon (§9.2), assembled byte by byte from the layout."""
-    parent = net.chain.blocks.block(s - 1)
-    assert parent is not None
-    h = parent.header
-    return keccak256(b"cowboy-beacon-v1:" + h.round.epoch.to_bytes(8, "big") + h.round.view.to_bytes(8, "big")
-                     + b"\x01\x00\x30" + h.beacon)
+    """canonical_seed_bytes of block S's parent beacon R_{S-1} (§9.2), assembled byte by byte from the layout:
+    the seed of the parent's round, which block S carries as its header beacon."""
+    parent, block = net.chain.blocks.block(s - 1), net.chain.blocks.block(s)
+    assert parent is not None and block is not None
+    r = parent.header.round
+    return keccak256(b"cowboy-beacon-v1:" + r.epoch.to_bytes(8, "big") + r.view.to_bytes(8, "big")
+                     + b"\x01\x00\x30" + block.header.beacon)
 
 
 def _v2_seed(net: Net, s: int, job_id: bytes) -> bytes:

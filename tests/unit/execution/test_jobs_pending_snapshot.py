@@ -13,7 +13,6 @@ import pytest
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round
 from cowboy_node.crypto import bls
 from cowboy_node.execution.block import build_block, execute_block
 from cowboy_node.execution.context import BlockEnv
@@ -22,12 +21,13 @@ from cowboy_node.execution.jobs import dispatch, pending
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Round
 from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.fields import decode_u128, encode_u128
 from cowboy_protocol.types.jobspec import derive_job_id
-from tests.helpers import ALICE_SK, FEE_RECIPIENT
+from tests.helpers import ALICE_SK, FEE_RECIPIENT, hand_seeds_due
 from tests.unit.execution import test_jobs_e2e as e2e
 
 CIP11_PHASES = (2, 3)
@@ -42,11 +42,13 @@ def phase(request: pytest.FixtureRequest) -> int:
 
 
 def _env(chain: Chain, net: e2e.Net) -> BlockEnv:
-    rnd = expected_round(chain.height + 1)
+    rnd = Round(0, chain.height + 1)
+    secret = bls.secret_key_from_bytes(net.dev.validator_key.bls_secret)
     return chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
-                         beacon=sign_beacon(bls.secret_key_from_bytes(net.dev.validator_key.bls_secret), rnd),
+                         beacon=sign_beacon(secret, chain.head.header.round),
                          presence_input=encode_presence(net.present, registry_size(chain.world())),
-                         round_=rnd, consumed_seeds=chain.seeds_due())
+                         round_=rnd,
+                         consumed_seeds=hand_seeds_due(chain, secret))
 
 
 def _pending_job(sks: list[bytes], runners: int = 3) -> tuple[e2e.Net, bytes, int]:
@@ -64,7 +66,8 @@ def _pending_job(sks: list[bytes], runners: int = 3) -> tuple[e2e.Net, bytes, in
 
 def _advance_to_seed_block(net: e2e.Net) -> None:
     """Commit blocks until the next one consumes the pending record's seed."""
-    while not net.chain.seeds_due():
+    secret = bls.secret_key_from_bytes(net.dev.validator_key.bls_secret)
+    while not hand_seeds_due(net.chain, secret):
         net.block([])
 
 
@@ -90,7 +93,7 @@ def test_a_changed_snapshot_does_not_match_the_committed_root_and_the_block_is_i
     assert committed.candidates_snapshot_root != b""
     # A verifier executing a block that consumes this seed over the changed snapshot rejects it (§9.2 "if they
     # differ, the block is invalid"); the honest block built over canonical state is what the header commits.
-    honest = net.chain.build([], env=env, round_=expected_round(env.height), proposer=b"\x00" * 32,
+    honest = net.chain.build([], env=env, round_=Round(0, env.height), proposer=b"\x00" * 32,
                              sign=lambda d: b"\x00" * 64, signatures_checked=False)
     with pytest.raises(InvalidBlock) as info:
         execute_block(world, env, honest.block.header, [])

@@ -20,7 +20,7 @@ import pytest
 
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
 from cowboy_node.execution import transactions
 from cowboy_node.execution.context import BlockContext
@@ -30,12 +30,13 @@ from cowboy_node.execution.system_state import get_account
 from cowboy_node.node.node import Node
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Round
 from cowboy_node.types.presence import encode_presence
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
-from tests.helpers import ALICE, ALICE_SK, BOB, FEE_RECIPIENT, make_dev_genesis, transfer
+from tests.helpers import ALICE, ALICE_SK, BOB, FEE_RECIPIENT, hand_seeds_due, make_dev_genesis, transfer
 from tests.unit.node_harness import BOB as HARNESS_BOB
 from tests.unit.node_harness import Nonces, make_node
 
@@ -79,11 +80,12 @@ class Net:
 
     def block(self, txs: list[Transaction]) -> PreparedBlock:
         chain, key = self.chain, self.dev.validator_key
-        rnd = expected_round(chain.height + 1)
+        rnd = Round(0, chain.height + 1)
         presence = encode_presence(frozenset(), registry_size(chain.world()))
         env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
-                            beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), rnd),
-                            presence_input=presence, round_=rnd, consumed_seeds=chain.seeds_due())
+                            beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), chain.head.header.round),
+                            presence_input=presence, round_=rnd,
+                            consumed_seeds=hand_seeds_due(chain, bls.secret_key_from_bytes(key.bls_secret)))
         p = chain.build(txs, env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),
                         sign=lambda d: ed25519.sign(key.ed25519_seed, d), signatures_checked=False)
         chain.commit(p)

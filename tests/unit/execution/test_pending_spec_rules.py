@@ -11,15 +11,16 @@ from __future__ import annotations
 import pytest
 
 from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.header import expected_round, verify_and_prepare
+from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
 from cowboy_node.execution.jobs import pending
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.types.block import Round
 from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.jobspec import derive_job_id
-from tests.helpers import ALICE_SK, FEE_RECIPIENT
+from tests.helpers import ALICE_SK, FEE_RECIPIENT, hand_seeds_due
 from tests.unit.execution import test_jobs_e2e as e2e
 
 M3 = {"mode": "majority_vote", "runners": 3, "threshold": 2}
@@ -44,12 +45,13 @@ def _submit_m3(net: e2e.Net) -> tuple[bytes, pending.PendingSelectionV1]:
 def test_a_block_that_leaves_a_due_record_pending_is_valid() -> None:
     net = e2e._net()
     job_id, record = _submit_m3(net)
-    while not net.chain.seeds_due():  # the seed round is revealed: the record is due from now on
+    secret = bls.secret_key_from_bytes(net.dev.validator_key.bls_secret)
+    while not hand_seeds_due(net.chain, secret):  # the seed round is revealed: the record is due from now on
         net.block([])
     chain, key = net.chain, net.dev.validator_key
-    rnd = expected_round(chain.height + 1)
+    rnd = Round(0, chain.height + 1)
     env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
-                        beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), rnd),
+                        beacon=sign_beacon(bls.secret_key_from_bytes(key.bls_secret), chain.head.header.round),
                         presence_input=encode_presence(net.present, registry_size(chain.world())), round_=rnd,
                         consumed_seeds=())  # the proposer "has not observed the seed": it commits none
     p = chain.build([], env=env, round_=rnd, proposer=ed25519.public_key_from_seed(key.ed25519_seed),

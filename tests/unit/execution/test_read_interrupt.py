@@ -171,7 +171,7 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 2
     yield n
-    n.producer.close()
+    n.close()
     n.chain.close()
 
 

@@ -103,7 +103,7 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
                                       "settled": 1.0, "failed": 0.0}
         assert _value(text, "cowboy_job_selection_seconds_count", 'phase="draw"') == 2.0
     finally:
-        node.producer.close()
+        node.close()
 
 
 def _rec(**kw: object) -> JobRecord:

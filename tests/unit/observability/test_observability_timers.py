@@ -117,7 +117,7 @@ def test_node_records_each_committed_blocks_timer_counts_and_step_durations() ->
         for _ in range(3):
             asyncio.run(node.produce_block())
     finally:
-        node.producer.close()
+        node.close()
     assert get_state(node.chain.world(), actor, b"paid") == b"1"
     s = _samples(node.metrics)
     assert s[("cowboy_timers_fired_total", ())] == 1

@@ -88,7 +88,7 @@ def node() -> Iterator[Node]:
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 3
     yield n
-    n.producer.close()
+    n.close()
 
 
 @pytest.fixture

@@ -78,7 +78,7 @@ class Setup:
 def setup() -> Iterator[Setup]:
     s = Setup()
     yield s
-    s.node.producer.close()
+    s.node.close()
 
 
 @pytest.fixture
@@ -237,7 +237,7 @@ def phase3() -> Iterator[tuple[Node, bytes]]:
     submit = _submit(n, doc)
     assert [r.error_code for r in produce(node, [submit])] == [None]
     yield node, derive_job_id(submit.tx_hash(), 0)
-    node.producer.close()
+    node.close()
 
 
 async def test_poll_answers_410_gone_when_the_flag_is_set(phase3: tuple[Node, bytes]) -> None:

@@ -59,7 +59,7 @@ def node() -> Iterator[RunnerNode]:
         receipts = n.chain.receipts_at(h)
         assert receipts is not None and all(r.status == STATUS_SUCCESS for r in receipts), receipts
     yield n
-    n.producer.close()
+    n.close()
 
 
 @pytest.fixture

@@ -1,0 +1,177 @@
+"""Blocks between proposal and finality: build, verify and commit them on the right parent state.
+
+Simplex finalizes a block only after later votes, and a leader may build on a notarized block that is not
+final yet, so a validator holds a small tree of *candidates* (blocks it built or verified, not yet
+committed) above its committed head. Executing on a candidate parent uses an overlay of the uncommitted
+ancestors' writes (:mod:`cowboy_node.consensus.overlay`); a finalized block executed on the head's own world
+is committed as it is, any other is re-executed on the head first (same bytes, same roots: execution is
+deterministic), so the head's tree cache only ever sees committed nodes.
+
+Every method here runs in the node's block-builder thread under its state lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.consensus.header import fee_recipient_of, verify_and_prepare
+from cowboy_node.consensus.overlay import overlay_world
+from cowboy_node.consensus.records import ConsensusRecords, finalization_op, seed_op
+from cowboy_node.consensus.simplex.types import Finalization
+from cowboy_node.execution.context import BlockEnv, Observe
+from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.jobs.dispatch import due_seed_rounds
+from cowboy_node.state.store import WriteOp
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
+from cowboy_protocol.types.transaction import Transaction
+
+T = TypeVar("T")
+MAX_CANDIDATES = 256
+"""Candidates kept above the head (older ones are dropped: they can no longer be finalized)."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A block this validator built or verified and has not committed."""
+
+    prepared: PreparedBlock
+    """The block and its execution result."""
+    env: BlockEnv
+    """The environment it was executed in."""
+    direct_on: bytes | None
+    """Hash of the committed head whose own world it was executed on (None: over an overlay)."""
+
+
+def seeds_due(world: WorldState, round_: Round, records: ConsensusRecords) -> tuple[ConsumedSeed, ...]:
+    """ConsumedSeedsV1 of a block proposed in ``round_``: the seed of every pending-selection round before it
+    that this validator has seen revealed (a round whose seed it lacks waits for a later block)."""
+    out = []
+    for epoch, view in due_seed_rounds(world, round_.view - 1):
+        seed = records.seed(Round(epoch, view))
+        if seed is not None:
+            out.append(ConsumedSeed(epoch, view, seed))
+    return tuple(out)
+
+
+class Forks:
+    """The candidates above ``chain``'s head and the operations on them (see the module docstring)."""
+
+    def __init__(self, chain: Chain, records: ConsensusRecords) -> None:
+        self.chain = chain
+        self.records = records
+        self.candidates: dict[bytes, Candidate] = {}
+        """Candidates by block hash."""
+
+    def header(self, digest: bytes) -> BlockHeader | None:
+        """Header of a candidate or committed block, by hash."""
+        c = self.candidates.get(digest)
+        if c is not None:
+            return c.prepared.block.header
+        height = self.chain.blocks.height_of(digest)
+        if height is None:
+            return None
+        block = self.chain.blocks.block(height)
+        return None if block is None else block.header
+
+    def block(self, digest: bytes) -> Block | None:
+        """A candidate or committed block, by hash."""
+        c = self.candidates.get(digest)
+        if c is not None:
+            return c.prepared.block
+        height = self.chain.blocks.height_of(digest)
+        return None if height is None else self.chain.blocks.block(height)
+
+    def parent_seed(self, parent: BlockHeader) -> bytes | None:
+        """The seed of ``parent``'s round: the beacon of its child (the genesis beacon for block 0)."""
+        if parent.height == 0:
+            return self.chain.genesis.genesis_beacon
+        return self.records.seed(parent.round)
+
+    def world_on(self, parent_hash: bytes) -> tuple[WorldState, BlockHeader, bool]:
+        """A world holding ``parent_hash``'s state, its header, and whether it is the head's own world.
+
+        Raises InvalidBlock ``unknown_parent`` when the parent is neither the head nor a candidate chained to
+        it (e.g. a block on a parent below the finalized head)."""
+        head = self.chain.head
+        if parent_hash == head.hash():
+            return self.chain.world(), head.header, True
+        path: list[Candidate] = []
+        digest = parent_hash
+        while digest != head.hash():
+            c = self.candidates.get(digest)
+            if c is None or len(path) > MAX_CANDIDATES:
+                raise InvalidBlock("unknown_parent", "parent is not a known block above the finalized head",
+                                   field="parent_hash")
+            path.append(c)
+            digest = c.prepared.block.header.parent_hash
+        path.reverse()
+        world = overlay_world(self.chain.store, [c.prepared.result.state_ops for c in path])
+        return world, path[-1].prepared.block.header, False
+
+    def build(self, parent_hash: bytes, round_: Round, transactions: list[Transaction], *, timestamp_ms: int,
+              proposer: bytes, sign: Callable[[bytes], bytes], fee_recipient: bytes,
+              presence: Callable[[WorldState], bytes | None], observe: Observe | None = None) -> Candidate:
+        """Build this validator's block for ``round_`` on ``parent_hash`` and keep it as a candidate."""
+        world, parent, direct = self.world_on(parent_hash)
+        seed = self.parent_seed(parent)
+        if seed is None:
+            raise InvalidBlock("missing_parent_seed", f"the seed of round {parent.round} is not known",
+                               field="beacon")
+        env = self.chain.env_at(height=parent.height + 1, timestamp_ms=max(timestamp_ms, parent.timestamp_ms + 1),
+                                fee_recipient=fee_recipient, beacon=seed, presence_input=presence(world),
+                                round_=round_, consumed_seeds=seeds_due(world, round_, self.records),
+                                parent=parent)
+        prepared = self.chain.build(transactions, env=env, round_=round_, proposer=proposer, sign=sign,
+                                    signatures_checked=True, observe=observe, world=world, parent_hash=parent_hash)
+        return self._keep(prepared, env, self.chain.head.hash() if direct else None)
+
+    def verify(self, block: Block, *, leader_key: bytes | None, max_timestamp_ms: int | None) -> Candidate:
+        """Check and execute a proposed block on its parent; keep it as a candidate. Raises InvalidBlock."""
+        known = self.candidates.get(block.hash())
+        if known is not None:
+            return known
+        world, parent, direct = self.world_on(block.header.parent_hash)
+        prepared = verify_and_prepare(self.chain, block, parent=parent, world=world, leader_key=leader_key,
+                                      max_timestamp_ms=max_timestamp_ms)
+        return self._keep(prepared, self._env_of(block, parent), self.chain.head.hash() if direct else None)
+
+    def _env_of(self, block: Block, parent: BlockHeader) -> BlockEnv:
+        h = block.header
+        return self.chain.env_at(height=h.height, timestamp_ms=h.timestamp_ms,
+                                 fee_recipient=fee_recipient_of(self.chain.genesis, h.proposer), beacon=h.beacon,
+                                 presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds,
+                                 parent=parent)
+
+    def _keep(self, prepared: PreparedBlock, env: BlockEnv, direct_on: bytes | None) -> Candidate:
+        c = Candidate(prepared, env, direct_on)
+        self.candidates[prepared.block.hash()] = c
+        while len(self.candidates) > MAX_CANDIDATES:
+            self.candidates.pop(next(iter(self.candidates)))
+        return c
+
+    def commit(self, block: Block, *, seed: bytes, certificate: Finalization | None,
+               inspect: Callable[[PreparedBlock, BlockEnv], T]) -> tuple[PreparedBlock, T]:
+        """Commit the finalized ``block`` (child of the head) with its round's seed and, when it finalizes this
+        very block, its certificate; ``inspect`` runs before the commit (the head is still the parent)."""
+        head = self.chain.head
+        if block.header.parent_hash != head.hash():
+            raise InvalidBlock("not_next_block", "finalized block does not extend the committed head")
+        c = self.candidates.get(block.hash())
+        if c is not None and c.direct_on == head.hash():
+            prepared, env = c.prepared, c.env
+        else:  # executed over an overlay (or never): execute again on the head's world
+            prepared = verify_and_prepare(self.chain, block)
+            env = self._env_of(block, head.header)
+        inspected = inspect(prepared, env)
+        extra: list[WriteOp] = [seed_op(block.header.round, seed)]
+        if certificate is not None and certificate.proposal.payload == block.hash():
+            extra.append(finalization_op(block.header.height, certificate))
+        self.chain.commit(prepared, extra)
+        height = block.header.height
+        for digest in [d for d, x in self.candidates.items() if x.prepared.block.header.height <= height]:
+            del self.candidates[digest]
+        return prepared, inspected

@@ -1,0 +1,118 @@
+"""Messages of the block-sync channel between validators (deterministic CBOR, integer keys, key 0 = kind).
+
+```
+Status        {0: 0, 1: finalized_height}                       every second, to every peer
+BlockRequest  {0: 1, 1: digest bytes(32)}                        "send me this block's body"
+SyncRequest   {0: 2, 1: from_height, 2: max_blocks (1..64)}      "send me finalized blocks from this height"
+SyncResponse  {0: 3, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: Finalization bytes}
+```
+
+Block bodies themselves (a proposal, or the answer to a BlockRequest) travel on the blocks channel as plain
+encoded blocks. A SyncResponse's blocks are consecutive, and its certificate finalizes the last of them;
+the requester links them by ``parent_hash`` from its own head, so one certificate proves the whole run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+
+CH_CONSENSUS = 0
+"""Peer channel of consensus messages (votes, certificates, fetches)."""
+CH_BLOCKS = 1
+"""Peer channel of block bodies."""
+CH_TXS = 2
+"""Peer channel of gossiped transactions (raw transaction bytes)."""
+CH_SYNC = 3
+"""Peer channel of the messages of this module."""
+MAX_SYNC_REQUEST = 64
+"""Most blocks a SyncRequest may ask for."""
+MAX_SYNC_BLOCKS = 128
+"""Most blocks in a SyncResponse (the run may extend past the request to reach a certified block)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A validator's finalized height (a peer ahead of us is a reason to sync)."""
+
+    height: int
+    """Height of the sender's committed (finalized) head."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRequest:
+    """Ask for the body of one block."""
+
+    digest: bytes
+    """Hash of the block wanted."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """Ask for finalized blocks from ``from_height``."""
+
+    from_height: int
+    """First height wanted (the requester's head + 1)."""
+    max_blocks: int
+    """How many blocks the requester wants at most (the answer may add a few to reach a certified block)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResponse:
+    """Consecutive finalized blocks and the finalization certificate of the last one."""
+
+    blocks: tuple[bytes, ...]
+    """Encoded blocks, consecutive heights from the request's ``from_height``."""
+    finalization: bytes
+    """Encoded Finalization whose proposal is the last block."""
+
+
+SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse
+
+
+def encode_sync(m: SyncMessage) -> bytes:
+    """Canonical bytes of ``m``."""
+    if isinstance(m, Status):
+        return encode({0: 0, 1: m.height})
+    if isinstance(m, BlockRequest):
+        return encode({0: 1, 1: m.digest})
+    if isinstance(m, SyncRequest):
+        return encode({0: 2, 1: m.from_height, 2: m.max_blocks})
+    return encode({0: 3, 1: list(m.blocks), 2: m.finalization})
+
+
+def decode_sync(data: bytes) -> SyncMessage:
+    """Strict decode (exact key set per kind, bounds); raises DecodeError."""
+    try:
+        value = decode(data)
+    except CodecError as e:
+        raise DecodeError(f"sync message: {e}") from None
+    if not isinstance(value, dict) or 0 not in value:
+        raise DecodeError("sync message: expected a map with a kind")
+    kind = value[0]
+    if kind == 0:
+        m = expect_map(value, frozenset({0, 1}), "status")
+        return Status(expect_uint(m[1], "status.height"))
+    if kind == 1:
+        m = expect_map(value, frozenset({0, 1}), "block_request")
+        return BlockRequest(expect_bytes(m[1], "block_request.digest", 32))
+    if kind == 2:
+        m = expect_map(value, frozenset({0, 1, 2}), "sync_request")
+        n = expect_uint(m[2], "sync_request.max_blocks")
+        if not 1 <= n <= MAX_SYNC_REQUEST:
+            raise DecodeError(f"sync_request.max_blocks must be in 1..{MAX_SYNC_REQUEST}")
+        return SyncRequest(expect_uint(m[1], "sync_request.from_height"), n)
+    if kind == 3:
+        m = expect_map(value, frozenset({0, 1, 2}), "sync_response")
+        blocks = m[1]
+        if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_SYNC_BLOCKS \
+                or not all(isinstance(b, bytes) for b in blocks):
+            raise DecodeError(f"sync_response.blocks must be 1..{MAX_SYNC_BLOCKS} byte strings")
+        fin = m[2]
+        if not isinstance(fin, bytes):
+            raise DecodeError("sync_response.finalization must be bytes")
+        return SyncResponse(tuple(blocks), fin)
+    raise DecodeError(f"sync message: unknown kind {kind!r}")

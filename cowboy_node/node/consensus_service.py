@@ -1,0 +1,764 @@
+"""The consensus service: the threshold-Simplex engine driven by the clock, the peer network and the chain.
+
+One engine serves every topology. With one validator it finalizes each block as soon as it is proposed;
+with several, blocks and votes travel over the validator peer layer (:mod:`cowboy_node.transport.peers`).
+The service:
+
+- answers ``ProposalWanted`` by building a block on the engine's parent (no earlier than ``block_time_ms``
+  after the parent's timestamp: the chain's cadence), broadcasting its body, then proposing its hash;
+- answers ``VerifyBlock`` by fetching the body if needed and checking and executing it on its parent
+  (:class:`cowboy_node.consensus.forks.Forks`);
+- journals every own vote with fsync before anything after it is sent (restart safety);
+- commits ``Finalized`` blocks in order with their seed and certificate, then lets the node update the
+  mempool, push assignments (CIP-11 §10.1: only finalized, applied blocks) and record metrics;
+- syncs: peers announce their finalized height every second; a validator behind asks one of them for runs
+  of finalized blocks ending in a finalization certificate, verifies and executes them, and moves the
+  engine's floor.
+
+Everything touching the chain runs in one builder thread under the node's state lock; the engine runs on the
+event loop. Nothing here may stop the chain: a failed build, verification or commit is logged and counted,
+and the engine's timers move the view on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.consensus.forks import Candidate, Forks
+from cowboy_node.consensus.header import verify_and_prepare
+from cowboy_node.consensus.journal import VoteJournal
+from cowboy_node.consensus.records import ConsensusRecords, finalization_op, seed_op
+from cowboy_node.consensus.simplex.elector import Election
+from cowboy_node.consensus.simplex.engine import (
+    Broadcast,
+    Config,
+    ConsensusFault,
+    Engine,
+    Faulty,
+    Finalized,
+    Journal,
+    Notarized,
+    Nullified,
+    Output,
+    ProposalWanted,
+    SeedRevealed,
+    Send,
+    VerifyBlock,
+)
+from cowboy_node.consensus.simplex.scheme import Scheme
+from cowboy_node.consensus.simplex.types import (
+    Finalization,
+    Message,
+    Notarization,
+    Notarize,
+    Nullification,
+    Proposal,
+    decode_message,
+    encode_message,
+    finalize_message,
+    seed_message,
+)
+from cowboy_node.consensus.sync_messages import (
+    CH_BLOCKS,
+    CH_CONSENSUS,
+    CH_SYNC,
+    CH_TXS,
+    MAX_SYNC_BLOCKS,
+    MAX_SYNC_REQUEST,
+    BlockRequest,
+    Status,
+    SyncRequest,
+    SyncResponse,
+    decode_sync,
+    encode_sync,
+)
+from cowboy_node.execution.context import BlockEnv, Observe
+from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.observability.logging import get_logger
+from cowboy_node.observability.metrics import NodeMetrics, StepTimer
+from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Block, Round
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.transaction import Transaction
+
+log = get_logger("cowboy.consensus")
+
+MAX_FUTURE_DRIFT_MS = 5_000
+"""A proposal whose timestamp is further ahead of this validator's clock is not voted for."""
+STATUS_INTERVAL_S = 1.0
+"""How often each validator announces its finalized height."""
+BODY_CACHE = 512
+"""Block bodies kept by hash (proposals seen, answers to requests)."""
+EVIDENCE_KEPT = 256
+"""Faulty-behaviour records kept for ``/status`` and the logs."""
+
+
+class Network(Protocol):
+    """What the service needs from the validator peer layer."""
+
+    def send(self, to: int, channel: int, payload: bytes) -> bool: ...
+
+    def broadcast(self, channel: int, payload: bytes) -> int: ...
+
+    def connected(self) -> frozenset[int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedBlock:
+    """A finalized block this validator just committed, for the node's after-commit work."""
+
+    prepared: PreparedBlock
+    """The block and its execution result."""
+    inspected: Any
+    """What the node's inspect hook returned for it (job activity)."""
+    own: bool
+    """Whether this validator built it."""
+    execution_s: float
+    """Seconds the build or verification took (0 for a block executed at commit)."""
+    commit_s: float
+    """Seconds the commit (execution on the head when needed, plus the synced batch) took."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """Tunables of the service."""
+
+    me: int
+    """This validator's index in the genesis validator list."""
+    block_time_ms: int
+    """Target interval between blocks (the proposer waits this long after the parent's timestamp)."""
+    delta_ms: int
+    """Δ of the engine (leader timeout 2Δ, notarization timeout 3Δ)."""
+    election: Election = Election.RANDOM
+    """Leader election."""
+
+
+@dataclass(slots=True)
+class Evidence:
+    """One report of a validator breaking the protocol (kept for operators; not slashing)."""
+
+    signer: int
+    """Index of the validator reported."""
+    view: int
+    """View of the message."""
+    reason: str
+    """What was wrong."""
+    at_ms: int
+    """Wall-clock time it was seen."""
+
+
+@dataclass(slots=True)
+class _Timing:
+    proposed_at: dict[int, float] = field(default_factory=dict)
+
+
+class ConsensusService:
+    """Runs the engine for one validator (see the module docstring)."""
+
+    def __init__(self, chain: Chain, *, config: ServiceConfig, scheme: Scheme, tree_lock: threading.Lock,
+                 proposer_key: bytes, sign: Callable[[bytes], bytes], fee_recipient: bytes,
+                 take_transactions: Callable[[], list[Transaction]],
+                 presence: Callable[[WorldState], bytes | None],
+                 inspect: Callable[[PreparedBlock, BlockEnv, Observe | None], Any],
+                 on_commit: Callable[[CommittedBlock], None], admit_gossip: Callable[[bytes], None],
+                 metrics: NodeMetrics, journal: VoteJournal | None = None) -> None:
+        self.chain = chain
+        self.cfg = config
+        self.scheme = scheme
+        self.records = ConsensusRecords(chain.store)
+        self.forks = Forks(chain, self.records)
+        self.journal = journal
+        self.metrics = metrics
+        self.net: Network | None = None
+        """The peer layer (None with one validator)."""
+        self.engine: Engine | None = None
+        self.stopping = False
+        self._lock = tree_lock
+        self._proposer_key = proposer_key
+        self._sign = sign
+        self._fee_recipient = fee_recipient
+        self._take = take_transactions
+        self._presence = presence
+        self._inspect = inspect
+        self._on_commit = on_commit
+        self._admit_gossip = admit_gossip
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
+        self._bodies: collections.OrderedDict[bytes, Block] = collections.OrderedDict()
+        self._body_waiters: dict[bytes, asyncio.Event] = {}
+        self._finals: collections.deque[Finalized] = collections.deque()
+        self._wanted: ProposalWanted | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake: asyncio.Event | None = None
+        self._commit_wake: asyncio.Event | None = None
+        self._running = False
+        self._peer_heights: dict[int, int] = {}
+        self._sync_inflight: tuple[int, float] | None = None
+        self._own_blocks: set[bytes] = set()
+        self._build_s: dict[bytes, float] = {}
+        self._observed: dict[bytes, StepTimer] = {}
+        self._timing = _Timing()
+        self.evidence: collections.deque[Evidence] = collections.deque(maxlen=EVIDENCE_KEPT)
+        """Recent faulty behaviour seen (conflicting votes, bad signatures, impersonation)."""
+        self.syncing = False
+        """True while this validator is catching up with peers that are ahead."""
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def _validator_key(self, index: int) -> bytes:
+        return self.chain.genesis.validators[index].ed25519_public_key
+
+    def _now(self) -> int:
+        return int(time.monotonic() * 1000)
+
+    def start_engine(self) -> None:
+        """Create the engine at the committed head (the floor) with the journaled votes, and enter a view."""
+        head = self.chain.head
+        floor_seed = self.forks.parent_seed(head.header)
+        votes = self.journal.load() if self.journal is not None else []
+        if self.journal is not None and self.journal.dropped_bytes:
+            log.warning("vote journal had a torn last record; dropped it (that vote was never sent)",
+                        path=str(self.journal.path), dropped_bytes=self.journal.dropped_bytes)
+        cfg = Config(me=self.cfg.me, delta_ms=self.cfg.delta_ms, election=self.cfg.election, genesis=head.hash(),
+                     floor_view=head.header.round.view, floor_seed=floor_seed)
+        self.engine = Engine(cfg, self.scheme, votes)
+        if votes:
+            log.info("vote journal replayed", votes=len(votes), highest_view=max(v.round.view for v in votes))
+        self._act(self.engine.start(self._now()))
+
+    def close(self) -> None:
+        """Release the builder thread and the journal (idempotent)."""
+        self._executor.shutdown(wait=True)
+        if self.journal is not None:
+            self.journal.close()
+
+    def request_stop(self) -> None:
+        """Stop after the block in progress."""
+        self.stopping = True
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Drive the engine until stopped."""
+        self._wake = asyncio.Event()
+        self._commit_wake = asyncio.Event()
+        self._running = True
+        if self.engine is None:
+            self.start_engine()
+        elif self._wanted is not None:
+            self._spawn(self._propose(self._wanted))
+        committer = asyncio.create_task(self._commit_loop())
+        status = asyncio.create_task(self._status_loop()) if self.net is not None else None
+        try:
+            while not self.stopping:
+                assert self.engine is not None
+                deadline = self.engine.next_deadline()
+                delay = 0.5 if deadline is None else max(0.0, (deadline - self._now()) / 1000)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(delay, 0.5))
+                if self.stopping:
+                    break
+                self._act(self.engine.tick(self._now()))
+        finally:
+            self._running = False
+            for t in [committer, status, *self._tasks]:
+                if t is not None:
+                    t.cancel()
+            for t in [committer, status, *self._tasks]:
+                if t is not None:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await t
+            # The block in progress (a commit in the builder thread) finishes before the store closes.
+            await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("consensus task failed", error=repr(task.exception()))
+
+    async def _in_builder(self, fn: Callable[[], Any]) -> Any:
+        def locked() -> Any:
+            with self._lock:
+                return fn()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, locked)
+
+    # ------------------------------------------------------------------------------------------ outputs
+
+    def _act(self, outputs: list[Output]) -> None:
+        for o in outputs:
+            if isinstance(o, Journal):
+                if self.journal is not None:
+                    self.journal.append(o.vote)  # fsync before the Broadcast that follows
+            elif isinstance(o, Broadcast):
+                self._count_sent(o.message)
+                if self.net is not None:
+                    self.net.broadcast(CH_CONSENSUS, encode_message(o.message))
+            elif isinstance(o, Send):
+                if self.net is not None:
+                    self.net.send(o.to, CH_CONSENSUS, encode_message(o.message))
+            elif isinstance(o, ProposalWanted):
+                self._wanted = o
+                self.metrics.consensus_view.set(o.round.view)
+                if self._running:
+                    self._spawn(self._propose(o))
+            elif isinstance(o, VerifyBlock):
+                if self._running:
+                    self._spawn(self._verify(o.proposal))
+            elif isinstance(o, Finalized):
+                self._finals.append(o)
+                view = o.proposal.round.view
+                t0 = self._timing.proposed_at.pop(view, None)
+                if t0 is not None:
+                    self.metrics.consensus_finalization_seconds.observe(time.monotonic() - t0)
+                if self._commit_wake is not None:
+                    self._commit_wake.set()
+            elif isinstance(o, SeedRevealed):
+                self.records.put_seed(o.round, o.seed)
+            elif isinstance(o, Notarized):
+                self.metrics.consensus_certificates.labels(kind="notarization").inc()
+                t0 = self._timing.proposed_at.get(o.certificate.round.view)
+                if t0 is not None:
+                    self.metrics.consensus_notarization_seconds.observe(time.monotonic() - t0)
+            elif isinstance(o, Nullified):
+                self.metrics.consensus_certificates.labels(kind="nullification").inc()
+                self.metrics.consensus_nullifications.inc()
+                log.info("view nullified", view=o.certificate.round.view)
+            elif isinstance(o, Faulty):
+                self.metrics.consensus_faults.labels(reason=_fault_label(o.reason)).inc()
+                self.evidence.append(Evidence(o.signer, o.round.view, o.reason, int(time.time() * 1000)))
+                log.warning("validator misbehaved", signer=o.signer, view=o.round.view, reason=o.reason)
+        if self.engine is not None:
+            self.metrics.consensus_view.set(self.engine.view)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _count_sent(self, m: Message) -> None:
+        self.metrics.consensus_messages_sent.labels(kind=type(m).__name__.lower()).inc()
+
+    # ------------------------------------------------------------------------------------------ proposing
+
+    async def _propose(self, want: ProposalWanted) -> None:
+        engine = self.engine
+        assert engine is not None
+        parent = await self._known_header(want.parent)
+        if parent is None or engine.view != want.round.view:
+            return
+        # The chain's cadence: no block before block_time after its parent (wall clock, like the timestamp).
+        delay = (parent.timestamp_ms + self.cfg.block_time_ms - int(time.time() * 1000)) / 1000
+        if delay > 0:
+            await asyncio.sleep(delay)
+        cand = None
+        while cand is None:  # a failed build is retried at the next slot while the view lasts
+            if self.stopping or engine.view != want.round.view:
+                return
+            cand = await self._build(want)
+            if cand is None:
+                await asyncio.sleep(self.cfg.block_time_ms / 1000)
+        block = cand.prepared.block
+        self._remember_body(block)
+        if self.net is not None:
+            self.net.broadcast(CH_BLOCKS, block.encode())
+        self._timing.proposed_at[want.round.view] = time.monotonic()
+        self._act(engine.propose(want.round, block.hash(), self._now()))
+
+    async def _build(self, want: ProposalWanted) -> Candidate | None:
+        txs = self._take()
+        observe = StepTimer()
+        t0 = time.perf_counter()
+        try:
+            cand: Candidate = await self._in_builder(lambda: self.forks.build(
+                want.parent, want.round, txs, timestamp_ms=int(time.time() * 1000), proposer=self._proposer_key,
+                sign=self._sign, fee_recipient=self._fee_recipient, presence=self._presence, observe=observe))
+        except Exception as e:  # nothing may stop the chain: the view times out and the next leader proposes
+            self.metrics.block_production_failures.inc()
+            log.exception("block production failed; retrying at the next slot", view=want.round.view,
+                          height=self.chain.height + 1, error=repr(e))
+            return None
+        digest = cand.prepared.block.hash()
+        self._own_blocks.add(digest)
+        self._build_s[digest] = time.perf_counter() - t0
+        self._observed[digest] = observe
+        return cand
+
+    async def produce_once(self) -> PreparedBlock:
+        """Single validator, driven by hand (tests, benchmarks): build the wanted block now, propose it and
+        commit what finalizes. Raises RuntimeError when this validator is not the one to propose."""
+        if self.engine is None:
+            self.start_engine()
+        want = self._wanted
+        if want is None or self.engine is None or self.engine.view != want.round.view:
+            raise RuntimeError("no proposal is wanted from this validator now")
+        cand = await self._build(want)
+        if cand is None:
+            raise RuntimeError("block build failed (see the log)")
+        self._wanted = None
+        self._act(self.engine.propose(want.round, cand.prepared.block.hash(), self._now()))
+        await self._commit_ready()
+        return cand.prepared
+
+    # ------------------------------------------------------------------------------------------ verifying
+
+    async def _verify(self, proposal: Proposal) -> None:
+        engine = self.engine
+        assert engine is not None
+        view = proposal.round.view
+        block = await self._body(proposal.payload, until_view=view)
+        if block is None:
+            return  # the view timed out meanwhile; nothing to answer
+        h = block.header
+        ok = h.round == proposal.round and h.parent_hash == proposal.parent
+        parent = await self._known_header(proposal.parent) if ok else None
+        reason = "round_or_parent_mismatch"
+        if ok and (parent is None or parent.round.view != proposal.parent_view):
+            ok, reason = False, "unknown_parent" if parent is None else "parent_view_mismatch"
+        if ok:
+            leader = engine.leader_of(view)
+            leader_key = None if leader is None else self._validator_key(leader)
+            if leader_key is None:
+                ok, reason = False, "unknown_leader"
+            else:
+                try:
+                    await self._in_builder(lambda: self.forks.verify(
+                        block, leader_key=leader_key, max_timestamp_ms=int(time.time() * 1000) + MAX_FUTURE_DRIFT_MS))
+                except InvalidBlock as e:
+                    ok, reason = False, e.code
+                except Exception as e:
+                    ok, reason = False, "internal_error"
+                    log.exception("block verification failed unexpectedly", view=view, error=repr(e))
+        if not ok:
+            self.metrics.consensus_invalid_blocks.labels(reason=reason).inc()
+            log.warning("proposal refused", view=view, reason=reason, hash="0x" + proposal.payload.hex()[:16])
+        self._act(engine.verified(proposal, ok, self._now()))
+
+    async def _known_header(self, digest: bytes) -> Any:
+        """The header of ``digest``, fetching and verifying its body (and, recursively, unknown ancestors'
+        bodies) when it is notarized but was never seen here."""
+        header = self.forks.header(digest)
+        if header is not None:
+            return header
+        block = await self._body(digest, until_view=None)
+        if block is None:
+            return None
+        parent = await self._known_header(block.header.parent_hash) if block.header.height > self.chain.height + 1 \
+            else self.forks.header(block.header.parent_hash)
+        if parent is None:
+            return None
+        try:  # notarized by a quorum: verified without the leader check (the certificate is the proof)
+            await self._in_builder(lambda: self.forks.verify(block, leader_key=None, max_timestamp_ms=None))
+        except InvalidBlock as e:
+            log.warning("notarized block does not verify", hash="0x" + digest.hex()[:16], reason=e.code)
+            return None
+        return block.header
+
+    def _remember_body(self, block: Block) -> None:
+        digest = block.hash()
+        self._bodies[digest] = block
+        self._bodies.move_to_end(digest)
+        while len(self._bodies) > BODY_CACHE:
+            self._bodies.popitem(last=False)
+        waiter = self._body_waiters.pop(digest, None)
+        if waiter is not None:
+            waiter.set()
+
+    async def _body(self, digest: bytes, until_view: int | None) -> Block | None:
+        """The body of block ``digest``: cached, known, or asked from peers (retried every 500 ms) while the
+        engine is still at or below ``until_view`` (None: for up to 10 s)."""
+        give_up = time.monotonic() + 10
+        while not self.stopping:
+            block = self._bodies.get(digest) or self.forks.block(digest)
+            if block is not None:
+                return block
+            engine = self.engine
+            if engine is None or (until_view is not None and engine.view > until_view) or \
+                    (until_view is None and time.monotonic() > give_up):
+                return None
+            if self.net is not None:
+                self.net.broadcast(CH_SYNC, encode_sync(BlockRequest(digest)))
+            waiter = self._body_waiters.setdefault(digest, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.wait(), 0.5)
+        return None
+
+    # ------------------------------------------------------------------------------------------ committing
+
+    async def _commit_loop(self) -> None:
+        assert self._commit_wake is not None
+        while True:
+            await self._commit_wake.wait()
+            self._commit_wake.clear()
+            try:
+                await self._commit_ready()
+            except ConsensusFault as e:
+                log.critical("finalized chain conflicts with the committed one; not committing", error=str(e))
+                self.metrics.consensus_faults.labels(reason="safety").inc()
+            except Exception as e:  # retried at the next wake (a commit error must not end the loop)
+                self.metrics.block_production_failures.inc()
+                log.exception("committing a finalized block failed; will retry", error=repr(e))
+                await asyncio.sleep(0.2)
+                self._commit_wake.set()
+
+    async def _commit_ready(self) -> None:
+        """Commit the queued finalized blocks that extend the head, in order."""
+        while self._finals:
+            f = self._finals[0]
+            digest = f.proposal.payload
+            committed_at = self.chain.blocks.height_of(digest)
+            if committed_at is not None:  # already committed (by sync): skip
+                self._finals.popleft()
+                continue
+            block = self._bodies.get(digest) or self.forks.block(digest)
+            if block is None:
+                if self._running:
+                    self._spawn(self._fetch_body_then_wake(digest))
+                return
+            if block.header.parent_hash != self.chain.head.hash():
+                if self.chain.blocks.height_of(block.header.parent_hash) is not None:
+                    raise ConsensusFault(f"finalized block 0x{digest.hex()[:16]} does not extend the head")
+                self._maybe_sync(force=True)  # its parent is not here yet: behind
+                return
+            await self._commit_one(block, f.seed, f.certificate)
+            self._finals.popleft()
+
+    async def _fetch_body_then_wake(self, digest: bytes) -> None:
+        await self._body(digest, until_view=None)
+        if self._commit_wake is not None:
+            self._commit_wake.set()
+
+    async def _commit_one(self, block: Block, seed: bytes, certificate: Finalization | None) -> None:
+        digest = block.hash()
+        own = digest in self._own_blocks
+        observe = self._observed.pop(digest, None)
+        t0 = time.perf_counter()
+        prepared, inspected = await self._in_builder(lambda: self.forks.commit(
+            block, seed=seed, certificate=certificate, inspect=lambda p, env: self._inspect(p, env, observe)))
+        commit_s = time.perf_counter() - t0
+        self._own_blocks.discard(digest)
+        build_s = self._build_s.pop(digest, 0.0)
+        self._on_commit(CommittedBlock(prepared, inspected, own, build_s, commit_s))
+        self.metrics.consensus_finalized_height.set(block.header.height)
+        if self.journal is not None and self.engine is not None and self.journal.records > 256:
+            self.journal.compact(self.engine.own_votes())
+
+    # ------------------------------------------------------------------------------------------ peers
+
+    def on_peer_message(self, sender: int, channel: int, payload: bytes) -> None:
+        """A message from authenticated validator ``sender`` (called on the event loop)."""
+        try:
+            if channel == CH_CONSENSUS:
+                self._on_consensus(sender, payload)
+            elif channel == CH_BLOCKS:
+                self._on_block(sender, payload)
+            elif channel == CH_TXS:
+                self._admit_gossip(payload)
+            elif channel == CH_SYNC:
+                self._on_sync(sender, payload)
+            else:
+                self.metrics.consensus_bad_messages.labels(reason="unknown_channel").inc()
+        except DecodeError as e:
+            self.metrics.consensus_bad_messages.labels(reason="malformed").inc()
+            log.debug("malformed peer message", sender=sender, channel=channel, error=str(e))
+        except ConsensusFault as e:
+            self.metrics.consensus_faults.labels(reason="safety").inc()
+            log.critical("conflicting certificates: more than f validators are faulty", error=str(e))
+
+    def _on_consensus(self, sender: int, payload: bytes) -> None:
+        msg = decode_message(payload)
+        self.metrics.consensus_messages_received.labels(kind=type(msg).__name__.lower()).inc()
+        if self.engine is None:
+            return
+        if isinstance(msg, Notarize) and msg.signer == sender and self.engine.leader_of(msg.round.view) == sender:
+            self._timing.proposed_at.setdefault(msg.round.view, time.monotonic())
+        self._act(self.engine.receive(sender, msg, self._now()))
+
+    def _on_block(self, sender: int, payload: bytes) -> None:
+        block = Block.decode(payload)
+        self._remember_body(block)
+
+    def _on_sync(self, sender: int, payload: bytes) -> None:
+        msg = decode_sync(payload)
+        net = self.net
+        if isinstance(msg, Status):
+            self._peer_heights[sender] = msg.height
+            self._maybe_sync()
+        elif isinstance(msg, BlockRequest):
+            block = self._bodies.get(msg.digest) or self.forks.block(msg.digest)
+            if block is not None and net is not None:
+                net.send(sender, CH_BLOCKS, block.encode())
+        elif isinstance(msg, SyncRequest):
+            response = self._sync_answer(msg)
+            if response is not None and net is not None:
+                net.send(sender, CH_SYNC, encode_sync(response))
+        elif isinstance(msg, SyncResponse):
+            self._sync_inflight = None
+            if self._running:
+                self._spawn(self._apply_sync(sender, msg))
+
+    def _sync_answer(self, req: SyncRequest) -> SyncResponse | None:
+        head = self.chain.height
+        if req.from_height < 1 or req.from_height > head:
+            return None
+        target = min(req.from_height + req.max_blocks - 1, head)
+        found = self.records.next_certified(target, head) or self.records.next_certified(req.from_height, target)
+        if found is None:
+            return None
+        last, cert = found
+        last = min(last, req.from_height + MAX_SYNC_BLOCKS - 1)
+        if self.records.finalization(last) is None:
+            return None
+        blocks = []
+        for h in range(req.from_height, last + 1):
+            b = self.chain.blocks.block(h)
+            if b is None:
+                return None
+            blocks.append(b.encode())
+        return SyncResponse(tuple(blocks), encode_message(cert))
+
+    async def _status_loop(self) -> None:
+        while True:
+            if self.net is not None:
+                self.net.broadcast(CH_SYNC, encode_sync(Status(self.chain.height)))
+                self.metrics.consensus_peers.set(len(self.net.connected()))
+            self._maybe_sync()
+            await asyncio.sleep(STATUS_INTERVAL_S)
+
+    def _maybe_sync(self, force: bool = False) -> None:
+        """Ask the most advanced peer for blocks when it is ahead (by two, or at all when ``force``)."""
+        if self.net is None or not self._peer_heights:
+            return
+        peer, height = max(self._peer_heights.items(), key=lambda kv: kv[1])
+        behind = height - self.chain.height
+        self.syncing = behind >= 2
+        if behind < (1 if force else 2):
+            return
+        inflight = self._sync_inflight
+        if inflight is not None and time.monotonic() - inflight[1] < 2.0:
+            return
+        self._sync_inflight = (peer, time.monotonic())
+        self.net.send(peer, CH_SYNC, encode_sync(SyncRequest(self.chain.height + 1, MAX_SYNC_REQUEST)))
+
+    async def _apply_sync(self, sender: int, resp: SyncResponse) -> None:
+        try:
+            blocks = [Block.decode(b) for b in resp.blocks]
+            cert = decode_message(resp.finalization)
+        except DecodeError as e:
+            self.metrics.consensus_bad_messages.labels(reason="bad_sync_response").inc()
+            log.warning("bad sync response", sender=sender, error=str(e))
+            return
+        if not isinstance(cert, Finalization):
+            self.metrics.consensus_bad_messages.labels(reason="bad_sync_response").inc()
+            return
+
+        def apply() -> int:
+            head = self.chain.head
+            if blocks[0].header.parent_hash != head.hash():
+                return 0  # stale answer: we moved on meanwhile
+            for a, b in itertools.pairwise(blocks):
+                if b.header.parent_hash != a.hash():
+                    raise InvalidBlock("sync_not_linked", "synced blocks are not a chain")
+            last = blocks[-1]
+            p = cert.proposal
+            if p.payload != last.hash() or p.round != last.header.round or \
+                    not self.scheme.verify_certificate(finalize_message(p), cert.signature) or \
+                    not self.scheme.verify_certificate(seed_message(p.round), cert.seed):
+                raise InvalidBlock("sync_bad_certificate", "the certificate does not finalize the last block")
+            for i, block in enumerate(blocks):
+                prepared = verify_and_prepare(self.chain, block)
+                seed = blocks[i + 1].header.beacon if i + 1 < len(blocks) else cert.seed
+                extra = [seed_op(block.header.round, seed)]
+                if i + 1 == len(blocks):
+                    extra.append(finalization_op(block.header.height, cert))
+                self.chain.commit(prepared, extra)
+                self._on_commit_from_builder(prepared)
+            return len(blocks)
+
+        try:
+            n = await self._in_builder(apply)
+        except InvalidBlock as e:
+            self.metrics.consensus_bad_messages.labels(reason=e.code).inc()
+            log.warning("sync response refused", sender=sender, reason=e.code)
+            return
+        if n:
+            last = blocks[-1]
+            self.metrics.consensus_synced_blocks.inc(n)
+            self.metrics.consensus_finalized_height.set(last.header.height)
+            log.info("synced finalized blocks", count=n, height=last.header.height, peer=sender)
+            for block in blocks:
+                self.forks.candidates.pop(block.hash(), None)
+            if self.engine is not None:
+                self._act(self.engine.advance_floor(last.header.round.view, last.hash(), cert.seed, self._now()))
+            if self._commit_wake is not None:
+                self._commit_wake.set()
+            self._maybe_sync()
+
+    def _on_commit_from_builder(self, prepared: PreparedBlock) -> None:
+        """After-commit work for a synced block (scheduled on the event loop: the node's hooks are not
+        thread-safe)."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._on_commit, CommittedBlock(prepared, None, False, 0.0, 0.0))
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        try:
+            return self._event_loop
+        except AttributeError:
+            return None
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop the service runs on (after-commit hooks of synced blocks are scheduled there)."""
+        self._event_loop = loop
+
+    # ------------------------------------------------------------------------------------------ status
+
+    def status_json(self) -> dict[str, Any]:
+        """``/status`` ``consensus`` section."""
+        engine = self.engine
+        view = 0 if engine is None else engine.view
+        leader = None if engine is None else engine.leader_of(view)
+        return {
+            "validators": self.scheme.n, "quorum": self.scheme.quorum, "me": self.cfg.me,
+            "view": view, "leader": leader, "finalized_view": 0 if engine is None else engine.finalized_view,
+            "finalized_height": self.chain.height, "syncing": self.syncing,
+            "peers": sorted(self.net.connected()) if self.net is not None else [],
+            "delta_ms": self.cfg.delta_ms, "evidence": len(self.evidence),
+        }
+
+    def evidence_json(self) -> list[dict[str, Any]]:
+        """Recent faulty behaviour, newest last."""
+        return [{"signer": e.signer, "view": e.view, "reason": e.reason, "at_ms": e.at_ms} for e in self.evidence]
+
+
+def _fault_label(reason: str) -> str:
+    """A bounded metric label for an engine fault reason."""
+    for key in ("conflicting", "another validator", "signature"):
+        if key in reason:
+            return {"conflicting": "equivocation", "another validator": "impersonation",
+                    "signature": "bad_signature"}[key]
+    return "other"
+
+
+__all__ = [
+    "CommittedBlock",
+    "ConsensusService",
+    "Evidence",
+    "Network",
+    "Notarization",
+    "Nullification",
+    "Round",
+    "ServiceConfig",
+]
