@@ -11,17 +11,21 @@ from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import load_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
+from cowboy_node.consensus.journal import VoteJournal
+from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.config import NodeConfig, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
+from cowboy_node.observability.peer_metrics import PeerMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
+from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
 from cowboy_protocol.transport.preimages import validator_set_hash
@@ -36,6 +40,48 @@ others may access it)."""
 
 class StartupError(Exception):
     """The node cannot start; the message names the file/key and what was expected."""
+
+
+P2P_CERT_FILE = "p2p-cert.pem"
+P2P_KEY_FILE = "p2p-key.pem"
+"""The validator peer layer's TLS key, in the home directory (identity is proven by the Ed25519 handshake)."""
+VOTE_JOURNAL_FILE = "consensus-votes.journal"
+"""The consensus vote journal, in the data directory (losing it could let a restarted validator equivocate)."""
+
+
+async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetrics) -> PeerNetwork | None:
+    """Start the validator peer layer when the genesis has more than one validator.
+
+    Every other genesis validator must appear in ``[p2p] peers`` (an unknown key there, or a missing validator,
+    stops start-up naming the key). Raises OSError if the UDP address cannot be bound.
+    """
+    validators = node.chain.genesis.validators
+    if len(validators) == 1:
+        return None
+    path = str(home / "config.toml")
+    index = {v.ed25519_public_key: i for i, v in enumerate(validators)}
+    peers = []
+    for i, p in enumerate(cfg.p2p_peers):
+        j = index.get(p.public_key)
+        if j is None:
+            raise ConfigError(path, f"p2p.peers[{i}]", "key is not a genesis validator")
+        if j == node.index:
+            raise ConfigError(path, f"p2p.peers[{i}]", "lists this validator itself")
+        peers.append(PeerInfo(j, p.public_key, p.host, p.port))
+    missing = sorted(set(range(len(validators))) - {p.index for p in peers} - {node.index})
+    if missing:
+        names = ", ".join(validators[i].name for i in missing)
+        raise ConfigError(path, "p2p.peers", f"no address for genesis validator(s) {names}")
+    host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
+    net = PeerNetwork(me=node.index, ed25519_seed=node.validator_transport_key().seed, listen_host=host,
+                      listen_port=port, peers=peers, validator_keys=[v.ed25519_public_key for v in validators],
+                      network_id=node.chain.genesis.hash(), cert_path=home / P2P_CERT_FILE,
+                      key_path=home / P2P_KEY_FILE, on_message=node.consensus.on_peer_message,
+                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes),
+                      metrics=PeerMetrics(metrics.registry))
+    await net.start()
+    node.consensus.net = net
+    return net
 
 
 async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics) -> TransportService | None:
@@ -103,7 +149,8 @@ async def run_node(home: Path) -> int:
     metrics = NodeMetrics()
     try:
         node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
-                    metrics=metrics)
+                    metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
+                    journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE))
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
@@ -132,6 +179,12 @@ async def run_node(home: Path) -> int:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
         transport = await start_transport(node, home, cfg.quic_addr, metrics)
+        peers = await start_peers(node, cfg, home, metrics)
+    except ConfigError as e:
+        for r in runners:
+            await r.cleanup()
+        store.close()
+        raise StartupError(str(e)) from None
     except OSError as e:
         for r in runners:
             await r.cleanup()
@@ -140,10 +193,14 @@ async def run_node(home: Path) -> int:
 
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
-             metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path))
+             metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path),
+             validators=len(genesis.validators), me=node.index,
+             p2p=f"{cfg.p2p_addr} (udp)" if peers is not None else None)
     try:
         await node.run()
     finally:
+        if peers is not None:
+            await peers.stop()
         if transport is not None:
             await transport.stop()
         for r in runners:
