@@ -30,7 +30,8 @@ LOG_LEVELS: dict[str, int] = {
 }
 
 _HANDLER_MARK = "_cowboy_handler"
-_QUIET_UNLESS_DEBUG = ("aiohttp.access",)
+_QUIET_UNLESS_DEBUG = ("aiohttp.access", "quic")
+"""Loggers that only speak at debug level: per-request access lines, aioquic's per-connection chatter."""
 
 
 class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
