@@ -450,6 +450,9 @@ class PeerNetwork:
             except (ConnectionError, OSError, TimeoutError) as e:
                 log.debug("p2p dial failed", peer=info.index, host=info.host, port=info.port,
                           error=str(e) or type(e).__name__)
+            except Exception:  # a bug must not end this peer's dialer for the life of the process
+                if self._may_log(str(info.index), "dialer_error"):
+                    log.exception("p2p dialer error; retrying", peer=info.index)
             finally:
                 if out.proto is not None and out.proto is proto:
                     self._outbound_down(out)
