@@ -45,6 +45,10 @@ class StartupError(Exception):
 P2P_CERT_FILE = "p2p-cert.pem"
 P2P_KEY_FILE = "p2p-key.pem"
 """The validator peer layer's TLS key, in the home directory (identity is proven by the Ed25519 handshake)."""
+P2P_IDLE_TIMEOUT_S = 5.0
+"""Peer connections with nothing received for this long are dropped and redialled. Short because a restarted
+validator's peers would otherwise keep sending into the old process's dead connection (QUIC without stateless
+reset) for the whole timeout; healthy links carry consensus traffic and a status message every second."""
 VOTE_JOURNAL_FILE = "consensus-votes.journal"
 """The consensus vote journal, in the data directory (losing it could let a restarted validator equivocate)."""
 
@@ -77,7 +81,8 @@ async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetr
                       listen_port=port, peers=peers, validator_keys=[v.ed25519_public_key for v in validators],
                       network_id=node.chain.genesis.hash(), cert_path=home / P2P_CERT_FILE,
                       key_path=home / P2P_KEY_FILE, on_message=node.consensus.on_peer_message,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes),
+                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes,
+                                        idle_timeout_s=P2P_IDLE_TIMEOUT_S),
                       metrics=PeerMetrics(metrics.registry))
     await net.start()
     node.consensus.net = net
