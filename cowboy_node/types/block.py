@@ -4,7 +4,7 @@ Header map (deterministic CBOR, every field covered by the block digest):
 
     {0: chain_id, 1: height, 2: parent_hash, 3: round {0: epoch, 1: view},
      4: timestamp_ms, 5: proposer (32-byte Ed25519 key), 6: tx_root,
-     7: state_root, 8: receipts_root, 9: beacon (48-byte BLS G1 signature),
+     7: state_root, 8: receipts_root, 9: beacon (48-byte BLS G1 seed of the parent's round),
      10: presence_input (null | PresenceInputV1 bytes, CIP-11 §7.2),
      11: consumed_seeds (array of ConsumedSeed maps, CIP-11 §9.2),
      12: cycles_used, 13: cells_used, 14: cycle_basefee, 15: cell_basefee}
@@ -41,7 +41,7 @@ MAX_PRESENCE_INPUT_BYTES = 1 << 20
 
 @dataclass(frozen=True, slots=True, order=True)
 class Round:
-    """Absolute consensus round (epoch, view). Single validator: epoch 0, view = height."""
+    """Absolute consensus round (epoch, view): views grow along a chain and skip nullified views."""
 
     epoch: int
     """Consensus epoch."""
@@ -105,7 +105,8 @@ class BlockHeader:
     receipts_root: bytes
     """Merkle root of receipt hashes."""
     beacon: bytes
-    """Round beacon: threshold BLS signature over ``round`` (n = 1: the validator's)."""
+    """Seed of the parent's round, R_{S−1} (CIP-11 §9.2): the threshold group signature over the parent's
+    ``round`` (for block 1 the genesis beacon). The block's own round seed exists only once it is certified."""
     presence_input: bytes | None
     """PresenceInputV1 bytes exactly as proposed, or None when absent."""
     consumed_seeds: tuple[ConsumedSeed, ...]
