@@ -397,7 +397,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
     def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
                    interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
         """Read-only call in the context the next block would give it (height = head + 1, as built by
-        :meth:`Chain.env_for`); it sees the head's beacon, not the next round's.
+        :meth:`Chain.env_for`); it sees the seed of the head's round, as the next block would.
 
         The state lock is held only to capture the head: its header, a store snapshot and the environment.
         The call itself runs on the snapshot, so blocks keep committing meanwhile and the answer (``height``
@@ -408,8 +408,9 @@ class Node(RunnerQueries, JobQueries, TransportLink):
             chain = self.chain
             head = chain.head.header
             snapshot = chain.store.snapshot()
+            seed = self.consensus.forks.parent_seed(head) or head.beacon  # the next block's R_{S-1}
             env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
-                                fee_recipient=self.fee_recipient, beacon=head.beacon, presence_input=None)
+                                fee_recipient=self.fee_recipient, beacon=seed, presence_input=None)
         try:
             world = _snapshot_world(snapshot)
             return actor_queries.read_only_view(world, begin_block(world, env), actor=actor, handler=handler,
