@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,17 @@ class _ValidatorRpc:
         status, body = self.net.get(self.i, path)
         assert status == 200, (path, status, body)
         return body
+
+
+def _list_validators(net: Testnet, runner: RunnerProcess) -> None:
+    """The runner keeps a session with each validator of its subset Sub(R) (CIP-11 §5): give it every
+    validator's QUIC endpoint (``[validators]`` of runner.toml), as docs/testnet.md tells operators to."""
+    lines = ["", "[validators]"]
+    for v in net.validators:
+        quic = tomllib.loads((v.home / "config.toml").read_text())["quic"]["addr"]
+        lines.append(f'"{v.public_key}" = "{quic}"')
+    path = runner.home / "runner.toml"
+    path.write_text(path.read_text() + "\n".join(lines) + "\n")
 
 
 def _submit(node: _ValidatorRpc, actor: str, url: str, verification: dict[str, Any], cid: str) -> bytes:
@@ -75,6 +87,7 @@ def test_m1_and_m2_jobs_settle_on_a_four_validator_network(tmp_path: Path) -> No
         faucet = str(v1.home / "keys" / "faucet.key")
         for k in range(2):
             runner = RunnerProcess(tmp_path / f"runner-{k}", v0)  # type: ignore[arg-type]
+            _list_validators(net, runner)
             cli("tx", "transfer", "--key", faucet, "--to", runner.address, "--amount", str(10**20), "--rpc", v1.url,
                 "--wait", "--timeout", "60")
             reg = runner_cli("register", "--home", str(runner.home), "--stake", str(10**18), check=False)
