@@ -14,6 +14,7 @@ from cowboy_node.chain.errors import ConfigError
 from cowboy_node.cli import commands, testnet_command
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.node.devgenesis import create_dev_genesis
+from cowboy_node.node.homefiles import private_dir, write_private
 from cowboy_node.node.keys import write_validator_key
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.keys import new_account_key
@@ -31,24 +32,6 @@ def _addr(text: str, flag: str) -> str:
     return text
 
 
-def _private_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) with mode 0700 whatever the umask; an existing directory we did not
-    create keeps its mode (``--home /srv`` must not chmod /srv)."""
-    if path.is_dir():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.mkdir(mode=0o700)
-    os.chmod(path, 0o700)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Create ``path`` (it must not exist) with mode 0600 whatever the umask."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(data)
-
-
 def cmd_init(args: argparse.Namespace) -> int:
     """Write config.toml, genesis.json and keys into a new home directory.
 
@@ -61,13 +44,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"error: {home / existing} already exists; refusing to overwrite an initialised home",
                   file=sys.stderr)
             return 1
-    _private_dir(home)
+    private_dir(home)
     if home.stat().st_mode & 0o022:
         print(f"warning: {home} is writable by group or others; `chmod 700 {home}` keeps its files safe",
               file=sys.stderr)
     (home / "keys").mkdir(mode=0o700, exist_ok=True)
     os.chmod(home / "keys", 0o700)
-    _private_dir(home / "data")
+    private_dir(home / "data")
     faucet = new_account_key(home / "keys" / "faucet.key")
     fee_recipient = new_account_key(home / "keys" / "fee_recipient.key")
     dev = create_dev_genesis(
@@ -75,8 +58,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         fee_recipient=fee_recipient, genesis_time_ms=int(time.time() * 1000),
         block_time_ms=args.block_time_ms or 1000, cip11=Cip11Flags.for_phase(args.cip11_phase))
     write_validator_key(home / "keys" / "validator.key", dev.validator_key)
-    _write_private(home / "genesis.json", dev.genesis.raw)
-    _write_private(home / "config.toml", render_config(
+    write_private(home / "genesis.json", dev.genesis.raw)
+    write_private(home / "config.toml", render_config(
         chain_id=args.chain_id, rpc_addr=args.rpc_addr, quic_addr=args.quic_addr,
         metrics_addr=args.metrics_addr, block_time_ms=args.block_time_ms).encode())
     print(json.dumps({"home": str(home), "chain_id": args.chain_id,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import os
 import socket
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from cowboy_node.chain.genesis import Genesis
 from cowboy_node.crypto import threshold
 from cowboy_node.node.config import PeerAddress, join_host_port, render_config, split_host_port
 from cowboy_node.node.devgenesis import MAX_VALIDATORS, create_genesis, entropy_bytes
+from cowboy_node.node.homefiles import private_dir, write_private
 from cowboy_node.node.keys import write_validator_key
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import generate_private_key, private_key_to_address
@@ -167,17 +167,17 @@ def create_testnet(output: Path, n: int, *, chain_id: str = "cowboy-testnet-1", 
         ed25519_public_key=v.ed25519_public_key, fee_recipient=fee_recipients[i],
     ) for i, v in enumerate(genesis.validators))
 
-    _private_dir(output)
+    private_dir(output)
     for i, h in enumerate(homes):
-        _private_dir(h.home)
-        _private_dir(h.home / "keys")
-        _private_dir(h.home / "data")
+        private_dir(h.home)
+        private_dir(h.home / "keys")
+        private_dir(h.home / "data")
         write_validator_key(h.home / "keys" / "validator.key", net.validator_keys[i])
         write_account_key(h.home / "keys" / "fee_recipient.key", fee_sks[i])
-        _write_private(h.home / "genesis.json", genesis.raw)
+        write_private(h.home / "genesis.json", genesis.raw)
         peers = [PeerAddress(o.ed25519_public_key, hosts[j], ports[j][P2P_OFFSET])
                  for j, o in enumerate(homes) if j != i]
-        _write_private(h.home / "config.toml", render_config(
+        write_private(h.home / "config.toml", render_config(
             chain_id=chain_id, rpc_addr=h.rpc_addr, quic_addr=h.quic_addr, metrics_addr=h.metrics_addr,
             block_time_ms=block_time_ms, p2p_addr=h.p2p_addr, p2p_peers=peers).encode())
     write_account_key(output / FAUCET_FILE, faucet_sk)
@@ -288,18 +288,3 @@ def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, in
             s.close()
 
 
-def _private_dir(path: Path) -> None:
-    """Create ``path`` with mode 0700 whatever the umask (an existing directory keeps its mode)."""
-    if path.is_dir():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.mkdir(mode=0o700)
-    os.chmod(path, 0o700)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Create ``path`` (it must not exist) with mode 0600 whatever the umask."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(data)
