@@ -200,6 +200,8 @@ class ConsensusService:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self._commit_wake: asyncio.Event | None = None
+        self._applied = asyncio.Event()
+        """Set each time a finalized block was committed and handed to the node (see :meth:`_parent_applied`)."""
         self._running = False
         self._peer_heights: dict[int, int] = {}
         self._sync_inflight: tuple[int, float] | None = None
@@ -362,6 +364,7 @@ class ConsensusService:
         delay = (parent.timestamp_ms + self.cfg.block_time_ms - int(time.time() * 1000)) / 1000
         if delay > 0:
             await asyncio.sleep(delay)
+        await self._parent_applied(want.parent, self.cfg.block_time_ms / 1000)
         cand = None
         while cand is None:  # a failed build is retried at the next slot while the view lasts
             if self.stopping or engine.view != want.round.view:
@@ -375,6 +378,21 @@ class ConsensusService:
             self.net.broadcast(CH_BLOCKS, block.encode())
         self._timing.proposed_at[want.round.view] = time.monotonic()
         self._act(engine.propose(want.round, block.hash(), self._now()))
+
+    async def _parent_applied(self, parent: bytes, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) while ``parent`` is finalized but not yet committed and handed to the node.
+
+        Building on it then uses the head's own world and a mempool that no longer holds the parent's
+        transactions, and the builder thread is free for the parent's commit, whose after-commit work takes the
+        state lock on the event loop (a build queued first would hold the lock for its whole execution)."""
+        deadline = time.monotonic() + timeout_s
+        while any(f.proposal.payload == parent for f in self._finals) and not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._applied.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied.wait(), left)
 
     async def _build(self, want: ProposalWanted) -> Candidate | None:
         txs = self._take()
@@ -533,6 +551,7 @@ class ConsensusService:
                 return
             await self._commit_one(block, f.seed, f.certificate)
             self._finals.popleft()
+            self._applied.set()
 
     async def _fetch_body_then_wake(self, digest: bytes) -> None:
         await self._body(digest, until_view=None)
