@@ -19,7 +19,7 @@ from typing import TypeVar
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.header import fee_recipient_of, verify_and_prepare
 from cowboy_node.consensus.overlay import overlay_world
-from cowboy_node.consensus.records import ConsensusRecords, finalization_op, seed_op
+from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
 from cowboy_node.consensus.simplex.types import Finalization
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
@@ -167,7 +167,7 @@ class Forks:
             prepared = verify_and_prepare(self.chain, block)
             env = self._env_of(block, head.header)
         inspected = inspect(prepared, env)
-        extra: list[WriteOp] = [seed_op(block.header.round, seed)]
+        extra: list[WriteOp] = [seed_op(block.header.round, seed), drop_proposal_op(block.hash())]
         if certificate is not None and certificate.proposal.payload == block.hash():
             extra.append(finalization_op(block.header.height, certificate))
         self.chain.commit(prepared, extra)

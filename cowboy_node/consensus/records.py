@@ -8,6 +8,9 @@ Keys (prefix ``C/``, beside the chain's ``B/``, ``H/`` … of :mod:`cowboy_node.
 - ``C/f/ ‖ height_be8`` → the encoded :class:`~cowboy_node.consensus.simplex.types.Finalization` of the block
   at that height, stored only when the certificate finalizes that very block (its ancestors are final through
   it); syncing peers are served runs of blocks ending at such a height.
+- ``C/p/ ‖ block hash`` → an encoded block this validator proposed and has not committed yet, written (synced)
+  before its proposal vote is journaled: after a crash the journaled vote names a block whose body must still
+  exist here (deleted in the block's commit batch).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from cowboy_node.types.block import Round
 
 _SEED = b"C/s/"
 _FIN = b"C/f/"
+_PROP = b"C/p/"
 _BE8 = struct.Struct(">Q")
 _BE8x2 = struct.Struct(">QQ")
 
@@ -32,6 +36,11 @@ def seed_op(r: Round, seed: bytes) -> WriteOp:
 def finalization_op(height: int, cert: Finalization) -> WriteOp:
     """The write that stores ``cert`` as the certificate of the block at ``height``."""
     return _FIN + _BE8.pack(height), encode_message(cert)
+
+
+def drop_proposal_op(digest: bytes) -> WriteOp:
+    """The write that forgets this validator's kept proposal ``digest`` (a no-op when there is none)."""
+    return _PROP + digest, None
 
 
 class ConsensusRecords:
@@ -79,3 +88,11 @@ class ConsensusRecords:
             if isinstance(cert, Finalization):
                 return h, cert
         return None
+
+    def put_proposal(self, digest: bytes, block: bytes) -> None:
+        """Keep this validator's proposal ``block`` durably (synced) before its proposal vote is journaled."""
+        self._store.write_batch([(_PROP + digest, bytes(block))], sync=True)
+
+    def proposals(self) -> list[bytes]:
+        """The encoded blocks kept by :meth:`put_proposal` and not yet dropped."""
+        return [raw for _, raw in self._store.iterate(_PROP)]

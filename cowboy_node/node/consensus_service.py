@@ -37,7 +37,7 @@ from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.forks import Candidate, Forks
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.consensus.journal import VoteJournal
-from cowboy_node.consensus.records import ConsensusRecords, finalization_op, seed_op
+from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.engine import (
     Broadcast,
@@ -232,6 +232,15 @@ class ConsensusService:
                         path=str(self.journal.path), dropped_bytes=self.journal.dropped_bytes)
         cfg = Config(me=self.cfg.me, delta_ms=self.cfg.delta_ms, election=self.cfg.election, genesis=head.hash(),
                      floor_view=head.header.round.view, floor_seed=floor_seed)
+        stale = []
+        for raw in self.records.proposals():  # own proposals not committed before a restart
+            block = Block.decode(raw)
+            if block.header.height > head.header.height:
+                self._remember_body(block)
+            else:  # superseded (its view was nullified and another block took its height)
+                stale.append(drop_proposal_op(block.hash()))
+        if stale:
+            self.chain.store.write_batch(stale, sync=False)
         self.engine = Engine(cfg, self.scheme, votes)
         if votes:
             log.info("vote journal replayed", votes=len(votes), highest_view=max(v.round.view for v in votes))
@@ -377,7 +386,7 @@ class ConsensusService:
         if self.net is not None:
             self.net.broadcast(CH_BLOCKS, block.encode())
         self._timing.proposed_at[want.round.view] = time.monotonic()
-        self._act(engine.propose(want.round, block.hash(), self._now()))
+        self._propose_block(want, block)
 
     async def _parent_applied(self, parent: bytes, timeout_s: float) -> None:
         """Wait (at most ``timeout_s``) while ``parent`` is finalized but not yet committed and handed to the node.
@@ -413,6 +422,13 @@ class ConsensusService:
         self._observed[digest] = observe
         return cand
 
+    def _propose_block(self, want: ProposalWanted, block: Block) -> None:
+        """Keep the block durably, then propose it: the engine journals the proposal vote, and after a crash
+        that vote must name a body this validator still has."""
+        assert self.engine is not None
+        self.records.put_proposal(block.hash(), block.encode())
+        self._act(self.engine.propose(want.round, block.hash(), self._now()))
+
     async def produce_once(self) -> PreparedBlock:
         """Single validator, driven by hand (tests, benchmarks): build the wanted block now, propose it and
         commit what finalizes. Raises RuntimeError when this validator is not the one to propose."""
@@ -425,7 +441,7 @@ class ConsensusService:
         if cand is None:
             raise RuntimeError("block build failed (see the log)")
         self._wanted = None
-        self._act(self.engine.propose(want.round, cand.prepared.block.hash(), self._now()))
+        self._propose_block(want, cand.prepared.block)
         await self._commit_ready()
         return cand.prepared
 

@@ -250,8 +250,14 @@ class Engine:
     # -------------------------------------------------------------------------------- public API
 
     def start(self, now: int) -> list[Output]:
-        """Enter the first view (the one after the floor, or the highest journaled one)."""
+        """Enter the first view (the one after the floor, or the highest journaled one).
+
+        Journaled votes are first re-assembled into the certificates they make on their own (with one
+        validator, a journaled notarize or finalize is a quorum): a restart between voting and committing
+        then finishes that view instead of waiting for its timeout."""
         self._now = now
+        for view in sorted(w for w in self._views if w > self.finalized_view):
+            self._try_certify(self._views[view])
         self._enter(self._start_view)
         return self._flush()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from cowboy_node.consensus.simplex.elector import Election, elect
-from cowboy_node.consensus.simplex.engine import Config, Engine, ProposalWanted, VerifyBlock
+from cowboy_node.consensus.simplex.engine import Config, Engine, Finalized, Journal, ProposalWanted, VerifyBlock
 from cowboy_node.consensus.simplex.types import (
     Notarize,
     Nullification,
@@ -152,3 +152,22 @@ def test_own_votes_are_this_validators_votes_above_the_finalized_view() -> None:
     assert [(type(v), v.round.view) for v in e.own_votes()] == [(Nullify, 2)]
     e.advance_floor(2, _digest(b"tip 2"), _seed(2), 6 * D + 2)
     assert e.own_votes() == []
+
+
+def test_a_single_validator_restarted_between_voting_and_committing_finishes_the_view() -> None:
+    """With n = 1 the journaled votes of a view are a quorum: a restart re-assembles their certificates and
+    reports the block Finalized, instead of leaving the view to its (one-validator, very long) timeout."""
+    first = Engine(Config(me=0, delta_ms=60_000, genesis=GENESIS), FastScheme(1, 0))
+    first.start(0)
+    payload = _digest(b"block-1")
+    outs = first.propose(Round(0, 1), payload, 10)
+    journaled = [o.vote for o in outs if isinstance(o, Journal)]
+    assert [type(v).__name__ for v in journaled] == ["Notarize", "Finalize"]
+    # Crash before anything was committed: the journal is all that survives.
+    restarted = Engine(Config(me=0, delta_ms=60_000, genesis=GENESIS), FastScheme(1, 0), journaled)
+    finals = [o for o in restarted.start(20) if isinstance(o, Finalized)]
+    assert [(f.proposal.round.view, f.proposal.payload) for f in finals] == [(1, payload)]
+    assert restarted.view == 2
+    # Without the journal nothing is final and the validator waits in view 1 (the control).
+    fresh = Engine(Config(me=0, delta_ms=60_000, genesis=GENESIS), FastScheme(1, 0))
+    assert not [o for o in fresh.start(20) if isinstance(o, Finalized)] and fresh.view == 1

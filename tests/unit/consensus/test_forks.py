@@ -102,6 +102,16 @@ def test_certificate_of_another_block_is_not_stored(dev_genesis: DevGenesis, new
     assert f.records.finalization(1) is None
 
 
+def test_commit_drops_the_kept_proposal_of_the_committed_block(dev_genesis: DevGenesis,
+                                                               new_chain: Callable[[], Chain]) -> None:
+    f = _forks(new_chain)
+    t0 = f.chain.head.header.timestamp_ms
+    a = _build(f, dev_genesis, f.chain.head.hash(), 1, [], t0 + 1000)
+    f.records.put_proposal(a.hash(), a.encode())
+    f.commit(a, seed=_seed(dev_genesis, 1), certificate=_cert(a, 0), inspect=_keep)
+    assert f.records.proposals() == []
+
+
 def test_unknown_parent_is_refused(dev_genesis: DevGenesis, new_chain: Callable[[], Chain]) -> None:
     prod, fol = _forks(new_chain), _forks(new_chain)
     t0 = prod.chain.head.header.timestamp_ms

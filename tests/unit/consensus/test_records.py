@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from cowboy_node.consensus.records import ConsensusRecords, finalization_op, seed_op
+from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
 from cowboy_node.consensus.simplex.types import Finalization, Notarization, Proposal, decode_message
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.block import Round
@@ -84,3 +84,14 @@ def test_next_certified_skips_a_record_that_is_not_a_finalization() -> None:
     r = ConsensusRecords(store)
     assert r.finalization(4) is None
     assert r.next_certified(4, 10) == (6, c6)
+
+
+def test_kept_proposals_live_under_their_key_until_dropped() -> None:
+    store = MemoryStore()
+    records = ConsensusRecords(store)
+    digest = bytes(range(32))
+    records.put_proposal(digest, b"block-bytes")
+    assert store.get(b"C/p/" + digest) == b"block-bytes"  # 432f702f ‖ block hash
+    assert records.proposals() == [b"block-bytes"]
+    store.write_batch([drop_proposal_op(digest)])
+    assert records.proposals() == [] and store.get(b"C/p/" + digest) is None
