@@ -68,13 +68,7 @@ class Forks:
 
     def header(self, digest: bytes) -> BlockHeader | None:
         """Header of a candidate or committed block, by hash."""
-        c = self.candidates.get(digest)
-        if c is not None:
-            return c.prepared.block.header
-        height = self.chain.blocks.height_of(digest)
-        if height is None:
-            return None
-        block = self.chain.blocks.block(height)
+        block = self.block(digest)
         return None if block is None else block.header
 
     def block(self, digest: bytes) -> Block | None:

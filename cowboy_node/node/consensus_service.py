@@ -30,7 +30,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cowboy_node.chain.chain import Chain, PreparedBlock
@@ -59,9 +59,7 @@ from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.consensus.simplex.types import (
     Finalization,
     Message,
-    Notarization,
     Notarize,
-    Nullification,
     Proposal,
     decode_message,
     encode_message,
@@ -87,7 +85,7 @@ from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.block import Block, Round
+from cowboy_node.types.block import Block
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.transaction import Transaction
 
@@ -157,11 +155,6 @@ class Evidence:
     """Wall-clock time it was seen."""
 
 
-@dataclass(slots=True)
-class _Timing:
-    proposed_at: dict[int, float] = field(default_factory=dict)
-
-
 class ConsensusService:
     """Runs the engine for one validator (see the module docstring)."""
 
@@ -203,12 +196,15 @@ class ConsensusService:
         self._applied = asyncio.Event()
         """Set each time a finalized block was committed and handed to the node (see :meth:`_parent_applied`)."""
         self._running = False
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        """The loop :meth:`run` runs on (after-commit work of synced blocks is scheduled there)."""
         self._peer_heights: dict[int, int] = {}
         self._sync_inflight: tuple[int, float] | None = None
         self._own_blocks: set[bytes] = set()
         self._build_s: dict[bytes, float] = {}
         self._observed: dict[bytes, StepTimer] = {}
-        self._timing = _Timing()
+        self._proposed_at: dict[int, float] = {}
+        """Monotonic time each recent view's proposal was built here or first seen (latency metrics)."""
         self.evidence: collections.deque[Evidence] = collections.deque(maxlen=EVIDENCE_KEPT)
         """Recent faulty behaviour seen (conflicting votes, bad signatures, impersonation)."""
         self.syncing = False
@@ -262,6 +258,7 @@ class ConsensusService:
         """Drive the engine until stopped."""
         self._wake = asyncio.Event()
         self._commit_wake = asyncio.Event()
+        self._event_loop = asyncio.get_running_loop()
         self._running = True
         if self.engine is None:
             self.start_engine()
@@ -333,16 +330,18 @@ class ConsensusService:
             elif isinstance(o, Finalized):
                 self._finals.append(o)
                 view = o.proposal.round.view
-                t0 = self._timing.proposed_at.pop(view, None)
+                t0 = self._proposed_at.get(view)
                 if t0 is not None:
                     self.metrics.consensus_finalization_seconds.observe(time.monotonic() - t0)
+                for old in [w for w in self._proposed_at if w <= view]:  # nullified views' entries too
+                    del self._proposed_at[old]
                 if self._commit_wake is not None:
                     self._commit_wake.set()
             elif isinstance(o, SeedRevealed):
                 self.records.put_seed(o.round, o.seed)
             elif isinstance(o, Notarized):
                 self.metrics.consensus_certificates.labels(kind="notarization").inc()
-                t0 = self._timing.proposed_at.get(o.certificate.round.view)
+                t0 = self._proposed_at.get(o.certificate.round.view)
                 if t0 is not None:
                     self.metrics.consensus_notarization_seconds.observe(time.monotonic() - t0)
             elif isinstance(o, Nullified):
@@ -385,7 +384,7 @@ class ConsensusService:
         self._remember_body(block)
         if self.net is not None:
             self.net.broadcast(CH_BLOCKS, block.encode())
-        self._timing.proposed_at[want.round.view] = time.monotonic()
+        self._proposed_at[want.round.view] = time.monotonic()
         self._propose_block(want, block)
 
     async def _parent_applied(self, parent: bytes, timeout_s: float) -> None:
@@ -488,8 +487,7 @@ class ConsensusService:
         block = await self._body(digest, until_view=None)
         if block is None:
             return None
-        parent = await self._known_header(block.header.parent_hash) if block.header.height > self.chain.height + 1 \
-            else self.forks.header(block.header.parent_hash)
+        parent = self.forks.header(block.header.parent_hash) or await self._known_header(block.header.parent_hash)
         if parent is None:
             return None
         try:  # notarized by a quorum: verified without the leader check (the certificate is the proof)
@@ -617,7 +615,7 @@ class ConsensusService:
         if self.engine is None:
             return
         if isinstance(msg, Notarize) and msg.signer == sender and self.engine.leader_of(msg.round.view) == sender:
-            self._timing.proposed_at.setdefault(msg.round.view, time.monotonic())
+            self._proposed_at.setdefault(msg.round.view, time.monotonic())
         self._act(self.engine.receive(sender, msg, self._now()))
 
     def _on_block(self, sender: int, payload: bytes) -> None:
@@ -743,20 +741,9 @@ class ConsensusService:
     def _on_commit_from_builder(self, prepared: PreparedBlock) -> None:
         """After-commit work for a synced block (scheduled on the event loop: the node's hooks are not
         thread-safe)."""
-        loop = self._loop
+        loop = self._event_loop
         if loop is not None:
             loop.call_soon_threadsafe(self._on_commit, CommittedBlock(prepared, None, False, 0.0, 0.0))
-
-    @property
-    def _loop(self) -> asyncio.AbstractEventLoop | None:
-        try:
-            return self._event_loop
-        except AttributeError:
-            return None
-
-    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The event loop the service runs on (after-commit hooks of synced blocks are scheduled there)."""
-        self._event_loop = loop
 
     # ------------------------------------------------------------------------------------------ status
 
@@ -778,22 +765,14 @@ class ConsensusService:
         return [{"signer": e.signer, "view": e.view, "reason": e.reason, "at_ms": e.at_ms} for e in self.evidence]
 
 
+_FAULT_LABELS = (("conflicting", "equivocation"), ("another validator", "impersonation"),
+                 ("signature", "bad_signature"))
+"""Engine fault reasons (by substring) → the bounded ``reason`` label of ``cowboy_consensus_faults_total``."""
+
+
 def _fault_label(reason: str) -> str:
     """A bounded metric label for an engine fault reason."""
-    for key in ("conflicting", "another validator", "signature"):
-        if key in reason:
-            return {"conflicting": "equivocation", "another validator": "impersonation",
-                    "signature": "bad_signature"}[key]
-    return "other"
+    return next((label for key, label in _FAULT_LABELS if key in reason), "other")
 
 
-__all__ = [
-    "CommittedBlock",
-    "ConsensusService",
-    "Evidence",
-    "Network",
-    "Notarization",
-    "Nullification",
-    "Round",
-    "ServiceConfig",
-]
+__all__ = ["CommittedBlock", "ConsensusService", "Evidence", "Network", "ServiceConfig"]

@@ -147,9 +147,6 @@ class Node(RunnerQueries, JobQueries, TransportLink):
 
     async def run(self) -> None:
         """Run consensus (propose, vote, commit) until stopped."""
-        import asyncio  # the service runs on this loop; synced blocks' after-commit work is scheduled here
-
-        self.consensus.bind_loop(asyncio.get_running_loop())
         await self.consensus.run()
 
     async def produce_block(self) -> None:
