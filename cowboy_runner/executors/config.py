@@ -13,8 +13,12 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from cowboy_protocol.types.job_instructions import MAX_RESULT_BYTES
+from cowboy_protocol.types.jobspec import HTTP_METHODS
 
 HASH_LEN = 32
+CREDENTIAL_HEADERS: tuple[str, ...] = ("Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "Api-Key",
+                                       "X-Auth-Token")
+"""Default :attr:`HttpConfig.credential_headers`: the headers that carry credentials in common APIs."""
 
 
 def parse_hex32(text: str | bytes, what: str) -> bytes:
@@ -75,10 +79,20 @@ class HttpConfig:
     request_timeout_s: float = 30.0
     """Operator limit on the whole request, redirects included: the execution deadline is
     ``min(job deadline, request_timeout_s)``."""
+    allowed_methods: tuple[str, ...] = HTTP_METHODS
+    """Methods HTTP jobs may use (upper case, a subset of the job spec's methods); another is
+    ``method_not_allowed``. Checked again for the method a redirect continues with."""
+    credential_headers: tuple[str, ...] = CREDENTIAL_HEADERS
+    """Job headers dropped when a redirect leaves the job URL's origin (scheme, host, port), case-insensitive."""
 
     def __post_init__(self) -> None:
         _check_positive(self.connect_timeout_s, "http.connect_timeout_s")
         _check_positive(self.request_timeout_s, "http.request_timeout_s")
+        object.__setattr__(self, "allowed_methods", tuple(m.upper() for m in self.allowed_methods))
+        for m in self.allowed_methods:
+            if m not in HTTP_METHODS:
+                raise ValueError(f"http.allowed_methods: {m!r} is not one of {', '.join(HTTP_METHODS)}")
+        object.__setattr__(self, "credential_headers", tuple(self.credential_headers))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from cowboy_protocol.jobs.json_strict import parse_json
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import HttpJob, JobType, ResourceBounds
 from cowboy_protocol.types.jobspec_checks import parse_http_url
+from cowboy_runner.executors.addresses import is_global_address
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,
@@ -42,15 +43,19 @@ class BlockedAddressError(OSError):
     """A host resolved only to non-global addresses while ``allow_private_addresses`` is off."""
 
 
-def is_global_address(text: str) -> bool:
-    """True iff ``text`` is an IP address routable on the public Internet (IPv4-mapped IPv6 judged as IPv4)."""
-    try:
-        addr = ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return addr.is_global and not addr.is_multicast
+def origin(url: URL) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the default port filled in: two URLs share credentials only when equal."""
+    return url.scheme.lower(), (url.host or "").lower().rstrip("."), url.port
+
+
+def strip_credentials(headers: CIMultiDict[str], names: tuple[str, ...]) -> list[str]:
+    """Remove every header named in ``names`` (case-insensitive) from ``headers``; returns the names removed."""
+    dropped = []
+    for name in names:
+        if name in headers:
+            dropped.append(name)
+            headers.popall(name)
+    return dropped
 
 
 class PublicOnlyResolver(AbstractResolver):
@@ -136,6 +141,11 @@ class HttpExecutor:
         return await with_operator_limit(self._run(job), deadline_s, self.config.request_timeout_s,
                                          "executors.http.request_timeout_s")
 
+    def _check_method(self, method: str) -> None:
+        if method.upper() not in self.config.allowed_methods:
+            raise ExecutorError("method_not_allowed", f"method {method} is not allowed by this runner "
+                                f"(executors.http.allowed_methods)", detail={"method": method})
+
     def _check_target(self, url: URL) -> None:
         if url.scheme not in ("http", "https") or not url.host:
             raise ExecutorError("domain_not_allowed", f"not an http(s) URL with a host: {str(url)[:200]}")
@@ -158,6 +168,7 @@ class HttpExecutor:
             raise ExecutorError("invalid_job", "http.url is not a valid http(s) URL")
         url = URL(job.url, encoded=True)  # sent exactly as written (the job's URL is already percent-encoded)
         method, body, headers = job.method, job.body, self._headers(job)
+        first_origin = origin(url)
         resolver = None if self.config.allow_private_addresses else PublicOnlyResolver()
         connector = aiohttp.TCPConnector(resolver=resolver, force_close=True)
         # The whole-request limit is the deadline around _run; aiohttp only bounds each connection attempt.
@@ -165,6 +176,7 @@ class HttpExecutor:
         try:
             async with aiohttp.ClientSession(connector=connector, auto_decompress=True, timeout=timeout) as session:
                 for hop in range(self.config.max_redirects + 1):
+                    self._check_method(method)
                     self._check_target(url)
                     async with session.request(method, url, headers=headers, data=body,
                                                allow_redirects=False) as resp:
@@ -176,6 +188,10 @@ class HttpExecutor:
                             url = url.join(URL(location))
                             if resp.status == 303 or (resp.status in (301, 302) and method == "POST"):
                                 method, body = ("HEAD" if method == "HEAD" else "GET"), None
+                            if origin(url) != first_origin:
+                                # The job's credentials were meant for the first origin only (as curl and the
+                                # Fetch standard do); once dropped they stay dropped, even back on that origin.
+                                strip_credentials(headers, self.config.credential_headers)
                             continue
                         if not 200 <= resp.status < 300:
                             raise ExecutorError("http_status", f"HTTP {resp.status} from {url.host}",
