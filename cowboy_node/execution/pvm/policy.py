@@ -8,7 +8,7 @@ violation (in source order) by line and rule.  The rules are listed in ``docs/pv
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cowboy_node.execution.pvm.errors import ActorRejected
@@ -37,6 +37,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
 })
 #: Attribute prefixes of frame/code/traceback/generator internals (and Python 2 aliases).
 FORBIDDEN_ATTRIBUTE_PREFIXES = ("co_", "f_", "tb_", "gi_", "cr_", "ag_", "func_", "im_")
+#: Names the instrumenter inserts (``instrument.py``); actor code may not bind or read them.
+RESERVED_NAME_PREFIX = "_pvm"
 #: Exception classes whose handlers could swallow sandbox halts.
 BASE_EXCEPTION_NAMES = frozenset({"BaseException", "SystemExit", "KeyboardInterrupt", "GeneratorExit"})
 
@@ -142,8 +144,8 @@ class _Checker(ast.NodeVisitor):
         self.violations.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), rule, message))
 
     def name(self, node: ast.AST, name: str, what: str) -> None:
-        if name.startswith("_") and name != "_":
-            self.bad(node, "underscore_name", f"{what} {name!r} starts with an underscore")
+        if name.startswith("__") or name.startswith(RESERVED_NAME_PREFIX):
+            self.bad(node, "underscore_name", f"{what} {name!r} starts with '__' or '{RESERVED_NAME_PREFIX}'")
 
     def generic_visit(self, node: ast.AST) -> None:
         forbidden = _FORBIDDEN_NODES.get(type(node))
@@ -307,7 +309,8 @@ class _Checker(ast.NodeVisitor):
 def _handlers(tree: ast.Module) -> tuple[str, ...]:
     names: list[str] = []
     for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name not in names:
+        # ``_helper`` is a private helper (the SDK's convention): never a handler a caller can name.
+        if isinstance(stmt, ast.FunctionDef) and not stmt.name.startswith("_") and stmt.name not in names:
             names.append(stmt.name)
     return tuple(names)
 
@@ -335,9 +338,16 @@ def _class_handlers(cls: ast.ClassDef, taken: tuple[str, ...]) -> tuple[str, ...
     return tuple(names)
 
 
-def check_source(source: str, limits: Limits, allowed_modules: Iterable[str]) -> CheckedSource:
-    """Parse and validate ``source``; raise :class:`ActorRejected` on the first violation."""
+def check_source(source: str, limits: Limits, allowed_modules: Iterable[str],
+                 transform: Callable[[ast.Module, str], ast.Module] | None = None) -> CheckedSource:
+    """Parse and validate ``source``; raise :class:`ActorRejected` on the first violation.
+
+    ``transform`` (e.g. the cowboy_sdk continuation lowering) rewrites the parsed tree before the
+    rules run, so everything it generates is checked like the actor's own code.
+    """
     tree = parse_source(source, limits)
+    if transform is not None:
+        tree = transform(tree, source)
     allowed = frozenset(allowed_modules) | STDLIB_MODULES
     checker = _Checker(limits, allowed, _bound_names(tree))
     checker.visit(tree)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,17 +52,19 @@ def _check_interpreter() -> None:
 
 
 def compile_actor(source: str, *, limits: Limits = _DEFAULT_LIMITS,
-                  allowed_modules: Mapping[str, object] | Iterable[str] | None = None) -> CompiledActor:
+                  allowed_modules: Mapping[str, object] | Iterable[str] | None = None,
+                  transform: Callable[[ast.Module, str], ast.Module] | None = None) -> CompiledActor:
     """Check ``source`` against the policy and instrument it.
 
     ``allowed_modules`` names the host modules the actor may import (a mapping's keys
     are used); ``None`` means the default host modules ``pvm_host`` and ``cowboy_sdk``.
-    The PVM's own ``json``, ``math`` and ``typing`` are always importable.
+    The PVM's own ``json``, ``math`` and ``typing`` are always importable. ``transform``
+    rewrites the parsed tree before the policy runs (``policy.check_source``).
     Raises :class:`ActorRejected` naming the first violation.
     """
     _check_interpreter()
     allowed = DEFAULT_HOST_MODULES if allowed_modules is None else frozenset(allowed_modules)
-    checked = check_source(source, limits, allowed)
+    checked = check_source(source, limits, allowed, transform)
     tree = instrument(checked.tree)
     try:
         code = compile(tree, "<actor>", "exec", dont_inherit=True, optimize=0)
@@ -105,7 +108,8 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
                  limits: Limits = _DEFAULT_LIMITS, modules: Mapping[str, object] = _NO_MODULES) -> bytes:
     """Run ``handler(payload)`` in a fresh sandbox and return its bytes.
 
-    Every outcome is either the returned bytes or a :class:`PvmError` (see
+    A handler returning ``None`` returns ``b""`` (the SDK's "no output"). Every outcome is
+    either the returned bytes or a :class:`PvmError` (see
     ``errors.HALT_CODES``).  Cycles are charged to ``meter``; on ``out_of_cycles``
     the meter's usage equals its limit.
     """
@@ -141,6 +145,8 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
         if ctx.halted is None:
             ctx.halted = ("forbidden", "the call has finished")
         env.clear()
+    if result is None:
+        result = b""  # "no output", as cowboy_sdk's payload codec defines a None return
     if type(result) is not bytes:
         raise PvmError("bad_return_type", f"handler returned {type(result).__name__}, not bytes")
     if len(result) > limits.max_return_bytes:
