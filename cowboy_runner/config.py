@@ -21,6 +21,11 @@ from cowboy_protocol.netaddr import parse_host_port
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
 from cowboy_protocol.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_runner.executors.toml_settings import CustomExecutorSettings as CustomExecutorSettings
+from cowboy_runner.executors.toml_settings import ExecutorSettings, SettingError, parse_executors
+from cowboy_runner.executors.toml_settings import HttpExecutorSettings as HttpExecutorSettings
+from cowboy_runner.executors.toml_settings import LlmExecutorSettings as LlmExecutorSettings
+from cowboy_runner.executors.toml_settings import McpExecutorSettings as McpExecutorSettings
 from cowboy_runner.keyfile import create_key, load_key
 from cowboy_runner.schedule import DEFAULT_SAFETY_MARGIN_BLOCKS
 
@@ -52,76 +57,7 @@ class ConfigError(Exception):
 
 
 # -- settings ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class HttpExecutorSettings:
-    """``[executors.http]``."""
-
-    max_response_bytes: int = 1_048_576
-    """Largest response body read; the job fails with ``response_too_large`` beyond it."""
-    connect_timeout_s: float = 10.0
-    """TCP/TLS connect timeout."""
-    request_timeout_s: float = 30.0
-    """Whole-request timeout (the job's own wall-time bound still applies if shorter)."""
-    allow_private_addresses: bool = False
-    """Let HTTP jobs reach loopback/private/link-local addresses (off: SSRF protection; on for local devnets)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LlmExecutorSettings:
-    """``[executors.llm]`` and ``[executors.llm.models]``."""
-
-    base_url: str | None = None
-    """OpenAI-compatible API root (``…/v1``); None: llm jobs are not served."""
-    api_key: str | None = None
-    """Bearer token sent to ``base_url`` (or taken from the ``api_key_env`` variable)."""
-    api_key_env: str | None = None
-    """Environment variable holding the API key (read by the executor, not here)."""
-    default_temperature: float = 0.0
-    """Temperature when the job gives none."""
-    timeout_s: float = 120.0
-    """Request timeout."""
-    models: dict[bytes, str] = field(default_factory=dict)
-    """``model_id`` (32 bytes) → the endpoint's model name."""
-
-
-@dataclass(frozen=True, slots=True)
-class McpExecutorSettings:
-    """``[executors.mcp]`` and ``[executors.mcp.servers]``."""
-
-    timeout_s: float = 30.0
-    """Per tool call."""
-    servers: dict[str, str] = field(default_factory=dict)
-    """Server name (the job's ``mcp.server``) → streamable-HTTP endpoint URL."""
-
-
-@dataclass(frozen=True, slots=True)
-class CustomExecutorSettings:
-    """``[executors.custom]``: limits, and ``"<executor_hash>" = [argv…]`` entries."""
-
-    time_limit_s: float = 60.0
-    """Wall time before the process group is killed."""
-    memory_limit_mb: int = 512
-    """Address-space limit of the process (RLIMIT_AS)."""
-    max_output_bytes: int = 262_144
-    """Largest stdout kept (the chain's result limit is 256 KiB)."""
-    commands: dict[bytes, tuple[str, ...]] = field(default_factory=dict)
-    """``executor_hash`` (32 bytes) → argv of the local command."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorSettings:
-    """``[executors.*]``."""
-
-    http: HttpExecutorSettings = HttpExecutorSettings()
-    """HTTP jobs."""
-    llm: LlmExecutorSettings = LlmExecutorSettings()
-    """LLM jobs."""
-    mcp: McpExecutorSettings = McpExecutorSettings()
-    """MCP tool calls."""
-    custom: CustomExecutorSettings = CustomExecutorSettings()
-    """Custom executors."""
-
-
+# [executors.*]: cowboy_runner/executors/toml_settings.py (next to the executors; its types are re-exported here).
 @dataclass(frozen=True, slots=True)
 class HeartbeatSettings:
     """``[heartbeat]``."""
@@ -361,73 +297,10 @@ def _small_sections(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _executors(doc: dict[str, Any]) -> ExecutorSettings:
-    ex = _table(doc.get("executors", {}), "executors")
-    _known(ex, "executors", ("http", "llm", "mcp", "custom"))
-    w = "executors.http"
-    http = _table(ex.get("http", {}), w)
-    _known(http, w, ("max_response_bytes", "connect_timeout_s", "request_timeout_s", "allow_private_addresses"))
-    private = http.get("allow_private_addresses", False)
-    if not isinstance(private, bool):
-        raise ConfigError(f"{w}.allow_private_addresses", f"expected true or false, got {private!r}")
-    http_s = HttpExecutorSettings(max_response_bytes=_int(http, w, "max_response_bytes", 1_048_576),
-                                  connect_timeout_s=_seconds(http, w, "connect_timeout_s", 10.0),
-                                  request_timeout_s=_seconds(http, w, "request_timeout_s", 30.0),
-                                  allow_private_addresses=private)
-    w = "executors.llm"
-    llm = _table(ex.get("llm", {}), w)
-    _known(llm, w, ("base_url", "api_key", "api_key_env", "default_temperature", "timeout_s", "models"))
-    if "api_key" in llm and "api_key_env" in llm:
-        raise ConfigError(f"{w}.api_key_env", "set api_key or api_key_env, not both")
-    temp = llm.get("default_temperature", 0.0)
-    if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0.0 <= temp <= 2.0:
-        raise ConfigError(f"{w}.default_temperature", f"expected a number in 0..2, got {temp!r}")
-    models: dict[bytes, str] = {}
-    for name, value in sorted(_table(llm.get("models", {}), f"{w}.models").items()):
-        model_id = _hash_key(name, f"{w}.models")
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{w}.models.{name}", f"expected the endpoint's model name, got {value!r}")
-        if model_id in models:
-            raise ConfigError(f"{w}.models.{name}", "the same model_id is listed twice")
-        models[model_id] = value
-    if models and "base_url" not in llm:
-        raise ConfigError(f"{w}.base_url", "required when models are configured")
-    llm_s = LlmExecutorSettings(
-        base_url=_url(llm["base_url"], f"{w}.base_url") if "base_url" in llm else None,
-        api_key=_str(llm, w, "api_key", None), api_key_env=_str(llm, w, "api_key_env", None),
-        default_temperature=float(temp), timeout_s=_seconds(llm, w, "timeout_s", 120.0), models=models)
-    w = "executors.mcp"
-    mcp = _table(ex.get("mcp", {}), w)
-    _known(mcp, w, ("timeout_s", "servers"))
-    servers = {name: _url(url, f"{w}.servers.{name}")
-               for name, url in sorted(_table(mcp.get("servers", {}), f"{w}.servers").items())}
-    mcp_s = McpExecutorSettings(timeout_s=_seconds(mcp, w, "timeout_s", 30.0), servers=servers)
-    return ExecutorSettings(http=http_s, llm=llm_s, mcp=mcp_s, custom=_custom(ex))
-
-
-_CUSTOM_LIMITS = ("time_limit_s", "memory_limit_mb", "max_output_bytes")
-
-
-def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
-    w = "executors.custom"
-    t = _table(ex.get("custom", {}), w)
-    commands: dict[bytes, tuple[str, ...]] = {}
-    for name, value in sorted(t.items()):
-        if name in _CUSTOM_LIMITS:
-            continue
-        if not (name.startswith("0x") or len(name) == 64):
-            raise ConfigError(f"{w}.{name}", f"unknown key; allowed: {', '.join(_CUSTOM_LIMITS)} "
-                                             "or an executor hash (64 hex digits)")
-        executor_hash = _hash_key(name, w)
-        if not isinstance(value, list) or not value or not all(isinstance(a, str) and a for a in value):
-            raise ConfigError(f"{w}.{name}", "expected a non-empty array of non-empty strings (the command's argv)")
-        if "\x00" in "".join(value):
-            raise ConfigError(f"{w}.{name}", "argv must not contain NUL characters")
-        if executor_hash in commands:
-            raise ConfigError(f"{w}.{name}", "the same executor hash is listed twice")
-        commands[executor_hash] = tuple(value)
-    return CustomExecutorSettings(time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
-                                  memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
-                                  max_output_bytes=_int(t, w, "max_output_bytes", 262_144), commands=commands)
+    try:
+        return parse_executors(doc.get("executors", {}))
+    except SettingError as e:
+        raise ConfigError(e.key, e.message) from None
 
 
 def _validators(doc: dict[str, Any]) -> dict[bytes, tuple[str, int]]:

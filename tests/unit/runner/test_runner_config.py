@@ -137,7 +137,7 @@ time_limit_s = 3
     ex = s.executors  # type: ignore[attr-defined]
     assert ex.http.max_response_bytes == 1000 and ex.http.request_timeout_s == 5.0
     assert ex.llm.models == {bytes.fromhex(HASH): "gpt-x"} and ex.llm.api_key_env == "OPENAI_API_KEY"
-    assert ex.mcp.servers == {"weather": "http://127.0.0.1:8001/mcp"}
+    assert {k: v.url for k, v in ex.mcp.servers.items()} == {"weather": "http://127.0.0.1:8001/mcp"}
     assert ex.custom.commands == {bytes.fromhex(HASH): ("/bin/echo", "hi"), bytes.fromhex("cd" * 32): ("/bin/cat",)}
     assert ex.custom.time_limit_s == 3.0 and ex.custom.memory_limit_mb == 512
 

@@ -1,0 +1,344 @@
+"""``runner.toml``'s ``[executors.*]`` sections (docs/runner.md "[executors.*]", docs/runner-executors.md
+"Configuration"): parsed into :class:`ExecutorSettings`, which ``cowboy_runner.executor_settings`` turns into the
+executors' own configuration.
+
+Kept apart from ``cowboy_runner.config`` (which calls :func:`parse_executors` and re-exports the settings types) so
+the executor keys live next to the executors. Every problem is a :class:`SettingError` naming the exact key
+(``executors.custom.0x…: expected …``); unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from cowboy_protocol.http_client import normalize_url
+from cowboy_protocol.types.jobspec import HTTP_METHODS
+from cowboy_runner.executors.config import CREDENTIAL_HEADERS, CustomExecutorConfig, McpServerConfig
+
+
+class SettingError(Exception):
+    """An invalid executor key; ``key`` is its full dotted name (``executors.llm.timeout_s``)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        """Full dotted key."""
+        self.message = message
+        """What is wrong with it."""
+
+
+# -- settings ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HttpExecutorSettings:
+    """``[executors.http]``."""
+
+    max_response_bytes: int = 1_048_576
+    """Largest response body read; the job fails with ``response_too_large`` beyond it."""
+    connect_timeout_s: float = 10.0
+    """TCP/TLS connect timeout."""
+    request_timeout_s: float = 30.0
+    """Whole-request timeout (the job's own wall-time bound still applies if shorter)."""
+    allow_private_addresses: bool = False
+    """Let HTTP jobs reach loopback/private/link-local addresses (off: SSRF protection; on for local devnets)."""
+    max_redirects: int = 5
+    """Most redirects followed per job (0: none)."""
+    user_agent: str = "cowboy-runner"
+    """User-Agent sent unless the job sets one."""
+    allowed_methods: tuple[str, ...] = HTTP_METHODS
+    """Methods HTTP jobs may use; another is ``method_not_allowed``."""
+    credential_headers: tuple[str, ...] = CREDENTIAL_HEADERS
+    """Job headers dropped when a redirect leaves the job URL's origin."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlmExecutorSettings:
+    """``[executors.llm]`` and ``[executors.llm.models]``."""
+
+    base_url: str | None = None
+    """OpenAI-compatible API root (``…/v1``); None: llm jobs are not served."""
+    api_key: str | None = None
+    """Bearer token sent to ``base_url`` (or taken from the ``api_key_env`` variable)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (read by ``executor_settings``, not here)."""
+    default_temperature: float = 0.0
+    """Temperature when the job gives none."""
+    timeout_s: float = 120.0
+    """Request timeout."""
+    models: dict[bytes, str] = field(default_factory=dict)
+    """``model_id`` (32 bytes) → the endpoint's model name."""
+    response_format: str = "json_schema"
+    """``json_schema`` or ``json_object``: how structured output is requested."""
+    max_response_bytes: int = 4 << 20
+    """Largest endpoint response read."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpExecutorSettings:
+    """``[executors.mcp]`` and ``[executors.mcp.servers]``."""
+
+    timeout_s: float = 30.0
+    """Per tool call."""
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    """Server name (the job's ``mcp.server``) → server."""
+    protocol_version: str = "2025-06-18"
+    """MCP protocol revision offered in ``initialize``."""
+    max_response_bytes: int = 4 << 20
+    """Largest response read from a server per request."""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomExecutorSettings:
+    """``[executors.custom]``: limits, and ``"<executor_hash>" = [argv…]`` (or a table) entries."""
+
+    time_limit_s: float = 60.0
+    """Wall time before the process group is killed."""
+    memory_limit_mb: int = 512
+    """Memory limit of the process."""
+    max_output_bytes: int = 262_144
+    """Largest stdout kept (the chain's result limit is 256 KiB)."""
+    stderr_tail_bytes: int = 2048
+    """How much of the end of stderr is kept for ``process_failed`` reports."""
+    enforce_memory_limit: bool = True
+    """False: no memory limit at all."""
+    programs: dict[bytes, CustomExecutorConfig] = field(default_factory=dict)
+    """``executor_hash`` (32 bytes) → the local command."""
+
+    @property
+    def commands(self) -> dict[bytes, tuple[str, ...]]:
+        """``executor_hash`` → argv (a view of :attr:`programs`)."""
+        return {h: p.argv for h, p in self.programs.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    """``[executors.*]``."""
+
+    http: HttpExecutorSettings = HttpExecutorSettings()
+    """HTTP jobs."""
+    llm: LlmExecutorSettings = LlmExecutorSettings()
+    """LLM jobs."""
+    mcp: McpExecutorSettings = McpExecutorSettings()
+    """MCP tool calls."""
+    custom: CustomExecutorSettings = CustomExecutorSettings()
+    """Custom executors."""
+
+
+# -- value checks -----------------------------------------------------------------------------
+def _table(value: object, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SettingError(key, "expected a table")
+    return value
+
+
+def _known(table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+    for k in sorted(table):
+        if k not in allowed:
+            raise SettingError(f"{where}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+
+
+def _int(table: dict[str, Any], where: str, key: str, default: int, *, minimum: int = 1) -> int:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise SettingError(f"{where}.{key}", f"expected an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _seconds(table: dict[str, Any], where: str, key: str, default: float) -> float:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise SettingError(f"{where}.{key}", f"expected a positive number of seconds, got {v!r}")
+    return float(v)
+
+
+def _bool(table: dict[str, Any], where: str, key: str, default: bool) -> bool:
+    v = table.get(key, default)
+    if not isinstance(v, bool):
+        raise SettingError(f"{where}.{key}", f"expected true or false, got {v!r}")
+    return v
+
+
+def _str(table: dict[str, Any], where: str, key: str, default: str | None) -> str | None:
+    v = table.get(key, default)
+    if v is not None and (not isinstance(v, str) or not v):
+        raise SettingError(f"{where}.{key}", f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _choice(table: dict[str, Any], where: str, key: str, default: str, choices: tuple[str, ...]) -> str:
+    v = table.get(key, default)
+    if v not in choices:
+        raise SettingError(f"{where}.{key}", f"expected one of {list(choices)}, got {v!r}")
+    return str(v)
+
+
+def _strings(value: object, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(a, str) and a and "\x00" not in a for a in value) \
+            or (not value and not allow_empty):
+        raise SettingError(key, f"expected {'an' if allow_empty else 'a non-empty'} array of non-empty strings "
+                                f"without NUL, got {value!r}")
+    return tuple(value)
+
+
+def _string_map(value: object, key: str) -> dict[str, str]:
+    t = _table(value, key)
+    for k, v in t.items():
+        if not isinstance(v, str) or "\x00" in v or "\x00" in k:
+            raise SettingError(f"{key}.{k}", f"expected a string without NUL, got {v!r}")
+    return dict(sorted(t.items()))
+
+
+def _url(value: object, key: str) -> str:
+    if not isinstance(value, str):
+        raise SettingError(key, f"expected an http:// or https:// URL string, got {value!r}")
+    try:
+        return normalize_url(value)
+    except ValueError as e:
+        raise SettingError(key, str(e)) from None
+
+
+def _hash_key(text: str, where: str) -> bytes:
+    body = text[2:] if text.startswith("0x") else text
+    if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
+        raise SettingError(f"{where}.{text}", "expected a 32-byte hash: 64 hex digits, optionally 0x-prefixed")
+    return bytes.fromhex(body)
+
+
+# -- sections ---------------------------------------------------------------------------------
+SECTIONS = ("http", "llm", "mcp", "custom")
+"""Tables under ``[executors]``."""
+
+
+def parse_executors(ex: dict[str, Any]) -> ExecutorSettings:
+    """The ``[executors]`` table of a parsed ``runner.toml``; raises :class:`SettingError`."""
+    ex = _table(ex, "executors")
+    _known(ex, "executors", SECTIONS)
+    return ExecutorSettings(http=_http(ex), llm=_llm(ex), mcp=_mcp(ex), custom=_custom(ex))
+
+
+_HTTP_KEYS = ("max_response_bytes", "connect_timeout_s", "request_timeout_s", "allow_private_addresses",
+              "max_redirects", "user_agent", "allowed_methods", "credential_headers")
+
+
+def _http(ex: dict[str, Any]) -> HttpExecutorSettings:
+    w = "executors.http"
+    t = _table(ex.get("http", {}), w)
+    _known(t, w, _HTTP_KEYS)
+    methods = tuple(m.upper() for m in _strings(t.get("allowed_methods", list(HTTP_METHODS)),
+                                                 f"{w}.allowed_methods", allow_empty=False))
+    for m in methods:
+        if m not in HTTP_METHODS:
+            raise SettingError(f"{w}.allowed_methods", f"{m!r} is not one of {', '.join(HTTP_METHODS)}")
+    user_agent = _str(t, w, "user_agent", "cowboy-runner")
+    assert user_agent is not None
+    return HttpExecutorSettings(
+        max_response_bytes=_int(t, w, "max_response_bytes", 1_048_576),
+        connect_timeout_s=_seconds(t, w, "connect_timeout_s", 10.0),
+        request_timeout_s=_seconds(t, w, "request_timeout_s", 30.0),
+        allow_private_addresses=_bool(t, w, "allow_private_addresses", False),
+        max_redirects=_int(t, w, "max_redirects", 5, minimum=0), user_agent=user_agent, allowed_methods=methods,
+        credential_headers=_strings(t.get("credential_headers", list(CREDENTIAL_HEADERS)),
+                                    f"{w}.credential_headers"))
+
+
+_LLM_KEYS = ("base_url", "api_key", "api_key_env", "default_temperature", "timeout_s", "models", "response_format",
+             "max_response_bytes")
+
+
+def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
+    w = "executors.llm"
+    t = _table(ex.get("llm", {}), w)
+    _known(t, w, _LLM_KEYS)
+    if "api_key" in t and "api_key_env" in t:
+        raise SettingError(f"{w}.api_key_env", "set api_key or api_key_env, not both")
+    temp = t.get("default_temperature", 0.0)
+    if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0.0 <= temp <= 2.0:
+        raise SettingError(f"{w}.default_temperature", f"expected a number in 0..2, got {temp!r}")
+    models: dict[bytes, str] = {}
+    for name, value in sorted(_table(t.get("models", {}), f"{w}.models").items()):
+        model_id = _hash_key(name, f"{w}.models")
+        if not isinstance(value, str) or not value:
+            raise SettingError(f"{w}.models.{name}", f"expected the endpoint's model name, got {value!r}")
+        if model_id in models:
+            raise SettingError(f"{w}.models.{name}", "the same model_id is listed twice")
+        models[model_id] = value
+    if models and "base_url" not in t:
+        raise SettingError(f"{w}.base_url", "required when models are configured")
+    return LlmExecutorSettings(
+        base_url=_url(t["base_url"], f"{w}.base_url") if "base_url" in t else None,
+        api_key=_str(t, w, "api_key", None), api_key_env=_str(t, w, "api_key_env", None),
+        default_temperature=float(temp), timeout_s=_seconds(t, w, "timeout_s", 120.0), models=models,
+        response_format=_choice(t, w, "response_format", "json_schema", ("json_schema", "json_object")),
+        max_response_bytes=_int(t, w, "max_response_bytes", 4 << 20))
+
+
+_MCP_KEYS = ("timeout_s", "servers", "protocol_version", "max_response_bytes")
+_MCP_SERVER_KEYS = ("url", "headers")
+
+
+def _mcp_server(value: object, key: str) -> McpServerConfig:
+    if isinstance(value, str):  # the short form: name = "URL"
+        return McpServerConfig(_url(value, key))
+    if not isinstance(value, dict):
+        raise SettingError(key, f"expected an http:// or https:// URL string or a table with url, got {value!r}")
+    _known(value, key, _MCP_SERVER_KEYS)
+    if "url" not in value:
+        raise SettingError(f"{key}.url", "required key is missing")
+    return McpServerConfig(_url(value["url"], f"{key}.url"), headers=_string_map(value.get("headers", {}),
+                                                                                   f"{key}.headers"))
+
+
+def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:
+    w = "executors.mcp"
+    t = _table(ex.get("mcp", {}), w)
+    _known(t, w, _MCP_KEYS)
+    servers = {name: _mcp_server(value, f"{w}.servers.{name}")
+               for name, value in sorted(_table(t.get("servers", {}), f"{w}.servers").items())}
+    version = _str(t, w, "protocol_version", "2025-06-18")
+    assert version is not None
+    return McpExecutorSettings(timeout_s=_seconds(t, w, "timeout_s", 30.0), servers=servers,
+                               protocol_version=version, max_response_bytes=_int(t, w, "max_response_bytes", 4 << 20))
+
+
+_CUSTOM_LIMITS = ("time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes", "enforce_memory_limit")
+_CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd")
+_ARGV_TEXT = "expected a non-empty array of non-empty strings (the command's argv) or a table with argv"
+
+
+def _program(value: object, key: str) -> CustomExecutorConfig:
+    if isinstance(value, list):
+        try:
+            return CustomExecutorConfig(_strings(value, key, allow_empty=False))
+        except SettingError:
+            raise SettingError(key, _ARGV_TEXT) from None
+    if not isinstance(value, dict):
+        raise SettingError(key, _ARGV_TEXT)
+    _known(value, key, _CUSTOM_PROGRAM_KEYS)
+    if "argv" not in value:
+        raise SettingError(f"{key}.argv", "required key is missing")
+    env = _string_map(value["env"], f"{key}.env") if "env" in value else None
+    return CustomExecutorConfig(_strings(value["argv"], f"{key}.argv", allow_empty=False), env=env,
+                                cwd=_str(value, key, "cwd", None))
+
+
+def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
+    w = "executors.custom"
+    t = _table(ex.get("custom", {}), w)
+    programs: dict[bytes, CustomExecutorConfig] = {}
+    for name, value in sorted(t.items()):
+        if name in _CUSTOM_LIMITS:
+            continue
+        if not (name.startswith("0x") or len(name) == 64):
+            raise SettingError(f"{w}.{name}", f"unknown key; allowed: {', '.join(_CUSTOM_LIMITS)} "
+                                              "or an executor hash (64 hex digits)")
+        executor_hash = _hash_key(name, w)
+        program = _program(value, f"{w}.{name}")
+        if executor_hash in programs:
+            raise SettingError(f"{w}.{name}", "the same executor hash is listed twice")
+        programs[executor_hash] = program
+    return CustomExecutorSettings(time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
+                                  memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
+                                  max_output_bytes=_int(t, w, "max_output_bytes", 262_144),
+                                  stderr_tail_bytes=_int(t, w, "stderr_tail_bytes", 2048, minimum=0),
+                                  enforce_memory_limit=_bool(t, w, "enforce_memory_limit", True), programs=programs)
