@@ -97,7 +97,8 @@ class Chain:
         world = self.world()
         g = self.genesis
         apply_genesis(world, chain_id=g.chain_id, balances=g.balances, system_deployers=g.system_deployers,
-                      basefee=g.basefee, timer=g.timer, limits=g.limits, flags=g.cip11, runners=g.runners)
+                      basefee=g.basefee, timer=g.timer, limits=g.limits, flags=g.cip11, runners=g.runners,
+                      validator_peer_keys=tuple(v.ed25519_public_key for v in g.validators))
         root, ops = world.prepare_commit()
         block = genesis_block(g, root)
         self.store.write_batch([*ops, *block_ops(block, []), *identity_ops(g.chain_id, g.hash())], sync=True)

@@ -50,7 +50,6 @@ from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
-from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.transaction import Transaction
@@ -70,7 +69,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
-                 journal: VoteJournal | None = None) -> None:
+                 skip_timeout_views: int = 10, journal: VoteJournal | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -98,7 +97,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         auto_delta = 60_000 if n == 1 else block_time_ms + 500
         self.consensus = ConsensusService(
             chain, config=ServiceConfig(me=me, block_time_ms=block_time_ms, delta_ms=delta_ms or auto_delta,
-                                        election=election),
+                                        election=election, skip_timeout=skip_timeout_views),
             scheme=scheme, tree_lock=self._tree_lock, proposer_key=self._ed_pub,
             sign=lambda d: ed25519.sign(self._ed_seed, d), fee_recipient=self.fee_recipient,
             take_transactions=self._take_transactions, presence=self._presence_input, inspect=self._inspect,
@@ -288,10 +287,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the newest valid at the head (the genesis
         set, epoch 0, until a ``ValidatorSetActivated`` reaches :meth:`activate_validator_set`)."""
         if self._reconfiguration is None:
-            keys = [v.ed25519_public_key for v in self.chain.genesis.validators]
-            return {"subset_epoch": 0, "validator_set_hash": "0x" + validator_set_hash(keys).hex(),
-                    "validators": [{"name": v.name, "ed25519_public_key": "0x" + v.ed25519_public_key.hex()}
-                                   for v in self.chain.genesis.validators]}
+            return self._snapshot_json(self.genesis_snapshot())
         return self._snapshot_json(self.newest_snapshot())
 
     def _snapshot_json(self, snap: EpochSnapshot) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
-from cowboy_protocol.transport.preimages import validator_set_hash
 
 log = get_logger("cowboy.node")
 
@@ -98,7 +97,7 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
     if not get_cip11_flags(node.chain.world()).CIP11_TRANSPORT_ENABLED:
         return None
     host, port = split_host_port(quic_addr, path=str(home / "config.toml"), key="quic.addr")
-    vset = validator_set_hash([v.ed25519_public_key for v in node.chain.genesis.validators])
+    vset = node.genesis_snapshot().set_hash
     transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
                                  config=TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE,
                                                         key_path=home / QUIC_KEY_FILE))
@@ -155,6 +154,7 @@ async def run_node(home: Path) -> int:
     try:
         node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
                     metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
+                    skip_timeout_views=cfg.consensus_skip_timeout_views,
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE))
     except ValueError as e:
         store.close()

@@ -9,9 +9,11 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cowboy_node.chain.chain import ChainError
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners import store
 from cowboy_node.execution.system_state import get_cip11_params
+from cowboy_node.execution.validator_set import get_snapshot
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.transport.service import AssignmentInfo, TransactionRefused
 from cowboy_protocol.transport.enums import GoodbyeReason
@@ -43,6 +45,8 @@ class TransportLink:
     """This validator's raw Ed25519 peer_pubkey."""
     _reconfiguration: Reconfiguration | None = None
     """The last ``ValidatorSetActivated`` (§5.3), set by :meth:`activate_validator_set`; None: genesis epoch 0."""
+    _genesis_snapshot: EpochSnapshot | None = None
+    """``ValidatorSetSnapshot(0)`` once read from state (:meth:`genesis_snapshot`)."""
 
     @property
     def chain_id(self) -> str:
@@ -72,8 +76,17 @@ class TransportLink:
 
     # --- §5.3 / §5.4 validator-set snapshots ---
     def genesis_snapshot(self) -> EpochSnapshot:
-        """``ValidatorSetSnapshot(0)``: the genesis validators' peer keys (§5.4 static topology)."""
-        return EpochSnapshot(0, tuple(v.ed25519_public_key for v in self.chain.genesis.validators))
+        """``ValidatorSetSnapshot(0)``: the genesis validators' peer keys (§5.4 static topology), read from the
+        genesis-anchored chain state (it never changes, so it is read once)."""
+        snap = self._genesis_snapshot
+        if snap is None:
+            with self._tree_lock:
+                snap = get_snapshot(self.chain.world(), 0)
+            if snap is None:
+                raise ChainError("the chain state has no ValidatorSetSnapshot(0); the data directory was made by "
+                                 "an older version — re-initialise it from genesis")
+            self._genesis_snapshot = snap
+        return snap
 
     def activate_validator_set(self, snapshot: EpochSnapshot, activation_height: int) -> None:
         """The ``ValidatorSetActivated(E+1, activation_height)`` hook (§5.3, §5.4). Nothing in the node calls it
