@@ -29,7 +29,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
                 "queued_lifetime_s": int, "journal": bool},
     "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
-    "consensus": {"delta_ms": int, "election": str},
+    "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int},
 }
 """Type of every key by section; a ``list`` value is checked element by element by its own parser."""
 _MIB = 1024 * 1024
@@ -57,6 +57,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "mempool.queued_lifetime_s": (1, 86_400),
     "p2p.max_message_bytes": (64 * 1024, 64 * _MIB),
     "consensus.delta_ms": (0, 600_000),  # 0: automatic
+    "consensus.skip_timeout_views": (0, 100_000),  # 0: never skip a silent leader
 }
 """Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
 ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
@@ -163,6 +164,8 @@ class NodeConfig:
     """Δ of the consensus timers in milliseconds; 0 chooses it automatically."""
     consensus_election: str = "random"
     """Leader election: ``random`` (from the beacon) or ``round_robin``."""
+    consensus_skip_timeout_views: int = 10
+    """A leader silent for this many views has its views nullified on entry, without the 2Δ wait (0: off)."""
 
     @property
     def data_path(self) -> Path:
@@ -245,6 +248,7 @@ def load_config(home: Path) -> NodeConfig:
         p2p_max_message_bytes=values.get("p2p.max_message_bytes", 8 * _MIB),
         consensus_delta_ms=values.get("consensus.delta_ms", 0),
         consensus_election=values.get("consensus.election", "random"),
+        consensus_skip_timeout_views=values.get("consensus.skip_timeout_views", 10),
     )
     if cfg.log_format not in LOG_FORMATS:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
@@ -405,4 +409,7 @@ max_message_bytes = 8388608
 delta_ms = 0
 # Leader election: "random" (from the beacon) or "round_robin".
 election = "random"
+# A leader from whom no vote arrived for this many views is presumed down: its views are nullified at once
+# instead of after the 2*delta leader timeout (0 disables).
+skip_timeout_views = 10
 """

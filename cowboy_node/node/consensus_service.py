@@ -139,6 +139,8 @@ class ServiceConfig:
     """Δ of the engine (leader timeout 2Δ, notarization timeout 3Δ)."""
     election: Election = Election.RANDOM
     """Leader election."""
+    skip_timeout: int = 10
+    """Views of silence after which a leader's view is nullified on entry (engine ``skip_timeout``; 0: off)."""
 
 
 @dataclass(slots=True)
@@ -227,7 +229,7 @@ class ConsensusService:
             log.warning("vote journal had a torn last record; dropped it (that vote was never sent)",
                         path=str(self.journal.path), dropped_bytes=self.journal.dropped_bytes)
         cfg = Config(me=self.cfg.me, delta_ms=self.cfg.delta_ms, election=self.cfg.election, genesis=head.hash(),
-                     floor_view=head.header.round.view, floor_seed=floor_seed)
+                     floor_view=head.header.round.view, floor_seed=floor_seed, skip_timeout=self.cfg.skip_timeout)
         stale = []
         for raw in self.records.proposals():  # own proposals not committed before a restart
             block = Block.decode(raw)

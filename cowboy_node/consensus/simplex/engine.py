@@ -15,7 +15,8 @@ Each returns a list of outputs, to be acted on in order:
 Rules (term length 1, as commonware's ``simplex`` with the threshold-VRF scheme):
 
 - Entering view ``v`` arms the leader timeout ``2Δ`` and the advance timeout ``3Δ``. A view is left on a
-  notarization, nullification or finalization of it (or of any higher view: jump).
+  notarization, nullification or finalization of it (or of any higher view: jump). A leader from whom no
+  vote arrived in the last ``skip_timeout`` views gets no leader timeout: its view is nullified at once.
 - The leader proposes on the highest view ``p < v`` holding a notarization (or the finalized tip) such that
   every view in ``(p, v)`` holds a nullification. A validator notarizes the leader's proposal once it holds
   that same justification and the host verified the block; never two proposals in a view, never after its
@@ -180,6 +181,10 @@ class Config:
     """Votes and certificates are admitted up to this many views above the current one."""
     retain: int = 1024
     """Views of certificates kept below the finalized tip (to answer :class:`Fetch`)."""
+    skip_timeout: int = 10
+    """A leader from whom no vote arrived in this many views is presumed down: entering its view nullifies at
+    once instead of waiting 2Δ (commonware's ``skip_timeout``; 0 disables). Liveness only — a leader that is
+    merely slow still gets its view when any vote of it arrives."""
 
     @property
     def leader_timeout_ms(self) -> int:
@@ -242,6 +247,10 @@ class Engine:
         self._out: list[Output] = []
         self._start_view = config.floor_view + 1
         self._entered = 0
+        self._last_vote_view = [0] * self.n
+        """Per validator, the highest view of a vote received from it (own: every view we vote in)."""
+        self._grace_from = config.floor_view
+        """No leader counts as inactive before ``skip_timeout`` views past this one (start, or a synced jump)."""
         if config.floor_seed is not None:
             self._state(config.floor_view).seed = bytes(config.floor_seed)
         for vote in journal:
@@ -341,6 +350,7 @@ class Engine:
         if view <= self.finalized_view:
             return []
         self.finalized_view, self.finalized_digest = view, bytes(digest)
+        self._grace_from = max(self._grace_from, view)  # we were not listening: nobody's silence is known
         v = self._state(view)
         if v.seed is None:
             v.seed = bytes(seed)
@@ -422,6 +432,8 @@ class Engine:
     def _enter(self, view: int) -> None:
         if view <= self._entered:
             return
+        if view > self._entered + 1:  # a jump: we did not hear the views we skipped, so silence proves nothing
+            self._grace_from = max(self._grace_from, view - 1)
         self._entered = view
         self.view = view
         v = self._state(view)
@@ -430,7 +442,8 @@ class Engine:
             v.leader = elect(self.cfg.election, v.round, self.n, prev.seed if prev else None)
         if not self._ended(v):
             if v.my_nullify is None:
-                v.leader_deadline = self._now + self.cfg.leader_timeout_ms if v.proposal is None else None
+                wait = 0 if self._presumed_down(v.leader, view) else self.cfg.leader_timeout_ms
+                v.leader_deadline = self._now + wait if v.proposal is None else None
                 v.advance_deadline = self._now + self.cfg.advance_timeout_ms
             else:  # restarted after our own nullify: keep rebroadcasting it
                 v.retry_at = self._now
@@ -440,6 +453,13 @@ class Engine:
             return
         self._try_propose(v)
         self._check_leader_vote(v)
+
+    def _presumed_down(self, leader: int | None, view: int) -> bool:
+        """True when ``leader`` (not us) has sent no vote in the last ``skip_timeout`` views."""
+        k = self.cfg.skip_timeout
+        if k <= 0 or leader is None or leader == self.cfg.me:
+            return False
+        return view - max(self._last_vote_view[leader], self._grace_from) > k
 
     def _advance_from(self, v: _View) -> None:
         if v.round.view >= self.view:
@@ -610,6 +630,8 @@ class Engine:
         r = vote.round
         if r.epoch != self.epoch or r.view <= self.finalized_view or r.view > self.view + self.cfg.window:
             return
+        if r.view > self._last_vote_view[sender]:
+            self._last_vote_view[sender] = r.view
         v = self._state(r.view)
         if sender in v.bad:
             return

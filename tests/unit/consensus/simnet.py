@@ -6,6 +6,7 @@ Everything random comes from one ``random.Random(seed)``: a seed replays the sam
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import random
@@ -141,7 +142,7 @@ class Sim:
                  latency: tuple[int, int] = (5, 40), loss: float = 0.0, election: Election = Election.RANDOM,
                  roles: dict[int, str] | None = None, partitions: Sequence[Partition] = (),
                  crashes: Sequence[tuple[int, int, int]] = (), wire: bool = False, build_ms: int = 10,
-                 verify_ms: int = 5) -> None:
+                 verify_ms: int = 5, skip_timeout: int | None = None) -> None:
         self.n = n
         self.rng = random.Random(seed)
         self.schemes = schemes or fast_schemes(n)
@@ -150,6 +151,8 @@ class Sim:
         self.partitions = list(partitions)
         self.wire = wire
         self.build_ms, self.verify_ms = build_ms, verify_ms
+        self.skip_timeout = skip_timeout
+        """Engine ``skip_timeout`` (None: the engine's default)."""
         """Send every message through its CBOR bytes (encode → decode) as a real transport would."""
         self.logs = {i: NodeLog() for i in range(n)}
         self.engines: dict[int, Engine | None] = {}
@@ -174,6 +177,8 @@ class Sim:
         done = self.logs[i].finalized
         floor_view, floor = (done[-1].round.view, done[-1].payload) if done else (0, GENESIS)
         cfg = Config(me=i, delta_ms=self.delta, election=self.election, genesis=floor, floor_view=floor_view)
+        if self.skip_timeout is not None:
+            cfg = dataclasses.replace(cfg, skip_timeout=self.skip_timeout)
         return Engine(cfg, self.schemes(i), journal)
 
     def _push(self, at: int, kind: str, node: int, sender: int, payload: object) -> None:
