@@ -37,7 +37,7 @@ from cowboy_protocol.transport.frames import JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET
 from cowboy_runner.chain_client import ChainClient
-from cowboy_runner.config import RunnerSettings
+from cowboy_runner.config import ConfigError, RunnerSettings
 from cowboy_runner.executor_settings import executors_config
 from cowboy_runner.executors import ExecutorRegistry
 from cowboy_runner.jobs import JobManager
@@ -204,6 +204,10 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
         loop.add_signal_handler(signal.SIGINT, self.stopping.set)
+        try:  # executor settings that need the environment or files (an LLM key) fail before anything starts
+            executors = ExecutorRegistry(executors_config(s), llm_observer=self.metrics)
+        except ConfigError as e:
+            raise StartupError(str(e), 2) from None
         write_pid(self.state_dir)
         status_task = loop.create_task(self._status_loop())  # `status` works while the validator is unreachable
         try:
@@ -215,7 +219,7 @@ class Daemon:
         self.journal = Journal(s.journal_path)
         limits = self.params.get("limits", {})
         self.jobs = JobManager(key=self.key, chain_id=self.chain_id, chain=self.chain, journal=self.journal,
-                               executors=ExecutorRegistry(executors_config(s)),
+                               executors=executors,
                                max_concurrent=s.capabilities.max_concurrent_jobs, fees=self.fees,
                                grace_blocks=self._governed("RESULT_TX_INCLUSION_GRACE_BLOCKS",
                                                            s.results.inclusion_grace_blocks, 2),

@@ -9,9 +9,10 @@ Every key takes effect (docs/runner.md "[executors.*]"): the operator limits ``e
 from __future__ import annotations
 
 import os
+import stat
 
 from cowboy_protocol.types.runner import JOB_KINDS
-from cowboy_runner.config import RunnerSettings
+from cowboy_runner.config import ConfigError, RunnerSettings
 from cowboy_runner.executors import (
     CustomConfig,
     ExecutorsConfig,
@@ -25,8 +26,38 @@ ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
 ``executors.http.allow_private_addresses`` is false (an override for tests and containers)."""
 
 
+def llm_api_key(settings: RunnerSettings) -> str | None:
+    """The LLM API key from ``api_key``, the ``api_key_env`` variable or the ``api_key_file`` file (None: none
+    configured). A configured source that yields no key is a :class:`ConfigError` naming the key: an unset
+    variable, or a key file that is missing, empty, or readable by group or others (like the runner key)."""
+    llm = settings.executors.llm
+    if llm.api_key is not None:
+        return llm.api_key
+    if llm.api_key_env is not None:
+        value = os.environ.get(llm.api_key_env, "")
+        if not value:
+            raise ConfigError("executors.llm.api_key_env", f"environment variable {llm.api_key_env} is not set (or "
+                                                           "empty); the LLM endpoint would get no key")
+        return value
+    if llm.api_key_file is None:
+        return None
+    path = settings.home / llm.api_key_file
+    try:
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            raise ConfigError("executors.llm.api_key_file", f"{path}: mode {stat.S_IMODE(mode):04o} lets group or "
+                                                            f"others read the key; run chmod 600 {path}")
+        value = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError("executors.llm.api_key_file", f"cannot read {path}: {e}") from None
+    if not value:
+        raise ConfigError("executors.llm.api_key_file", f"{path} is empty")
+    return value
+
+
 def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
-    """Adapter from ``runner.toml``'s executor sections to the executors' own configuration."""
+    """Adapter from ``runner.toml``'s executor sections to the executors' own configuration; raises
+    :class:`ConfigError` for an LLM key source that yields no key (:func:`llm_api_key`)."""
     caps, ex = settings.capabilities, settings.executors
     http = None
     if JOB_KINDS["http"] in caps.job_kinds:
@@ -38,11 +69,14 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
                           credential_headers=h.credential_headers)
     llm = None
     if ex.llm.base_url is not None:
-        api_key = ex.llm.api_key or (os.environ.get(ex.llm.api_key_env) if ex.llm.api_key_env else None)
-        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=api_key,
+        rate = settings.rate_card.rate_for(JOB_KINDS["llm"])
+        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=llm_api_key(settings),
                         default_temperature=ex.llm.default_temperature, timeout_s=ex.llm.timeout_s,
                         response_format=ex.llm.response_format,  # type: ignore[arg-type]  # checked by the loader
-                        max_response_bytes=ex.llm.max_response_bytes)
+                        max_response_bytes=ex.llm.max_response_bytes, max_tokens=ex.llm.max_tokens,
+                        max_retries=ex.llm.max_retries, retry_base_delay_s=ex.llm.retry_base_delay_s,
+                        retry_max_delay_s=ex.llm.retry_max_delay_s, max_chars_per_token=ex.llm.max_chars_per_token,
+                        price=None if rate is None else (rate.base_price, rate.price_per_unit))
     mcp = None
     if ex.mcp.servers:
         mcp = McpConfig(servers=dict(ex.mcp.servers), default_timeout_seconds=ex.mcp.timeout_s,

@@ -48,6 +48,25 @@ class RunnerMetrics:
                              registry=r)
         """Poll fallback calls (ok|error|disabled)."""
 
+        self.llm_requests = Counter("cowboy_runner_llm_requests_total", "LLM jobs by model and outcome",
+                                    ["model", "outcome"], registry=r)
+        """LLM executions by endpoint model name and outcome (``ok`` or the failure code)."""
+        self.llm_tokens = Counter("cowboy_runner_llm_tokens_total", "LLM tokens reported by the endpoint",
+                                  ["model", "kind"], registry=r)
+        """Tokens the endpoint reported (kind prompt|completion), failed calls included."""
+        self.llm_price = Counter("cowboy_runner_llm_price_total", "Price of successful LLM jobs at the runner's "
+                                 "rate card (base_price + tokens x price_per_unit), smallest unit", ["model"],
+                                 registry=r)
+        """What the runner's ``[rate_card.llm]`` charges for its successful LLM jobs, per model."""
+
+    def llm_call(self, model: str, outcome: str, prompt_tokens: int, completion_tokens: int, price: int) -> None:
+        """One LLM execution (``cowboy_runner.executors.llm.LlmObserver``)."""
+        self.llm_requests.labels(model=model, outcome=outcome).inc()
+        self.llm_tokens.labels(model=model, kind="prompt").inc(prompt_tokens)
+        self.llm_tokens.labels(model=model, kind="completion").inc(completion_tokens)
+        if price:
+            self.llm_price.labels(model=model).inc(price)
+
     def stage(self, stage: str, seconds: float) -> None:
         """Observe ``seconds`` since the assignment was received for ``stage``."""
         self.job_stage.labels(stage=stage).observe(max(0.0, seconds))

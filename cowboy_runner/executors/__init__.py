@@ -38,7 +38,7 @@ from cowboy_runner.executors.config import (
 )
 from cowboy_runner.executors.custom import CustomExecutor
 from cowboy_runner.executors.http import HttpExecutor
-from cowboy_runner.executors.llm import LlmExecutor
+from cowboy_runner.executors.llm import LlmExecutor, LlmObserver
 from cowboy_runner.executors.mcp import McpExecutor
 
 __all__ = [
@@ -76,12 +76,13 @@ def deadline_for(job: JobType, bounds: ResourceBounds | None) -> float:
 class ExecutorRegistry:
     """The executors of one runner, built once from its configuration."""
 
-    def __init__(self, config: ExecutorsConfig) -> None:
+    def __init__(self, config: ExecutorsConfig, *, llm_observer: LlmObserver | None = None) -> None:
         self.config = config
         """Settings."""
         cap = config.max_output_bytes
         self._http = None if config.http is None else HttpExecutor(config.http, max_output_bytes=cap)
-        self._llm = None if config.llm is None else LlmExecutor(config.llm, max_output_bytes=cap)
+        self._llm = None if config.llm is None else LlmExecutor(config.llm, max_output_bytes=cap,
+                                                                 observer=llm_observer)
         self._mcp = None if config.mcp is None else McpExecutor(config.mcp, max_output_bytes=cap)
         self._custom = None if config.custom is None else CustomExecutor(config.custom, max_output_bytes=cap)
 

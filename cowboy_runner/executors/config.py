@@ -105,7 +105,7 @@ class LlmConfig:
     models: Mapping[Any, str] = field(default_factory=dict)
     """Job ``model_id`` → model name sent to the endpoint; keys are 32 bytes or hex text, stored as bytes."""
     api_key: str | None = None
-    """Sent as ``Authorization: Bearer <api_key>`` when set."""
+    """Sent as ``Authorization: Bearer <api_key>`` when set; redacted from every error message and detail."""
     default_temperature: float = 0.0
     """Temperature used when the job leaves it null."""
     response_format: Literal["json_schema", "json_object"] = "json_schema"
@@ -115,11 +115,35 @@ class LlmConfig:
     max_response_bytes: int = 4 << 20
     """Largest endpoint response read."""
     timeout_s: float = 120.0
-    """Operator limit on one completion request: the execution deadline is ``min(job deadline, timeout_s)``."""
+    """Operator limit on one job, retries included: the execution deadline is ``min(job deadline, timeout_s)``."""
+    max_tokens: int = 4096
+    """Operator cap on ``max_tokens`` sent: ``min(job max_tokens, bounds.max_output_tokens, max_tokens)``, so a job
+    without bounds cannot ask for an unbounded completion."""
+    max_retries: int = 2
+    """Extra attempts after an HTTP 429 or 5xx answer (0: none); each waits ``Retry-After`` when the endpoint
+    sends one, else ``retry_base_delay_s · 2^attempt``."""
+    retry_base_delay_s: float = 0.5
+    """First backoff delay without ``Retry-After``."""
+    retry_max_delay_s: float = 10.0
+    """Longest wait before a retry; a ``Retry-After`` over it (or past the deadline) ends the job at once."""
+    max_chars_per_token: float = 6.0
+    """Characters per token assumed by the pre-call input check: a prompt (system + user) of more than
+    ``bounds.max_input_tokens × max_chars_per_token`` characters is refused before the endpoint is paid. Common
+    tokenizers average 3-4.5 characters per token on prose, so the default refuses only prompts that are surely
+    too long; the endpoint's ``usage.prompt_tokens`` is checked again after the call."""
+    price: tuple[int, int] | None = None
+    """(base_price, price_per_unit) of the runner's ``[rate_card.llm]``, for the per-model price metric."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", _hex_keyed(self.models, "llm.models"))
         _check_positive(self.timeout_s, "llm.timeout_s")
+        _check_positive(self.retry_base_delay_s, "llm.retry_base_delay_s")
+        _check_positive(self.retry_max_delay_s, "llm.retry_max_delay_s")
+        _check_positive(self.max_chars_per_token, "llm.max_chars_per_token")
+        for name in ("max_tokens", "max_retries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "max_tokens" else 0):
+                raise ValueError(f"llm.{name} must be a non-negative integer (max_tokens >= 1), got {value!r}")
         if self.response_format not in ("json_schema", "json_object"):
             raise ValueError("llm.response_format must be 'json_schema' or 'json_object'")
 

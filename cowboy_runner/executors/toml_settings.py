@@ -72,6 +72,18 @@ class LlmExecutorSettings:
     """``json_schema`` or ``json_object``: how structured output is requested."""
     max_response_bytes: int = 4 << 20
     """Largest endpoint response read."""
+    api_key_file: str | None = None
+    """File holding the API key (relative to the home directory; mode 0600 or stricter, else start-up fails)."""
+    max_tokens: int = 4096
+    """Cap on ``max_tokens`` sent, also for a job without bounds."""
+    max_retries: int = 2
+    """Extra attempts after HTTP 429/5xx."""
+    retry_base_delay_s: float = 0.5
+    """First backoff delay when the endpoint sends no Retry-After."""
+    retry_max_delay_s: float = 10.0
+    """Longest wait before a retry (a longer Retry-After ends the job)."""
+    max_chars_per_token: float = 6.0
+    """Characters per token assumed by the input-token check made before the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,16 +254,18 @@ def _http(ex: dict[str, Any]) -> HttpExecutorSettings:
                                     f"{w}.credential_headers"))
 
 
-_LLM_KEYS = ("base_url", "api_key", "api_key_env", "default_temperature", "timeout_s", "models", "response_format",
-             "max_response_bytes")
+_LLM_KEYS = ("base_url", "api_key", "api_key_env", "api_key_file", "default_temperature", "timeout_s", "models",
+             "response_format", "max_response_bytes", "max_tokens", "max_retries", "retry_base_delay_s",
+             "retry_max_delay_s", "max_chars_per_token")
 
 
 def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
     w = "executors.llm"
     t = _table(ex.get("llm", {}), w)
     _known(t, w, _LLM_KEYS)
-    if "api_key" in t and "api_key_env" in t:
-        raise SettingError(f"{w}.api_key_env", "set api_key or api_key_env, not both")
+    given = [k for k in ("api_key", "api_key_env", "api_key_file") if k in t]
+    if len(given) > 1:
+        raise SettingError(f"{w}.{given[1]}", "set one of api_key, api_key_env, api_key_file, not several")
     temp = t.get("default_temperature", 0.0)
     if isinstance(temp, bool) or not isinstance(temp, int | float) or not 0.0 <= temp <= 2.0:
         raise SettingError(f"{w}.default_temperature", f"expected a number in 0..2, got {temp!r}")
@@ -270,7 +284,11 @@ def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
         api_key=_str(t, w, "api_key", None), api_key_env=_str(t, w, "api_key_env", None),
         default_temperature=float(temp), timeout_s=_seconds(t, w, "timeout_s", 120.0), models=models,
         response_format=_choice(t, w, "response_format", "json_schema", ("json_schema", "json_object")),
-        max_response_bytes=_int(t, w, "max_response_bytes", 4 << 20))
+        max_response_bytes=_int(t, w, "max_response_bytes", 4 << 20), api_key_file=_str(t, w, "api_key_file", None),
+        max_tokens=_int(t, w, "max_tokens", 4096), max_retries=_int(t, w, "max_retries", 2, minimum=0),
+        retry_base_delay_s=_seconds(t, w, "retry_base_delay_s", 0.5),
+        retry_max_delay_s=_seconds(t, w, "retry_max_delay_s", 10.0),
+        max_chars_per_token=_seconds(t, w, "max_chars_per_token", 6.0))
 
 
 _MCP_KEYS = ("timeout_s", "servers", "protocol_version", "max_response_bytes")

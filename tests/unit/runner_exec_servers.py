@@ -152,6 +152,12 @@ class LlmStub:
     """Request bodies received."""
     auth: list[str | None] = field(default_factory=list)
     """Authorization headers received."""
+    script: list[tuple[int, dict[str, str], str]] = field(default_factory=list)
+    """Answers given first, one per request, before the normal ones: (status, headers, body text)."""
+    finish_reason: str = "stop"
+    """``choices[0].finish_reason`` of the answer."""
+    error_text: str = "bad"
+    """``error.message`` of a non-200 answer (servers often echo the request, key included)."""
 
 
 def llm_app(stub: LlmStub) -> web.Application:
@@ -163,10 +169,13 @@ def llm_app(stub: LlmStub) -> web.Application:
         stub.auth.append(request.headers.get("Authorization"))
         if stub.delay_s:
             await asyncio.sleep(stub.delay_s)
+        if stub.script:
+            status, headers, text = stub.script.pop(0)
+            return web.Response(status=status, headers=headers, text=text)
         if stub.status != 200:
-            return web.json_response({"error": {"message": "bad"}}, status=stub.status)
+            return web.json_response({"error": {"message": stub.error_text}}, status=stub.status)
         answer: dict[str, Any] = {"id": "cmpl-1", "object": "chat.completion", "model": body["model"],
-                                  "choices": [{"index": 0, "finish_reason": "stop",
+                                  "choices": [{"index": 0, "finish_reason": stub.finish_reason,
                                                "message": {"role": "assistant", "content": stub.reply}}]}
         if stub.usage is not None:
             answer["usage"] = stub.usage
