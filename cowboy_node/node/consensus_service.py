@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.consensus.evidence import Evidence, EvidenceStore
 from cowboy_node.consensus.forks import Candidate, Forks
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.consensus.journal import VoteJournal
@@ -97,7 +98,6 @@ STATUS_INTERVAL_S = 1.0
 """How often each validator announces its finalized height."""
 BODY_CACHE = 512
 """Block bodies kept by hash (proposals seen, answers to requests)."""
-EVIDENCE_KEPT = 256
 """Faulty-behaviour records kept for ``/status`` and the logs."""
 
 
@@ -141,20 +141,6 @@ class ServiceConfig:
     """Leader election."""
     skip_timeout: int = 10
     """Views of silence after which a leader's view is nullified on entry (engine ``skip_timeout``; 0: off)."""
-
-
-@dataclass(slots=True)
-class Evidence:
-    """One report of a validator breaking the protocol (kept for operators; not slashing)."""
-
-    signer: int
-    """Index of the validator reported."""
-    view: int
-    """View of the message."""
-    reason: str
-    """What was wrong."""
-    at_ms: int
-    """Wall-clock time it was seen."""
 
 
 class ConsensusService:
@@ -207,8 +193,9 @@ class ConsensusService:
         self._observed: dict[bytes, StepTimer] = {}
         self._proposed_at: dict[int, float] = {}
         """Monotonic time each recent view's proposal was built here or first seen (latency metrics)."""
-        self.evidence: collections.deque[Evidence] = collections.deque(maxlen=EVIDENCE_KEPT)
-        """Recent faulty behaviour seen (conflicting votes, bad signatures, impersonation)."""
+        self.evidence = EvidenceStore(chain.store)
+        """Faulty behaviour seen (conflicting votes, bad signatures, impersonation), kept durably."""
+        self._evidence_seen: set[tuple[int, int, str]] = set()
         self.syncing = False
         """True while this validator is catching up with peers that are ahead."""
 
@@ -352,7 +339,12 @@ class ConsensusService:
                 log.info("view nullified", view=o.certificate.round.view)
             elif isinstance(o, Faulty):
                 self.metrics.consensus_faults.labels(reason=_fault_label(o.reason)).inc()
-                self.evidence.append(Evidence(o.signer, o.round.view, o.reason, int(time.time() * 1000)))
+                key = (o.signer, o.round.view, o.reason)
+                if key not in self._evidence_seen:  # one record per signer, view and fault: a peer cannot
+                    if len(self._evidence_seen) >= 4096:  # make us write per message it sends
+                        self._evidence_seen.clear()
+                    self._evidence_seen.add(key)
+                    self.evidence.add(Evidence(o.signer, o.round, o.reason, int(time.time() * 1000), o.votes))
                 log.warning("validator misbehaved", signer=o.signer, view=o.round.view, reason=o.reason)
         if self.engine is not None:
             self.metrics.consensus_view.set(self.engine.view)
@@ -759,12 +751,12 @@ class ConsensusService:
             "view": view, "leader": leader, "finalized_view": 0 if engine is None else engine.finalized_view,
             "finalized_height": self.chain.height, "syncing": self.syncing,
             "peers": sorted(self.net.connected()) if self.net is not None else [],
-            "delta_ms": self.cfg.delta_ms, "evidence": len(self.evidence),
+            "delta_ms": self.cfg.delta_ms, "evidence": self.evidence.count,
         }
 
-    def evidence_json(self) -> list[dict[str, Any]]:
-        """Recent faulty behaviour, newest last."""
-        return [{"signer": e.signer, "view": e.view, "reason": e.reason, "at_ms": e.at_ms} for e in self.evidence]
+    def evidence_json(self, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` newest evidence records, newest last (``GET /consensus/evidence``)."""
+        return [e.to_json(seq) for seq, e in self.evidence.latest(limit)]
 
 
 _FAULT_LABELS = (("conflicting", "equivocation"), ("another validator", "impersonation"),
@@ -777,4 +769,4 @@ def _fault_label(reason: str) -> str:
     return next((label for key, label in _FAULT_LABELS if key in reason), "other")
 
 
-__all__ = ["CommittedBlock", "ConsensusService", "Evidence", "Network", "ServiceConfig"]
+__all__ = ["CommittedBlock", "ConsensusService", "Network", "ServiceConfig"]

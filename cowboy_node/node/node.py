@@ -111,6 +111,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         appends to it and every block commit syncs it."""
         self.transport: TransportService | None = None
         """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
+        self.genesis_snapshot()  # read (and checked) now, so later reads on the event loop never wait for the lock
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -289,6 +290,27 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         if self._reconfiguration is None:
             return self._snapshot_json(self.genesis_snapshot())
         return self._snapshot_json(self.newest_snapshot())
+
+    def validators(self) -> dict[str, Any]:
+        """``GET /validators``: the newest valid snapshot with each validator's genesis record."""
+        snap = self.newest_snapshot() if self._reconfiguration is not None else self.genesis_snapshot()
+        records = {v.ed25519_public_key: (i, v) for i, v in enumerate(self.chain.genesis.validators)}
+        out = []
+        for key in snap.validators:
+            i, v = records.get(key, (None, None))
+            entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub}
+            if v is not None:
+                entry.update(index=i, name=v.name, bls_share_index=v.bls_share_index,
+                             bls_public_key="0x" + v.bls_public_key.hex(),
+                             fee_recipient=to_checksum_address(v.fee_recipient))
+            out.append(entry)
+        return {"subset_epoch": snap.epoch, "validator_set_hash": "0x" + snap.set_hash.hex(),
+                "height": self.chain.height, "threshold": self.chain.genesis.threshold,
+                "group_public_key": "0x" + self.chain.genesis.group_public_key.hex(), "validators": out}
+
+    def consensus_evidence(self, limit: int) -> dict[str, Any]:
+        """``GET /consensus/evidence``: the newest ``limit`` evidence records, newest last."""
+        return {"count": self.consensus.evidence.count, "evidence": self.consensus.evidence_json(limit)}
 
     def _snapshot_json(self, snap: EpochSnapshot) -> dict[str, Any]:
         names = {v.ed25519_public_key: v.name for v in self.chain.genesis.validators}

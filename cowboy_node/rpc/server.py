@@ -19,6 +19,7 @@ from aiohttp import HttpVersion11, web
 
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner, fit_to_descriptors
+from cowboy_node.rpc.consensus_routes import add_consensus_routes
 from cowboy_node.rpc.facade import NodeFacade, RpcError
 from cowboy_node.rpc.job_routes import add_job_routes
 from cowboy_node.rpc.json_body import check_json_body
@@ -353,6 +354,7 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
     add_runner_routes(r)
     add_job_routes(r)
+    add_consensus_routes(r)
     add_ui_routes(app, read_pool)
     return app
 

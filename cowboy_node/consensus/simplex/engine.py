@@ -148,6 +148,9 @@ class Faulty:
     signer: int
     round: Round
     reason: str
+    votes: tuple[Vote, ...] = ()
+    """For conflicting votes: the two votes, both signatures verified — evidence any third party can check
+    against the signer's share public key. Empty for faults only this validator can attest."""
 
 
 Event = ProposalWanted | VerifyBlock | Notarized | Nullified | Finalized | SeedRevealed | Faulty
@@ -623,6 +626,17 @@ class Engine:
             v.finalizes.pop(signer, None)
         self._emit(Faulty(signer, v.round, reason))
 
+    def _conflict(self, sender: int, seen: Vote, vote: Vote, reason: str) -> None:
+        """Two different votes of one kind from ``sender`` in one view. Both signatures are checked (rare, so
+        the two pairings are affordable): only then is it transferable evidence; a badly signed second vote
+        is reported as such (it proves nothing about the signer's key)."""
+        if not self.scheme.verify(sender, vote.vote_message(), vote.signature):
+            self._emit(Faulty(sender, vote.round, f"bad {type(vote).__name__.lower()} signature"))
+        elif not self.scheme.verify(sender, seen.vote_message(), seen.signature):
+            self._emit(Faulty(sender, vote.round, f"bad {type(seen).__name__.lower()} signature"))
+        else:
+            self._emit(Faulty(sender, vote.round, reason, (seen, vote)))
+
     def _on_vote(self, sender: int, vote: Vote) -> None:
         if vote.signer != sender:
             self._emit(Faulty(sender, vote.round, "vote signed for another validator"))
@@ -639,7 +653,7 @@ class Engine:
             seen = v.notarizes.get(sender)
             if seen is not None:
                 if seen != vote:
-                    self._emit(Faulty(sender, r, "conflicting notarize votes"))
+                    self._conflict(sender, seen, vote, "conflicting notarize votes")
                 return
             v.notarizes[sender] = vote
             if sender == v.leader and v.proposal is None:
@@ -655,7 +669,7 @@ class Engine:
             seen_f = v.finalizes.get(sender)
             if seen_f is not None:
                 if seen_f != vote:
-                    self._emit(Faulty(sender, r, "conflicting finalize votes"))
+                    self._conflict(sender, seen_f, vote, "conflicting finalize votes")
                 return
             v.finalizes[sender] = vote
         self._try_certify(v)

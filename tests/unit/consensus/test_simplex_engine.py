@@ -174,8 +174,24 @@ def test_never_notarizes_two_proposals_in_a_view() -> None:
     outs = e.receive(1, _vote(Notarize, 1, p2), 2)
     assert not _of(outs, VerifyBlock) and [o.reason for o in _of(outs, Faulty)] == [  # type: ignore[attr-defined]
         "conflicting notarize votes"]
+    (fault,) = _of(outs, Faulty)
+    assert isinstance(fault, Faulty) and fault.votes == (_vote(Notarize, 1, p1), _vote(Notarize, 1, p2))
     assert len(_sent(e.verified(p1, True, 3), Notarize)) == 1
     assert e.verified(p2, True, 4) == []
+
+
+def test_a_conflicting_vote_with_a_bad_signature_is_not_evidence_of_conflict() -> None:
+    # Evidence must convince a third party: the second "vote" is not signed with validator 1's share, so it is
+    # reported as a bad signature and carries no votes.
+    e = _engine(0)
+    e.start(0)
+    p1, p2 = _p(1, tag=b"a"), _p(1, tag=b"b")
+    e.receive(1, _vote(Notarize, 1, p1), 1)
+    honest = _vote(Notarize, 1, p2)
+    assert isinstance(honest, Notarize)
+    forged = Notarize(p2, 1, FastScheme(N, 2).sign(notarize_message(p2)), honest.seed)
+    (fault,) = _of(e.receive(1, forged, 2), Faulty)
+    assert isinstance(fault, Faulty) and (fault.reason, fault.votes) == ("bad notarize signature", ())
 
 
 def test_failed_verification_nullifies_at_once() -> None:
