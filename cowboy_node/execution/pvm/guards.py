@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from cowboy_node.execution.pvm import costs, text, walk
+from cowboy_node.execution.pvm import costs, text, unistr, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 from cowboy_node.execution.pvm.walk import DICT_VIEWS, SCALARS, STRLIKE
 
@@ -402,7 +402,11 @@ def make_int(ctx: Ctx, x: Any = 0, base: Any = None) -> int:
         if n > _int_text_limit(ctx):
             ctx.halt("int_too_large", f"integer text of {n} characters")
         ctx.charge(costs.conv_cost(n))
-        value = int(x, 10 if base is None else base)
+        if isinstance(x, str) and not x.isascii():
+            # non-ASCII digits and blanks are read with the pinned Unicode tables (docs/pvm.md)
+            value = unistr.parse_int(str.__str__(x), 10 if base is None else base)
+        else:
+            value = int(x, 10 if base is None else base)
     elif base is not None:
         raise TypeError("int() can't convert non-string with explicit base")
     else:
@@ -413,6 +417,8 @@ def make_int(ctx: Ctx, x: Any = 0, base: Any = None) -> int:
 def make_float(ctx: Ctx, x: Any = 0.0) -> float:
     if isinstance(x, str | bytes | bytearray):
         ctx.check_bytes(len(x))
+        if isinstance(x, str) and not x.isascii():
+            return unistr.parse_float(str.__str__(x))
     return float(x)
 
 

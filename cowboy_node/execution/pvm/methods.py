@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cowboy_node.execution.pvm import costs, guards, walk
+from cowboy_node.execution.pvm import costs, guards, unistr, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 
 Guard = Callable[..., Any]
@@ -101,6 +101,34 @@ def _key(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str,
     if isinstance(obj, dict) and args:
         walk.check_key(ctx, args[0])
     return _plain(obj, name, args, kwargs)
+
+
+def _pinned_text(obj: Any, name: str) -> str | None:
+    """``obj`` as a plain str when ``obj.name`` must use the pinned Unicode tables, else None.
+
+    Pure-ASCII text behaves the same under every Unicode version, so CPython's own method
+    is used for it; a str subclass that overrides the method keeps its override.
+    """
+    if type(obj) is not str:
+        if not isinstance(obj, str) or getattr(type(obj), name) is not getattr(str, name):
+            return None
+        obj = str.__str__(obj)
+    return None if obj.isascii() else obj
+
+
+def _unicode(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Table-dependent str methods (predicates, case mappings, strip without characters)."""
+    s = _pinned_text(obj, name)
+    if s is None or kwargs or len(args) > (1 if name in _STRIPS else 0) or (args and args[0] is not None):
+        return _scan(ctx, obj, name, args, kwargs)
+    ctx.charge(costs.bytes_cost(len(s)))
+    if name in _STRIPS:
+        return unistr.strip(s, name)
+    if name in unistr.PREDICATES:
+        return unistr.predicate(name, s)
+    result = unistr.MAPPINGS[name](s)
+    ctx.check_size(result)
+    return result
 
 
 # --- specific guards ----------------------------------------------------------------------
@@ -211,7 +239,11 @@ def _split(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[st
     limit = ctx.limits.max_collection_items
     capped = maxsplit < 0 or maxsplit >= limit
     ctx.charge(costs.bytes_cost(len(obj)))
-    result = getattr(obj, name)(sep, limit if capped else maxsplit)
+    s = _pinned_text(obj, name) if sep is None else None
+    if s is not None:  # whitespace runs by the pinned tables
+        result = (unistr.split if name == "split" else unistr.rsplit)(s, limit if capped else maxsplit)
+    else:
+        result = getattr(obj, name)(sep, limit if capped else maxsplit)
     if capped and len(result) > limit:
         ctx.halt("memory_limit", f"split into more than {limit} pieces")
     ctx.check_items(len(result))
@@ -226,6 +258,11 @@ def _splitlines(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: di
         else:
             breaks = obj.count(b"\n") + obj.count(b"\r")
         ctx.check_items(breaks + 1)
+        s = _pinned_text(obj, name)
+        keepends = _arg(args, kwargs, 0, "keepends", False)
+        if s is not None and len(args) + len(kwargs) <= 1 and set(kwargs) <= {"keepends"} \
+                and type(keepends) in (bool, int):
+            return unistr.splitlines(s, bool(keepends))
     return _plain(obj, name, args, kwargs)
 
 
@@ -301,13 +338,15 @@ def _maketrans(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dic
 
 
 _SCAN_NAMES = (
-    "capitalize", "casefold", "lower", "upper", "swapcase", "title", "strip", "lstrip", "rstrip",
-    "removeprefix", "removesuffix", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier",
-    "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "startswith", "endswith", "find",
+    "removeprefix", "removesuffix", "isascii", "startswith", "endswith", "find",
     "rfind", "rindex", "partition", "rpartition",
 )
+_STRIPS = frozenset({"strip", "lstrip", "rstrip"})
+#: str methods whose result depends on Unicode data: computed from the pinned tables (unistr)
+UNICODE_METHOD_NAMES = frozenset(unistr.PREDICATES | set(unistr.MAPPINGS) | _STRIPS)
 
 _GUARDS: dict[str, Guard] = {name: _scan for name in _SCAN_NAMES}
+_GUARDS.update({name: _unicode for name in UNICODE_METHOD_NAMES})
 _GUARDS.update({
     "count": _eq_scan, "index": _eq_scan, "remove": _eq_scan,
     "copy": _copy, "reverse": _move, "insert": _move, "pop": _move,

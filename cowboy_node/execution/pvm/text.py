@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from cowboy_node.execution.pvm import costs
+from cowboy_node.execution.pvm import costs, unistr
 from cowboy_node.execution.pvm.walk import DICT_VIEWS, DictItems, DictKeys, NoneType
 
 if TYPE_CHECKING:
@@ -39,16 +39,21 @@ class _Budget:
 
 
 def _str_repr_bound(s: str) -> int:
-    if s.isprintable():
+    if s.isprintable() if s.isascii() else unistr.predicate("isprintable", s):
         return len(s) + 2 + s.count("\\") + s.count("'")
     return (4 if s.isascii() else 10) * len(s) + 2
+
+
+def repr_text(s: str) -> str:
+    """``repr`` of a str: which characters are escaped is fixed by the pinned Unicode tables."""
+    return repr(s) if s.isascii() else unistr.repr_str(s)
 
 
 def _leaf(ctx: Ctx, o: Any, budget: _Budget) -> str | None:
     t = type(o)
     if t is str:
         budget.take(_str_repr_bound(o))
-        return repr(o)
+        return repr_text(o)
     if t is int:
         digits = int(o.bit_length() * _DIGITS_PER_BIT) + 2
         ctx.charge(costs.conv_cost(digits))
@@ -255,4 +260,49 @@ def percent_format(ctx: Ctx, fmt_obj: str | bytes | bytearray, args: Any) -> Any
     if size > ctx.limits.max_bytes_object:
         ctx.halt("memory_limit", f"%-formatted text of up to {size} characters")
     ctx.charge(costs.bytes_cost(size))
+    if isinstance(fmt_obj, str) and "r" in text:
+        fmt_obj, args = _pin_percent_r(text, args)
     return fmt_obj % args
+
+
+def _pin_percent_r(text: str, args: Any) -> tuple[str, Any]:
+    """Rewrite each ``%r`` of a non-ASCII str into ``%s`` of its pinned ``repr`` (see :func:`repr_text`).
+
+    The i-th conversion takes the i-th value of a tuple (``*`` widths are refused above); with a
+    dict every conversion must name its key: a key-less one would print the dict itself through
+    CPython's ``repr``.
+    """
+    fields = [m for m in _PERCENT.finditer(text) if m.group(4) != "%"]
+    if isinstance(args, dict):
+        if any(m.group(1) is None for m in fields):
+            raise TypeError("PVM: %-formatting with a dict needs a %(key) in every conversion")
+        new_args: Any = dict(args)
+    else:
+        values = list(args) if isinstance(args, tuple) else [args]
+        if len(values) != len(fields):
+            return text, args  # CPython reports the mismatch
+    out: list[str] = []
+    pos = 0
+    for i, m in enumerate(fields):
+        key = m.group(1)
+        value = (args.get(key) if isinstance(args, dict) else values[i])
+        if m.group(4) != "r" or type(value) is not str or value.isascii():
+            continue
+        spec = m.group(0)[:-1] + "s"
+        if key is not None:
+            fresh = f"\x00r{i}"
+            while fresh in new_args:
+                fresh += "\x00"
+            new_args[fresh] = repr_text(value)
+            spec = "%(" + fresh + ")" + spec[len(key) + 3:]
+        else:
+            values[i] = repr_text(value)
+        out.append(text[pos:m.start()])
+        out.append(spec)
+        pos = m.end()
+    if not out:
+        return text, args
+    out.append(text[pos:])
+    if isinstance(args, dict):
+        return "".join(out), new_args
+    return "".join(out), (tuple(values) if isinstance(args, tuple) else values[0])
