@@ -28,7 +28,7 @@ from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
-from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
+from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt, bounded_message
 from cowboy_protocol.codec import encode
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U128_MAX, encode_u128
@@ -57,6 +57,8 @@ ACCOUNT_WRITE_CELLS = 64
 """Intrinsic cells for the sender's account update (nonce and fee debit)."""
 INTERNAL_ERROR = "internal_error"
 """Receipt error code of a transaction failed by an unexpected exception in the node's own code."""
+INTERNAL_ERROR_MESSAGE = "the node failed while executing this transaction"
+"""Its receipt message: fixed, as the exception's text may differ between nodes (paths, versions)."""
 
 
 def describe_exception(e: BaseException) -> str:
@@ -159,17 +161,18 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     meter.charge_cells(cells)
     events: list[Event] = []
     error: str | None = None
+    message: str | None = None
     cp = world.checkpoint()
     mark = ContextMark(ctx)
     try:
         _run_instruction(world, tx, ctx, meter, events)
     except TxFailed as e:
         world.revert(cp)
-        error, events = e.code, []
+        error, events, message = e.code, [], bounded_message(str(e))
     except Exception as e:  # a bug must fail this transaction, never the block (see the module docstring)
         world.revert(cp)
         mark.restore(ctx, tx.tx_hash())
-        error, events = INTERNAL_ERROR, []
+        error, events, message = INTERNAL_ERROR, [], INTERNAL_ERROR_MESSAGE
         ctx.internal_errors.append((tx.tx_hash(), describe_exception(e)))
     else:
         world.release(cp)
@@ -187,7 +190,7 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     ctx.burned += split.burned
     ctx.tips += split.tip
     return Receipt(STATUS_SUCCESS if error is None else STATUS_FAILED, meter.cycles_used, meter.cells_used,
-                   split.total, error, tuple(events))
+                   split.total, error, tuple(events), message)
 
 
 def _transfer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter, events: list[Event]) -> None:

@@ -1,8 +1,14 @@
 """Transaction receipts and events.
 
 Receipt map: {0: status (0 success, 1 failed), 1: cycles_used, 2: cells_used,
-3: fee_paid (u128 bytes), 4: error_code (null | text), 5: events (array)}.
+3: fee_paid (u128 bytes), 4: error_code (null | text), 5: events (array),
+6: error_message (null | text of at most ``MAX_ERROR_MESSAGE_BYTES`` UTF-8 bytes)}.
 Event map: {0: emitter (20 bytes), 1: topic (text), 2: data (bytes)}.
+
+The error message is consensus data (it is hashed into the receipts root), so
+it is built only from deterministic text: the execution layer's own messages and
+the PVM's deterministic rendering of actor exceptions, never a host path, an
+object address or an unexpected exception's text (see ``bounded_message``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,24 @@ from cowboy_protocol.types.fields import (
 
 STATUS_SUCCESS = 0
 STATUS_FAILED = 1
+MAX_ERROR_MESSAGE_BYTES = 256
+"""Longest ``error_message`` (UTF-8 bytes): long enough for ``Type: message at line N``, short enough
+that a block full of failed receipts stays small (the message is charged nowhere, so it must be bounded)."""
+_ELLIPSIS = "..."
+
+
+def bounded_message(text: str) -> str:
+    """``text`` made storable in a receipt: at most :data:`MAX_ERROR_MESSAGE_BYTES` UTF-8 bytes.
+
+    Lone surrogates (an actor may raise ``ValueError("\\ud800")``) are not UTF-8: they become their
+    ``\\uXXXX`` escape. A longer text is cut at a character boundary and ends with ``...``. Pure
+    function of ``text``: every node produces the same bytes.
+    """
+    raw = text.encode("utf-8", "backslashreplace")
+    if len(raw) <= MAX_ERROR_MESSAGE_BYTES:
+        return raw.decode("utf-8")
+    cut = raw[:MAX_ERROR_MESSAGE_BYTES - len(_ELLIPSIS)].decode("utf-8", "ignore")  # drops a split character
+    return cut + _ELLIPSIS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +94,22 @@ class Receipt:
     """Stable error code when ``status`` is failed."""
     events: tuple[Event, ...]
     """Events emitted (empty when failed)."""
+    error_message: str | None = None
+    """Why it failed, for people (``NameError: name 'foo' is not defined at line 3``): deterministic, at
+    most :data:`MAX_ERROR_MESSAGE_BYTES` UTF-8 bytes (build it with :func:`bounded_message`); None when
+    ``error_code`` is None."""
+
+    def __post_init__(self) -> None:
+        if self.error_message is not None:
+            if self.error_code is None:
+                raise ValueError("error_message without error_code")
+            if len(self.error_message.encode("utf-8")) > MAX_ERROR_MESSAGE_BYTES:
+                raise ValueError(f"error_message exceeds {MAX_ERROR_MESSAGE_BYTES} UTF-8 bytes")
 
     def to_cbor(self) -> dict[int, Any]:
         """Canonical map form."""
         return {0: self.status, 1: self.cycles_used, 2: self.cells_used, 3: encode_u128(self.fee_paid),
-                4: self.error_code, 5: [e.to_cbor() for e in self.events]}
+                4: self.error_code, 5: [e.to_cbor() for e in self.events], 6: self.error_message}
 
     def encode(self) -> bytes:
         """Canonical CBOR bytes."""
@@ -87,13 +122,16 @@ class Receipt:
     @classmethod
     def from_cbor(cls, value: object) -> Receipt:
         """Strict decode."""
-        m = expect_map(value, frozenset(range(6)), "receipt")
+        m = expect_map(value, frozenset(range(7)), "receipt")
         status = expect_uint(m[0], "receipt.status", 1)
         err = None if m[4] is None else expect_text(m[4], "receipt.error_code")
         if not isinstance(m[5], list):
             raise DecodeError("receipt.events: expected an array", field="receipt.events")
+        message = None if m[6] is None else expect_text(m[6], "receipt.error_message", MAX_ERROR_MESSAGE_BYTES)
+        if message is not None and err is None:
+            raise DecodeError("receipt.error_message: set without an error_code", field="receipt.error_message")
         return cls(status, expect_uint(m[1], "receipt.cycles_used"), expect_uint(m[2], "receipt.cells_used"),
-                   decode_u128(m[3], "receipt.fee_paid"), err, tuple(Event.from_cbor(e) for e in m[5]))
+                   decode_u128(m[3], "receipt.fee_paid"), err, tuple(Event.from_cbor(e) for e in m[5]), message)
 
     def to_json(self) -> dict[str, Any]:
         """JSON view."""
@@ -103,5 +141,6 @@ class Receipt:
             "cells_used": self.cells_used,
             "fee_paid": str(self.fee_paid),
             "error_code": self.error_code,
+            "error_message": self.error_message,
             "events": [e.to_json() for e in self.events],
         }

@@ -17,6 +17,7 @@ from cowboy_node.execution.pvm.instrument import instrument
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import DEFAULT_HOST_MODULES, check_source
 from cowboy_node.execution.pvm.runtime import build_globals
+from cowboy_node.execution.pvm.where import at_line
 from cowboy_protocol.crypto.keccak import keccak256
 
 _DEFAULT_LIMITS = Limits()
@@ -131,7 +132,7 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
             raise PvmError("no_such_handler", f"{handler!r} is not callable after module execution")
         result = fn(payload)
     except PvmHalt as halt:
-        raise PvmError(halt.code, halt.message) from None
+        raise PvmError(halt.code, at_line(halt.message or halt.code, halt.__traceback__)) from None
     except PvmError:
         raise
     except RecursionError:
@@ -139,7 +140,7 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
     except MemoryError:
         raise PvmError("memory_limit", "interpreter out of memory") from None
     except Exception as exc:
-        raise PvmError("handler_error", describe_exception(exc, limits)) from None
+        raise PvmError("handler_error", at_line(describe_exception(exc, limits), exc.__traceback__)) from None
     finally:
         ACTIVE.reset(token)
         if ctx.halted is None:

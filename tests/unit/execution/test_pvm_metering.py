@@ -275,9 +275,9 @@ def test_handler_error_carries_exception_name() -> None:
     err = halt("def handler(payload):\n    raise KeyError('missing')\n")[0]
     assert err.code == "handler_error" and err.message == "KeyError: 'missing' at line 2"
     err = halt("class Oops(ValueError):\n    pass\n\ndef handler(payload):\n    raise Oops(1, [2])\n")[0]
-    assert err.message == "Oops: (1, [2])"
+    assert err.message == "Oops: (1, [2]) at line 5"
     err = halt("def handler(payload):\n    return 1 // 0\n")[0]
-    assert err.message == "ZeroDivisionError: integer division or modulo by zero"
+    assert err.message == "ZeroDivisionError: integer division or modulo by zero at line 2"
 
 
 def test_no_such_handler() -> None:

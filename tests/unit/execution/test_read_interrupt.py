@@ -52,7 +52,8 @@ def test_interrupt_stops_a_spinning_actor_at_its_next_charge() -> None:
     with pytest.raises(PvmError) as info:
         call_handler(compile_actor(SPIN), "handler", b"", meter=meter)
     assert time.monotonic() - t0 < GUARD_S
-    assert info.value.code == "read_timeout" and info.value.message == "stopped by the test"
+    # The line it stopped at (" at line 3" or " at line 4") depends on when the interrupt lands.
+    assert info.value.code == "read_timeout" and info.value.message.startswith("stopped by the test at line ")
     assert 0 < meter.cycles_used <= meter.cycles_limit
 
 
