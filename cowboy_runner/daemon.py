@@ -38,7 +38,7 @@ from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET
 from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import ConfigError, RunnerSettings
-from cowboy_runner.executor_settings import executors_config
+from cowboy_runner.executor_settings import executors_config, kind_limits
 from cowboy_runner.executors import ExecutorRegistry
 from cowboy_runner.jobs import JobManager
 from cowboy_runner.journal import Journal
@@ -175,6 +175,10 @@ class Daemon:
         for link in self.links:
             link.set_accepting(accepting)
 
+    def _on_kinds(self, unavailable: frozenset[str]) -> None:
+        for link in self.links:
+            link.set_unavailable(unavailable)
+
     async def _bootstrap_until_reachable(self) -> Snapshot:
         """:meth:`_bootstrap`, retried with the §11.3 backoff while the validator is unreachable or refuses: the
         daemon stays up and says why in its log (the operator may start it before the validator)."""
@@ -226,7 +230,8 @@ class Daemon:
                                interval_blocks=self._governed("RESULT_TX_REBROADCAST_INTERVAL_BLOCKS",
                                                               s.results.rebroadcast_interval_blocks, 2),
                                metrics=self.metrics,
-                               on_capacity=self._on_capacity, max_tx_bytes=limits.get("max_tx_bytes"))
+                               on_capacity=self._on_capacity, max_tx_bytes=limits.get("max_tx_bytes"),
+                               kind_limits=kind_limits(s), on_kinds=self._on_kinds)
         if s.metrics_addr is not None:
             try:
                 self.metrics.serve(*s.metrics_addr)
@@ -254,6 +259,7 @@ class Daemon:
                              ping_interval_s=self._ping_interval_s())
             self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
                                    on_assignment=self._on_assignment, on_cancel=self._on_cancel))
+            self.links[-1].unavailable = jobs.unavailable_kinds()
         self.poller = Poller(self.chain, jobs, self.key.address, s.poll_interval_s,
                              sessions_up=lambda: any(lk.authenticated.is_set() for lk in self.links),
                              metrics=self.metrics)
@@ -400,6 +406,7 @@ class Daemon:
                      "disabled": bool(self.poller and self.poller.disabled)},
             "jobs_in_flight": [{"job_id": "0x" + j.hex(), "state": jobs.jobs[j].state if j in jobs.jobs else "?",
                                 "source": jobs.jobs[j].source if j in jobs.jobs else "?"} for j in sorted(jobs.tasks)],
+            "executors": jobs.executor_status(),
             "pending_obligations": len(pending),
             "obligations": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state} for ob in pending],
             "last_results": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state, "reason": ob.reason}

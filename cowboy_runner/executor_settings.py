@@ -20,6 +20,7 @@ from cowboy_runner.executors import (
     LlmConfig,
     McpConfig,
 )
+from cowboy_runner.executors.slots import KindLimit
 
 ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
 """``1``: HTTP jobs may reach loopback/private addresses even when ``runner.toml``'s
@@ -89,3 +90,12 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
                               time_limit_s=c.time_limit_s, memory_limit_mb=c.memory_limit_mb,
                               stderr_tail_bytes=c.stderr_tail_bytes, enforce_memory_limit=c.enforce_memory_limit)
     return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
+
+
+def kind_limits(settings: RunnerSettings) -> dict[str, KindLimit]:
+    """Per-kind ``max_concurrent`` / ``queue`` of the ``[executors.<kind>]`` sections that set a limit."""
+    ex = settings.executors
+    sections: dict[str, tuple[int | None, int]] = {
+        "http": (ex.http.max_concurrent, ex.http.queue), "llm": (ex.llm.max_concurrent, ex.llm.queue),
+        "mcp": (ex.mcp.max_concurrent, ex.mcp.queue), "custom": (ex.custom.max_concurrent, ex.custom.queue)}
+    return {kind: KindLimit(limit, queue) for kind, (limit, queue) in sections.items() if limit is not None}

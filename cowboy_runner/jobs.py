@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,10 +47,12 @@ from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_fr
 from cowboy_protocol.transport.framing import decode_frame
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.jobspec import JobSpecV1, decode_job_spec
+from cowboy_protocol.types.runner import JOB_KIND_NAMES
 from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner import journal as jn
 from cowboy_runner.executors import ExecutionResult, ExecutorError, ExecutorRegistry, deadline_for
 from cowboy_runner.executors.base import DEADLINE_MARGIN_S
+from cowboy_runner.executors.slots import ExecutorSlots, KindLimit
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.txbuild import Fees, build_result_commit, build_result_submit, new_salt
@@ -166,13 +168,30 @@ class JobView:
     """Wall-clock time the assignment arrived (monotonic clock for stage timing is kept apart)."""
 
 
+def kind_name(spec: JobSpecV1) -> str:
+    """The job kind's ``capabilities.job_types`` name (``llm``, ``http``…), the key of per-kind limits and of
+    capability deltas."""
+    return JOB_KIND_NAMES.get(type(spec.job_type).KIND, "unknown")
+
+
+def deadline_for_spec(job_spec: bytes) -> float:
+    """The wall-time limit of encoded job spec bytes (0 when they do not decode: such a job never waits)."""
+    try:
+        spec = decode_job_spec(job_spec)
+    except DecodeError:
+        return 0.0
+    return deadline_for(spec.job_type, spec.bounds)
+
+
 class JobManager:
     """Assignment decisions, executions and result obligations of one runner."""
 
     def __init__(self, *, key: RunnerKey, chain_id: str, chain: Chain, journal: jn.Journal,
                  executors: ExecutorRegistry, max_concurrent: int, fees: Callable[[], Fees],
                  grace_blocks: int = 2, interval_blocks: int = 2, metrics: RunnerMetrics | None = None,
-                 on_capacity: Callable[[bool], None] | None = None, max_tx_bytes: int | None = None) -> None:
+                 on_capacity: Callable[[bool], None] | None = None, max_tx_bytes: int | None = None,
+                 kind_limits: Mapping[str, KindLimit] | None = None,
+                 on_kinds: Callable[[frozenset[str]], None] | None = None) -> None:
         self.key = key
         self.chain_id = chain_id
         self.chain = chain
@@ -195,6 +214,14 @@ class JobManager:
         """The channel each accepted job's result frames go to."""
         self.jobs: dict[bytes, JobView] = {}
         """Jobs seen in this process (status)."""
+        self.slots = ExecutorSlots(kind_limits or {})
+        """Per-kind execution slots and queues (``[executors.<kind>] max_concurrent`` / ``queue``)."""
+        self.unhealthy: dict[str, str] = {}
+        """Job kinds whose executor failed its health probe → why (set by the daemon's health monitor)."""
+        self.on_kinds = on_kinds
+        """Called with the job kinds the runner cannot take now (full or unhealthy) whenever that set changes,
+        so the links send a CapabilityDelta (§6.5)."""
+        self._unavailable: frozenset[str] = frozenset()
         self._t0: dict[bytes, float] = {}
         self._nonce_lock = asyncio.Lock()
         self._next_nonce = 0
@@ -209,10 +236,40 @@ class JobManager:
         """Whether a new assignment would be taken (backpressure otherwise, §6.4)."""
         return not self.draining and self.in_flight < self.max_concurrent
 
+    def unavailable_kinds(self) -> frozenset[str]:
+        """Job kinds that take no new job now: their executor is full (slots and queue) or unhealthy."""
+        return self.slots.full_kinds() | frozenset(self.unhealthy)
+
+    def executor_status(self) -> dict[str, dict[str, object]]:
+        """Per configured job kind, for ``status``: ``advertised`` (not full, not unhealthy), ``unhealthy`` reason
+        (or None) and, for kinds with a limit, ``running``/``waiting``/``max_concurrent``/``queue``."""
+        out: dict[str, dict[str, object]] = {}
+        slots = self.slots.snapshot()
+        unavailable = self.unavailable_kinds()
+        for kind in self.executors.kinds():
+            row: dict[str, object] = {"advertised": kind not in unavailable, "unhealthy": self.unhealthy.get(kind)}
+            row.update(slots.get(kind, {}))
+            out[kind] = row
+        return out
+
+    def set_unhealthy(self, unhealthy: Mapping[str, str]) -> None:
+        """The health monitor's verdict: kind → reason for every kind whose executor is unhealthy now."""
+        self.unhealthy = dict(unhealthy)
+        self._capacity_changed()
+
     def _capacity_changed(self) -> None:
         self.metrics.jobs_in_flight.set(self.in_flight)
+        for kind, row in self.slots.snapshot().items():
+            self.metrics.executor_running.labels(kind=kind).set(row["running"] or 0)
+            self.metrics.executor_waiting.labels(kind=kind).set(row["waiting"] or 0)
         if self.on_capacity is not None:
             self.on_capacity(self.accepting())
+        unavailable = self.unavailable_kinds()
+        if unavailable != self._unavailable:
+            self._unavailable = unavailable
+            log.info("job kinds unavailable changed", unavailable=sorted(unavailable))
+            if self.on_kinds is not None:
+                self.on_kinds(unavailable)
 
     # -- assignments ----------------------------------------------------------------------
     async def on_push(self, channel: Channel, frame: JobAssignment) -> AckStatus:
@@ -283,6 +340,14 @@ class JobManager:
             self.executors.executor_for(spec.job_type)
         except ExecutorError as e:
             return AckStatus.reject(RejectReason.UNSUPPORTED_JOB_TYPE, e.message)
+        kind = kind_name(spec)
+        if kind in self.unhealthy:
+            return AckStatus.reject(RejectReason.UNSUPPORTED_JOB_TYPE,
+                                    f"{kind} executor unhealthy: {self.unhealthy[kind]}"[:200])
+        if not self.slots.can_take(kind):
+            self._capacity_changed()
+            return AckStatus.reject(RejectReason.AT_CAPACITY, f"{kind} executor full ({self.slots.running[kind]} "
+                                                              f"running, {self.slots.waiting[kind]} queued)")
         needs_commit = spec.verification.runners > 1
         fresh = self.journal.record_accepted(a.job_id, a.stored, needs_commit=needs_commit,
                                              commit_end=int(job.get("commit_end", 0)),
@@ -318,7 +383,12 @@ class JobManager:
 
     # -- execution ------------------------------------------------------------------------
     def _start(self, a: Assignment) -> None:
-        task = asyncio.get_running_loop().create_task(self._execute(a))
+        try:
+            kind = kind_name(decode_job_spec(a.job_spec))
+        except DecodeError:
+            kind = ""  # _execute fails it with an error result; no slot involved
+        self.slots.reserve(kind)
+        task = asyncio.get_running_loop().create_task(self._execute(a, kind))
         self.tasks[a.job_id] = task
         job_id = a.job_id
         task.add_done_callback(lambda _t: self._done(job_id))
@@ -331,16 +401,20 @@ class JobManager:
             self.jobs[job_id].state = ob.state
         self._capacity_changed()
 
-    async def _execute(self, a: Assignment) -> None:
+    async def _execute(self, a: Assignment, kind: str) -> None:
         job_id = a.job_id
         try:
-            spec: JobSpecV1 = decode_job_spec(a.job_spec)
-            self.journal.mark_executing(job_id)
-            self.metrics.stage("execution_start", time.monotonic() - self._t0.get(job_id, time.monotonic()))
-            limit = deadline_for(spec.job_type, spec.bounds)
-            # The registry enforces the deadline; the outer guard covers an executor that ignores cancellation.
-            result: ExecutionResult = await asyncio.wait_for(self.executors.execute(spec.job_type, spec.bounds),
-                                                             limit + 2 * DEADLINE_MARGIN_S)
+            async with self.slots.run(kind, deadline_for_spec(a.job_spec)) as waited:
+                self._capacity_changed()
+                spec: JobSpecV1 = decode_job_spec(a.job_spec)
+                self.journal.mark_executing(job_id)
+                self.metrics.stage("execution_start", time.monotonic() - self._t0.get(job_id, time.monotonic()))
+                # Time spent queued for a slot counts against the job's wall time.
+                limit = deadline_for(spec.job_type, spec.bounds) - waited
+                # The registry enforces the deadline; the outer guard covers an executor that ignores cancellation.
+                result: ExecutionResult = await asyncio.wait_for(
+                    self.executors.execute(spec.job_type, spec.bounds, deadline_s=limit),
+                    max(0.0, limit) + 2 * DEADLINE_MARGIN_S)
             self.metrics.stage("execution_end", time.monotonic() - self._t0.get(job_id, time.monotonic()))
             output, units = result.output, result.usage_units
             if is_error_result(output):

@@ -104,6 +104,11 @@ class Link:
         self.stateless_resets = 0
         """Sessions ended by a QUIC stateless reset (RFC 9000 §10.3): the validator restarted and no longer knows
         the connection; the link reconnects at once (first §11.3 backoff step) instead of waiting for pings."""
+        self.unavailable: frozenset[str] = frozenset()
+        """Job kinds the runner cannot take now (executor full or unhealthy): advertised to the validator as removed
+        capabilities (CapabilityDelta, §6.5) on every session, and re-added when they recover."""
+        self.deltas_sent = 0
+        """CapabilityDelta frames sent (status, tests)."""
         self._answered_at = 0.0  # monotonic time of the handshake or the last verified pong
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -131,6 +136,22 @@ class Link:
         if s is not None and not s.closed and self.authenticated.is_set():
             s.backpressure(accepting, self.height())
             self._flush()
+
+    def set_unavailable(self, kinds: frozenset[str]) -> None:
+        """Advisory capability delta (§6.5): on a live session, a CapabilityDelta removing the kinds that became
+        unavailable and re-adding those that recovered goes out at once; a new session starts with one removing
+        every unavailable kind (the validator keeps deltas per session)."""
+        previous, self.unavailable = self.unavailable, frozenset(kinds)
+        if previous != self.unavailable and self.authenticated.is_set():
+            self._send_delta(add=previous - self.unavailable, remove=self.unavailable - previous)
+
+    def _send_delta(self, *, add: frozenset[str], remove: frozenset[str]) -> None:
+        s = self.session
+        if s is None or s.closed or not (add or remove):
+            return
+        s.capability_delta(self.height(), add_capabilities=add, remove_capabilities=remove)
+        self.deltas_sent += 1
+        self._flush()
 
     def _with_session(self, fn: Callable[[RunnerSession], None]) -> None:
         s = self.session
@@ -244,6 +265,7 @@ class Link:
                 self.authentications += 1
                 self.authenticated.set()
                 log.info("session authenticated with validator %s", ev.peer_pubkey.key.hex()[:16])
+                self._send_delta(add=frozenset(), remove=self.unavailable)
             elif isinstance(ev, AssignmentReceived):
                 self._spawn(self.on_assignment(self, ev.frame))
             elif isinstance(ev, AssignmentRejected):

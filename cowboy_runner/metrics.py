@@ -59,6 +59,13 @@ class RunnerMetrics:
                                  registry=r)
         """What the runner's ``[rate_card.llm]`` charges for its successful LLM jobs, per model."""
 
+        self.executor_running = Gauge("cowboy_runner_executor_running", "Executions holding a slot, by job kind",
+                                      ["kind"], registry=r)
+        """Per-kind executions running (kinds with ``max_concurrent``)."""
+        self.executor_waiting = Gauge("cowboy_runner_executor_queued", "Accepted jobs waiting for a slot, by job kind",
+                                      ["kind"], registry=r)
+        """Per-kind jobs queued for a slot."""
+
     def llm_call(self, model: str, outcome: str, prompt_tokens: int, completion_tokens: int, price: int) -> None:
         """One LLM execution (``cowboy_runner.executors.llm.LlmObserver``)."""
         self.llm_requests.labels(model=model, outcome=outcome).inc()

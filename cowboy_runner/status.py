@@ -6,6 +6,7 @@
     {"pid", "updated_at" (unix s), "address", "chain_id", "head", "accepting", "draining",
      "sessions": [{"validator", "endpoint", "connected", "connects", "last_pong_at", "rtt_ms"}],
      "poll": {"active", "disabled"}, "jobs_in_flight": [{"job_id", "state", "source"}],
+     "executors": {kind: {"advertised", "unhealthy", "running", "waiting", "max_concurrent", "queue"}},
      "pending_obligations": N, "last_results": [{"job_id", "state", "reason"}], "last_error"}
 """
 
@@ -102,6 +103,11 @@ def render_text(doc: dict[str, Any], running: bool) -> str:
     lines.append(f"in flight:  {len(jobs)}; pending obligations {doc.get('pending_obligations', 0)}")
     for j in jobs:
         lines.append(f"  {j.get('job_id')} {j.get('state')} ({j.get('source')})")
+    for kind, e in sorted(doc.get("executors", {}).items()):
+        state = "UNHEALTHY " + str(e.get("unhealthy")) if e.get("unhealthy") else "healthy"
+        slots = "" if e.get("max_concurrent") is None else \
+            f" running {e.get('running')}/{e.get('max_concurrent')} queued {e.get('waiting')}/{e.get('queue')}"
+        lines.append(f"executor:   {kind} {state}{slots} {'advertised' if e.get('advertised') else 'NOT advertised'}")
     lines.append("last results:")
     for r in doc.get("last_results", []):
         lines.append(f"  {r.get('job_id')} {r.get('state')} {r.get('reason')}")

@@ -86,6 +86,11 @@ class ExecutorRegistry:
         self._mcp = None if config.mcp is None else McpExecutor(config.mcp, max_output_bytes=cap)
         self._custom = None if config.custom is None else CustomExecutor(config.custom, max_output_bytes=cap)
 
+    def kinds(self) -> tuple[str, ...]:
+        """Names (``capabilities.job_types``) of the job kinds this registry serves."""
+        found = (("http", self._http), ("llm", self._llm), ("mcp", self._mcp), ("custom", self._custom))
+        return tuple(name for name, executor in found if executor is not None)
+
     def executor_for(self, job: JobType) -> Executor:
         """The executor of ``job``'s kind.
 
@@ -109,9 +114,12 @@ class ExecutorRegistry:
             raise ExecutorError("unsupported_job_type", f"{type(job).__name__} is not configured on this runner")
         return found
 
-    async def execute(self, job: JobType, bounds: ResourceBounds | None) -> ExecutionResult:
-        """Run ``job`` with the executor of its kind and :func:`deadline_for` as the deadline."""
-        return await self.executor_for(job).execute(job, bounds, deadline_s=deadline_for(job, bounds))
+    async def execute(self, job: JobType, bounds: ResourceBounds | None, *,
+                      deadline_s: float | None = None) -> ExecutionResult:
+        """Run ``job`` with the executor of its kind; the deadline is :func:`deadline_for` unless ``deadline_s``
+        (what is left of it after the job waited for a slot) is given."""
+        limit = deadline_for(job, bounds) if deadline_s is None else deadline_s
+        return await self.executor_for(job).execute(job, bounds, deadline_s=limit)
 
 
 def executor_for(job: JobType, config: ExecutorsConfig) -> Executor:

@@ -34,6 +34,11 @@ class SettingError(Exception):
 class HttpExecutorSettings:
     """``[executors.http]``."""
 
+    max_concurrent: int | None = None
+    """Executions of this kind at once (None: only capabilities.max_concurrent_jobs)."""
+    queue: int = 0
+    """Accepted jobs of this kind that may wait for a slot."""
+
     max_response_bytes: int = 1_048_576
     """Largest response body read; the job fails with ``response_too_large`` beyond it."""
     connect_timeout_s: float = 10.0
@@ -55,6 +60,11 @@ class HttpExecutorSettings:
 @dataclass(frozen=True, slots=True)
 class LlmExecutorSettings:
     """``[executors.llm]`` and ``[executors.llm.models]``."""
+
+    max_concurrent: int | None = None
+    """Executions of this kind at once (None: only capabilities.max_concurrent_jobs)."""
+    queue: int = 0
+    """Accepted jobs of this kind that may wait for a slot."""
 
     base_url: str | None = None
     """OpenAI-compatible API root (``…/v1``); None: llm jobs are not served."""
@@ -90,6 +100,11 @@ class LlmExecutorSettings:
 class McpExecutorSettings:
     """``[executors.mcp]`` and ``[executors.mcp.servers]``."""
 
+    max_concurrent: int | None = None
+    """Executions of this kind at once (None: only capabilities.max_concurrent_jobs)."""
+    queue: int = 0
+    """Accepted jobs of this kind that may wait for a slot."""
+
     timeout_s: float = 30.0
     """Per tool call."""
     servers: dict[str, McpServerConfig] = field(default_factory=dict)
@@ -103,6 +118,11 @@ class McpExecutorSettings:
 @dataclass(frozen=True, slots=True)
 class CustomExecutorSettings:
     """``[executors.custom]``: limits, and ``"<executor_hash>" = [argv…]`` (or a table) entries."""
+
+    max_concurrent: int | None = None
+    """Executions of this kind at once (None: only capabilities.max_concurrent_jobs)."""
+    queue: int = 0
+    """Accepted jobs of this kind that may wait for a slot."""
 
     time_limit_s: float = 60.0
     """Wall time before the process group is killed."""
@@ -229,7 +249,18 @@ def parse_executors(ex: dict[str, Any]) -> ExecutorSettings:
     return ExecutorSettings(http=_http(ex), llm=_llm(ex), mcp=_mcp(ex), custom=_custom(ex))
 
 
-_HTTP_KEYS = ("max_response_bytes", "connect_timeout_s", "request_timeout_s", "allow_private_addresses",
+_LIMIT_KEYS = ("max_concurrent", "queue")
+
+
+def _limits(t: dict[str, Any], where: str) -> dict[str, Any]:
+    """``max_concurrent`` (absent: no per-kind limit) and ``queue`` (only with max_concurrent) of a section."""
+    if "queue" in t and "max_concurrent" not in t:
+        raise SettingError(f"{where}.queue", "needs max_concurrent (a queue in front of unlimited slots is empty)")
+    return {"max_concurrent": _int(t, where, "max_concurrent", 1) if "max_concurrent" in t else None,
+            "queue": _int(t, where, "queue", 0, minimum=0)}
+
+
+_HTTP_KEYS = (*_LIMIT_KEYS, "max_response_bytes", "connect_timeout_s", "request_timeout_s", "allow_private_addresses",
               "max_redirects", "user_agent", "allowed_methods", "credential_headers")
 
 
@@ -245,7 +276,7 @@ def _http(ex: dict[str, Any]) -> HttpExecutorSettings:
     user_agent = _str(t, w, "user_agent", "cowboy-runner")
     assert user_agent is not None
     return HttpExecutorSettings(
-        max_response_bytes=_int(t, w, "max_response_bytes", 1_048_576),
+        **_limits(t, w), max_response_bytes=_int(t, w, "max_response_bytes", 1_048_576),
         connect_timeout_s=_seconds(t, w, "connect_timeout_s", 10.0),
         request_timeout_s=_seconds(t, w, "request_timeout_s", 30.0),
         allow_private_addresses=_bool(t, w, "allow_private_addresses", False),
@@ -254,8 +285,8 @@ def _http(ex: dict[str, Any]) -> HttpExecutorSettings:
                                     f"{w}.credential_headers"))
 
 
-_LLM_KEYS = ("base_url", "api_key", "api_key_env", "api_key_file", "default_temperature", "timeout_s", "models",
-             "response_format", "max_response_bytes", "max_tokens", "max_retries", "retry_base_delay_s",
+_LLM_KEYS = (*_LIMIT_KEYS, "base_url", "api_key", "api_key_env", "api_key_file", "default_temperature", "timeout_s",
+             "models", "response_format", "max_response_bytes", "max_tokens", "max_retries", "retry_base_delay_s",
              "retry_max_delay_s", "max_chars_per_token")
 
 
@@ -280,7 +311,7 @@ def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
     if models and "base_url" not in t:
         raise SettingError(f"{w}.base_url", "required when models are configured")
     return LlmExecutorSettings(
-        base_url=_url(t["base_url"], f"{w}.base_url") if "base_url" in t else None,
+        **_limits(t, w), base_url=_url(t["base_url"], f"{w}.base_url") if "base_url" in t else None,
         api_key=_str(t, w, "api_key", None), api_key_env=_str(t, w, "api_key_env", None),
         default_temperature=float(temp), timeout_s=_seconds(t, w, "timeout_s", 120.0), models=models,
         response_format=_choice(t, w, "response_format", "json_schema", ("json_schema", "json_object")),
@@ -291,7 +322,7 @@ def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
         max_chars_per_token=_seconds(t, w, "max_chars_per_token", 6.0))
 
 
-_MCP_KEYS = ("timeout_s", "servers", "protocol_version", "max_response_bytes")
+_MCP_KEYS = (*_LIMIT_KEYS, "timeout_s", "servers", "protocol_version", "max_response_bytes")
 _MCP_SERVER_KEYS = ("url", "headers")
 
 
@@ -315,11 +346,12 @@ def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:
                for name, value in sorted(_table(t.get("servers", {}), f"{w}.servers").items())}
     version = _str(t, w, "protocol_version", "2025-06-18")
     assert version is not None
-    return McpExecutorSettings(timeout_s=_seconds(t, w, "timeout_s", 30.0), servers=servers,
+    return McpExecutorSettings(**_limits(t, w), timeout_s=_seconds(t, w, "timeout_s", 30.0), servers=servers,
                                protocol_version=version, max_response_bytes=_int(t, w, "max_response_bytes", 4 << 20))
 
 
-_CUSTOM_LIMITS = ("time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes", "enforce_memory_limit")
+_CUSTOM_LIMITS = (*_LIMIT_KEYS, "time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes",
+                  "enforce_memory_limit")
 _CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd")
 _ARGV_TEXT = "expected a non-empty array of non-empty strings (the command's argv) or a table with argv"
 
@@ -355,7 +387,7 @@ def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
         if executor_hash in programs:
             raise SettingError(f"{w}.{name}", "the same executor hash is listed twice")
         programs[executor_hash] = program
-    return CustomExecutorSettings(time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
+    return CustomExecutorSettings(**_limits(t, w), time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
                                   memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
                                   max_output_bytes=_int(t, w, "max_output_bytes", 262_144),
                                   stderr_tail_bytes=_int(t, w, "stderr_tail_bytes", 2048, minimum=0),

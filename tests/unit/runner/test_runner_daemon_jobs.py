@@ -117,7 +117,7 @@ class FakeExecutors:
     def executor_for(self, job: object) -> object:
         return self
 
-    async def execute(self, job: object, bounds: object) -> ExecutionResult:
+    async def execute(self, job: object, bounds: object, *, deadline_s: float | None = None) -> ExecutionResult:
         self.calls += 1
         if self.behaviour is not None:
             return await self.behaviour()
