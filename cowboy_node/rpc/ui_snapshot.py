@@ -8,9 +8,11 @@ and runs in the RPC read pool's worker (``rpc/ui_routes.py``); the cheap, loop-o
 validator's local runner sessions) are read on the event loop and passed in as :class:`LoopView`.
 
 Jobs are found through the receipts of recent transactions: every Job Dispatcher event that names a job
-(``job.submitted``, ``job.result_committed``, ...) adds the job to the tracked set; tracked jobs that are not
-finished are re-read at each refresh, and each change of phase is kept with the height it was first seen at.
-Jobs whose only events came from End of Block (no receipt carries those) are seen through the re-reads only.
+(``job.submitted``, ``job.result_revealed``, ...) adds the job to the tracked set; tracked jobs that are not
+finished are re-read at each refresh. A job's history is the height of each phase: from those receipt events,
+and from the record for what End of Block does (no receipt carries its events): ``assignment_height``,
+``finished_at``. A job whose transactions all fell outside the window is not found (``GET /job/{id}`` still
+answers for it).
 """
 
 from __future__ import annotations
@@ -74,16 +76,39 @@ class LoopView:
 
 @dataclass(slots=True)
 class _Job:
-    """A tracked job: its last status document, the phase derived from it and the phases seen so far."""
+    """A tracked job: its last status document and the evidence of its phases, each with a height."""
 
     job_id: str
     first_seen: int
     doc: dict[str, Any] | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
+    events: list[tuple[str, int]] = field(default_factory=list)
+    """(phase, height) from the receipts of the transactions that moved it (submitted, committed, revealed)."""
+    assigned_at: set[int] = field(default_factory=set)
+    """Every ``assignment_height`` seen (a re-selection gives a new one)."""
 
     @property
     def phase(self) -> str:
         return "submitted" if self.doc is None else job_phase(self.doc)
+
+    def history(self) -> list[dict[str, Any]]:
+        """The phases with the height each was reached at, in order: from receipt events, the assignment
+        heights seen, and ``finished_at`` once settled or failed — not from when the page happened to look."""
+        steps = set(self.events) | {("assigned", h) for h in self.assigned_at}
+        if self.doc is not None and self.phase in FINISHED_PHASES:
+            steps.add((self.phase, int(self.doc.get("finished_at") or 0)))
+        ordered = sorted(steps, key=lambda s: (s[1], _PHASE_ORDER.get(s[0], 9)))
+        return [{"phase": p, "height": h} for p, h in ordered[-MAX_HISTORY:]]
+
+
+_EVENT_PHASES = {"job.submitted": "submitted", "job.pending_selection": "pending_selection",
+                 "job.result_committed": "committed", "job.result_revealed": "revealed",
+                 "job.assigned": "assigned", "job.completed": "settled", "job.failed": "failed",
+                 "job.reselected": "reselected"}
+"""Phase a receipt event shows (only submitted, pending_selection, committed and revealed come from transaction
+receipts today; the others are End-of-Block events and are taken from the job record instead)."""
+_PHASE_ORDER = {"submitted": 0, "pending_selection": 1, "assigned": 2, "reselected": 3, "committed": 4,
+                "revealed": 5, "settled": 6, "failed": 6}
+"""Order of phases reached at the same height."""
 
 
 def job_phase(doc: dict[str, Any]) -> str:
@@ -181,7 +206,7 @@ class UiTracker:
         for event in receipt.get("events", []):
             job_id = event_job_id(event)
             if job_id is not None:
-                self._track_job(job_id, height)
+                self._track_job(job_id, height).events.append((_EVENT_PHASES[str(event["topic"])], height))
         return {"hash": "0x" + tx_hash.hex(), "height": height, "kind": kind, "sender": tx.get("sender"),
                 "status": receipt.get("status"), "error_code": receipt.get("error_code")}
 
@@ -191,16 +216,19 @@ class UiTracker:
         while len(self._actors) > MAX_ACTORS:
             self._actors.popitem(last=False)
 
-    def _track_job(self, job_id: str, height: int) -> None:
-        if job_id in self._jobs:
-            return
+    def _track_job(self, job_id: str, height: int) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is not None:
+            del job.events[:-MAX_HISTORY]
+            return job
         if len(self._jobs) >= MAX_JOBS:
             victim = next((k for k, j in self._jobs.items() if j.phase in FINISHED_PHASES), next(iter(self._jobs)))
             del self._jobs[victim]
-        self._jobs[job_id] = _Job(job_id, height)
+        job = self._jobs[job_id] = _Job(job_id, height)
+        return job
 
     # -- re-reading state ---------------------------------------------------------------------------------
-    def _refresh_jobs(self, facade: NodeFacade, head: int) -> None:
+    def _refresh_jobs(self, facade: NodeFacade) -> None:
         if not isinstance(facade, JobFacade):
             return
         for job in self._jobs.values():
@@ -210,9 +238,8 @@ class UiTracker:
             if doc is None:
                 continue
             job.doc = doc
-            if not job.history or job.history[-1]["phase"] != job.phase:
-                job.history.append({"phase": job.phase, "height": head})
-                del job.history[:-MAX_HISTORY]
+            if doc.get("assignment_height"):
+                job.assigned_at.add(int(doc["assignment_height"]))
 
     def _runners(self, facade: NodeFacade, sessions: frozenset[int] | None) -> dict[str, Any]:
         if not isinstance(facade, RunnerFacade):
@@ -251,8 +278,8 @@ class UiTracker:
         status = loop_view.status
         head = int(status["height"])
         self._scan(facade, head, stop)
-        self._refresh_jobs(facade, head)
-        jobs = [{"job_id": j.job_id, "phase": j.phase, "first_seen": j.first_seen, "history": list(j.history),
+        self._refresh_jobs(facade)
+        jobs = [{"job_id": j.job_id, "phase": j.phase, "first_seen": j.first_seen, "history": j.history(),
                  "attempt": (j.doc or {}).get("attempt"), "committee": (j.doc or {}).get("committee", []),
                  "reason": (j.doc or {}).get("reason"), "finished_at": (j.doc or {}).get("finished_at")}
                 for j in reversed(self._jobs.values())]

@@ -90,7 +90,7 @@ function renderValidators(v) {
 function renderBlocks(blocks) {
   fill("blocks", blocks.map((b) => row([
     cell(b.height), cell(b.view ?? "–"), cell(b.txs), cell(b.cycles_used ?? "–"),
-    cell(b.present.length ? b.present.join(" ") : "–"),
+    cell(b.present.length ? b.present.map((i) => "#" + i).join(" ") : "–", "", "runners this block marks present"),
     cell(short(b.hash), "mono", b.hash), cell(ago(b.timestamp_ms), "muted"),
   ], {"data-height": String(b.height)})), "no blocks yet");
 }
@@ -111,7 +111,7 @@ function renderRunners(r) {
     cell(x.index), cell(short(x.address), "mono", x.address), cell(x.health, x.health === "healthy" ? "ok" : "bad"),
     cell(yesNo(x.present), x.present ? "ok" : ""), cell(yesNo(x.session), x.session ? "ok" : ""),
     cell(x.active_jobs), cell(x.last_heartbeat), cell(yesNo(x.eligible_now)),
-  ], {"data-runner": x.address})), "no runner is registered");
+  ], {"data-runner": String(x.address).toLowerCase()})), "no runner is registered");
 }
 
 function renderJobs(jobs) {
@@ -126,11 +126,13 @@ function renderTimers(actors) {
   const rows = [];
   for (const a of actors) {
     if (a.timers.length === 0) {
-      rows.push(row([cell(short(a.actor), "mono", a.actor), cell("no live timer", "muted"), cell(""), cell(""), cell("")]));
+      rows.push(row([cell(short(a.actor), "mono", a.actor), cell("no live timer", "muted"), cell(""), cell(""), cell("")],
+                    {"data-actor": String(a.actor).toLowerCase()}));
     }
     for (const t of a.timers) {
       rows.push(row([cell(short(a.actor), "mono", a.actor), cell(short(t.id), "mono", t.id), cell(t.height),
-                     cell(t.handler), cell(t.expires_at ?? "never")], {"data-timer": t.id}));
+                     cell(t.handler), cell(t.expires_at ?? "never")],
+                    {"data-actor": String(a.actor).toLowerCase(), "data-timer": t.id}));
     }
   }
   fill("timers", rows, "no actor called in the recent blocks");
@@ -193,7 +195,7 @@ function tick() {  // the clocks keep moving even while requests fail: the page 
   showFailure();
 }
 
-// -- other validators (optional: #peers=http://host:port,...) ----------------------------------------------
+// -- other validators (optional: #peers=<rpc url>,<rpc url>, each scheme + host + port) ------------------------
 function remotePeers() {
   const m = /(?:^#|&)peers=([^&]*)/.exec(location.hash);
   if (!m) return [];
