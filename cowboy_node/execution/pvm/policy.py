@@ -11,6 +11,7 @@ import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from cowboy_node.execution.pvm import grammar
 from cowboy_node.execution.pvm.errors import ActorRejected
 from cowboy_node.execution.pvm.limits import Limits
 
@@ -99,7 +100,7 @@ def parse_source(source: str, limits: Limits) -> ast.Module:
     if size > limits.max_source_bytes:
         raise ActorRejected(0, "source_too_large", f"source is {size} bytes, limit {limits.max_source_bytes}")
     try:
-        tree = ast.parse(source, filename="<actor>", mode="exec", type_comments=False)
+        tree = grammar.parse(source)  # Python 3.11's grammar whatever the interpreter (pvm_version 1)
     except SyntaxError as exc:
         raise ActorRejected(exc.lineno or 0, "syntax_error", exc.msg) from None
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -107,6 +108,9 @@ def parse_source(source: str, limits: Limits) -> ast.Module:
                             type(exc).__name__) from None
     if _ast_depth(tree) > MAX_AST_DEPTH:
         raise ActorRejected(0, "too_complex", f"syntax tree deeper than {MAX_AST_DEPTH}")
+    newer = grammar.check(source, tree)
+    if newer is not None:
+        raise ActorRejected(*newer)
     return tree
 
 
