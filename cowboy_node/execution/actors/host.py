@@ -30,9 +30,10 @@ from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
 from cowboy_node.execution.timers import schedule
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
 from cowboy_node.state.world import WorldState
@@ -414,10 +415,20 @@ class Host:
         return result
 
     def send_message(self, target: object, payload: object) -> None:
-        """Queue ``payload`` for ``target``'s ``handle_message`` in the Mailbox (executed in End of Block)."""
+        """Queue ``payload`` for ``target``'s ``handle_message`` in the Mailbox (executed in End of Block).
+
+        A message to the Job Dispatcher is a cowboy_sdk ``runner_job`` request: it is submitted as a job
+        now, paid by this actor (``jobs/sdk_jobs.py``); a refusal halts the actor with its code.
+        """
         addr = _address(target, "target")
         data = _bytes(payload, "payload", MAX_MESSAGE_PAYLOAD_BYTES)
         self._enter(SEND_MESSAGE_CYCLES)
+        if addr == JOB_DISPATCHER:
+            self._enter(SUBMIT_JOB_CYCLES)
+            f = self._frame
+            sdk_jobs.submit_runner_job(self._world, self._ctx, self._meter, actor=f.actor, payload=data,
+                                       tx_hash=f.tx_hash, events=self._events)
+            return
         self._meter.charge_cells(MESSAGE_OVERHEAD_CELLS + len(data))
         mailbox.enqueue(self._world, self._ctx, sender=self._frame.actor, target=addr, payload=data)
 
@@ -450,7 +461,7 @@ class Host:
         except (DecodeError, ValidationError) as e:
             raise TxFailed("invalid_job_spec", e.message) from None
         return submit_request(self._world, self._ctx, self._meter, request, submitter=self._frame.actor,
-                              tx_hash=self._frame.tx_hash, events=self._events)
+                              tx_hash=sdk_jobs.job_tx_hash(self._ctx, self._frame.tx_hash), events=self._events)
 
     # --- timers (schedule.py charges the 200 cycles of §6.1 and raises timer_* codes) ---------
     def schedule_timer(self, height: object, payload: object) -> bytes:

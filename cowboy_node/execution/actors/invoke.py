@@ -18,6 +18,7 @@ from cowboy_node.execution.actors.frame import CallFrame, TxScope
 from cowboy_node.execution.actors.host import Host
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, call_handler
 from cowboy_node.execution.timers.deliver import FireOutcome
@@ -183,7 +184,18 @@ def run_message(world: WorldState, ctx: BlockContext, *, sender: bytes, target: 
 
 def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target: bytes, handler: str,
                  payload: bytes, meter: Meter) -> FireOutcome:
-    """Deliver a finished job's result to ``target.handler(payload)`` (sender = the Job Dispatcher)."""
+    """Deliver a finished job's result to ``target.handler(payload)`` (sender = the Job Dispatcher).
+
+    A cowboy_sdk runner job (``jobs/sdk_jobs.py``) gets the SDK's reply shape instead, delivered as the
+    actor's own deferred work (sender = the actor: the SDK's resume legs accept only intra-actor calls),
+    or is dropped with a ``runner.reply_dropped`` event when its continuation is gone.
+    """
+    reply = sdk_jobs.reply_for(world, payload, target)
+    if reply is not None:
+        if reply.payload is None:
+            events = () if reply.dropped is None else (reply.dropped,)
+            return FireOutcome(True, meter.cycles_used, meter.cells_used, None, events)
+        sender, handler, payload = target, reply.record.reply_handler, reply.payload
     frame = CallFrame(actor=target, sender=sender, tx_sender=target, tx_hash=NO_TX_HASH, depth=1)
     return _outcome(world, ctx, frame, handler, payload, meter)
 

@@ -27,7 +27,9 @@ from typing import Any
 
 import cowboy_sdk
 from cowboy_sdk import codec as _sdk_codec
+from cowboy_sdk import continuation as _sdk_cont
 from cowboy_sdk import errors as _sdk_errors
+from cowboy_sdk import runner as _sdk_runner
 from cowboy_sdk import runtime as _sdk_runtime
 
 from cowboy_node.execution.errors import TxFailed
@@ -35,6 +37,7 @@ from cowboy_node.execution.pvm import costs
 from cowboy_node.execution.pvm import ctx as pvm_ctx
 
 _SDK_TIMER: Any = cowboy_sdk.timer  # untyped in the SDK
+_SDK_RUNNER: Any = _sdk_runner  # its stub (runner.pyi) omits the private helpers the lowered legs use
 _CURRENT: ContextVar[object | None] = ContextVar("cowboy_sdk_host", default=None)
 _ACTOR_FILENAME = "<actor>"  # co_filename of code compiled by pvm.compile_actor
 
@@ -197,6 +200,109 @@ def _decode(data: Any) -> Any:
     return _sdk_codec.decode(data)
 
 
+# --- continuations (runner jobs): what the lowered legs (actors/fsm.py) and actors call ------------
+class _Capture(_sdk_cont.Capture):
+    """The SDK's ``Capture`` (``save_cont`` accepts it as one) whose attributes actor code may set.
+
+    The PVM lets actor code set attributes only on objects of classes registered in the call's
+    ``Ctx.actor_classes``; :func:`_capture` registers this class for the running call only.
+    """
+
+    __slots__ = ()
+
+
+def _capture() -> Any:
+    _charge()
+    ctx = pvm_ctx.active()
+    if ctx is not None:
+        ctx.actor_classes[id(_Capture)] = _Capture
+    make: Any = _Capture  # the SDK class is untyped
+    return make()
+
+
+def _mark_leg(what: str, **tags: Any) -> Callable[[Any], Any]:
+    """A decorator stamping the SDK's continuation tags (the lowering's stand-in for ``runner.continuation``)."""
+
+    def apply(fn: Any) -> Any:
+        _charge()
+        _own_function(fn, what)
+        for name, value in tags.items():
+            setattr(fn, name, value)
+        return fn
+
+    return apply
+
+
+def _initial_leg(timeout_blocks: int = 0, guard_keys: Any = None) -> Callable[[Any], Any]:
+    return _mark_leg("initial_leg", _is_continuation=True, _timeout_blocks=timeout_blocks,
+                     _guard_keys=list(guard_keys or []))
+
+
+def _resume_leg(origin: str) -> Callable[[Any], Any]:
+    return _mark_leg("resume_leg", _is_continuation_resume=True, _original_name=origin)
+
+
+def _not_lowered(func: Any = None, **options: Any) -> Any:
+    """``runner.continuation`` reached at run time: the decorator was aliased or used indirectly, so the
+    deploy-time lowering could not see it (the SDK's activated environment refuses the same)."""
+    _charge()
+    raise SyntaxError("aliased/indirect continuation decorators are not supported on this node; apply "
+                      "@runner.continuation directly so the deploy-time lowering can verify and lower it")
+
+
+def _runner_result(raw: Any) -> Any:
+    _charge()
+    return _sdk_runner.RunnerResult(raw)
+
+
+def _structured_result(raw: Any, model: Any) -> Any:
+    _charge()
+    return _SDK_RUNNER._structured_result(raw, model)
+
+
+FSM_VIEW: Mapping[str, object] = types.MappingProxyType({
+    "capture": _capture,
+    "new_cid": _entry(_sdk_cont.new_cid),
+    "save_cont": _entry(_sdk_cont.save_cont),
+    "load_cont": _entry(_sdk_cont.load_cont),
+    "delete_cont": _entry(_sdk_cont.delete_cont),
+    "encode": _encode,
+    "job_payload": _entry(_SDK_RUNNER._job_payload),
+    "extract_result": _entry(_SDK_RUNNER._extract_result),
+    "chain_failure_ends": _entry(_SDK_RUNNER._chain_failure_ends),
+    "RunnerResult": _runner_result,
+    "structured_result": _structured_result,
+    "RUNNER_ADDRESS": bytes(_sdk_runner.RUNNER_ADDRESS),
+    "initial_leg": _initial_leg,
+    "resume_leg": _resume_leg,
+})
+"""``cowboy_sdk.pvm_fsm``: the helpers the lowered continuation legs import (SDK functions, charged)."""
+
+RUNNER_VIEW: Mapping[str, object] = types.MappingProxyType({
+    "continuation": _not_lowered,
+    "llm": _entry(_sdk_runner.llm),
+    "http": _entry(_sdk_runner.http),
+    "mcp": _entry(_sdk_runner.mcp),
+    "agent": _entry(_sdk_runner.agent),
+    "container": _entry(_sdk_runner.container),
+    "RunnerResult": _sdk_runner.RunnerResult,
+    "LlmFailure": _sdk_runner.LlmFailure,
+    "RUNNER_ADDRESS": bytes(_sdk_runner.RUNNER_ADDRESS),
+    "extract_text": _entry(_sdk_runner.extract_text),
+})
+"""``cowboy_sdk.runner`` as actors see it: the job helpers and result types; ``@runner.continuation`` itself
+is lowered at deploy (``actors/fsm.py``) and only reaches run time when aliased, where it is refused."""
+
+CONTINUATION_VIEW: Mapping[str, object] = types.MappingProxyType({
+    "capture": _capture,
+    "save_cont": _entry(_sdk_cont.save_cont),
+    "load_cont": _entry(_sdk_cont.load_cont),
+    "delete_cont": _entry(_sdk_cont.delete_cont),
+    "new_cid": _entry(_sdk_cont.new_cid),
+})
+"""``cowboy_sdk.continuation`` as actors see it: the continuation store (``__continuation:<cid>`` keys)."""
+
+
 def _current_block() -> int:
     _charge()
     return _sdk_runtime.get_block_height()
@@ -243,6 +349,13 @@ def _build_view() -> Mapping[str, object]:
         "decode_payload": _entry(cowboy_sdk.decode_payload),
         "ActorRef": cowboy_sdk.ActorRef,
         "Address": cowboy_sdk.Address,
+        "runner": RUNNER_VIEW,
+        "continuation": CONTINUATION_VIEW,
+        "capture": _capture,
+        "save_cont": CONTINUATION_VIEW["save_cont"],
+        "load_cont": CONTINUATION_VIEW["load_cont"],
+        "delete_cont": CONTINUATION_VIEW["delete_cont"],
+        "pvm_fsm": FSM_VIEW,
     }
     for name in ERROR_NAMES:
         view[name] = getattr(_sdk_errors, name)
@@ -263,5 +376,6 @@ def modules_for(host: object) -> Mapping[str, object]:
 
 install()
 
-__all__ = ["PUBLIC_NAMES", "RUNTIME_NAMES", "SDK_VIEW", "TimerView", "current_host", "host_scope", "install",
+__all__ = ["CONTINUATION_VIEW", "FSM_VIEW", "PUBLIC_NAMES", "RUNNER_VIEW", "RUNTIME_NAMES", "SDK_VIEW", "TimerView",
+           "current_host", "host_scope", "install",
            "modules_for"]

@@ -220,7 +220,8 @@ def test_sdk_work_halts_when_the_meter_runs_out() -> None:
 def test_public_names_are_pinned() -> None:
     assert sdk_bridge.PUBLIC_NAMES == (
         "actor", "timer", "runtime", "codec", "public", "callable_by", "OWNER", "SELF", "pure", "deferred",
-        "reentrancy_guard", "send", "call", "ok", "decode_payload", "ActorRef", "Address", "CowboyError",
+        "reentrancy_guard", "send", "call", "ok", "decode_payload", "ActorRef", "Address", "runner", "continuation",
+        "capture", "save_cont", "load_cont", "delete_cont", "pvm_fsm", "CowboyError",
         "PermissionDeniedError", "CodecError", "ReentrancyError", "ActorCallError", "ActorNotFoundError",
         "PurityViolationError", "CallDepthExceeded",
     )
