@@ -16,7 +16,8 @@ Format (hex strings are 0x-prefixed; amounts are decimal strings, u128)::
       "balances": {"0x..20": "1000000000000000000000000"},
       "system_deployers": ["0x..20"],
       "params": {"block_time_ms": 1000, "basefee": {...}, "timer": {...},
-                 "limits": {...}, "cip11": {...}}
+                 "limits": {...}, "cip11": {...}},
+      "pvm_version": 1                 # optional (default 1): actor semantics, see docs/pvm.md
     }
 """
 
@@ -31,6 +32,7 @@ from typing import Any
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.crypto import bls
 from cowboy_node.crypto import threshold as threshold_bls
+from cowboy_node.execution.pvm.version import PVM_VERSION, SUPPORTED_PVM_VERSIONS
 from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
@@ -41,6 +43,8 @@ from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags,
 
 _TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
              "system_deployers", "params"}
+#: Optional top-level keys (defaulted when absent).
+_OPTIONAL_TOP_KEYS = {"pvm_version"}
 _VALIDATOR_KEYS = {"name", "ed25519_public_key", "bls_public_key", "bls_share_index", "fee_recipient"}
 _THRESHOLD_KEYS = {"threshold", "group_public_key", "commitment"}
 _PARAM_KEYS = {"block_time_ms", "basefee", "timer", "limits", "cip11", "runners"}
@@ -101,6 +105,9 @@ class Genesis:
     ``commitment[0]`` being the group public key; anyone derives validator i's share public key from it
     (:func:`cowboy_node.crypto.threshold.share_public_key` at ``i + 1``). Empty only in a single-validator
     genesis written before the commitment existed."""
+    pvm_version: int = PVM_VERSION
+    """Actor-execution semantics (grammar, Unicode data, cost table) of this chain: one of
+    :data:`cowboy_node.execution.pvm.version.SUPPORTED_PVM_VERSIONS`; ``pvm_version`` in the file."""
 
     def share_public_keys(self) -> tuple[bytes, ...]:
         """Share public key of each validator, in validator order: derived from :attr:`commitment` when present,
@@ -162,8 +169,20 @@ def parse_genesis(raw: bytes, path: str = "genesis.json") -> Genesis:
     balances = _balances(doc["balances"], path)
     deployers = _system_deployers(doc["system_deployers"], path)
     block_time_ms, basefee, timer, limits, flags, runners = _params(doc["params"], path)
+    pvm_version = _pvm_version(doc.get("pvm_version", PVM_VERSION), path)
     return Genesis(chain_id, genesis_time_ms, validators, threshold, group_pk, beacon, balances,
-                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners, commitment)
+                   deployers, block_time_ms, basefee, timer, limits, flags, bytes(raw), runners, commitment,
+                   pvm_version)
+
+
+def _pvm_version(value: object, path: str) -> int:
+    """``pvm_version``: a PVM version this node implements (a node never runs actors under other semantics)."""
+    if type(value) is not int:
+        raise ConfigError(path, "pvm_version", "expected an integer")
+    if value not in SUPPORTED_PVM_VERSIONS:
+        raise ConfigError(path, "pvm_version", f"PVM version {value} is not implemented by this node "
+                                               f"(it implements {sorted(SUPPORTED_PVM_VERSIONS)}); upgrade the node")
+    return value
 
 
 def _top_level_object(raw: bytes, path: str) -> dict[str, Any]:
@@ -174,7 +193,7 @@ def _top_level_object(raw: bytes, path: str) -> dict[str, Any]:
         raise ConfigError(path, None, f"not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise ConfigError(path, None, "expected a JSON object")
-    _unknown(doc, _TOP_KEYS, "", path)
+    _unknown(doc, _TOP_KEYS | _OPTIONAL_TOP_KEYS, "", path)
     missing = sorted(_TOP_KEYS - set(doc))
     if missing:
         raise ConfigError(path, missing[0], "missing required key")
@@ -375,4 +394,5 @@ def genesis_document(g: Genesis) -> dict[str, Any]:
             "block_time_ms": g.block_time_ms, "basefee": g.basefee.to_json(), "timer": g.timer.to_json(),
             "limits": g.limits.to_json(), "cip11": g.cip11.to_json(), "runners": g.runners.to_json(),
         },
+        "pvm_version": g.pvm_version,
     }

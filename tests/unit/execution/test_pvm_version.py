@@ -1,0 +1,47 @@
+"""genesis.json records the PVM version; a node refuses a version it does not implement, naming the key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.genesis import parse_genesis
+from cowboy_node.execution.pvm import grammar, unicode_tables
+from cowboy_node.execution.pvm.version import PINS, PVM_VERSION, SUPPORTED_PVM_VERSIONS
+from tests.helpers import make_dev_genesis
+
+
+def _doc() -> dict:  # type: ignore[type-arg]
+    return json.loads(make_dev_genesis().genesis.raw)
+
+
+def test_new_genesis_records_the_current_version() -> None:
+    doc = _doc()
+    assert doc["pvm_version"] == PVM_VERSION == 1
+    assert parse_genesis(json.dumps(doc).encode()).pvm_version == 1
+
+
+def test_absent_version_means_version_1() -> None:
+    doc = _doc()
+    del doc["pvm_version"]
+    assert parse_genesis(json.dumps(doc).encode()).pvm_version == 1
+
+
+@pytest.mark.parametrize(("value", "fragment"), [(2, "PVM version 2 is not implemented by this node"),
+                                                 (0, "PVM version 0 is not implemented"),
+                                                 ("1", "expected an integer"), (True, "expected an integer")])
+def test_unimplemented_version_is_refused_naming_the_key(value: object, fragment: str) -> None:
+    doc = _doc()
+    doc["pvm_version"] = value
+    with pytest.raises(ConfigError) as e:
+        parse_genesis(json.dumps(doc).encode(), "genesis.json")
+    assert e.value.key == "pvm_version" and fragment in str(e.value)
+    assert str(e.value).startswith("genesis.json: pvm_version: ")
+
+
+def test_version_1_pins_python_3_11_grammar_and_unicode_14() -> None:
+    assert sorted(SUPPORTED_PVM_VERSIONS) == [1]
+    assert PINS[1]["python_grammar"] == "3.11" and grammar.PYTHON_GRAMMAR == (3, 11)
+    assert PINS[1]["unicode"] == unicode_tables.UNICODE_VERSION == "14.0.0"
