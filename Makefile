@@ -20,8 +20,13 @@ SOAK_SECONDS ?= 600
 DEVNET_HOME ?= ./devnet-home
 TESTNET_DIR ?= ./testnet-home
 TESTNET_VALIDATORS ?= 4
+DEV_LOCK := requirements-dev.lock
+RUNTIME_LOCK := requirements.lock
+LOCK_VENV ?= .venv-lock
+PIP_TOOLS_VERSION ?= 7.6.2
+LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 
-.PHONY: help venv install lint typecheck test devnet testnet fuzz bench soak clean distclean
+.PHONY: help venv install lint typecheck test devnet testnet fuzz bench soak clean distclean lock image compose-test
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -36,11 +41,25 @@ $(VPY):
 
 venv: $(VPY) ## Create the virtualenv .venv (if missing)
 
-$(STAMP): pyproject.toml | $(VPY)
-	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test]'
+# Dependencies come only from the hashed lock (runtime + test extras, see `make lock`); the project itself is
+# installed editable without resolving anything (--no-deps), so nothing unpinned enters the venv.
+$(STAMP): pyproject.toml $(DEV_LOCK) | $(VPY)
+	$(VPY) -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK)
+	$(VPY) -m pip install $(PIP_FLAGS) --no-deps -e .
 	@touch $@
 
-install: $(STAMP) ## Install the project editable with test extras (when pyproject.toml changed)
+install: $(STAMP) ## Install the locked dependencies (requirements-dev.lock, hashes checked), then the project editable
+
+# pip-tools runs from its own throwaway venv so it never changes what .venv holds. The dev lock (runtime + test) is
+# resolved first, keeping every pin it already has unless UPGRADE=1; the runtime lock (the image's) is then
+# constrained by it, so a package pinned in both has the same version and hashes in both.
+lock: ## Regenerate requirements-dev.lock (runtime + test) and requirements.lock (runtime) with hashes; UPGRADE=1 takes new releases
+	@test -x $(LOCK_VENV)/bin/pip-compile || { $(PY) -m venv $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/pip install $(PIP_FLAGS) 'pip-tools==$(PIP_TOOLS_VERSION)'; }
+	CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(if $(filter 1,$(UPGRADE)),--upgrade) \
+		--extra test -o $(DEV_LOCK) pyproject.toml
+	CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) -c $(DEV_LOCK) \
+		-o $(RUNTIME_LOCK) pyproject.toml
 
 lint: $(STAMP) ## ruff check
 	$(VPY) -m ruff check .

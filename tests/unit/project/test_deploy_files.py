@@ -789,7 +789,8 @@ def test_make_test_on_a_fresh_machine_creates_the_venv_installs_then_lints_typec
     out = _make_n("test", venv, PY="python3.11")
     steps = [
         "python3.11 -m venv",
-        f"{venv}/bin/python -m pip install --disable-pip-version-check -q -e '.[test]'",
+        f"{venv}/bin/python -m pip install --disable-pip-version-check -q --require-hashes -r requirements-dev.lock",
+        f"{venv}/bin/python -m pip install --disable-pip-version-check -q --no-deps -e .",
         f"touch {venv}/.installed-stamp",
         f"{venv}/bin/python -m ruff check",
         f"{venv}/bin/python -m mypy",
@@ -801,19 +802,24 @@ def test_make_test_on_a_fresh_machine_creates_the_venv_installs_then_lints_typec
 
 
 @needs_make
-def test_make_reinstalls_only_when_pyproject_is_newer_than_the_stamp(tmp_path: Path) -> None:
+def test_make_reinstalls_only_when_pyproject_or_the_lock_is_newer_than_the_stamp(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()
     stamp = venv / ".installed-stamp"
     stamp.touch()
-    newer = (ROOT / "pyproject.toml").stat().st_mtime + 10
+    inputs = [(ROOT / name).stat().st_mtime for name in ("pyproject.toml", "requirements-dev.lock")]
+    newer = max(inputs) + 10
     os.utime(stamp, (newer, newer))
     out = _make_n("test", venv)
     assert "pip install" not in out and "-m venv" not in out and "pytest -q" in out
     older = (ROOT / "pyproject.toml").stat().st_mtime - 10
     os.utime(stamp, (older, older))
     assert "pip install" in _make_n("lint", venv)
+    between = (ROOT / "requirements-dev.lock").stat().st_mtime - 1  # a regenerated lock alone reinstalls too
+    if between > (ROOT / "pyproject.toml").stat().st_mtime:
+        os.utime(stamp, (between, between))
+        assert "--require-hashes -r requirements-dev.lock" in _make_n("lint", venv)
 
 
 @needs_make
