@@ -27,6 +27,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -40,6 +41,7 @@ from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import ConfigError, RunnerSettings
 from cowboy_runner.executor_settings import executors_config, kind_limits
 from cowboy_runner.executors import ExecutorRegistry
+from cowboy_runner.executors.health import HealthMonitor
 from cowboy_runner.jobs import JobManager
 from cowboy_runner.journal import Journal
 from cowboy_runner.keyfile import RunnerKey
@@ -92,6 +94,7 @@ class Daemon:
         self.params: dict[str, Any] = {}
         self.links: list[Link] = []
         self.jobs: JobManager | None = None
+        self.health: HealthMonitor | None = None
         self.poller: Poller | None = None
         self.journal: Journal | None = None
         self.last_error = ""
@@ -175,6 +178,14 @@ class Daemon:
         for link in self.links:
             link.set_accepting(accepting)
 
+    def _on_health(self, unhealthy: Mapping[str, str]) -> None:
+        assert self.jobs is not None and self.health is not None
+        for kind in self.health.kinds():
+            self.metrics.executor_healthy.labels(kind=kind).set(0 if kind in unhealthy else 1)
+        for kind, reason in unhealthy.items():
+            log.warning("executor unhealthy; its job kind is not advertised", kind=kind, reason=reason)
+        self.jobs.set_unhealthy(unhealthy)
+
     def _on_kinds(self, unavailable: frozenset[str]) -> None:
         for link in self.links:
             link.set_unavailable(unavailable)
@@ -232,6 +243,10 @@ class Daemon:
                                metrics=self.metrics,
                                on_capacity=self._on_capacity, max_tx_bytes=limits.get("max_tx_bytes"),
                                kind_limits=kind_limits(s), on_kinds=self._on_kinds)
+        self.health = HealthMonitor(executors.config)
+        await self.health.check()  # before any session: an unhealthy kind is never advertised
+        self._on_health(self.health.unhealthy())
+        self.health.on_change = self._on_health
         if s.metrics_addr is not None:
             try:
                 self.metrics.serve(*s.metrics_addr)
@@ -265,7 +280,8 @@ class Daemon:
                              metrics=self.metrics)
         loop.add_signal_handler(signal.SIGUSR1, self.drain)
         tasks = [loop.create_task(lk.run()) for lk in self.links]
-        tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()), status_task]
+        tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()), status_task,
+                  loop.create_task(self.health.run(s.executors.health_interval_s))]
         try:
             await self.stopping.wait()
         finally:

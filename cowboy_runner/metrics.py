@@ -66,6 +66,10 @@ class RunnerMetrics:
                                       ["kind"], registry=r)
         """Per-kind jobs queued for a slot."""
 
+        self.executor_healthy = Gauge("cowboy_runner_executor_healthy", "1 when the job kind's executor passed its "
+                                      "last health probe, else 0", ["kind"], registry=r)
+        """Per-kind health (docs/runner-executors.md "Health")."""
+
     def llm_call(self, model: str, outcome: str, prompt_tokens: int, completion_tokens: int, price: int) -> None:
         """One LLM execution (``cowboy_runner.executors.llm.LlmObserver``)."""
         self.llm_requests.labels(model=model, outcome=outcome).inc()

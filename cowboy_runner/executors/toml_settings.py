@@ -155,6 +155,8 @@ class ExecutorSettings:
     """MCP tool calls."""
     custom: CustomExecutorSettings = CustomExecutorSettings()
     """Custom executors."""
+    health_interval_s: float = 30.0
+    """Seconds between executor health probes (the first runs at start)."""
 
 
 # -- value checks -----------------------------------------------------------------------------
@@ -245,8 +247,9 @@ SECTIONS = ("http", "llm", "mcp", "custom")
 def parse_executors(ex: dict[str, Any]) -> ExecutorSettings:
     """The ``[executors]`` table of a parsed ``runner.toml``; raises :class:`SettingError`."""
     ex = _table(ex, "executors")
-    _known(ex, "executors", SECTIONS)
-    return ExecutorSettings(http=_http(ex), llm=_llm(ex), mcp=_mcp(ex), custom=_custom(ex))
+    _known(ex, "executors", (*SECTIONS, "health_interval_s"))
+    return ExecutorSettings(http=_http(ex), llm=_llm(ex), mcp=_mcp(ex), custom=_custom(ex),
+                            health_interval_s=_seconds(ex, "executors", "health_interval_s", 30.0))
 
 
 _LIMIT_KEYS = ("max_concurrent", "queue")

@@ -158,6 +158,8 @@ class LlmStub:
     """``choices[0].finish_reason`` of the answer."""
     error_text: str = "bad"
     """``error.message`` of a non-200 answer (servers often echo the request, key included)."""
+    models_status: int = 200
+    """Status of ``GET /v1/models`` (the health probe)."""
 
 
 def llm_app(stub: LlmStub) -> web.Application:
@@ -181,8 +183,13 @@ def llm_app(stub: LlmStub) -> web.Application:
             answer["usage"] = stub.usage
         return web.json_response(answer)
 
+    async def models(request: web.Request) -> web.Response:
+        stub.auth.append(request.headers.get("Authorization"))
+        return web.json_response({"object": "list", "data": [{"id": "tiny-model"}]}, status=stub.models_status)
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/v1/models", models)
     return app
 
 
