@@ -28,6 +28,7 @@ from cowboy_node.cli.client_commands import (
     add_tx_flags,
     load_key,
     report,
+    should_wait,
     submit,
 )
 from cowboy_node.execution.actors.model import derive_actor_address
@@ -125,7 +126,7 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
     address = to_checksum_address(derive_actor_address(sender, args.salt, source))
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, ins)
-    return report(client, tx_hash, wait=not args.no_wait, timeout=args.timeout, extra={"address": address})
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra={"address": address})
 
 
 @_run
@@ -138,7 +139,7 @@ def cmd_tx_call(args: argparse.Namespace) -> int:
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, CallActor(actor=args.actor, handler=args.handler,
                                                          payload=args.payload))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout, from_receipt=_returned)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, from_receipt=_returned)
 
 
 def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, UpdateTimerConfig(cfg))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 @_run
@@ -178,7 +179,7 @@ def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, CancelTimer(args.timer_id))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 @_run
@@ -188,7 +189,7 @@ def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, ExtendTimer(args.timer_id, args.expires_at))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 # -- query commands --------------------------------------------------------------------
@@ -242,8 +243,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                     help=f"0..{MAX_SALT_BYTES} bytes mixed into the address (default empty)")
     td.add_argument("--init", type=_handler, default=None, metavar="HANDLER", help="handler run right after deploy")
     td.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="payload for --init")
-    td.add_argument("--no-wait", action="store_true", help="print the address and tx hash without waiting")
-    add_tx_flags(td, wait_flag=False, cycles_limit=DEPLOY_CYCLES_LIMIT, cells_limit=None,
+    add_tx_flags(td, cycles_limit=DEPLOY_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default 2 × source bytes + payload bytes + {ACTOR_CELLS_MARGIN}")
     td.set_defaults(func=cmd_tx_deploy)
 
@@ -252,7 +252,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     tc.add_argument("--actor", required=True, type=_address, metavar="ADDRESS")
     tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
     tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
-    add_tx_flags(tc, wait_flag=True, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
+    add_tx_flags(tc, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default payload bytes + {ACTOR_CELLS_MARGIN}")
     tc.set_defaults(func=cmd_tx_call)
 
@@ -261,20 +261,20 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     for name in ("max-ttl-blocks", "max-cycles-per-fire", "max-cells-per-fire", "max-timers-per-actor",
                  "gc-cycles-per-block"):
         tu.add_argument(f"--{name}", required=True, type=u64, metavar="N")
-    add_tx_flags(tu, wait_flag=True)
+    add_tx_flags(tu)
     tu.set_defaults(func=cmd_tx_update_timer_config)
 
     tk = tx_sub.add_parser("cancel-timer", help="(system deployers) remove any actor's timer; idempotent")
     tk.add_argument("--key", required=True, metavar="FILE")
     tk.add_argument("--timer-id", required=True, type=_hex(exact=32), metavar="HEX")
-    add_tx_flags(tk, wait_flag=True)
+    add_tx_flags(tk)
     tk.set_defaults(func=cmd_tx_cancel_timer)
 
     te = tx_sub.add_parser("extend-timer", help="(system deployers) raise a timer's expires_at; never shortens")
     te.add_argument("--key", required=True, metavar="FILE")
     te.add_argument("--timer-id", required=True, type=_hex(exact=32), metavar="HEX")
     te.add_argument("--expires-at", required=True, type=u64, metavar="HEIGHT")
-    add_tx_flags(te, wait_flag=True)
+    add_tx_flags(te)
     te.set_defaults(func=cmd_tx_extend_timer)
 
 

@@ -10,11 +10,17 @@ lookup, ``--chain-id`` and both ``--max-fee-per-*`` flags skip ``/status``, and
 instead of sending them; ``tx broadcast`` sends such output later, from another
 machine.
 
-Exit codes: 0 success; 1 the node answered with an error, could not be
-reached, or ``--wait`` timed out; 2 bad user input (argparse errors, a bad
+Waiting: every ``tx`` command waits for its receipt (up to ``--timeout``)
+unless ``--no-wait``; ``--wait`` is accepted and changes nothing (the
+former opt-in spelling). ``--sign-only`` sends nothing, so it never waits.
+
+Exit codes (docs/api.md "Command line"): 0 success (with ``--no-wait``: the node
+accepted the transaction); 1 the node answered with an error, could not be
+reached, or the wait timed out; 2 bad user input (argparse errors, a bad
 address/hash/amount, an unreadable or invalid key file, a bad signed
-transaction given to ``tx broadcast``). API errors are printed to stderr as
-``error: <code>: <message>``.
+transaction given to ``tx broadcast``); 3 the transaction was included but
+its receipt says it failed (or a ``--simulate``/``--gas auto`` dry run
+failed). Errors are printed to stderr as ``error: <code>: <message>``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
 
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""The node answered with an error, could not be reached, or the receipt wait timed out."""
+EXIT_USAGE = 2
+EXIT_TX_FAILED = 3
+"""The transaction was included with a failed receipt (it was charged), or a dry run failed."""
 DEFAULT_CYCLES_LIMIT = 50_000
 DEFAULT_CELLS_LIMIT = 2_000
 DEFAULT_WAIT_TIMEOUT_S = 30.0
@@ -249,6 +261,29 @@ def _fees(explicit_max: int | None, explicit_tip: int | None, basefee: int | Non
     return max_fee, tip
 
 
+def should_wait(args: argparse.Namespace) -> bool:
+    """The one waiting rule of every ``tx`` command: wait unless ``--no-wait`` (or ``--sign-only``)."""
+    return getattr(args, "wait", None) is not False and not getattr(args, "sign_only", False)
+
+
+def receipt_failed(receipt: dict[str, Any]) -> bool:
+    """True when a receipt's ``status`` is not ``success``."""
+    return receipt.get("status") != "success"
+
+
+def failure_of(receipt: dict[str, Any]) -> dict[str, Any]:
+    """``{"code", "message"}`` of a failed receipt (the message is the receipt's ``error_message``)."""
+    code = receipt.get("error_code") or "failed"
+    message = receipt.get("error_message") or code
+    return {"code": code, "message": message}
+
+
+def print_failure(what: str, receipt: dict[str, Any]) -> None:
+    """``error: <code>: <what> failed: <message>`` on stderr."""
+    f = failure_of(receipt)
+    _error(f"{f['code']}: {what} failed: {f['message']}")
+
+
 def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[str, Any] | None:
     deadline = time.monotonic() + timeout
     while True:
@@ -299,7 +334,7 @@ def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: 
     :class:`SignedOnly` ends the command (exit 0); with all four flags the node is never contacted.
     """
 
-    if args.sign_only and getattr(args, "wait", False):
+    if args.sign_only and getattr(args, "wait", None) is True:
         raise UsageError("--wait cannot be combined with --sign-only (nothing is sent)")
     chain_id: str | None = args.chain_id
     cycle_bf = cell_bf = None
@@ -337,7 +372,8 @@ def _post(client: RpcClient, tx_bytes: bytes, local_hash: str) -> str:
 def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra: dict[str, Any] | None = None,
            from_receipt: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
     """Print ``{**extra, "tx_hash"}``, or after waiting ``{..., "height", "receipt"}`` plus what
-    ``from_receipt`` derives from the receipt; returns the exit code."""
+    ``from_receipt`` derives from the receipt; returns the exit code: :data:`EXIT_TX_FAILED` with an
+    ``"error": {"code", "message"}`` (and the error on stderr) when the receipt says the transaction failed."""
     head = {**(extra or {}), "tx_hash": tx_hash}
     if not wait:
         _print_json(head)
@@ -348,6 +384,10 @@ def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra
         _print_json({**head, "error": {"code": "timeout", "message": message}})
         _error(f"timeout: {message}")
         return 1
+    if receipt_failed(receipt):
+        _print_json({**head, "height": receipt.get("height"), "receipt": receipt, "error": failure_of(receipt)})
+        print_failure(f"transaction {tx_hash}", receipt)
+        return EXIT_TX_FAILED
     derived = from_receipt(receipt) if from_receipt is not None else {}
     _print_json({**head, "height": receipt.get("height"), "receipt": receipt, **derived})
     return 0
@@ -355,7 +395,8 @@ def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra
 
 def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: float) -> int:
     """Print ``{"tx_hashes"}``, or after waiting for each in turn ``{"tx_hashes", "receipts"}``; returns the
-    exit code (1 and ``"error"`` when one has no receipt within ``timeout``)."""
+    exit code (1 and ``"error"`` when one has no receipt within ``timeout``; :data:`EXIT_TX_FAILED` and
+    ``"error"`` naming the first failed one when a receipt says its transaction failed)."""
     if not wait:
         _print_json({"tx_hashes": hashes})
         return 0
@@ -368,6 +409,12 @@ def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: 
             _error(f"timeout: {message}")
             return 1
         receipts.append(receipt)
+    failed = next(((h, r) for h, r in zip(hashes, receipts, strict=True) if receipt_failed(r)), None)
+    if failed is not None:
+        _print_json({"tx_hashes": hashes, "receipts": receipts, "error": {**failure_of(failed[1]),
+                                                                          "tx_hash": failed[0]}})
+        print_failure(f"transaction {failed[0]}", failed[1])
+        return EXIT_TX_FAILED
     _print_json({"tx_hashes": hashes, "receipts": receipts})
     return 0
 
@@ -379,7 +426,7 @@ def cmd_tx_transfer(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, Transfer(to=args.to, amount=args.amount))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 # -- tx broadcast --------------------------------------------------------------------
@@ -442,8 +489,8 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
     client = _client(args)
     hashes = [_post(client, data, "0x" + keccak256(data[4:]).hex()) for data in blobs]
     if len(hashes) == 1:
-        return report(client, hashes[0], wait=args.wait, timeout=args.timeout)
-    return report_hashes(client, hashes, wait=args.wait, timeout=args.timeout)
+        return report(client, hashes[0], wait=should_wait(args), timeout=args.timeout)
+    return report_hashes(client, hashes, wait=should_wait(args), timeout=args.timeout)
 
 
 # -- query ---------------------------------------------------------------------------
@@ -485,10 +532,22 @@ def _add_rpc(p: argparse.ArgumentParser) -> None:
                    help=f"node HTTP API base URL (default {DEFAULT_RPC_URL})")
 
 
-def add_tx_flags(p: argparse.ArgumentParser, *, wait_flag: bool, cycles_limit: int = DEFAULT_CYCLES_LIMIT,
+def add_wait_flags(p: argparse.ArgumentParser) -> None:
+    """``--no-wait`` / ``--wait`` (alias, the default) and ``--timeout``: the one waiting rule of every ``tx``
+    command (:func:`should_wait`)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--no-wait", dest="wait", action="store_const", const=False, default=None,
+                       help="print the tx hash once the node accepts it, without waiting for the receipt")
+    group.add_argument("--wait", dest="wait", action="store_const", const=True,
+                       help="wait for the receipt (the default; kept as an alias)")
+    p.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
+                   help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
+
+
+def add_tx_flags(p: argparse.ArgumentParser, *, cycles_limit: int = DEFAULT_CYCLES_LIMIT,
                  cells_limit: int | None = DEFAULT_CELLS_LIMIT, cells_help: str | None = None) -> None:
-    """``--rpc``, ``--wait``/``--timeout``, the limit and fee flags and the signing flags (``--nonce``,
-    ``--chain-id``, ``--sign-only``) shared by every ``tx`` command.
+    """``--rpc``, ``--no-wait``/``--wait``/``--timeout``, the limit and fee flags and the signing flags
+    (``--nonce``, ``--chain-id``, ``--sign-only``) shared by every ``tx`` command.
 
     ``cells_limit=None`` leaves the default to the command (it depends on what it carries).
     """
@@ -500,10 +559,7 @@ def add_tx_flags(p: argparse.ArgumentParser, *, wait_flag: bool, cycles_limit: i
     p.add_argument("--sign-only", action="store_true",
                    help="print the signed tx_bytes as 0x-hex (one line per transaction) and send nothing; with "
                         "--nonce, --chain-id, --max-fee-per-cycle and --max-fee-per-cell the node is not contacted")
-    if wait_flag:
-        p.add_argument("--wait", action="store_true", help="wait for the receipt")
-    p.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
-                   help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
+    add_wait_flags(p)
     u64 = _uint(U64_MAX, "u64")
     p.add_argument("--cycles-limit", type=u64, default=cycles_limit, metavar="N", help=f"default {cycles_limit}")
     p.add_argument("--cells-limit", type=u64, default=cells_limit, metavar="N",
@@ -546,16 +602,14 @@ def register_base(subparsers: SubParsers) -> tuple[SubParsers, SubParsers]:
     tt.add_argument("--to", required=True, type=_address, metavar="ADDRESS", help="recipient (0x + 40 hex)")
     tt.add_argument("--amount", required=True, type=_uint(U128_MAX, "u128"), metavar="N",
                     help="amount in the smallest unit")
-    add_tx_flags(tt, wait_flag=True)
+    add_tx_flags(tt)
     tt.set_defaults(func=cmd_tx_transfer)
 
     tb = tx_sub.add_parser("broadcast", help="submit transactions signed earlier with --sign-only")
     tb.add_argument("source", metavar="FILE|HEX",
                     help="a file of 0x-hex lines as --sign-only prints them, - for stdin, or the hex itself")
     _add_rpc(tb)
-    tb.add_argument("--wait", action="store_true", help="wait for the receipt(s)")
-    tb.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
-                    help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
+    add_wait_flags(tb)
     tb.set_defaults(func=cmd_tx_broadcast)
 
     q = subparsers.add_parser("query", help="read chain data from the node")

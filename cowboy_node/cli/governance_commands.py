@@ -22,6 +22,7 @@ from cowboy_node.cli.client_commands import (
     add_tx_flags,
     load_key,
     report,
+    should_wait,
     submit_many,
 )
 from cowboy_protocol.types.governance_instructions import (
@@ -57,7 +58,7 @@ def cmd_tx_governance_set_phase(args: argparse.Namespace) -> int:
     client = _client(args)
     ins = GovernanceSetPhase(phase=args.phase, activation_height=args.at_height)
     [tx_hash] = submit_many(args, client, sk, sender, [ins])
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout, extra=ins.to_json())
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=ins.to_json())
 
 
 @_run
@@ -67,7 +68,7 @@ def cmd_tx_governance_set_param(args: argparse.Namespace) -> int:
     client = _client(args)
     ins = GovernanceSetParam(name=args.name, value=args.value, activation_height=args.at_height)
     [tx_hash] = submit_many(args, client, sk, sender, [ins])
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout, extra=ins.to_json())
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=ins.to_json())
 
 
 @_run
@@ -93,7 +94,7 @@ def register_tx(tx_sub: SubParsers) -> None:
     sp.add_argument("--at-height", required=True, type=height, metavar="H",
                     help="first height that runs in the new phase (above the current height)")
     sp.add_argument("--key", required=True, metavar="FILE", help="a system deployer's account key file")
-    add_tx_flags(sp, wait_flag=True)
+    add_tx_flags(sp)
     sp.set_defaults(func=cmd_tx_governance_set_phase)
 
     pp = g_sub.add_parser("set-param", help="schedule a governed CIP-11 parameter change (query governance "
@@ -104,7 +105,7 @@ def register_tx(tx_sub: SubParsers) -> None:
     pp.add_argument("--at-height", required=True, type=height, metavar="H",
                     help="first height that runs with the new value (above the current height)")
     pp.add_argument("--key", required=True, metavar="FILE", help="a system deployer's account key file")
-    add_tx_flags(pp, wait_flag=True)
+    add_tx_flags(pp)
     pp.set_defaults(func=cmd_tx_governance_set_param)
 
 

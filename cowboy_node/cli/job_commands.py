@@ -1,7 +1,7 @@
 """Job client subcommands: ``tx submit-job`` and ``query job``.
 
 Same conventions as :mod:`cowboy_node.cli.client_commands` (JSON on stdout; exit 0 success, 1 node error /
-unreachable / wait timeout / failed transaction, 2 bad input). The spec file is the JSON form of a job request
+unreachable / wait timeout, 2 bad input, 3 failed transaction). The spec file is the JSON form of a job request
 (docs/jobs.md "JobSpec JSON form"; example ``configs/examples/job-http.json``). It is checked before anything is
 sent: a bad file exits 2 with the ``invalid_job_spec`` (shape) or submission-rule code and the field's JSON path.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.cli.client_commands import (
+    EXIT_TX_FAILED,
     UsageError,
     _add_rpc,
     _client,
@@ -24,8 +25,12 @@ from cowboy_node.cli.client_commands import (
     _uint,
     _wait_for_receipt,
     add_tx_flags,
+    failure_of,
     load_key,
     offline_flags_missing,
+    print_failure,
+    receipt_failed,
+    should_wait,
     submit,
 )
 from cowboy_node.execution.jobs.results import verification_params_of
@@ -136,7 +141,7 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     tx_hash = submit(args, client, sk, sender, ins)
     job_id = "0x" + derive_job_id(bytes.fromhex(tx_hash[2:]), 0).hex()
     head = {"job_id": job_id, "tx_hash": tx_hash}
-    if not args.wait:
+    if not should_wait(args):
         _print_json(head)
         return 0
     receipt = _wait_for_receipt(client, tx_hash, args.timeout)
@@ -146,11 +151,10 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
         _error(f"timeout: {message}")
         return 1
     out: dict[str, Any] = {**head, "height": receipt.get("height"), "receipt": receipt}
-    if receipt.get("status") != "success":
-        code = receipt.get("error_code") or "failed"
-        _print_json({**out, "error": {"code": code, "message": f"JobSubmit failed: {code}"}})
-        _error(f"{code}: the JobSubmit transaction failed; no job was created and the escrow is untouched")
-        return 1
+    if receipt_failed(receipt):
+        _print_json({**out, "error": failure_of(receipt)})
+        print_failure("JobSubmit (no job was created, the escrow is untouched)", receipt)
+        return EXIT_TX_FAILED
     out["job"] = client.get_json(f"/job/{job_id}/status")
     _print_json(out)
     return 0
@@ -170,7 +174,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     tj.add_argument("--key", required=True, metavar="FILE", help="the submitter's account key file (pays the escrow)")
     tj.add_argument("--spec", required=True, metavar="FILE.json",
                     help="the job request in JSON (docs/jobs.md; e.g. configs/examples/job-http.json)")
-    add_tx_flags(tj, wait_flag=True, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
+    add_tx_flags(tj, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per committee seat + {CELLS_MARGIN}, "
                             f"+ {SNAPSHOT_CELLS_PER_RUNNER} per registered runner when M > 1")
     tj.add_argument("--commit-phase-permille", type=_uint(1000, "permille"), default=None, metavar="N",

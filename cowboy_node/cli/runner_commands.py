@@ -27,6 +27,7 @@ from cowboy_node.cli.client_commands import (
     load_key,
     report,
     report_hashes,
+    should_wait,
     submit,
     submit_many,
 )
@@ -85,7 +86,7 @@ def cmd_tx_register_runner(args: argparse.Namespace) -> int:
     ins = RunnerRegister(stake=args.stake, capabilities=caps, rate_card=card)
     _cells_for(args, ins)
     client = _client(args)
-    return report(client, submit(args, client, sk, sender, ins), wait=args.wait, timeout=args.timeout)
+    return report(client, submit(args, client, sk, sender, ins), wait=should_wait(args), timeout=args.timeout)
 
 
 @_run
@@ -95,7 +96,7 @@ def cmd_tx_runner_heartbeat(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, RunnerHeartbeat(accepting=not args.paused))
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 @_run
@@ -111,7 +112,7 @@ def cmd_tx_update_runner(args: argparse.Namespace) -> int:
     client = _client(args)
     # consecutive nonces: the rate card follows the capabilities (two lines with --sign-only)
     hashes = submit_many(args, client, sk, sender, instructions)
-    return report_hashes(client, hashes, wait=args.wait, timeout=args.timeout)
+    return report_hashes(client, hashes, wait=should_wait(args), timeout=args.timeout)
 
 
 @_run
@@ -121,7 +122,7 @@ def cmd_tx_deregister_runner(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     client = _client(args)
     tx_hash = submit(args, client, sk, sender, RunnerDeregister())
-    return report(client, tx_hash, wait=args.wait, timeout=args.timeout)
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 # -- query commands --------------------------------------------------------------------
@@ -164,24 +165,24 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                     help="stake to bond, in the smallest unit (at least params.runners.min_runner_stake)")
     tr.add_argument("--capabilities", required=True, metavar="FILE.json",
                     help="capabilities and rate card (docs/runners.md §4)")
-    add_tx_flags(tr, wait_flag=True, cycles_limit=REGISTER_CYCLES_LIMIT, cells_limit=None, cells_help=cells_help)
+    add_tx_flags(tr, cycles_limit=REGISTER_CYCLES_LIMIT, cells_limit=None, cells_help=cells_help)
     tr.set_defaults(func=cmd_tx_register_runner)
 
     th = tx_sub.add_parser("runner-heartbeat", help="on-chain heartbeat (the CIP-11 eligibility floor)")
     th.add_argument("--key", required=True, metavar="FILE")
     th.add_argument("--paused", action="store_true", help="stay registered but accept no new jobs (PAUSED)")
-    add_tx_flags(th, wait_flag=True, cycles_limit=RUNNER_CYCLES_LIMIT)
+    add_tx_flags(th, cycles_limit=RUNNER_CYCLES_LIMIT)
     th.set_defaults(func=cmd_tx_runner_heartbeat)
 
     tu = tx_sub.add_parser("update-runner", help="replace capabilities (and the rate card if the file has one)")
     tu.add_argument("--key", required=True, metavar="FILE")
     tu.add_argument("--capabilities", required=True, metavar="FILE.json", help="docs/runners.md §4")
-    add_tx_flags(tu, wait_flag=True, cycles_limit=RUNNER_CYCLES_LIMIT, cells_limit=None, cells_help=cells_help)
+    add_tx_flags(tu, cycles_limit=RUNNER_CYCLES_LIMIT, cells_limit=None, cells_help=cells_help)
     tu.set_defaults(func=cmd_tx_update_runner)
 
     td = tx_sub.add_parser("deregister-runner", help="leave the registry; the stake returns after unbonding")
     td.add_argument("--key", required=True, metavar="FILE")
-    add_tx_flags(td, wait_flag=True, cycles_limit=RUNNER_CYCLES_LIMIT)
+    add_tx_flags(td, cycles_limit=RUNNER_CYCLES_LIMIT)
     td.set_defaults(func=cmd_tx_deregister_runner)
 
 

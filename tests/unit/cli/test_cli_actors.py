@@ -128,9 +128,13 @@ def test_deploy_of_a_refused_source_is_a_failed_charged_receipt(live: LiveNode, 
     bad.write_text("import os\n")
     rc, out, err = run_cli(["tx", "deploy", "--key", str(keys["alice"]), "--source", str(bad), "--rpc", live.url,
                             "--timeout", "20"], capsys)
-    assert rc == 0, err  # included and failed: the receipt says why
+    assert rc == 3, err  # included and failed (and charged): exit 3, and the receipt says why
     assert out["receipt"]["status"] == "failed" and int(out["receipt"]["fee_paid"]) > 0
-    assert out["receipt"]["error_code"].startswith("actor_rejected:")
+    assert out["receipt"]["error_code"] == "actor_rejected:import_not_allowed:1"
+    assert out["receipt"]["error_message"] == "line 1: import_not_allowed: import of 'os' is not allowed"
+    assert out["error"] == {"code": "actor_rejected:import_not_allowed:1",
+                            "message": "line 1: import_not_allowed: import of 'os' is not allowed"}
+    assert "error: actor_rejected:import_not_allowed:1: " in err and "import of 'os' is not allowed" in err
     rc, _, err = run_cli(["query", "actor", out["address"], "--rpc", live.url], capsys)
     assert rc == 1 and "actor_not_found" in err
 
@@ -138,7 +142,7 @@ def test_deploy_of_a_refused_source_is_a_failed_charged_receipt(live: LiveNode, 
 def test_call_without_wait_prints_only_the_hash(live: LiveNode, keys: dict[str, Path], deployed: dict[str, Any],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_cli(["tx", "call", "--key", str(keys["alice"]), "--actor", deployed["address"],
-                            "--handler", "echo", "--rpc", live.url], capsys)
+                            "--handler", "echo", "--no-wait", "--rpc", live.url], capsys)
     assert rc == 0, err
     assert set(out) == {"tx_hash"} and len(out["tx_hash"]) == 66
 
@@ -215,7 +219,7 @@ def test_timer_system_instruction_by_anyone_else_fails_unauthorized(live: LiveNo
     assert rc == 0, err
     rc, out, err = run_cli(["tx", "cancel-timer", "--key", str(keys["bob"]), "--timer-id", "0x" + "11" * 32,
                             "--rpc", live.url, "--wait"], capsys)
-    assert rc == 0, err
+    assert rc == 3, err
     assert out["receipt"]["status"] == "failed" and out["receipt"]["error_code"] == "unauthorized"
 
 

@@ -97,7 +97,7 @@ class ChainFacade:
         self.receipt_polls += 1
         if self.receipt_after_polls is None or self.receipt_polls <= self.receipt_after_polls:
             return None
-        return {"tx_hash": "0x" + tx_hash.hex(), "success": True, "height": 11, "index": 0}
+        return {"tx_hash": "0x" + tx_hash.hex(), "status": "success", "height": 11, "index": 0}
 
     def account(self, address: bytes) -> dict[str, Any]:
         self.lookups["account"] += 1
@@ -218,7 +218,7 @@ def test_keys_show_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_transfer_builds_correctly_signed_tx(server: ServerThread, key_file: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     rc = run_cli(["tx", "transfer", "--key", str(key_file), "--to", to_checksum_address(RECIPIENT),
-                  "--amount", "12345", "--rpc", server.url])
+                  "--amount", "12345", "--no-wait", "--rpc", server.url])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     out = json.loads(captured.out)
@@ -259,7 +259,7 @@ def test_transfer_wait_prints_receipt(server: ServerThread, key_file: Path,
     out = json.loads(captured.out)
     [tx_hash] = server.facade.txs
     assert out == {"tx_hash": "0x" + tx_hash.hex(), "height": 11,
-                   "receipt": {"tx_hash": "0x" + tx_hash.hex(), "success": True, "height": 11, "index": 0}}
+                   "receipt": {"tx_hash": "0x" + tx_hash.hex(), "status": "success", "height": 11, "index": 0}}
     assert server.facade.receipt_polls == 3
 
 
@@ -345,7 +345,7 @@ def test_query_block(server: ServerThread, capsys: pytest.CaptureFixture[str]) -
 def test_query_tx_with_and_without_receipt(server: ServerThread, key_file: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["tx", "transfer", "--key", str(key_file), "--to", "0x" + RECIPIENT.hex(), "--amount", "9",
-                    "--rpc", server.url]) == 0
+                    "--no-wait", "--rpc", server.url]) == 0
     tx_hash = json.loads(capsys.readouterr().out)["tx_hash"]
     server.facade.receipt_after_polls = 1
     assert run_cli(["query", "tx", tx_hash, "--rpc", server.url]) == 0
@@ -413,7 +413,7 @@ def test_sign_only_offline_is_byte_identical_to_the_normal_path(server: ServerTh
     assert signed == expected.to_bytes()
     assert f"0x{expected.tx_hash().hex()}" in captured.err and "not sent" in captured.err
     # the normal path (nonce, chain id and fees from the node) submits exactly these bytes
-    assert run_cli(_transfer_argv(key_file, "--rpc", server.url)) == 0
+    assert run_cli(_transfer_argv(key_file, "--no-wait", "--rpc", server.url)) == 0
     assert json.loads(capsys.readouterr().out) == {"tx_hash": "0x" + expected.tx_hash().hex()}
     assert server.facade.submitted == [signed]
 
@@ -532,7 +532,7 @@ def test_broadcast_file_argument_and_stdin(server: ServerThread, key_file: Path,
     third = _sign_offline(key_file, capsys, 7, amount=3)
     path = tmp_path / "signed.hex"
     path.write_text(first + "\n")
-    assert run_cli(["tx", "broadcast", str(path), "--rpc", server.url]) == 0
+    assert run_cli(["tx", "broadcast", str(path), "--no-wait", "--rpc", server.url]) == 0
     h1 = "0x" + Transaction.from_bytes(bytes.fromhex(first[2:])).tx_hash().hex()
     assert json.loads(capsys.readouterr().out) == {"tx_hash": h1}
     assert run_cli(["tx", "broadcast", second[2:].upper(), "--rpc", server.url]) == 0  # the hex itself, no 0x
@@ -647,7 +647,7 @@ def _receipt(live: LiveNode, tx_hash: str) -> dict[str, Any] | None:
 def test_nonce_gap_waits_for_the_missing_nonces(live: LiveNode, key_file: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # nonce 2 first: admitted, but not included while 0 and 1 are missing
-    assert run_cli(_transfer_argv(key_file, "--nonce", "2", "--rpc", live.url, amount=3)) == 0
+    assert run_cli(_transfer_argv(key_file, "--nonce", "2", "--no-wait", "--rpc", live.url, amount=3)) == 0
     gapped = json.loads(capsys.readouterr().out)["tx_hash"]
     start = live.node.chain.height
     deadline = time.monotonic() + 10

@@ -133,7 +133,7 @@ def test_submit_the_example_job_wait_query_and_read_the_results(
 def test_submit_without_wait_prints_the_job_id_at_once(live: LiveNode, keys: dict[str, Path], registered: bytes,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_cli(["tx", "submit-job", "--key", str(keys["alice"]), "--spec", str(JOB_EXAMPLE),
-                            "--rpc", live.url], capsys)
+                            "--no-wait", "--rpc", live.url], capsys)
     assert rc == 0, err
     assert set(out) == {"job_id", "tx_hash"}
     assert out["job_id"] == "0x" + derive_job_id(bytes.fromhex(out["tx_hash"][2:]), 0).hex()
@@ -141,7 +141,7 @@ def test_submit_without_wait_prints_the_job_id_at_once(live: LiveNode, keys: dic
     _wait_for(lambda: live.node.job(job_id))
 
 
-def test_job_nobody_can_serve_is_a_failed_receipt_and_exit_1(
+def test_job_nobody_can_serve_is_a_failed_receipt_and_exit_3(
         live: LiveNode, keys: dict[str, Path], registered: bytes, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "elsewhere.json"
@@ -150,7 +150,7 @@ def test_job_nobody_can_serve_is_a_failed_receipt_and_exit_1(
     spec.write_text(json.dumps(doc))
     rc, out, err = run_cli(["tx", "submit-job", "--key", str(keys["alice"]), "--spec", str(spec), "--wait",
                             "--timeout", str(WAIT_S), "--rpc", live.url], capsys)
-    assert rc == 1
+    assert rc == 3
     assert (out["receipt"]["status"], out["receipt"]["error_code"]) == ("failed", "no_eligible_runner")
     assert out["error"]["code"] == "no_eligible_runner" and "no_eligible_runner" in err
     rc, _, err = run_cli(["query", "job", out["job_id"], "--rpc", live.url], capsys)

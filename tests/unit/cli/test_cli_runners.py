@@ -89,8 +89,9 @@ def test_stake_below_the_minimum_is_a_failed_receipt(live: LiveNode, keys: dict[
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_cli(["tx", "register-runner", "--key", str(keys["bob"]), "--stake", str(STAKE - 1),
                             "--capabilities", str(EXAMPLE), "--wait", "--rpc", live.url, "--timeout", "20"], capsys)
-    assert rc == 0, err  # included and failed: the receipt says why
+    assert rc == 3, err  # included and failed: exit 3, and the receipt says why
     assert (out["receipt"]["status"], out["receipt"]["error_code"]) == ("failed", "runner_stake_too_low")
+    assert out["receipt"]["error_message"] == f"stake {STAKE - 1} is below the minimum {STAKE}"
 
 
 def test_capabilities_file_with_an_unknown_key_exits_2_and_submits_nothing(
