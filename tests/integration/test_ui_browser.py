@@ -128,6 +128,17 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     if target:
                         shutil.copyfile(tmp_path / "ui.png", target)
 
+                    # Other validators' RPC (#peers=): this node (same origin) answers, a closed port does not.
+                    # A second page: Chromium itself logs the refused connection as a console error.
+                    dead = "http://127.0.0.1:9"
+                    peers = browser.new_page()
+                    peers.goto(f"{node.url}/ui#peers={node.url},{dead}")
+                    expect(peers.locator(f'#remote tr[data-remote="{node.url}"] td').nth(5)).to_have_text(
+                        "live", timeout=15_000)
+                    expect(peers.locator(f'#remote tr[data-remote="{dead}"] td').nth(5)).to_contain_text(
+                        "unreachable", timeout=15_000)
+                    peers.close()
+
                     shown = _text(page, "#height")
                     node.terminate()
                     expect(page.locator("#conn")).to_contain_text("unreachable", timeout=15_000)

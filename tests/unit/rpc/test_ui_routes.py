@@ -9,7 +9,9 @@ when the read pool refuses a refresh.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
+import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,15 @@ async def test_page_is_served_with_a_csp_and_loads_only_assets_the_node_serves()
             assert await asset.read() == (UI_DIR / name).read_bytes()
             assert asset.headers["X-Content-Type-Options"] == "nosniff"
     node.close()
+
+
+def test_every_asset_is_package_data_so_wheels_and_editable_installs_carry_it() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["cowboy_node.rpc"]
+    for name in ASSETS:
+        assert (UI_DIR / name).is_file(), name
+        assert any(fnmatch.fnmatch(f"ui/{name}", g) for g in globs), (name, globs)
+    assert sorted(p.name for p in UI_DIR.iterdir()) == sorted(ASSETS)  # nothing unserved lies there
 
 
 def test_scripts_and_styles_load_nothing_from_another_origin() -> None:
