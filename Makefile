@@ -70,6 +70,9 @@ typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs)
 	$(VPY) -m pytest -q
 
+test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job (~70 s)
+	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
+
 devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
 	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh
 
