@@ -13,10 +13,39 @@ to ``logical key -> value``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree, TreeUpdate
+
+_WATCHED: list[bytes] = []
+_WATCHED_T: tuple[bytes, ...] = ()
+PrepareHook = Callable[["WorldState", bytes, bytes], None]
+"""Called as ``hook(world, base_root, new_root)`` when :meth:`WorldState.prepare_commit` computes a new root."""
+_PREPARE_HOOKS: list[PrepareHook] = []
+
+
+def watch_prefix(prefix: bytes) -> None:
+    """Log every write (and every revert) of a key under ``prefix`` in :attr:`WorldState.watch_log`.
+
+    For derived, node-local caches of state (e.g. the selection index, docs/selection.md) that must learn
+    which keys changed without rescanning: the log says *which* keys may differ from the world's base state,
+    never their values (a reader re-reads them). Process-wide and idempotent.
+    """
+    global _WATCHED_T
+    if prefix not in _WATCHED:
+        _WATCHED.append(bytes(prefix))
+        _WATCHED_T = tuple(_WATCHED)
+
+
+def add_prepare_hook(hook: PrepareHook) -> None:
+    """Run ``hook(world, base_root, new_root)`` whenever a world computes a new state root (idempotent).
+
+    Lets a derived cache remember its state under ``new_root`` (a root names one exact state). A hook must not
+    write to the world and must not raise; it cannot change the root or the ops.
+    """
+    if hook not in _PREPARE_HOOKS:
+        _PREPARE_HOOKS.append(hook)
 
 
 class _Missing:
@@ -42,6 +71,12 @@ class WorldState:
         self._next_checkpoint = 0
         self._version = 0  # bumped on every change of the pending set
         self._prepared: tuple[int, TreeUpdate, list[WriteOp]] | None = None
+        self.watch_log: list[bytes] = []
+        """Keys under a :func:`watch_prefix` prefix written or reverted since the base state (may repeat)."""
+        self.epoch = 0
+        """Bumped by :meth:`mark_committed` (the base state changed; :attr:`watch_log` restarts)."""
+        self.memo: dict[str, object] = {}
+        """Node-local derived caches of this world (never part of the state; see :func:`watch_prefix`)."""
 
     @property
     def tree(self) -> StateTree:
@@ -113,6 +148,8 @@ class WorldState:
             self._journal.append((key, pending.get(key, _MISSING)))
         pending[key] = value
         self._version += 1
+        if _WATCHED_T and key.startswith(_WATCHED_T):
+            self.watch_log.append(key)
 
     # -- checkpoints ----------------------------------------------------------------------------
     def checkpoint(self) -> int:
@@ -134,11 +171,14 @@ class WorldState:
         mark = self._checkpoints[i][1]
         pending = self._pending
         journal = self._journal
+        log = self.watch_log
         for key, prev in reversed(journal[mark:]):
             if isinstance(prev, _Missing):
                 pending.pop(key, None)
             else:
                 pending[key] = prev
+            if _WATCHED_T and key.startswith(_WATCHED_T):
+                log.append(key)
         del journal[mark:]
         del self._checkpoints[i:]
         if not self._checkpoints:
@@ -171,6 +211,8 @@ class WorldState:
             ops: list[WriteOp] = [(prefix + k, v) for k, v in changes]
             ops.extend(update.ops)
             prepared = self._prepared = (self._version, update, ops)
+            for hook in _PREPARE_HOOKS:
+                hook(self, self._tree.root(), update.root)
         return prepared[1].root, list(prepared[2])
 
     def state_root_preview(self) -> bytes:
@@ -188,3 +230,5 @@ class WorldState:
         self._checkpoints.clear()
         self._prepared = None
         self._version += 1
+        self.watch_log = []
+        self.epoch += 1

@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import InvalidBlock, TxFailed
-from cowboy_node.execution.jobs import draw, mru, pending, seeds, snapshot_root, weights
+from cowboy_node.execution.jobs import draw, mru, pending, seeds, selection_index, snapshot_root, weights
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible_with_report
 from cowboy_node.execution.jobs.model import (
     JobRecord,
@@ -196,7 +196,15 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     spec = request.to_spec(job_id, submitter, h)
     m = spec.verification.runners
     meter.charge_cycles(SELECT_CYCLES_PER_CANDIDATE * registry.registry_size(world))
-    candidates, report = eligible_for(world, ctx, spec, ())
+    # M == 1: the selection index answers as the linear path would, without re-reading the registry
+    # (docs/selection.md); None sends the job down the linear path (which also builds the error report).
+    fast = None
+    if m == 1:
+        with observed(ctx, "job_filter"):
+            fast = selection_index.m1_selection(world, ctx, selection_request(spec), present_set(ctx, m))
+    candidates: list[RunnerRecord] = []
+    if fast is None:
+        candidates, report = eligible_for(world, ctx, spec, ())
     # Under-fill (CIP-11 §9.2): fewer than M eligible runners is not a refusal — the draw takes as many as
     # exist and "the shortfall is handled by the existing CIP-2 under-fill / timeout re-selection path
     # (§11.2)". Zero eligible stays refused: the spec's shortfall is that of a committee the loop *began* to
@@ -205,8 +213,8 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     # snapshot is moreover frozen at T = S, so an empty block-S snapshot could never yield a runner at the
     # pending pass; accepting would only lock the escrow. "A job is never failed for lack of *present*
     # runners" concerns presence (§7.3 fail-open), not the CIP-2 eligibility chain.
-    if not candidates:
-        raise _no_runner_error(report)
+        if not candidates:
+            raise _no_runner_error(report)
     escrow = spec.max_price + spec.tip
     payer = get_account(world, submitter)
     if payer.balance - reserved < escrow:
@@ -218,19 +226,27 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
                     commits=(), reveals=(), escrow=escrow, payer=submitter, outcome=None, reason="", finished_at=0)
     cfg = get_runner_config(world)
     base = weights.base_weights(candidates, cfg)
+
+    def draw_one(seed: bytes) -> list[RunnerRecord]:
+        if fast is None:
+            return draw_from(world, ctx, spec, candidates, base, m, seed)
+        with observed(ctx, "job_draw"):
+            return fast.draw(seed, _mru_address(world, ctx, spec.submitter, spec.job_type.KIND),
+                             cfg.mru_weight_multiplier)
+
     parent = ctx.env.parent_round
     if not ctx.flags.CIP11_PRESENT_FIRST_ENABLED:
         # CIP-2 v2 draw over the 32-byte canonical seed bytes of the parent beacon (never the raw 48-byte
         # signature: the v2 preimage is fixed-width, and that mistake used to halt block production).
         seed = seeds.selection_seed_v2(seeds.beacon_hash_v1(parent[0], parent[1], ctx.env.parent_beacon), job_id, h)
         rec = replace(rec, seed=seed)
-        committee = draw_from(world, ctx, spec, candidates, base, m, seed)
+        committee = draw_one(seed)
         rec = assign(world, ctx, rec, spec, committee, deadline=h + spec.timeout_blocks)
     elif m == 1:
         seed = seeds.selection_seed_v3(seeds.MODE_IMMEDIATE,
                                        seeds.beacon_hash_v1(parent[0], parent[1], ctx.env.parent_beacon), job_id, h)
         rec = replace(rec, seed=seed, mode_byte=seeds.MODE_IMMEDIATE)
-        committee = draw_from(world, ctx, spec, candidates, base, m, seed)
+        committee = draw_one(seed)
         rec = assign(world, ctx, rec, spec, committee, deadline=h + spec.timeout_blocks)
     else:
         seed_epoch, seed_view = seeds.advance_round(ctx.env.round[0], ctx.env.round[1],
