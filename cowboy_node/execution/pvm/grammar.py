@@ -4,10 +4,12 @@
 with every minor version: 3.12 added ``type`` statements, type parameter lists and the
 PEP 701 f-strings (the enclosing quote, backslashes, comments and line breaks inside the
 replacement fields); 3.14 adds t-strings and unparenthesized ``except A, B``.  An actor
-that deploys on one validator must deploy on all, so :func:`check` refuses, with the rule
-``syntax_version``, everything Python 3.11 would refuse among those, and names outside
-ASCII (``non_ascii_identifier``: identifiers are NFKC-normalized and classified with the
-interpreter's Unicode tables, which change with the minor version).
+that deploys on one validator must deploy on all, so :func:`check` refuses everything
+Python 3.11 would refuse among those, identifiers outside ASCII (they are NFKC-normalized
+and classified with the interpreter's Unicode tables, which change with the minor version)
+and named escapes in text literals (resolved with the interpreter's Unicode name table).
+Every refusal has the rule ``syntax_error``, like 3.11's own parser errors, and the line of
+the construct, so validators on different interpreters write the same receipt.
 
 The parser is called with ``feature_version=PYTHON_GRAMMAR`` (which refuses 3.12's type
 statements and parameter lists); the checks here cover what ``feature_version`` does not.
@@ -19,11 +21,16 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import tokenize
 
 #: The Python grammar pinned by PVM version 1.
 PYTHON_GRAMMAR = (3, 11)
+#: Rule of every refusal here.  The same as CPython 3.11's own parser errors on purpose: a source
+#: that 3.11's parser refuses and a newer interpreter parses must be refused with the same rule
+#: and line on both, since the rule and line are in the receipt (``actor_rejected:<rule>:<line>``).
+RULE = "syntax_error"
 
 #: Every syntax node class of Python 3.11's ``ast`` (nodes of newer grammars are refused).
 PY311_NODES = frozenset({
@@ -79,17 +86,17 @@ def _tree_violations(source: str, tree: ast.Module) -> list[Violation]:
         line = getattr(node, "lineno", 0)
         kind = type(node).__name__
         if kind not in PY311_NODES:
-            out.append((line, "syntax_version", f"{kind} is not Python {PYTHON_GRAMMAR[0]}.{PYTHON_GRAMMAR[1]} syntax"))
+            out.append((line, RULE, f"{kind} is not Python {PYTHON_GRAMMAR[0]}.{PYTHON_GRAMMAR[1]} syntax"))
         if getattr(node, "type_params", None):
-            out.append((line, "syntax_version", "type parameter lists are not Python 3.11 syntax"))
+            out.append((line, RULE, "type parameter lists are not Python 3.11 syntax"))
         for name in _names(node):
             if not name.isascii():
-                out.append((line, "non_ascii_identifier", f"identifier {name!r} is not ASCII"))
+                out.append((line, RULE, f"identifier {name!a} is not ASCII"))
         if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Tuple):
             t = node.type
             text = lines[t.lineno - 1] if 0 < t.lineno <= len(lines) else ""
             if text.encode("utf-8")[t.col_offset:t.col_offset + 1] != b"(":
-                out.append((line, "syntax_version", "multiple exception types must be parenthesized"))
+                out.append((line, RULE, "multiple exception types must be parenthesized"))
     return out
 
 
@@ -102,6 +109,7 @@ def _fstring_violations(source: str) -> list[Violation]:
     fstring_end = tokenize.FSTRING_END  # type: ignore[attr-defined]
     out: list[Violation] = []
     stack: list[tuple[str, int]] = []  # (closing quote, line of the opening) of the enclosing f-strings
+    pending: list[str] = []  # problems inside the current outermost f-string
     prev_end = 0
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -111,27 +119,65 @@ def _fstring_violations(source: str) -> list[Violation]:
                 enclosing = stack[:-1] if tok.type == fstring_middle else stack
                 text = tok.string
                 if enclosing and "\\" in text:
-                    out.append((line, "syntax_version", "f-string expression part cannot include a backslash"))
+                    pending.append("f-string expression part cannot include a backslash")
                 if tok.type == tokenize.COMMENT:
-                    out.append((line, "syntax_version", "f-string expression part cannot include '#'"))
+                    pending.append("f-string expression part cannot include '#'")
                 if any(quote in text for quote, _ in enclosing):
-                    out.append((line, "syntax_version", "f-string: the enclosing quote reused inside"))
-                if tok.type != fstring_middle and any(len(q) == 1 for q, _ in enclosing) and line > prev_end:
-                    out.append((line, "syntax_version", "single-quoted f-string expression spans lines"))
+                    pending.append("f-string: the enclosing quote reused inside")
+                single = [start for q, start in enclosing if len(q) == 1]
+                if tok.type != fstring_middle and single and line > prev_end:
+                    # 3.11's tokenizer: an unterminated string literal, on the line where it starts
+                    out.append((single[-1], RULE, "single-quoted f-string expression spans lines"))
             if tok.type == fstring_start:
-                quote = tok.string.lstrip("rRbBfFuU")
-                stack.append((quote, line))
+                stack.append((tok.string.lstrip("rRbBfFuU"), line))
             elif tok.type == fstring_end and stack:
                 stack.pop()
+                if not stack and pending:
+                    # 3.11 parses f-string expressions after the whole literal: it reports its last line
+                    out.append((tok.end[0], RULE, pending[0]))
+                    pending.clear()
             prev_end = tok.end[0]
     except (tokenize.TokenError, SyntaxError):
         return out  # the parser accepted the source; a tokenizer disagreement is not ours to judge
     return out
 
 
+#: ``\N{NAME}`` preceded by an even number of backslashes (so it is an escape, not ``\\N``).
+_NAMED_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\N\{")
+
+
+def _named_escape_violations(source: str) -> list[Violation]:
+    """A named escape (backslash, N, {NAME}) in a text literal: the parser resolves NAME with the
+    interpreter's Unicode name table, so a name added after Unicode 14 would deploy on a 3.12
+    validator and fail on a 3.11 one."""
+    fstring_start = getattr(tokenize, "FSTRING_START", -1)
+    fstring_middle = getattr(tokenize, "FSTRING_MIDDLE", -1)
+    fstring_end = getattr(tokenize, "FSTRING_END", -1)
+    out: list[Violation] = []
+    raw_stack: list[bool] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.STRING or tok.type == fstring_start:
+                prefix = tok.string[:len(tok.string) - len(tok.string.lstrip("rRbBfFuU"))].lower()
+                plain = "r" not in prefix and "b" not in prefix
+                if tok.type == fstring_start:
+                    raw_stack.append(not plain)
+                elif plain and _NAMED_ESCAPE.search(tok.string):
+                    out.append((tok.start[0], RULE, "\\N{...} escapes depend on the interpreter's "
+                                                              "Unicode names; write the character or \\uXXXX"))
+            elif tok.type == fstring_middle and raw_stack and not raw_stack[-1] and _NAMED_ESCAPE.search(tok.string):
+                out.append((tok.start[0], RULE, "\\N{...} escapes depend on the interpreter's "
+                                                          "Unicode names; write the character or \\uXXXX"))
+            elif tok.type == fstring_end and raw_stack:
+                raw_stack.pop()
+    except (tokenize.TokenError, SyntaxError):
+        return out
+    return out
+
+
 def check(source: str, tree: ast.Module) -> Violation | None:
     """The first (by line) construct outside the pinned grammar, or None."""
-    found = _tree_violations(source, tree) + _fstring_violations(source)
+    found = _tree_violations(source, tree) + _fstring_violations(source) + _named_escape_violations(source)
     return min(found) if found else None
 
 

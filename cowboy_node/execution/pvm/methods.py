@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cowboy_node.execution.pvm import costs, guards, unistr, walk
+from cowboy_node.execution.pvm import costs, guards, text, unistr, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 
 Guard = Callable[..., Any]
@@ -61,7 +61,13 @@ def _eq_scan(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[
         walk.charge_scan(ctx, args[0], obj)
         if name == "remove":
             ctx.charge(costs.bytes_cost(len(obj)))
-        return getattr(obj, name)(*args, **kwargs)
+        try:
+            return getattr(obj, name)(*args, **kwargs)
+        except ValueError:
+            if isinstance(obj, list) and name == "index":
+                # CPython's message is "%R is not in list": an interpreter repr (Unicode tables, addresses)
+                raise ValueError(f"{text.safe_repr(ctx, args[0])} is not in list") from None
+            raise
     if isinstance(obj, range) and args and name in ("count", "index"):
         x = args[0]
         if type(x) is float and x.is_integer():
@@ -70,7 +76,8 @@ def _eq_scan(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[
             return getattr(obj, name)(x)
         if name == "count":
             return 0
-        raise ValueError(f"{x!r} is not in range" if type(x) in walk.SCALARS else "value is not in range")
+        raise ValueError(f"{text.safe_repr(ctx, x)} is not in range" if type(x) in walk.SCALARS
+                         else "value is not in range")
     return _plain(obj, name, args, kwargs)
 
 

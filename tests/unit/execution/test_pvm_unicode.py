@@ -217,3 +217,16 @@ def test_actor_reads_digits_of_other_scripts() -> None:
         _run("bad_number", "\U0001fae8".encode())
     assert e.value.code == "handler_error"
     assert "invalid literal for int() with base 10: '\\U0001fae8'" in str(e.value)
+
+
+def test_not_found_messages_use_the_pinned_repr() -> None:
+    # CPython renders these with its own repr (Unicode tables; an address for other objects)
+    actor = compile_actor(
+        "class Box:\n    pass\n\n"
+        "def h(payload):\n    out = []\n"
+        "    for probe in ('\\U0001fae8', Box()):\n"
+        "        try:\n            [1].index(probe)\n        except ValueError as e:\n            out.append(str(e))\n"
+        "    try:\n        range(3).index('\\u3000')\n    except ValueError as e:\n        out.append(str(e))\n"
+        "    return '|'.join(out).encode()\n", allowed_modules={})
+    got = call_handler(actor, "h", b"", meter=Meter(1_000_000, 0), modules={}).decode()
+    assert got == "'\\U0001fae8' is not in list|<Box object> is not in list|value is not in range"
