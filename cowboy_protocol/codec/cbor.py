@@ -122,6 +122,10 @@ _pack_BQ = struct.Struct(">BQ").pack
 _pack_Bd = struct.Struct(">Bd").pack
 
 
+MAX_DEPTH = 64
+"""Most nested arrays/maps: ``decode`` admits this many by default and ``encode`` never produces more."""
+
+
 def _head(mt: int, n: int) -> bytes:
     """Shortest head for major-type bits ``mt`` (pre-shifted) and argument ``0 <= n < 2**64``."""
     if n < 24:
@@ -161,17 +165,20 @@ def _enc_float(v: float) -> bytes:
     return _pack_Bd(0xFB, v)
 
 
-def _enc_map(m: dict[Any, Any]) -> bytes:
+def _enc_map(m: dict[Any, Any], depth: int) -> bytes:
+    if depth >= MAX_DEPTH:
+        raise _too_deep()
     items: list[tuple[bytes, bytes]] = []
     append = items.append
+    inner = depth + 1
     for k, val in m.items():
         if type(k) is int and 0 <= k < 24:  # the usual protocol-map key
             kb = _BYTE[k]
         else:
-            kb = _enc(k)
+            kb = _enc(k, inner)
             if 0x80 <= kb[0] < 0xC0:
                 raise CodecError("unhashable_map_key", "map keys must not be arrays or maps")
-        append((kb, _enc(val)))
+        append((kb, _enc(val, inner)))
     items.sort()
     parts = [_head(0xA0, len(items))]
     prev = b""
@@ -184,7 +191,19 @@ def _enc_map(m: dict[Any, Any]) -> bytes:
     return b"".join(parts)
 
 
-def _enc(v: object) -> bytes:
+def _too_deep() -> CodecError:
+    return CodecError("nesting_too_deep", f"more than {MAX_DEPTH} nested arrays/maps (what decode accepts)")
+
+
+def _enc_array(v: list[Any] | tuple[Any, ...], depth: int) -> bytes:
+    if depth >= MAX_DEPTH:
+        raise _too_deep()
+    inner = depth + 1
+    return _head(0x80, len(v)) + b"".join([_enc(x, inner) for x in v])
+
+
+def _enc(v: object, depth: int = 0) -> bytes:
+    """``depth``: arrays/maps around ``v`` (the encoder refuses what ``decode``'s default ``max_depth`` would)."""
     t = type(v)
     if t is int:
         return _enc_int(v)  # type: ignore[arg-type]
@@ -198,9 +217,9 @@ def _enc(v: object) -> bytes:
     if t is str:
         return _enc_str(v)  # type: ignore[arg-type]
     if t is dict:
-        return _enc_map(v)  # type: ignore[arg-type]
+        return _enc_map(v, depth)  # type: ignore[arg-type]
     if t is list or t is tuple:
-        return _head(0x80, len(v)) + b"".join([_enc(x) for x in v])  # type: ignore[arg-type, attr-defined]
+        return _enc_array(v, depth)  # type: ignore[arg-type]
     if v is None:
         return b"\xf6"
     if v is True:
@@ -209,10 +228,10 @@ def _enc(v: object) -> bytes:
         return b"\xf4"
     if t is float:
         return _enc_float(v)  # type: ignore[arg-type]
-    return _enc_other(v)
+    return _enc_other(v, depth)
 
 
-def _enc_other(v: object) -> bytes:
+def _enc_other(v: object, depth: int) -> bytes:
     """Subclasses of the supported types and the other bytes-like types."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         b = bytes(v)
@@ -224,9 +243,9 @@ def _enc_other(v: object) -> bytes:
     if isinstance(v, str):
         return _enc_str(str.__str__(v))
     if isinstance(v, (list, tuple)):
-        return _head(0x80, len(v)) + b"".join([_enc(x) for x in v])
+        return _enc_array(v, depth)
     if isinstance(v, dict):
-        return _enc_map(v)
+        return _enc_map(v, depth)
     raise CodecError("unsupported_type", f"cannot encode {type(v).__name__} in canonical CBOR")
 
 
@@ -248,7 +267,7 @@ def encode(value: object) -> bytes:
     Raises :class:`CodecError` with ``code`` ``"unsupported_type"``,
     ``"int_out_of_range"``, ``"non_finite_float"``, ``"invalid_utf8"``,
     ``"unhashable_map_key"``, ``"duplicate_map_key"`` or ``"nesting_too_deep"``
-    (cyclic or deeper than the interpreter's recursion limit allows).
+    (more than :data:`MAX_DEPTH` nested arrays/maps — what :func:`decode` refuses by default — or cyclic).
     """
     try:
         return _enc(value)
@@ -264,7 +283,7 @@ _unpack_Q = struct.Struct(">Q").unpack_from
 _unpack_d = struct.Struct(">d").unpack_from
 
 
-def decode(data: bytes, *, max_depth: int = 64) -> CborValue:
+def decode(data: bytes, *, max_depth: int = MAX_DEPTH) -> CborValue:
     """Strictly decode one canonical CBOR item that spans all of ``data``.
 
     Accepts ``bytes``, ``bytearray`` or ``memoryview``. Succeeds iff
