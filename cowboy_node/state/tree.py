@@ -204,19 +204,26 @@ _Change = tuple[bytes, bytes | None, bytes | None]
 class _NodeCache:
     """Bounded cache of committed node records by path (capacity 0 disables it).
 
-    An approximate LRU made of two plain dicts (cheaper than an OrderedDict at a
-    million entries): new and recently used records live in ``hot``; when
-    ``hot`` reaches half the capacity it becomes ``cold`` and the previous
-    ``cold`` is dropped. A hit in ``cold`` moves the record back to ``hot``.
+    Internal nodes are *pinned* in ``inner`` (up to ``pinned`` records, never evicted): every write walks
+    the internal nodes above its leaf, they are few (about one per ten keys) and small, so keeping all of
+    them makes a block's tree reads one leaf per changed key, whatever the key count. Leaves go to an
+    approximate LRU made of two plain dicts (cheaper than an OrderedDict at a million entries): new and
+    recently used records live in ``hot``; when ``hot`` reaches half the capacity it becomes ``cold`` and
+    the previous ``cold`` is dropped. A hit in ``cold`` moves the record back to ``hot``.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, pinned: int | None = None) -> None:
         self.capacity = max(0, capacity)
         self._gen = max(1, self.capacity // 2)
+        self.pinned = (4 * self.capacity if pinned is None else pinned) if self.capacity else 0
+        self.inner: dict[bytes, bytes] = {}
         self.hot: dict[bytes, bytes] = {}
         self.cold: dict[bytes, bytes] = {}
 
     def get(self, path: bytes) -> bytes | None:
+        rec = self.inner.get(path)
+        if rec is not None:
+            return rec
         rec = self.hot.get(path)
         if rec is None:
             rec = self.cold.get(path)
@@ -227,6 +234,10 @@ class _NodeCache:
     def put(self, path: bytes, rec: bytes) -> None:
         if not self.capacity:
             return
+        if rec[0] != _LEAF and (len(self.inner) < self.pinned or path in self.inner):
+            self.inner[path] = rec
+            return
+        self.inner.pop(path, None)  # a path that held an internal node may now hold a leaf
         hot = self.hot
         hot[path] = rec
         if len(hot) >= self._gen:
@@ -234,6 +245,7 @@ class _NodeCache:
             self.hot = {}
 
     def drop(self, path: bytes) -> None:
+        self.inner.pop(path, None)
         self.hot.pop(path, None)
         self.cold.pop(path, None)
 
@@ -247,17 +259,28 @@ class _NodeCache:
             self.drop(key)
         if not self.capacity:
             return
-        self.hot.update(nodes)
-        if len(self.hot) >= self._gen:
-            self.cold = self.hot
+        inner, hot, cold, pinned = self.inner, self.hot, self.cold, self.pinned
+        for path, rec in nodes.items():
+            if rec[0] != _LEAF and (len(inner) < pinned or path in inner):
+                inner[path] = rec
+                if path in hot or path in cold:  # it held a leaf before
+                    hot.pop(path, None)
+                    cold.pop(path, None)
+            else:
+                if path in inner:
+                    del inner[path]
+                hot[path] = rec
+        if len(hot) >= self._gen:
+            self.cold = hot
             self.hot = {}
 
     def clear(self) -> None:
+        self.inner = {}
         self.hot = {}
         self.cold = {}
 
     def __len__(self) -> int:
-        return len(self.hot) + len(self.cold)
+        return len(self.inner) + len(self.hot) + len(self.cold)
 
 
 class _Batch:
@@ -281,14 +304,18 @@ class _Batch:
 
     def read(self, path: bytes) -> bytes:
         """Committed node at ``path`` (it must exist)."""
-        rec = self.cache.hot.get(path)
+        cache = self.cache
+        rec = cache.inner.get(path)
+        if rec is not None:
+            return rec
+        rec = cache.hot.get(path)
         if rec is None:
-            rec = self.cache.cold.get(path)
+            rec = cache.cold.get(path)
             if rec is None:
                 rec = self.store_get(path)
                 if rec is None:
                     raise TreeError(f"state tree node {path.hex()} is missing")
-            self.cache.put(path, rec)
+            cache.put(path, rec)
         return rec
 
     def stored_leaf(self, rec: bytes, at: bytes) -> _Leaf:
@@ -740,8 +767,9 @@ class StateTree:
     :meth:`prepare` computes the effect of changes against the committed tree
     without writing; the caller writes ``update.ops`` (inside its own atomic
     batch) and then calls :meth:`commit`. Until then the tree keeps answering
-    for the previously committed state. ``cache_size`` bounds the node-record
-    cache (0 disables it); results never depend on it.
+    for the previously committed state. ``cache_size`` bounds the leaf-record
+    cache; internal nodes are pinned in memory up to ``4 × cache_size`` of them
+    (0 disables both); results never depend on either.
     """
 
     def __init__(self, store: StateStore, prefix: bytes, *, cache_size: int = 1_000_000) -> None:
