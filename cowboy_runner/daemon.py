@@ -39,7 +39,7 @@ from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET
 from cowboy_runner.chain_client import ChainClient
 from cowboy_runner.config import ConfigError, RunnerSettings
-from cowboy_runner.executor_settings import executors_config, kind_limits
+from cowboy_runner.executor_settings import check_isolation, executors_config, kind_limits
 from cowboy_runner.executors import ExecutorRegistry
 from cowboy_runner.executors.health import HealthMonitor
 from cowboy_runner.jobs import JobManager
@@ -219,10 +219,13 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
         loop.add_signal_handler(signal.SIGINT, self.stopping.set)
-        try:  # executor settings that need the environment or files (an LLM key) fail before anything starts
+        try:  # executor settings that need the environment or files (an LLM key, bwrap) fail before anything starts
             executors = ExecutorRegistry(executors_config(s), llm_observer=self.metrics)
+            warning = check_isolation(executors.config)
         except ConfigError as e:
             raise StartupError(str(e), 2) from None
+        if warning is not None:
+            log.warning(warning)
         write_pid(self.state_dir)
         status_task = loop.create_task(self._status_loop())  # `status` works while the validator is unreachable
         try:

@@ -20,6 +20,7 @@ from cowboy_runner.executors import (
     LlmConfig,
     McpConfig,
 )
+from cowboy_runner.executors.sandbox import bwrap_problem
 from cowboy_runner.executors.slots import KindLimit
 
 ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
@@ -88,7 +89,10 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
         c = ex.custom
         custom = CustomConfig(executors=dict(c.programs), max_stdout_bytes=c.max_output_bytes,
                               time_limit_s=c.time_limit_s, memory_limit_mb=c.memory_limit_mb,
-                              stderr_tail_bytes=c.stderr_tail_bytes, enforce_memory_limit=c.enforce_memory_limit)
+                              stderr_tail_bytes=c.stderr_tail_bytes, enforce_memory_limit=c.enforce_memory_limit,
+                              isolation=c.isolation,  # type: ignore[arg-type]  # checked by the loader
+                              max_processes=c.max_processes, max_file_mb=c.max_file_mb, scratch_mb=c.scratch_mb,
+                              cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap)
     return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
 
 
@@ -99,3 +103,21 @@ def kind_limits(settings: RunnerSettings) -> dict[str, KindLimit]:
         "http": (ex.http.max_concurrent, ex.http.queue), "llm": (ex.llm.max_concurrent, ex.llm.queue),
         "mcp": (ex.mcp.max_concurrent, ex.mcp.queue), "custom": (ex.custom.max_concurrent, ex.custom.queue)}
     return {kind: KindLimit(limit, queue) for kind, (limit, queue) in sections.items() if limit is not None}
+
+
+def check_isolation(config: ExecutorsConfig) -> str | None:
+    """Start-up check of the custom executor's isolation: a :class:`ConfigError` naming
+    ``executors.custom.isolation`` when it is ``bwrap`` and bubblewrap cannot build a sandbox here (the runner never
+    falls back to running programs unsandboxed); a warning text to log when it is ``none``; else None."""
+    custom = config.custom
+    if custom is None:
+        return None
+    if custom.isolation == "none":
+        return ('executors.custom.isolation = "none": custom programs run unsandboxed as the runner\'s user, with '
+                "its environment and able to read its key; use only for development")
+    problem = bwrap_problem(custom.bwrap, custom.sandbox_uid_base)
+    if problem is not None:
+        raise ConfigError("executors.custom.isolation", f'"bwrap" but {problem}; install bubblewrap, allow '
+                                                        'unprivileged user namespaces, or set isolation = "none" '
+                                                        "(development only)")
+    return None

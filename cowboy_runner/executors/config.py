@@ -7,6 +7,7 @@ normalised to ``bytes`` on construction; a malformed one raises ``ValueError`` a
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -187,12 +188,21 @@ class CustomExecutorConfig:
     argv: tuple[str, ...]
     """Command and arguments (no shell). The job's ``params`` arrive on stdin; stdout is the result."""
     env: Mapping[str, str] | None = None
-    """Environment of the process (None: inherit the runner's)."""
+    """Environment of the process. Sandboxed: these variables only (plus ``PATH``, ``HOME``, ``TMPDIR``); with
+    ``isolation = "none"``, None inherits the runner's whole environment."""
     cwd: str | None = None
-    """Working directory (None: the runner's)."""
+    """Working directory (sandboxed: bound read-only; None: the scratch ``/tmp``; unsandboxed: the runner's)."""
+    network: bool = False
+    """Sandboxed: share the host's network (False: a private namespace with only a down loopback)."""
+    ro_paths: tuple[str, ...] = ()
+    """Sandboxed: extra host paths visible read-only (data, a runtime outside ``/usr``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
+        object.__setattr__(self, "ro_paths", tuple(self.ro_paths))
+        for path in self.ro_paths:
+            if not os.path.isabs(path):
+                raise ValueError(f"custom executor ro_paths must be absolute paths, got {path!r}")
         if not self.argv:
             raise ValueError("custom executor argv must not be empty")
 
@@ -216,8 +226,25 @@ class CustomConfig:
     memory_limit_mb: int | None = 512
     """Operator address-space limit in MiB, applied even when the job allows more or gives no bounds (None: the
     job's ``max_memory_mb`` alone)."""
+    isolation: Literal["bwrap", "none"] = "bwrap"
+    """``bwrap``: every command runs in a bubblewrap sandbox (``executors/sandbox.py``); ``none``: a plain
+    subprocess of the runner's user with its environment (development only; the runner warns at start)."""
+    max_processes: int = 64
+    """Sandboxed: RLIMIT_NPROC of the sandbox uid."""
+    max_file_mb: int = 64
+    """Sandboxed: RLIMIT_FSIZE, the largest file a command may write."""
+    scratch_mb: int = 64
+    """Sandboxed: size of the tmpfs ``/tmp`` (scratch and home)."""
+    cpu_time_s: int | None = None
+    """Sandboxed: RLIMIT_CPU in seconds (None: ``ceil(time_limit_s)``, or none without a time limit)."""
+    sandbox_uid_base: int = 200_000
+    """Sandboxed, runner started as root: commands run as uid/gid ``base + n`` (one per job, 4096 cycled)."""
+    bwrap: str = "bwrap"
+    """The bubblewrap executable."""
 
     def __post_init__(self) -> None:
+        if self.isolation not in ("bwrap", "none"):
+            raise ValueError(f"custom.isolation must be 'bwrap' or 'none', got {self.isolation!r}")
         object.__setattr__(self, "executors", _hex_keyed(self.executors, "custom.executors"))
         if self.time_limit_s is not None:
             _check_positive(self.time_limit_s, "custom.time_limit_s")

@@ -16,6 +16,7 @@ from cowboy_protocol.types.jobspec import CustomJob, JobType, ResourceBounds
 from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size
 from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
 from cowboy_runner.executors.http import with_operator_limit
+from cowboy_runner.executors.sandbox import Limits, bwrap_argv, preexec, sandbox_uid
 
 READ_BYTES = 64 * 1024
 """Pipe read size."""
@@ -119,11 +120,26 @@ class CustomExecutor:
     async def _run(self, spec: CustomExecutorConfig, params: bytes, memory_mb: int | None,
                    procs: list[asyncio.subprocess.Process]) -> tuple[bytes, int, bytes]:
         PIPE = asyncio.subprocess.PIPE
+        c = self.config
+        child_setup: Callable[[], None] | None
+        env: dict[str, str] | None
+        if c.isolation == "bwrap":
+            cpu = c.cpu_time_s if c.cpu_time_s is not None else \
+                (None if c.time_limit_s is None else math.ceil(c.time_limit_s))
+            limits = Limits(max_processes=c.max_processes, cpu_seconds=cpu, max_file_bytes=c.max_file_mb << 20,
+                            memory_bytes=None if memory_mb is None else memory_mb << 20)
+            argv = bwrap_argv(spec.argv, env=spec.env or {}, network=spec.network, ro_paths=spec.ro_paths,
+                              cwd=spec.cwd, scratch_bytes=c.scratch_mb << 20, bwrap=c.bwrap)
+            # bwrap itself gets an empty environment too: nothing of the runner's reaches the sandbox.
+            child_setup, env, cwd = preexec(limits, sandbox_uid(c.sandbox_uid_base)), {}, None
+        else:
+            argv = list(spec.argv)
+            child_setup = None if memory_mb is None else _memory_limiter(memory_mb)
+            env, cwd = (None if spec.env is None else dict(spec.env)), spec.cwd
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *spec.argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, start_new_session=True,
-                preexec_fn=None if memory_mb is None else _memory_limiter(memory_mb),
-                env=None if spec.env is None else dict(spec.env), cwd=spec.cwd)
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=PIPE, stdout=PIPE, stderr=PIPE,
+                                                        start_new_session=True, preexec_fn=child_setup, env=env,
+                                                        cwd=cwd)
         except OSError as e:
             raise ExecutorError("process_failed", f"cannot start {spec.argv[0]!r}: {e}") from None
         procs.append(proc)

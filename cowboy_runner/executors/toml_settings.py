@@ -134,6 +134,20 @@ class CustomExecutorSettings:
     """How much of the end of stderr is kept for ``process_failed`` reports."""
     enforce_memory_limit: bool = True
     """False: no memory limit at all."""
+    isolation: str = "bwrap"
+    """``bwrap`` (a bubblewrap sandbox; start-up fails when it cannot run) or ``none`` (development only)."""
+    max_processes: int = 64
+    """Sandbox RLIMIT_NPROC."""
+    max_file_mb: int = 64
+    """Sandbox RLIMIT_FSIZE in MiB."""
+    scratch_mb: int = 64
+    """Size of the sandbox's tmpfs /tmp in MiB."""
+    cpu_time_s: int | None = None
+    """Sandbox RLIMIT_CPU in seconds (None: ceil(time_limit_s))."""
+    sandbox_uid_base: int = 200_000
+    """First uid commands run as when the runner runs as root."""
+    bwrap: str = "bwrap"
+    """The bubblewrap executable."""
     programs: dict[bytes, CustomExecutorConfig] = field(default_factory=dict)
     """``executor_hash`` (32 bytes) → the local command."""
 
@@ -354,8 +368,9 @@ def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:
 
 
 _CUSTOM_LIMITS = (*_LIMIT_KEYS, "time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes",
-                  "enforce_memory_limit")
-_CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd")
+                  "enforce_memory_limit", "isolation", "max_processes", "max_file_mb", "scratch_mb", "cpu_time_s",
+                  "sandbox_uid_base", "bwrap")
+_CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd", "network", "ro_paths")
 _ARGV_TEXT = "expected a non-empty array of non-empty strings (the command's argv) or a table with argv"
 
 
@@ -371,8 +386,13 @@ def _program(value: object, key: str) -> CustomExecutorConfig:
     if "argv" not in value:
         raise SettingError(f"{key}.argv", "required key is missing")
     env = _string_map(value["env"], f"{key}.env") if "env" in value else None
+    ro_paths = _strings(value.get("ro_paths", []), f"{key}.ro_paths")
+    for path in ro_paths:
+        if not path.startswith("/"):
+            raise SettingError(f"{key}.ro_paths", f"expected absolute paths, got {path!r}")
     return CustomExecutorConfig(_strings(value["argv"], f"{key}.argv", allow_empty=False), env=env,
-                                cwd=_str(value, key, "cwd", None))
+                                cwd=_str(value, key, "cwd", None), network=_bool(value, key, "network", False),
+                                ro_paths=ro_paths)
 
 
 def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
@@ -394,4 +414,10 @@ def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
                                   memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
                                   max_output_bytes=_int(t, w, "max_output_bytes", 262_144),
                                   stderr_tail_bytes=_int(t, w, "stderr_tail_bytes", 2048, minimum=0),
-                                  enforce_memory_limit=_bool(t, w, "enforce_memory_limit", True), programs=programs)
+                                  enforce_memory_limit=_bool(t, w, "enforce_memory_limit", True), programs=programs,
+                                  isolation=_choice(t, w, "isolation", "bwrap", ("bwrap", "none")),
+                                  max_processes=_int(t, w, "max_processes", 64),
+                                  max_file_mb=_int(t, w, "max_file_mb", 64), scratch_mb=_int(t, w, "scratch_mb", 64),
+                                  cpu_time_s=_int(t, w, "cpu_time_s", 1) if "cpu_time_s" in t else None,
+                                  sandbox_uid_base=_int(t, w, "sandbox_uid_base", 200_000),
+                                  bwrap=_str(t, w, "bwrap", "bwrap") or "bwrap")

@@ -41,7 +41,7 @@ def _executor(tmp_path: Path, **kw: object) -> CustomExecutor:
         FLOOD.hex(): CustomExecutorConfig(argv=(PY, "-c", FLOOD_SRC)),
         SPAWNER.hex(): CustomExecutorConfig(argv=(PY, "-c", SPAWNER_SRC, str(tmp_path / "pids"))),
     }
-    return CustomExecutor(CustomConfig(executors=executors, **kw), max_output_bytes=256 * 1024)  # type: ignore[arg-type]
+    return CustomExecutor(CustomConfig(executors=executors, **{"isolation": "none", **kw}), max_output_bytes=256 * 1024)  # type: ignore[arg-type]
 
 
 def _gone(pid: int) -> bool:

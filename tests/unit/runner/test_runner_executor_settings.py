@@ -111,6 +111,7 @@ timeout_s = 4.5
 search = "http://127.0.0.1:9000/mcp"
 
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 time_limit_s = 5.5
 memory_limit_mb = 77
 max_output_bytes = 999
@@ -143,6 +144,7 @@ base_url = "http://127.0.0.1:8000/v1"
 [executors.mcp.servers]
 s = "http://127.0.0.1:9000/mcp"
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 "{ECHO.hex()}" = {_toml_argv(PY)}
 """)
     assert cfg.http is not None and cfg.llm is not None and cfg.mcp is not None and cfg.custom is not None
@@ -162,6 +164,7 @@ def test_unconfigured_sections_mean_the_kind_is_not_served() -> None:
 async def test_custom_time_limit_kills_the_command_at_the_operator_limit_when_the_job_allows_more() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 time_limit_s = 1.0
 "{SLEEPER.hex()}" = {_toml_argv(PY, "-c", SLEEP_SRC)}
 """)
@@ -173,6 +176,7 @@ time_limit_s = 1.0
 async def test_custom_job_bound_still_applies_when_shorter_than_the_operator_limit() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 time_limit_s = 50.0
 "{SLEEPER.hex()}" = {_toml_argv(PY, "-c", SLEEP_SRC)}
 """)
@@ -184,6 +188,7 @@ time_limit_s = 50.0
 async def test_custom_memory_limit_applies_even_when_the_job_allows_more() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 memory_limit_mb = 128
 "{HOG.hex()}" = {_toml_argv(PY, "-c", HOG_SRC)}
 """)
@@ -195,6 +200,7 @@ memory_limit_mb = 128
 async def test_custom_memory_limit_applies_to_a_job_without_bounds() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 memory_limit_mb = 128
 "{HOG.hex()}" = {_toml_argv(PY, "-c", HOG_SRC)}
 """)
@@ -209,6 +215,7 @@ memory_limit_mb = 128
 async def test_custom_smaller_job_memory_bound_wins_over_the_operator_limit() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 memory_limit_mb = 4096
 "{HOG.hex()}" = {_toml_argv(PY, "-c", HOG_SRC)}
 """)
@@ -220,6 +227,7 @@ memory_limit_mb = 4096
 async def test_custom_within_the_operator_limits_succeeds() -> None:
     registry = _registry(f"""
 [executors.custom]
+isolation = "none"                   # these tests run the venv's python (under /root, not in a sandbox)
 time_limit_s = 20.0
 memory_limit_mb = 1024
 "{ECHO.hex()}" = {_toml_argv(PY, "-c", ECHO_SRC)}
