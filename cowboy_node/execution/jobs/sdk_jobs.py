@@ -8,10 +8,11 @@ validation, escrow charged to the actor, CIP-2/CIP-11 selection) with the actor'
 as the callback, and records ``sdkjob/<job_id>`` so that the finished job's callback is delivered in
 the SDK's reply shape (:func:`reply_for`) rather than the node's ``{0: job_id, 1: ok, …}`` map:
 
-* completed: ``{'cid': hex text, 'result': value, 'reply_handler': h, 'job_id': '0x…'}``;
-* failed or timed out: ``{'cid', 'failure': {'kind': 'failure', 'v': 1, 'job_id', 'reason', 'attempts'},
-  'reply_handler', 'job_id', 'node_reason'}`` — the SDK's ``JobFailure`` body, whose ``reason`` is one
-  of the four the SDK knows (:func:`sdk_failure_reason`); the node's own reason rides beside it.
+* completed: ``{'cid': hex text, 'result': value, 'reply_handler': h, 'correlation_id': None}`` — byte for
+  byte what ``cowboy_sdk.testing.SimulatedChain.reply`` delivers;
+* failed or timed out: ``{'cid', 'failure': {'kind': 'failure', 'v': 1, 'job_id': '0x…', 'reason',
+  'attempts'}, 'reply_handler', 'correlation_id': None}`` — the SDK's ``JobFailure`` body, whose ``reason``
+  is one of the four the SDK knows (:func:`sdk_failure_reason`; the node's own reason is in the job record).
 
 The record is deleted when the reply is built, so a job resumes its continuation at most once; a
 reply whose continuation (``__continuation:<cid>`` in the actor's state) is gone — already resumed,
@@ -336,18 +337,16 @@ def reply_for(world: WorldState, callback_payload: bytes, target: bytes) -> Repl
     if store.get_state(world, target, CONT_KEY_PREFIX + record.cid) is None:
         data = encode({0: job_id, 1: record.cid, 2: "no_continuation"})
         return Reply(record, None, Event(target, TOPIC_DROPPED, data))
-    job_hex = "0x" + job_id.hex()
-    reply: dict[str, Any] = {"cid": record.cid.hex(), "reply_handler": record.reply_handler, "job_id": job_hex}
+    reply: dict[str, Any] = {"cid": record.cid.hex(), "reply_handler": record.reply_handler, "correlation_id": None}
     ok, result, reason = m[1], m[2], m[3]
     if ok is True and isinstance(result, bytes):
         reply["result"] = decode_result(record.job_type, result)
     else:
         rec = load_job(world, job_id)
         attempts = 1 if rec is None else rec.attempt + 1
-        node_reason = reason if isinstance(reason, str) else ""
-        reply["failure"] = {"kind": "failure", "v": 1, "job_id": job_hex, "reason": sdk_failure_reason(node_reason),
+        reply["failure"] = {"kind": "failure", "v": 1, "job_id": "0x" + job_id.hex(),
+                            "reason": sdk_failure_reason(reason if isinstance(reason, str) else ""),
                             "attempts": attempts}
-        reply["node_reason"] = node_reason
     return Reply(record, sdk_codec.encode(reply), None)
 
 

@@ -163,7 +163,7 @@ def test_runner_replies_are_sdk_bytes_the_sdk_reads_back(seed: int) -> None:
     callback = node_codec.encode({0: JOB_ID, 1: True, 2: body, 3: "verified", 4: "", 5: CID, 6: None})
     reply = sdk_jobs.reply_for(world, callback, ACTOR)
     assert reply is not None and reply.payload is not None
-    expected = {"cid": CID.hex(), "reply_handler": "f__resume", "job_id": "0x" + JOB_ID.hex(), "result": value}
+    expected = {"cid": CID.hex(), "result": value, "reply_handler": "f__resume", "correlation_id": None}
     assert reply.payload == sdk_codec.encode(expected)
     cid, result = sdk_runner._extract_result(reply.payload)  # type: ignore[attr-defined]
     assert (cid, sdk_codec.encode(result)) == (CID, sdk_codec.encode(value))
