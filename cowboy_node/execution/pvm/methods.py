@@ -128,12 +128,10 @@ def _unicode(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[
     s = _pinned_text(obj, name)
     if s is None or kwargs or len(args) > (1 if name in _STRIPS else 0) or (args and args[0] is not None):
         return _scan(ctx, obj, name, args, kwargs)
-    ctx.charge(costs.bytes_cost(len(s)))
-    if name in _STRIPS:
-        return unistr.strip(s, name)
+    ctx.charge(costs.bytes_cost(len(s)))  # charged exactly as _scan charges CPython's method
     if name in unistr.PREDICATES:
         return unistr.predicate(name, s)
-    result = unistr.MAPPINGS[name](s)
+    result = unistr.strip(s, name) if name in _STRIPS else unistr.MAPPINGS[name](s)
     ctx.check_size(result)
     return result
 
