@@ -10,6 +10,7 @@ Key layout (one LevelDB, disjoint prefixes)::
     T/<tx hash>            height be8 ‖ index be4
     M/head                 height be8 of the last committed block
     M/chain_id, M/genesis_hash   identity of the data directory
+    X/…, Y/…               the event index (chain/event_index.py)
 
 Everything one block changes is returned as write ops for a single batch.
 """

@@ -19,6 +19,7 @@ from cowboy_node.chain.blockstore import (
     block_ops,
     identity_ops,
 )
+from cowboy_node.chain.event_index import index_ops
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
@@ -167,7 +168,8 @@ class Chain:
         block = prepared.block
         if block.header.height != self.height + 1 or block.header.parent_hash != self.head.hash():
             raise InvalidBlock("not_next_block", "block does not extend the current head")
-        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts),
+        events = index_ops(block.header.height, prepared.result.receipts, prepared.result.block_events)
+        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts), *events,
                                 *extra_ops], sync=True)
         prepared.world.mark_committed()
         self.head = block

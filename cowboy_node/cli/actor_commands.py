@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cowboy_node.cli import workflow_commands
 from cowboy_node.cli.client_commands import (
     U64_MAX,
     UsageError,
@@ -78,6 +79,13 @@ def _handler(text: str) -> str:
     return text
 
 
+def _history_limit(text: str) -> int:
+    value = _uint(200, "the history maximum")(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _scan_limit(text: str) -> int:
     value = _uint(1000, "the scan maximum")(text)
     if value == 0:
@@ -112,33 +120,64 @@ def _read_source(path: str) -> str:
 
 
 # -- tx commands -----------------------------------------------------------------------
+def _check_dry_run_flags(args: argparse.Namespace, default_cycles: int) -> None:
+    """``--simulate`` sends nothing (no ``--sign-only``/waiting flags); without it ``--key`` is required."""
+    if args.simulate:
+        if args.sign_only or args.gas is not None:
+            raise UsageError("--simulate sends nothing: it cannot be combined with --sign-only or --gas")
+    else:
+        if args.key is None:
+            raise UsageError("--key is required (only --simulate runs without a key)")
+        if args.sender is not None:
+            raise UsageError("--from is only for --simulate (a transaction's sender is its --key)")
+        workflow_commands.check_gas_flags(args, default_cycles)
+
+
 @_run
 def cmd_tx_deploy(args: argparse.Namespace) -> int:
-    """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt."""
+    """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt.
+    ``--simulate``: a dry run only; ``--gas auto``: limits from a dry run."""
 
     source = _read_source(args.source)
     if args.payload and not args.init:
         raise UsageError("--payload needs --init (the payload is passed to the init handler)")
+    _check_dry_run_flags(args, DEPLOY_CYCLES_LIMIT)
+    ins = DeployActor(source=source, salt=args.salt, init_handler=args.init or "", init_payload=args.payload)
+    client = _client(args)
+    if args.simulate:
+        sim = workflow_commands.simulate(client, ins, workflow_commands.dry_run_sender(args), args.cycles_limit)
+        return workflow_commands.report_simulation(sim, {"address": sim.get("address")})
     sk, sender = load_key(args)
+    if args.gas == "auto":
+        stop = workflow_commands.apply_gas_auto(args, client, ins, sender)
+        if stop is not None:
+            return stop
     if args.cells_limit is None:
         args.cells_limit = 2 * len(source.encode("utf-8")) + len(args.payload) + ACTOR_CELLS_MARGIN
-    ins = DeployActor(source=source, salt=args.salt, init_handler=args.init or "", init_payload=args.payload)
     address = to_checksum_address(derive_actor_address(sender, args.salt, source))
-    client = _client(args)
     tx_hash = submit(args, client, sk, sender, ins)
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra={"address": address})
 
 
 @_run
 def cmd_tx_call(args: argparse.Namespace) -> int:
-    """Call ``handler(payload)`` on an actor; with ``--wait`` prints the receipt and its events."""
+    """Call ``handler(payload)`` on an actor; waits for and prints the receipt and the handler's result.
+    ``--simulate``: a dry run only; ``--gas auto``: limits from a dry run."""
 
+    _check_dry_run_flags(args, CALL_CYCLES_LIMIT)
+    ins = CallActor(actor=args.actor, handler=args.handler, payload=args.payload)
+    client = _client(args)
+    if args.simulate:
+        return workflow_commands.report_simulation(
+            workflow_commands.simulate(client, ins, workflow_commands.dry_run_sender(args), args.cycles_limit))
     sk, sender = load_key(args)
+    if args.gas == "auto":
+        stop = workflow_commands.apply_gas_auto(args, client, ins, sender)
+        if stop is not None:
+            return stop
     if args.cells_limit is None:
         args.cells_limit = len(args.payload) + ACTOR_CELLS_MARGIN
-    client = _client(args)
-    tx_hash = submit(args, client, sk, sender, CallActor(actor=args.actor, handler=args.handler,
-                                                         payload=args.payload))
+    tx_hash = submit(args, client, sk, sender, ins)
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, from_receipt=_returned)
 
 
@@ -218,8 +257,15 @@ def cmd_query_actor(args: argparse.Namespace) -> int:
 
 @_run
 def cmd_query_timers(args: argparse.Namespace) -> int:
-    """The actor's live timers, in due order."""
-    _print_json(_client(args).get_json(f"/actor/{_checksum(args.address)}/timers"))
+    """The actor's live timers, in due order, and (``"recent_terminal"``) its most recent timers that ended
+    without firing, with their reason (``GET /actor/{address}/timers/history``)."""
+    client = _client(args)
+    live = client.get_json(f"/actor/{_checksum(args.address)}/timers")
+    history = client.get_json(f"/actor/{_checksum(args.address)}/timers/history?limit={args.history}")
+    if isinstance(live, dict) and isinstance(history, dict):
+        live = {**live, "recent_terminal": history.get("terminal"),
+                "recent_terminal_truncated": history.get("truncated")}
+    _print_json(live)
     return 0
 
 
@@ -237,7 +283,8 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     """Add ``tx deploy``, ``tx call`` and the timer system instructions."""
     u64 = _uint(U64_MAX, "u64")
     td = tx_sub.add_parser("deploy", help="deploy a Python actor (waits for the receipt unless --no-wait)")
-    td.add_argument("--key", required=True, metavar="FILE", help="deployer's account key file")
+    td.add_argument("--key", default=None, metavar="FILE", help="deployer's account key file (required unless "
+                                                                "--simulate)")
     td.add_argument("--source", required=True, metavar="FILE", help="actor source file (UTF-8 Python)")
     td.add_argument("--salt", type=_hex(MAX_SALT_BYTES), default=b"", metavar="HEX",
                     help=f"0..{MAX_SALT_BYTES} bytes mixed into the address (default empty)")
@@ -245,16 +292,10 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     td.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="payload for --init")
     add_tx_flags(td, cycles_limit=DEPLOY_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default 2 × source bytes + payload bytes + {ACTOR_CELLS_MARGIN}")
+    _add_dry_run_flags(td)
     td.set_defaults(func=cmd_tx_deploy)
 
-    tc = tx_sub.add_parser("call", help="call a handler of a deployed actor")
-    tc.add_argument("--key", required=True, metavar="FILE", help="caller's account key file")
-    tc.add_argument("--actor", required=True, type=_address, metavar="ADDRESS")
-    tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
-    tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
-    add_tx_flags(tc, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
-                 cells_help=f"default payload bytes + {ACTOR_CELLS_MARGIN}")
-    tc.set_defaults(func=cmd_tx_call)
+    add_call_parser(tx_sub)
 
     tu = tx_sub.add_parser("update-timer-config", help="(system deployers) replace the governed TimerConfig")
     tu.add_argument("--key", required=True, metavar="FILE")
@@ -278,6 +319,31 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     te.set_defaults(func=cmd_tx_extend_timer)
 
 
+def _add_dry_run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulate", action="store_true",
+                   help="dry run only (POST /simulate on the head state): prints result, events, cycles and cells "
+                        "used and the error; nothing is signed or sent; exit 3 if the run fails")
+    p.add_argument("--from", dest="sender", type=_address, default=None, metavar="ADDRESS",
+                   help="with --simulate and no --key: the sender to simulate as (default the zero address)")
+    p.add_argument("--gas", choices=("auto",), default=None,
+                   help="auto: set --cycles-limit/--cells-limit from a dry run (125%% of its use plus a margin); "
+                        "a failed dry run exits 3 and sends nothing")
+
+
+def add_call_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``call`` (as ``tx call`` and as the top-level ``cowboy-node call``)."""
+    tc = sub.add_parser("call", help="call a handler of a deployed actor (--simulate: a dry run)")
+    tc.add_argument("--key", default=None, metavar="FILE", help="caller's account key file (required unless "
+                                                                "--simulate)")
+    tc.add_argument("--actor", required=True, type=_address, metavar="ADDRESS")
+    tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
+    tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
+    add_tx_flags(tc, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
+                 cells_help=f"default payload bytes + {ACTOR_CELLS_MARGIN}")
+    _add_dry_run_flags(tc)
+    tc.set_defaults(func=cmd_tx_call)
+
+
 def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``query actor``, ``query timers`` and ``query read``."""
     qa = q_sub.add_parser("actor", help="an actor's record, one storage value (--key) or a scan (--prefix)")
@@ -291,8 +357,10 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     _add_rpc(qa)
     qa.set_defaults(func=cmd_query_actor)
 
-    qt = q_sub.add_parser("timers", help="an actor's live timers, in due order")
+    qt = q_sub.add_parser("timers", help="an actor's live timers, in due order, and its recent terminal timers")
     qt.add_argument("address", type=_address, metavar="ADDRESS")
+    qt.add_argument("--history", type=_history_limit, default=20, metavar="N",
+                    help="recent terminal timers to show (1..200, default 20)")
     _add_rpc(qt)
     qt.set_defaults(func=cmd_query_timers)
 

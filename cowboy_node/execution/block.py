@@ -30,7 +30,7 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.merkle import receipts_root, tx_root
 from cowboy_node.types.presence import decode_presence
-from cowboy_node.types.receipt import Receipt
+from cowboy_node.types.receipt import Event, Receipt
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.transaction import Transaction
@@ -72,6 +72,9 @@ class BlockResult:
     internal_errors: list[tuple[bytes, str]] = field(default_factory=list)
     """``(tx_hash, description)`` of transactions an unexpected exception failed or (build mode) left out with
     ``internal_error``: the node logs and counts them (execution itself never logs)."""
+    block_events: list[Event] = field(default_factory=list)
+    """Events of the block itself, not of a transaction (End of Block: timer fires and removals, Mailbox,
+    jobs, governance), in order. Not committed in the header: the node indexes them (``chain/event_index``)."""
 
 
 def decode_block_presence(world: WorldState, env: BlockEnv, flags: Cip11Flags, *,
@@ -136,6 +139,7 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
         receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
         jobs_assigned=list(ctx.jobs_assigned), jobs_finished=list(ctx.jobs_finished),
         internal_errors=list(ctx.internal_errors),
+        block_events=[e for e in ctx.events if isinstance(e, Event)],
     )
 
 

@@ -11,6 +11,7 @@ closes the servers and the store.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -39,13 +40,16 @@ from cowboy_node.observability.job_activity import JobActivity, block_job_activi
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc import actor_queries
+from cowboy_node.rpc.event_queries import EventQueries, count_terminal
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
+from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.transport.service import TransportService
+from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.address import to_checksum_address
@@ -64,7 +68,7 @@ _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", 
 _SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
 
-class Node(RunnerQueries, JobQueries, TransportLink):
+class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLink):
     """A validator: owns the chain, the mempool and the consensus service."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
@@ -209,6 +213,9 @@ class Node(RunnerQueries, JobQueries, TransportLink):
                                    basefee_cycles=h.cycle_basefee, basefee_cells=h.cell_basefee)
         # Recorded only now: a block that failed to build or commit adds nothing.
         self.metrics.observe_eob(prepared.result.eob)
+        tx_events = (e for r in prepared.result.receipts for e in r.events)
+        for reason, n in count_terminal(itertools.chain(tx_events, prepared.result.block_events)).items():
+            self.metrics.timers_terminal.labels(reason=reason).inc(n)
         if committed.inspected is not None:
             jobs, steps = committed.inspected
             self.metrics.observe_eob_steps(steps)
@@ -409,6 +416,20 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         with self._tree_lock:
             return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height)
 
+    def next_block_view(self) -> tuple[BlockHeader, StateStore, BlockEnv]:
+        """``(head header, store snapshot, environment of the next block)``, captured together under the state
+        lock (held only for that): read-only calls and dry runs run on the snapshot without the lock, as the
+        next block would (height = head + 1, the seed of the head's round as its beacon). The caller closes
+        the snapshot."""
+        with self._tree_lock:
+            chain = self.chain
+            head = chain.head.header
+            snapshot = chain.store.snapshot()
+            seed = self.consensus.forks.parent_seed(head) or head.beacon  # the next block's R_{S-1}
+            env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
+                                fee_recipient=self.fee_recipient, beacon=seed, presence_input=None)
+        return head, snapshot, env
+
     def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,
                    interrupt: InterruptHandle | None = None) -> dict[str, Any] | None:
         """Read-only call in the context the next block would give it (height = head + 1, as built by
@@ -419,13 +440,7 @@ class Node(RunnerQueries, JobQueries, TransportLink):
         included) still describes that one head. ``interrupt`` stops the call from another thread (the RPC
         read pool's deadline): its code, e.g. ``read_timeout``, is then the answer's ``error``.
         """
-        with self._tree_lock:
-            chain = self.chain
-            head = chain.head.header
-            snapshot = chain.store.snapshot()
-            seed = self.consensus.forks.parent_seed(head) or head.beacon  # the next block's R_{S-1}
-            env = chain.env_for(timestamp_ms=max(int(time.time() * 1000), head.timestamp_ms + 1),
-                                fee_recipient=self.fee_recipient, beacon=seed, presence_input=None)
+        head, snapshot, env = self.next_block_view()
         try:
             world = _snapshot_world(snapshot)
             return actor_queries.read_only_view(world, begin_block(world, env), actor=actor, handler=handler,

@@ -193,6 +193,11 @@ class NodeMetrics:
         self.timers_self_destructed = Counter(
             "timers_self_destructed", "Timers removed without firing because their fee payer could not cover "
             "the maximum cost of a fire.", namespace=ns, registry=r)
+        self.timers_terminal = Counter(
+            "timers_terminal", "Timers (and Mailbox entries) that ended without running, by reason, counted from "
+            "the committed blocks' events: expired (TTL), insufficient_funds (fee payer could not cover a fire), "
+            "mailbox_dropped, cancelled_by_governance (rpc/event_queries.TERMINAL_REASONS).",
+            ["reason"], namespace=ns, registry=r)
         self.mailbox_delivered = Counter(
             "mailbox_delivered", "Mailbox entries run by End-of-Block ExecuteMailbox (successful or not).",
             namespace=ns, registry=r)

@@ -34,6 +34,7 @@ from cowboy_node.rpc.params import (
 )
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
+from cowboy_node.rpc.simulate_routes import add_workflow_routes
 from cowboy_node.rpc.ui_routes import add_ui_routes
 from cowboy_protocol.crypto.address import to_checksum_address
 
@@ -354,6 +355,7 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
     add_runner_routes(r)
     add_job_routes(r)
+    add_workflow_routes(r, READ_POOL_KEY)  # POST /simulate, GET /events, GET /actor/{address}/timers/history
     add_consensus_routes(r)
     add_ui_routes(app, read_pool)
     return app

@@ -1,0 +1,165 @@
+"""Event and terminal-timer reads for the HTTP API (``GET /events``, ``GET /actor/{address}/timers/history``).
+
+Both read the node-local event index (``chain/event_index.py``) through a store snapshot, so they never take
+the state lock and a block committing meanwhile does not change an answer. Every read is bounded by its
+``limit``: the index is ordered by ``(emitter[, topic], height, seq)``, so a page reads only the entries it
+returns plus one (to know whether there is a next page).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from cowboy_node.chain.blockstore import BlockStore
+from cowboy_node.chain.event_index import IndexedEvent, scan_events
+from cowboy_node.rpc.facade import RpcError
+from cowboy_node.state.store import StateStore
+from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import CodecError, decode
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.types.fields import decode_u128
+
+if TYPE_CHECKING:
+    from cowboy_node.chain.chain import Chain
+
+MAX_EVENTS_LIMIT = 1000
+"""Largest page of ``GET /events``."""
+DEFAULT_EVENTS_LIMIT = 100
+"""Page size of ``GET /events`` when ``limit`` is not given."""
+MAX_TOPIC_BYTES = 256
+"""Longest ``topic`` filter (UTF-8 bytes)."""
+TERMINAL_TOPICS: dict[str, str] = {
+    "timer.expired": "expired",
+    "timer.cancelled_insufficient_funds": "insufficient_funds",
+    "mailbox.dropped": "mailbox_dropped",
+}
+"""Block-level events that end a timer (or a Mailbox entry) without running it → the reason shown. They are
+emitted by the timer's actor, so the actor's index holds them (docs/timers.md: expiry, the fee payer
+unable to cover ``max_cost`` (CIP-5 "self-destruct"), a Mailbox entry dropped for the same reason)."""
+TERMINAL_REASONS: dict[str, str] = {**TERMINAL_TOPICS, "timer.cancelled_by_governance": "cancelled_by_governance"}
+"""Every event that ends a timer without running it → the ``reason`` label of ``cowboy_timers_terminal_total``
+(a governance cancel is emitted by the governance address, not the actor, so the actor's history lacks it)."""
+
+
+def count_terminal(events: Iterable[Event]) -> dict[str, int]:
+    """``reason → count`` of the terminal-timer events among ``events`` (for the node's metric)."""
+    out: dict[str, int] = {}
+    for e in events:
+        reason = TERMINAL_REASONS.get(e.topic)
+        if reason is not None:
+            out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+DEFAULT_HISTORY_LIMIT = 50
+"""Terminal timers ``/actor/{address}/timers/history`` returns when ``limit`` is not given."""
+MAX_HISTORY_LIMIT = 200
+"""Largest ``limit`` of ``/actor/{address}/timers/history``."""
+
+
+def format_cursor(entry: IndexedEvent) -> str:
+    """The ``next`` cursor after ``entry``: ``"<height>:<seq>"``."""
+    return f"{entry.height}:{entry.seq}"
+
+
+def parse_cursor(text: str) -> tuple[int, int]:
+    """``"<height>:<seq>"`` → ``(height, seq)``; else 400 ``invalid_cursor``."""
+    h, sep, s = text.partition(":")
+    if not sep or not h.isdigit() or not s.isdigit() or len(h) > 20 or len(s) > 10:
+        raise RpcError(400, "invalid_cursor", "cursor must be <height>:<seq> as returned in next")
+    height, seq = int(h), int(s)
+    if height > 2**64 - 1 or seq > 2**32 - 1:
+        raise RpcError(400, "invalid_cursor", "cursor out of range")
+    return height, seq
+
+
+def _event_json(e: IndexedEvent) -> dict[str, Any]:
+    return {"height": e.height, "seq": e.seq, "tx_index": e.tx_index,
+            "emitter": to_checksum_address(e.event.emitter), "topic": e.event.topic,
+            "data": "0x" + e.event.data.hex()}
+
+
+def events_view(store: StateStore, actor: bytes, *, topic: str | None, from_height: int, to_height: int | None,
+                after: tuple[int, int] | None, limit: int) -> dict[str, Any]:
+    """A page of ``actor``'s events in ``(height, seq)`` order: ``{"actor", "topic", "from", "to", "events",
+    "next" (cursor or null), "height"}``. ``to_height`` None means the head."""
+    head = BlockStore(store).head_height() or 0
+    to = head if to_height is None else min(to_height, head)
+    page: list[IndexedEvent] = []
+    more = False
+    for entry in scan_events(store, actor, topic=topic, from_height=from_height, to_height=to, after=after):
+        if len(page) == limit:
+            more = True
+            break
+        page.append(entry)
+    return {"actor": to_checksum_address(actor), "topic": topic, "from": from_height, "to": to,
+            "events": [_event_json(e) for e in page], "next": format_cursor(page[-1]) if more else None,
+            "height": head}
+
+
+def _terminal_json(entry: IndexedEvent) -> dict[str, Any]:
+    out: dict[str, Any] = {"reason": TERMINAL_TOPICS[entry.event.topic], "height": entry.height,
+                           "topic": entry.event.topic}
+    try:
+        data = decode(entry.event.data)
+    except CodecError:
+        return out
+    if not isinstance(data, dict):
+        return out
+    ident = data.get(0)
+    if isinstance(ident, bytes):
+        out["deliver_id" if entry.event.topic == "mailbox.dropped" else "timer_id"] = "0x" + ident.hex()
+    if entry.event.topic == "timer.expired" and isinstance(data.get(1), int):
+        out["expires_at"] = data[1]
+    elif isinstance(payer := data.get(1), bytes) and len(payer) == 20:
+        out["fee_payer"] = to_checksum_address(payer)
+        with contextlib.suppress(KeyError, ValueError):
+            out["cost"], out["available"] = str(decode_u128(data[2], "cost")), str(decode_u128(data[3], "available"))
+    return out
+
+
+def terminal_timers_view(store: StateStore, actor: bytes, *, limit: int) -> dict[str, Any]:
+    """The ``limit`` most recent timers of ``actor`` that ended without firing, newest first:
+    ``{"address", "terminal": [{"reason", "height", "timer_id" | "deliver_id", …}], "truncated", "height"}``.
+
+    Reads at most ``limit + 1`` index entries per terminal topic (each topic's index is walked backwards
+    from the head), whatever the actor's history holds.
+    """
+    head = BlockStore(store).head_height() or 0
+    found: list[IndexedEvent] = []
+    for topic in TERMINAL_TOPICS:
+        for n, entry in enumerate(scan_events(store, actor, topic=topic, to_height=head, reverse=True)):
+            if n > limit:
+                break
+            found.append(entry)
+    found.sort(key=lambda e: (e.height, e.seq), reverse=True)
+    return {"address": to_checksum_address(actor), "terminal": [_terminal_json(e) for e in found[:limit]],
+            "truncated": len(found) > limit, "height": head}
+
+
+class EventQueries:
+    """``events`` and ``timer_history`` for a node holding ``chain`` (``class Node(EventQueries)``): they read a
+    store snapshot, never the state lock."""
+
+    chain: Chain
+    """The node's chain (its store holds the event index)."""
+
+    def events(self, actor: bytes, topic: str | None, from_height: int, to_height: int | None,
+               after: tuple[int, int] | None, limit: int) -> dict[str, Any]:
+        """See :func:`events_view`."""
+        snap = self.chain.store.snapshot()
+        try:
+            return events_view(snap, actor, topic=topic, from_height=from_height, to_height=to_height, after=after,
+                               limit=limit)
+        finally:
+            snap.close()
+
+    def timer_history(self, actor: bytes, limit: int) -> dict[str, Any]:
+        """See :func:`terminal_timers_view`."""
+        snap = self.chain.store.snapshot()
+        try:
+            return terminal_timers_view(snap, actor, limit=limit)
+        finally:
+            snap.close()
