@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
+from cowboy_node.rpc.ui_routes import MAX_PEERS, parse_origin
 from cowboy_protocol.netaddr import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
@@ -30,6 +31,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
                 "queued_lifetime_s": int, "journal": bool},
     "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
     "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int},
+    "ui": {"peers": list, "cors_origins": list},
 }
 """Type of every key by section; a ``list`` value is checked element by element by its own parser."""
 _MIB = 1024 * 1024
@@ -166,6 +168,10 @@ class NodeConfig:
     """Leader election: ``random`` (from the beacon) or ``round_robin``."""
     consensus_skip_timeout_views: int = 10
     """A leader silent for this many views has its views nullified on entry, without the 2Δ wait (0: off)."""
+    ui_peers: tuple[str, ...] = ()
+    """``[ui] peers``: other validators' RPC URLs the network page (``/ui``) polls from the browser (docs/ui.md)."""
+    ui_cors_origins: tuple[str, ...] = ()
+    """``[ui] cors_origins``: origins whose pages may read ``/status`` and ``/ui/snapshot`` cross-origin (none)."""
 
     @property
     def data_path(self) -> Path:
@@ -249,6 +255,8 @@ def load_config(home: Path) -> NodeConfig:
         consensus_delta_ms=values.get("consensus.delta_ms", 0),
         consensus_election=values.get("consensus.election", "random"),
         consensus_skip_timeout_views=values.get("consensus.skip_timeout_views", 10),
+        ui_peers=parse_origins(values.get("ui.peers", []), path=p, key="ui.peers"),
+        ui_cors_origins=parse_origins(values.get("ui.cors_origins", []), path=p, key="ui.cors_origins"),
     )
     if cfg.log_format not in LOG_FORMATS:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
@@ -260,6 +268,20 @@ def load_config(home: Path) -> NodeConfig:
                       ("p2p.addr", cfg.p2p_addr)):
         split_host_port(addr, path=p, key=key)
     return cfg
+
+
+def parse_origins(entries: list[Any], *, path: str, key: str) -> tuple[str, ...]:
+    """``[ui] peers`` / ``[ui] cors_origins``: ``http(s)://HOST[:PORT]`` strings (at most ``MAX_PEERS``);
+    errors name ``key[i]``."""
+    if len(entries) > MAX_PEERS:
+        raise ConfigError(path, key, f"at most {MAX_PEERS} entries, got {len(entries)}")
+    out: list[str] = []
+    for i, entry in enumerate(entries):
+        try:
+            out.append(parse_origin(entry))
+        except ValueError as e:
+            raise ConfigError(path, f"{key}[{i}]", str(e)) from None
+    return tuple(out)
 
 
 def parse_peers(entries: list[Any], *, path: str) -> tuple[PeerAddress, ...]:

@@ -23,6 +23,7 @@ from cowboy_node.observability.peer_metrics import PeerMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.rpc.ui_routes import UiConfig
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
@@ -179,7 +180,8 @@ async def run_node(home: Path) -> int:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
         runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
                                               metrics=metrics, read_pool=read_pool(cfg, metrics),
-                                              conn_limits=conn_limits(cfg)))
+                                              conn_limits=conn_limits(cfg),
+                                              ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins))))
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))

@@ -35,7 +35,7 @@ from cowboy_node.rpc.params import (
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
 from cowboy_node.rpc.simulate_routes import add_workflow_routes
-from cowboy_node.rpc.ui_routes import add_ui_routes
+from cowboy_node.rpc.ui_routes import UiConfig, add_ui_routes
 from cowboy_protocol.crypto.address import to_checksum_address
 
 log = structlog.get_logger("cowboy.rpc")
@@ -318,7 +318,8 @@ async def _submit_expect_handler(request: web.Request) -> web.StreamResponse | N
 
 
 def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              metrics: object | None = None, read_pool: ReadPool | None = None) -> web.Application:
+              metrics: object | None = None, read_pool: ReadPool | None = None,
+              ui: UiConfig | None = None) -> web.Application:
     """The aiohttp application serving ``facade``.
 
     ``read_pool`` runs ``POST /actor/read`` (default: a :class:`ReadPool` with the default limits); the app
@@ -357,14 +358,14 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     add_job_routes(r)
     add_workflow_routes(r, READ_POOL_KEY)  # POST /simulate, GET /events, GET /actor/{address}/timers/history
     add_consensus_routes(r)
-    add_ui_routes(app, read_pool)
+    add_ui_routes(app, read_pool, ui)
     return app
 
 
 async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
                            max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                            metrics: object | None = None, conn_limits: ConnLimits | None = None,
-                           read_pool: ReadPool | None = None) -> web.AppRunner:
+                           read_pool: ReadPool | None = None, ui: UiConfig | None = None) -> web.AppRunner:
     """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
 
     Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
@@ -372,7 +373,7 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
     limit leaves nothing after the reserve).
     """
     limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
-    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool)
+    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool, ui=ui)
     runner = LimitedAppRunner(app, limits=limits, metrics=metrics, access_log=None)
     await runner.setup()
     try:

@@ -14,6 +14,7 @@ share one refresh in flight. When the pool refuses (budget spent, queue full) th
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -38,6 +39,40 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 """Content-Security-Policy of the page: its own scripts and styles only; ``connect-src`` also allows the other
 validators' RPC URLs a user may add (``#peers=``), which those nodes answer only if they allow this origin."""
 _HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+MAX_PEERS = 16
+"""Most other validators' RPC URLs one page polls (``[ui] peers`` plus the page's ``#peers=``)."""
+CORS_PATHS = frozenset({"/status", "/ui/snapshot"})
+"""The only routes an allowed origin may read cross-origin (GET, read-only, public chain and node status)."""
+_ORIGIN_RE = re.compile(r"(https?)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?", re.IGNORECASE)
+
+
+def parse_origin(text: object) -> str:
+    """An origin as a browser sends it: ``http(s)://HOST[:PORT]``, no path, no ``*``; lower-cased scheme and host.
+    ValueError saying what is wrong otherwise (``[ui] peers`` and ``[ui] cors_origins`` entries)."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected a string \"http(s)://HOST[:PORT]\", got {type(text).__name__}")
+    m = _ORIGIN_RE.fullmatch(text)
+    if m is None or (m.group(3) is not None and not 0 < int(m.group(3)) < 65536):
+        raise ValueError(f"expected \"http(s)://HOST[:PORT]\" (no path, no wildcard), got {text!r}")
+    return text.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class UiConfig:
+    """``config.toml`` ``[ui]``: the other validators the page shows, and who may read this node's status."""
+
+    peers: tuple[str, ...] = ()
+    """RPC URLs (``http(s)://HOST:PORT``) of other validators whose ``/status`` the page polls from the browser:
+    each must list this node's page origin in its own ``cors_origins``, or be on this page's origin."""
+    cors_origins: frozenset[str] = frozenset()
+    """Origins (``http(s)://HOST:PORT``, exact) whose pages may read :data:`CORS_PATHS` cross-origin. Empty (the
+    default): no CORS header at all, so no other site's page can read this node's RPC from a visitor's browser."""
+
+    def __post_init__(self) -> None:
+        if len(self.peers) > MAX_PEERS:
+            raise ValueError(f"at most {MAX_PEERS} peers")
+        for entry in (*self.peers, *self.cors_origins):
+            parse_origin(entry)
 
 
 def load_assets() -> dict[str, bytes]:
@@ -58,6 +93,8 @@ class UiState:
 
     pool: ReadPool
     """The read pool refreshes run in."""
+    config: UiConfig = field(default_factory=UiConfig)
+    """``[ui]``."""
     tracker: UiTracker = field(default_factory=UiTracker)
     """The rolling window (only ever touched by the one refresh in flight)."""
     doc: dict[str, Any] | None = None
@@ -142,6 +179,7 @@ async def handle_snapshot(request: web.Request) -> web.Response:
     doc["validators"] = validators_view(status)
     doc["runners"] = _with_sessions(doc["runners"], sessions)
     doc["stale"] = stale
+    doc["peers"] = list(state.config.peers)
     return web.json_response(doc, headers={"Cache-Control": "no-store"})
 
 
@@ -157,9 +195,22 @@ def _with_sessions(runners: dict[str, Any], sessions: frozenset[int] | None) -> 
     return {**runners, "items": items}
 
 
-def add_ui_routes(app: web.Application, pool: ReadPool) -> None:
-    """Register the page, its assets and its snapshot on ``app``; refreshes run in ``pool``."""
-    app[UI_KEY] = UiState(pool)
+async def _cors(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: let an allowed origin read :data:`CORS_PATHS` (a simple GET needs no preflight)."""
+    origin = request.headers.get("Origin")
+    if origin is None or request.method != "GET" or request.path not in CORS_PATHS:
+        return
+    if origin.lower() in request.app[UI_KEY].config.cors_origins:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Vary"] = "Origin"
+
+
+def add_ui_routes(app: web.Application, pool: ReadPool, config: UiConfig | None = None) -> None:
+    """Register the page, its assets and its snapshot on ``app``; refreshes run in ``pool``. With
+    ``config.cors_origins``, those origins may read ``/status`` and ``/ui/snapshot`` cross-origin."""
+    app[UI_KEY] = UiState(pool, config or UiConfig())
+    if app[UI_KEY].config.cors_origins:
+        app.on_response_prepare.append(_cors)
     r = app.router
     r.add_get("/ui", handle_page, allow_head=False)
     r.add_get("/ui/", handle_page_slash, allow_head=False)

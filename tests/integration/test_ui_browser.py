@@ -3,7 +3,9 @@
 A ``cowboy-node`` (250 ms blocks, QUIC transport on) and a registered ``cowboy-runner run`` with a session: the
 page loads with no console error, the height it shows increases, the runner shows a live session, an actor's
 timer appears, a job submitted during the test appears and reaches ``settled``; then the node is stopped and
-the page says its RPC is unreachable while staying responsive.
+the page says its RPC is unreachable while staying responsive. Restarted with ``[ui] peers`` and
+``cors_origins``, a page on an allowed origin reads the node's ``/status`` cross-origin, a page on another origin
+is refused by the browser.
 
 Chromium is Debian's ``chromium`` package (``apt-get install chromium``) or the binary ``COWBOY_CHROMIUM``
 names; Playwright only drives it (no ``playwright install``). The test skips, naming what it looked for, only
@@ -128,17 +130,6 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     if target:
                         shutil.copyfile(tmp_path / "ui.png", target)
 
-                    # Other validators' RPC (#peers=): this node (same origin) answers, a closed port does not.
-                    # A second page: Chromium itself logs the refused connection as a console error.
-                    dead = "http://127.0.0.1:9"
-                    peers = browser.new_page()
-                    peers.goto(f"{node.url}/ui#peers={node.url},{dead}")
-                    expect(peers.locator(f'#remote tr[data-remote="{node.url}"] td').nth(5)).to_have_text(
-                        "live", timeout=15_000)
-                    expect(peers.locator(f'#remote tr[data-remote="{dead}"] td').nth(5)).to_contain_text(
-                        "unreachable", timeout=15_000)
-                    peers.close()
-
                     shown = _text(page, "#height")
                     node.terminate()
                     expect(page.locator("#conn")).to_contain_text("unreachable", timeout=15_000)
@@ -149,6 +140,27 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     assert page.evaluate("1 + 1") == 2
                     assert _text(page, "#conn") != age
                     assert _text(page, "#height") == shown
+
+                    # [ui]: other validators on the page, read cross-origin only by origins they allow.
+                    # "localhost" and "127.0.0.1" are two origins of this one node.
+                    allowed = f"http://localhost:{node.rpc_port}"
+                    with (node.home / "config.toml").open("a") as f:
+                        f.write(f'\n[ui]\npeers = ["{node.url}"]\ncors_origins = ["{allowed}"]\n')
+                    node.start()
+                    outside = browser.new_page()  # on the allowed origin: reads 127.0.0.1's /status via CORS
+                    outside.goto(f"{allowed}/ui")
+                    expect(outside.locator(f'#remote tr[data-remote="{node.url}"] td').nth(5)).to_have_text(
+                        "live", timeout=15_000)
+                    # On 127.0.0.1, an origin the node does not list: its configured peer (itself) is same-origin,
+                    # the same node as "localhost" is a cross-origin read the browser refuses, port 9 is closed.
+                    dead = "http://127.0.0.1:9"
+                    inside = browser.new_page()
+                    inside.goto(f"{node.url}/ui#peers={allowed},{dead}")
+                    expect(inside.locator(f'#remote tr[data-remote="{node.url}"] td').nth(5)).to_have_text(
+                        "live", timeout=15_000)
+                    for refused in (allowed, dead):
+                        expect(inside.locator(f'#remote tr[data-remote="{refused}"] td').nth(5)).to_contain_text(
+                            "unreachable", timeout=15_000)
                 finally:
                     browser.close()
         finally:

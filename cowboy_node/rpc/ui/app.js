@@ -10,6 +10,7 @@ const SNAPSHOT_URL = "ui/snapshot";
 let lastOk = 0;               // Date.now() of the last good snapshot (0: none yet)
 let lastHeadMs = 0;           // the head's timestamp_ms, for the "block age" clock
 let failing = null;           // text of the current failure, or null
+let configPeers = [];         // other validators' RPC URLs from the node's [ui] peers (snapshot "peers")
 
 function $(id) { return document.getElementById(id); }
 
@@ -139,6 +140,7 @@ function renderTimers(actors) {
 }
 
 function render(s) {
+  configPeers = Array.isArray(s.peers) ? s.peers : [];
   renderSummary(s);
   renderValidators(s.validators);
   renderBlocks(s.blocks);
@@ -195,12 +197,13 @@ function tick() {  // the clocks keep moving even while requests fail: the page 
   showFailure();
 }
 
-// -- other validators (optional: #peers=<rpc url>,<rpc url>, each scheme + host + port) ------------------------
+// -- other validators (optional: [ui] peers in the node's config.toml, and #peers=<rpc url>,<rpc url>) -----------
 function remotePeers() {
   const m = /(?:^#|&)peers=([^&]*)/.exec(location.hash);
-  if (!m) return [];
-  return decodeURIComponent(m[1]).split(",").map((u) => u.trim().replace(/\/+$/, ""))
-    .filter((u) => /^https?:\/\/[^\s/]+$/.test(u)).slice(0, 16);
+  const given = m ? decodeURIComponent(m[1]).split(",") : [];
+  const all = configPeers.concat(given).map((u) => u.trim().replace(/\/+$/, ""))
+    .filter((u) => /^https?:\/\/[^\s/]+$/.test(u));
+  return Array.from(new Set(all)).slice(0, 16);
 }
 
 async function pollRemote() {
@@ -215,9 +218,9 @@ async function pollRemote() {
         return row([cell(url), cell(s.height), cell(c.view ?? "–"), cell(c.leader ?? "–"),
                     cell((c.peers || []).length), cell("live", "ok")], {"data-remote": url});
       } catch (e) {
-        // A cross-origin /status needs that node to allow this page's origin (CORS); nodes send no CORS headers.
+        // A cross-origin /status needs that node to list this page's origin in its [ui] cors_origins (default: none).
         return row([cell(url), cell("–"), cell("–"), cell("–"), cell("–"),
-                    cell("unreachable (down, or cross-origin: CORS is off)", "bad")], {"data-remote": url});
+                    cell("unreachable (down, or it does not allow this origin: [ui] cors_origins)", "bad")], {"data-remote": url});
       }
     }));
     fill("remote", rows, "");

@@ -23,7 +23,7 @@ import cowboy_node.rpc
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import build_app
-from cowboy_node.rpc.ui_routes import ASSETS, CSP, POOL_CLIENT
+from cowboy_node.rpc.ui_routes import ASSETS, CSP, POOL_CLIENT, UiConfig, parse_origin
 from cowboy_node.rpc.ui_snapshot import MAX_BLOCKS
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.job_instructions import JobResultSubmit, JobSubmit
@@ -251,3 +251,46 @@ async def test_a_refused_first_refresh_is_the_pools_error() -> None:
         await expect_error(resp, 429, "rate_limited")
         assert resp.headers["Retry-After"] == "1"
     node.close()
+
+
+# -- [ui]: other validators and cross-origin reads ------------------------------------------------------------
+async def test_without_cors_origins_no_response_carries_a_cors_header() -> None:
+    node = make_node()
+    async with _client(node) as c:
+        for path in ("/status", "/ui/snapshot", "/ui"):
+            resp = await c.get(path, headers={"Origin": "http://127.0.0.1:4001"})
+            assert resp.status == 200 and "Access-Control-Allow-Origin" not in resp.headers, path
+        assert (await _snapshot(c))["peers"] == []
+    node.close()
+
+
+async def test_an_allowed_origin_may_read_status_and_the_snapshot_and_nothing_else() -> None:
+    node = make_node()
+    ui = UiConfig(peers=("http://127.0.0.1:4011", "https://v2.example:443"),
+                  cors_origins=frozenset({"http://127.0.0.1:4001"}))
+    async with TestClient(TestServer(build_app(node, metrics=node.metrics, ui=ui))) as c:
+        allowed, other = {"Origin": "http://127.0.0.1:4001"}, {"Origin": "http://127.0.0.1:4002"}
+        for path in ("/status", "/ui/snapshot"):
+            resp = await c.get(path, headers=allowed)
+            assert resp.headers["Access-Control-Allow-Origin"] == "http://127.0.0.1:4001", path
+            assert resp.headers["Vary"] == "Origin"
+            assert "Access-Control-Allow-Origin" not in (await c.get(path, headers=other)).headers, path
+            assert "Access-Control-Allow-Origin" not in (await c.get(path)).headers, path
+        for path in ("/height", "/ui", "/runners/active", f"/account/0x{'00' * 20}"):
+            assert "Access-Control-Allow-Origin" not in (await c.get(path, headers=allowed)).headers, path
+        resp = await c.post("/submit", data=b"\x00", headers={**allowed, "Content-Type": "application/octet-stream"})
+        assert resp.status == 400 and "Access-Control-Allow-Origin" not in resp.headers
+        assert (await _snapshot(c))["peers"] == ["http://127.0.0.1:4011", "https://v2.example:443"]
+    node.close()
+
+
+@pytest.mark.parametrize("text", ["http://a:1", "https://Node-1.example", "http://[::1]:4000", "http://10.0.0.2:4000"])
+def test_parse_origin_accepts_scheme_host_and_port(text: str) -> None:
+    assert parse_origin(text) == text.lower()
+
+
+@pytest.mark.parametrize("text", ["*", "null", "ftp://a:1", "http://a:1/", "http://a:1/status", "http://a:0",
+                                  "http://a:65536", "a:1", "http://", "http://a b", 4000, None])
+def test_parse_origin_refuses_anything_but_an_origin(text: object) -> None:
+    with pytest.raises(ValueError, match="HOST"):
+        parse_origin(text)
