@@ -111,3 +111,16 @@ clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 
 distclean: clean ## clean, and remove .venv too (devnet-home is never removed by make)
 	rm -rf $(VENV) *.egg-info
+
+# Container image and compose testnet (docker or podman, whichever is installed; CONTAINER_ENGINE overrides).
+CONTAINER_ENGINE ?= $(shell command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 && echo docker || \
+	(command -v podman >/dev/null 2>&1 && echo podman) || echo docker)
+IMAGE ?= cowboy-node:local
+BASE_IMAGE ?=
+
+image: ## Build the node/runner image IMAGE (cowboy-node:local) with docker or podman; BASE_IMAGE=... overrides the pinned base
+	$(CONTAINER_ENGINE) build $(if $(filter podman,$(CONTAINER_ENGINE)),--format docker) \
+		$(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE) .
+
+compose-test: ## Opt-in: build the image, bring up docker-compose.yml, check agreement and a settled demo job, tear down
+	CONTAINER_ENGINE='$(CONTAINER_ENGINE)' IMAGE='$(IMAGE)' BASE_IMAGE='$(BASE_IMAGE)' bash deploy/compose/compose-test.sh

@@ -307,6 +307,8 @@ DEVNET_SCRIPT = "deploy/devnet.sh"
 DEVNET_MODES = ("init", "run")
 RUNNER_SCRIPT = "deploy/devnet-runner.sh"
 RUNNER_SCRIPT_MODES = ("setup", "run")
+COMPOSE_SCRIPT = "deploy/compose/cowboy-compose.sh"
+COMPOSE_MODES = ("genesis", "validator", "runner", "demo", "http")
 
 
 def _as_argv(value: Any) -> list[str] | None:
@@ -326,6 +328,7 @@ def port_problems(service: str, entry: Any) -> list[str]:
         return []
     if not isinstance(entry, str):
         return [f"{service}: port {entry!r} must be a quoted string (YAML reads 4000:4000 as a number)"]
+    entry = re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", entry)  # compose interpolation, with its default
     m = PORT.match(entry)
     if not m:
         return [f"{service}: malformed port {entry!r}"]
@@ -434,9 +437,14 @@ def _command_problems(name: str, svc: dict[str, Any], dockerfile_path: Path) -> 
             command = (cmd_ins.exec_form() or shlex.split(cmd_ins.args)) if cmd_ins else []
     else:
         command = _as_argv(svc.get("command")) or []  # an overridden entrypoint drops the image's CMD
+    if entrypoint == ["cowboy-entrypoint"]:  # runs a program of the image, else a cowboy-node subcommand
+        entrypoint, command = (command[:1], command[1:]) if command and (
+            command[0] in ("cowboy-node", "cowboy-runner") or command[0].startswith("cowboy-")) else (
+            ["cowboy-node"], command)
     if entrypoint in (["cowboy-node"], ["cowboy-runner"]):
         return [f"{name}: {p}" for p in cli_problems(command, entrypoint[0])]
     if len(entrypoint) == 1:
+        entrypoint = [e if e.startswith("/") else f"/usr/local/bin/{e}" for e in entrypoint]
         copies = {dest: srcs for i in instructions if i.keyword in ("COPY", "ADD")
                   for _, srcs, dest in [copy_sources(i)]}
         sources = copies.get(entrypoint[0])
@@ -444,6 +452,10 @@ def _command_problems(name: str, svc: dict[str, Any], dockerfile_path: Path) -> 
             if not command or command[0] not in DEVNET_MODES:
                 return [f"{name}: {DEVNET_SCRIPT} takes a mode {DEVNET_MODES}, got {command}"]
             return [f"{name}: {p}" for p in cli_problems(["init", "--home", "/data", *command[1:]])]
+        if sources == [COMPOSE_SCRIPT]:
+            if len(command) != 1 or command[0] not in COMPOSE_MODES:
+                return [f"{name}: {COMPOSE_SCRIPT} takes one mode {COMPOSE_MODES}, got {command}"]
+            return []
         if sources == [RUNNER_SCRIPT]:
             if len(command) > 1 or (command and command[0] not in RUNNER_SCRIPT_MODES):
                 return [f"{name}: {RUNNER_SCRIPT} takes only a mode {RUNNER_SCRIPT_MODES}, got {command}"]
@@ -466,27 +478,29 @@ def test_dockerfile_is_well_formed_and_its_sources_exist() -> None:
     assert dockerfile_problems(dockerfile(), ROOT) == []
 
 
-def test_dockerfile_base_image_user_ports_volume_and_healthcheck() -> None:
+def test_dockerfile_base_image_user_ports_and_per_process_healthcheck() -> None:
     ins = dockerfile()
-    assert ins[0].keyword == "FROM" and ins[0].args.split()[0] == "python:3.11-slim-bookworm"
+    arg = ins[0]
+    assert arg.keyword == "ARG" and arg.args.startswith("BASE_IMAGE=python:3.11-slim-bookworm@sha256:")
+    assert re.fullmatch(r"BASE_IMAGE=python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", arg.args)  # pinned by digest
+    assert ins[1].keyword == "FROM" and ins[1].args == "${BASE_IMAGE}"  # a build argument overrides it
     assert {"4000/tcp", "4433/udp", "9464/tcp"} <= exposed_ports(ins)
-    volumes = [v for i in ins if i.keyword == "VOLUME" for v in (i.exec_form() or i.args.split())]
-    assert "/data" in volumes
+    assert not [i for i in ins if i.keyword == "VOLUME"]  # no anonymous volume behind every container
     hc = last(ins, "HEALTHCHECK")
-    assert hc is not None and not hc.args.upper().startswith("NONE")
-    assert "http://127.0.0.1:4000/health" in hc.args and "python" in hc.args
-    assert any(i.keyword == "RUN" and "pip install --no-cache-dir ." in i.args for i in ins)
+    assert hc is not None and hc.args.endswith('CMD ["cowboy-healthcheck"]')
+    assert _script_copied_to("/usr/local/bin/cowboy-healthcheck") == ["deploy/container/healthcheck.py"]
     user = last(ins, "USER")
     assert user is not None and user.args not in ("root", "0")
 
 
-def test_dockerfile_entrypoint_is_the_console_script_declared_in_pyproject() -> None:
+def test_dockerfile_entrypoint_raises_the_fd_limit_then_runs_cowboy_node_by_default() -> None:
     ins = dockerfile()
     ep, cmd = last(ins, "ENTRYPOINT"), last(ins, "CMD")
     assert ep is not None and cmd is not None
-    assert ep.exec_form() == ["cowboy-node"]
+    assert ep.exec_form() == ["cowboy-entrypoint"]
+    assert _script_copied_to("/usr/local/bin/cowboy-entrypoint") == ["deploy/container/entrypoint.sh"]
     assert project_scripts()["cowboy-node"] == "cowboy_node.cli.main:main"
-    assert cmd.exec_form() == ["run", "--home", "/data"]
+    assert cmd.exec_form() == ["run", "--home", "/data"]  # the entrypoint prefixes cowboy-node
     assert cli_problems(cmd.exec_form() or []) == []
 
 
@@ -546,29 +560,6 @@ def test_compose_file_is_structurally_valid() -> None:
     assert compose_problems(compose_doc(), ROOT) == []
 
 
-def test_compose_node_service_publishes_ports_and_restarts_and_stops_cleanly() -> None:
-    node = compose_doc()["services"]["node"]
-    assert {"4000:4000", "4433:4433/udp", "9464:9464"} <= set(node["ports"])
-    assert node["restart"] == "unless-stopped"
-    assert node["stop_signal"] == "SIGTERM" and "stop_grace_period" in node
-    assert "http://127.0.0.1:4000/health" in " ".join(node["healthcheck"]["test"])
-    assert "cowboy-data:/data" in node["volumes"]
-
-
-def test_compose_initialises_the_volume_once_with_wildcard_listen_addresses_before_the_node() -> None:
-    doc = compose_doc()
-    services = doc["services"]
-    deps = services["node"]["depends_on"]
-    (init_name,) = [d for d, spec in deps.items() if spec.get("condition") == "service_completed_successfully"]
-    init = services[init_name]
-    argv = " ".join(init["command"])
-    for flag in ("--rpc-addr 0.0.0.0:4000", "--quic-addr 0.0.0.0:4433", "--metrics-addr 0.0.0.0:9464"):
-        assert flag in argv
-    assert init["environment"]["DEVNET_HOME"] == "/data"
-    assert "cowboy-data:/data" in init["volumes"]
-    assert init.get("restart", "no") == "no"
-
-
 def test_compose_checks_catch_broken_compose_files() -> None:
     good = compose_doc()
 
@@ -577,36 +568,30 @@ def test_compose_checks_catch_broken_compose_files() -> None:
         mutate(doc)
         return compose_problems(doc, ROOT)
 
+    v0 = "validator-0"
     cases: list[tuple[Any, str]] = [
-        (lambda d: d.pop("volumes"), "named volume 'cowboy-data' is not declared"),
+        (lambda d: d.pop("volumes"), "named volume 'validator-0-home' is not declared"),
         (lambda d: d.update(servicez={}), "unknown top-level key 'servicez'"),
-        (lambda d: d["services"]["node"].update(ports=[240000]), "must be a quoted string"),
-        (lambda d: d["services"]["node"].update(ports=["4000:4000/tpc"]), "malformed port"),
-        (lambda d: d["services"]["node"].update(ports=["70000:4000"]), "out of range"),
-        (lambda d: d["services"]["node"].update(depends_on={"initt": {"condition": "service_started"}}),
-         "depends_on 'initt' is not another service"),
-        (lambda d: d["services"]["node"]["depends_on"]["init"].update(condition="done"), "invalid condition"),
-        (lambda d: d["services"]["node"].update(command=["start", "--home", "/data"]), "unknown subcommand"),
-        (lambda d: d["services"]["node"].update(command=["run", "--data", "/data"]), "unknown flag --data"),
-        (lambda d: d["services"]["init"].update(command=["init", "--rpc", "x"]), "unknown flag --rpc"),
-        (lambda d: d["services"]["init"].update(command=["start"]), "takes a mode"),
-        (lambda d: d["services"]["init"].update(entrypoint=["/bin/sh"]), "is neither cowboy-node"),
-        (lambda d: d["services"]["node"]["build"].update(dockerfile="Dockerfile.missing"), "does not exist"),
-        (lambda d: d["services"]["node"].pop("build") and d["services"]["node"].pop("image"),
-         "needs build or image"),
-        (lambda d: d["services"]["node"].update(restart="sometimes"), "invalid restart policy"),
-        (lambda d: d["services"]["node"].update(stop_grace_period="thirty"), "not a duration"),
-        (lambda d: d["services"]["node"].update(helthcheck={}), "unknown key 'helthcheck'"),
-        (lambda d: d["services"]["runner"].update(command=["serve", "--home", "/runner"]),
+        (lambda d: d["services"][v0].update(ports=[240000]), "must be a quoted string"),
+        (lambda d: d["services"][v0].update(ports=["4000:4000/tpc"]), "malformed port"),
+        (lambda d: d["services"][v0].update(ports=["70000:4000"]), "out of range"),
+        (lambda d: d["services"][v0].update(depends_on=["genesys"]), "depends_on 'genesys' is not another service"),
+        (lambda d: d["services"][v0].update(depends_on={"genesis": {"condition": "done"}}), "invalid condition"),
+        (lambda d: d["services"][v0].update(command=["start", "--home", "/data"]), "unknown subcommand"),
+        (lambda d: d["services"][v0].update(command=["run", "--data", "/data"]), "unknown flag --data"),
+        (lambda d: d["services"][v0].update(command=["cowboy-compose", "validatr"]), "takes one mode"),
+        (lambda d: d["services"]["genesis"].update(command=["cowboy-compose"]), "takes one mode"),
+        (lambda d: d["services"]["genesis"].update(entrypoint=["/bin/sh"]), "is neither cowboy-node"),
+        (lambda d: d["services"]["genesis"]["build"].update(dockerfile="Dockerfile.missing"), "does not exist"),
+        (lambda d: d["services"][v0].pop("image"), "needs build or image"),
+        (lambda d: d["services"][v0].update(restart="sometimes"), "invalid restart policy"),
+        (lambda d: d["services"][v0].update(stop_grace_period="thirty"), "not a duration"),
+        (lambda d: d["services"][v0].update(helthcheck={}), "unknown key 'helthcheck'"),
+        (lambda d: d["services"]["runner-0"].update(command=["cowboy-runner", "serve", "--home", "/runner"]),
          "cowboy-runner: unknown subcommand"),
-        (lambda d: d["services"]["runner"].update(command=["run"]), "cowboy-runner run: missing ['--home']"),
-        (lambda d: d["services"]["runner"].update(command=["run", "--home", "/runner", "--rpc", "x"]),
-         "cowboy-runner run: unknown flag --rpc"),
-        (lambda d: d["services"]["runner-setup"].update(command=["register"]), "takes only a mode"),
-        (lambda d: d["services"]["runner-setup"].update(command=["setup", "--stake", "1"]), "takes only a mode"),
-        (lambda d: d["services"]["runner"]["depends_on"]["runner-setup"].update(condition="finished"),
-         "invalid condition"),
-        (lambda d: d["services"]["node"].update(ports=["4433:4433/quic"]), "malformed port"),
+        (lambda d: d["services"]["runner-0"].update(command=["cowboy-runner", "run"]),
+         "cowboy-runner run: missing ['--home']"),
+        (lambda d: d["services"][v0].update(ports=["4001:4001/quic"]), "malformed port"),
     ]
     for mutate, expected in cases:
         problems = broken(mutate)
@@ -628,24 +613,6 @@ def _addr_flag(argv: list[str], flag: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def test_compose_publishes_the_quic_port_as_udp_and_the_node_listens_on_all_interfaces() -> None:
-    services = compose_doc()["services"]
-    init_argv = services["init"]["command"]
-    quic_host, quic_port = _addr_flag(init_argv, "--quic-addr")
-    assert quic_host == "0.0.0.0"  # loopback inside the container would be unreachable through the mapping
-    mappings = _port_mappings(services["node"])
-    assert (quic_port, quic_port, "udp") in mappings
-    # QUIC is UDP only: a TCP mapping of the QUIC port would be a silent misconfiguration.
-    assert not [m for m in mappings if m[1] == quic_port and m[2] != "udp"]
-    assert f"{quic_port}/udp" in exposed_ports(dockerfile())
-    for flag in ("--rpc-addr", "--metrics-addr"):
-        host, port = _addr_flag(init_argv, flag)
-        assert host == "0.0.0.0" and (port, port, "tcp") in mappings, flag
-    # CIP-11 §6.6: raise the file-descriptor limit to at least 2 x runners (thousands at target scale).
-    nofile = services["node"]["ulimits"]["nofile"]
-    assert min(nofile["soft"], nofile["hard"]) >= 2 * 5_000
-
-
 def _script_copied_to(path: str) -> list[str]:
     """Sources of the Dockerfile COPY whose destination is ``path``."""
     for ins in dockerfile():
@@ -663,56 +630,6 @@ def _volume_at(service: dict[str, Any], target: str) -> tuple[str, str] | None:
         if len(parts) >= 2 and parts[1] == target:
             return parts[0], parts[2] if len(parts) > 2 else "rw"
     return None
-
-
-def test_compose_runner_setup_waits_for_a_healthy_node_then_inits_funds_and_registers_once() -> None:
-    doc = compose_doc()
-    services = doc["services"]
-    setup, node = services["runner-setup"], services["node"]
-    assert setup["image"] == node["image"]  # same image, built once by the node/init services
-    (entry,) = setup["entrypoint"]
-    assert _script_copied_to(entry) == [RUNNER_SCRIPT]
-    assert setup["command"] == ["setup"]  # setup only: exits after registering, the `runner` service runs
-    assert setup["depends_on"]["node"]["condition"] == "service_healthy"
-    assert setup.get("restart", "no") == "no"
-    env = setup["environment"]
-    # The runner reaches the node by its service name on the RPC port the node listens on.
-    rpc = env["RUNNER_VALIDATOR_RPC"]
-    assert rpc == f"http://node:{_addr_flag(services['init']['command'], '--rpc-addr')[1]}"
-    # Its home is a named volume it can keep across restarts (key, journal).
-    home_volume = _volume_at(setup, env["RUNNER_HOME"])
-    assert home_volume is not None and home_volume[0] in doc["volumes"] and home_volume[1] == "rw"
-    # The faucet key comes from the node's volume, mounted read-only.
-    faucet_dir = env["RUNNER_FAUCET_KEY"].removesuffix("/keys/faucet.key")
-    assert _volume_at(setup, faucet_dir) == ("cowboy-data", "ro")
-    assert int(env["RUNNER_STAKE"]) >= 10**18  # genesis runners.min_runner_stake
-
-
-def test_compose_runner_service_runs_cowboy_runner_on_the_registered_home() -> None:
-    services = compose_doc()["services"]
-    runner, setup = services["runner"], services["runner-setup"]
-    home = setup["environment"]["RUNNER_HOME"]
-    assert runner["image"] == services["node"]["image"]
-    assert runner["entrypoint"] == ["cowboy-runner"]
-    assert project_scripts()["cowboy-runner"] == "cowboy_runner.cli:main"
-    assert runner["command"] == ["run", "--home", home]
-    assert _volume_at(runner, home) == _volume_at(setup, home)
-    assert runner["depends_on"]["runner-setup"]["condition"] == "service_completed_successfully"
-    assert runner["depends_on"]["node"]["condition"] == "service_healthy"
-    test = runner["healthcheck"]["test"]
-    assert test[0] == "CMD" and test[1] == "cowboy-runner" and cli_problems(test[2:], "cowboy-runner") == []
-    assert test[2] == "status" and test[test.index("--home") + 1] == home
-    assert runner["restart"] == "unless-stopped" and runner["stop_signal"] == "SIGTERM"
-    assert "ports" not in runner  # the runner dials out; it serves nothing to the host
-
-
-def test_dockerfile_creates_the_runner_home_owned_by_the_unprivileged_user() -> None:
-    # A new named volume takes the owner of the image directory it is mounted on: without this the runner
-    # (uid 10001) could not write its key and journal to /runner.
-    home = compose_doc()["services"]["runner-setup"]["environment"]["RUNNER_HOME"]
-    runs = [i.args for i in dockerfile() if i.keyword == "RUN"]
-    assert any(re.search(rf"mkdir -p [^&;]*{home}\b", r) and re.search(rf"chown cowboy:cowboy [^&;]*{home}\b", r)
-               for r in runs), runs
 
 
 def test_runner_cli_contract_matches_the_real_cowboy_runner_parser() -> None:
