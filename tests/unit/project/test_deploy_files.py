@@ -29,8 +29,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 
 README_COMMANDS = [
-    "make devnet   # set up .venv and start a local single-validator devnet",
-    "make test     # set up .venv and run the whole test suite",
+    "make devnet    # set up .venv and start a local single-validator devnet",
+    "make testnet   # set up .venv and start four validators on this machine (./testnet-home)",
+    "make test      # set up .venv and run the whole test suite",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -1001,7 +1002,7 @@ def test_devnet_script_with_a_runner_stops_the_runner_before_the_node_on_sigterm
 # Tests: README and configuration reference
 
 
-def test_readme_opens_with_exactly_the_two_commands() -> None:
+def test_readme_opens_with_exactly_the_local_commands() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert lines[0].startswith("# ")
     body = lines[1:]
