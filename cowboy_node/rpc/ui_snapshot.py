@@ -7,12 +7,13 @@ within fixed caps (:data:`MAX_BLOCKS`, :data:`MAX_TXS_PER_BLOCK`, :data:`MAX_JOB
 and runs in the RPC read pool's worker (``rpc/ui_routes.py``); the cheap, loop-only parts (``status()``, the
 validator's local runner sessions) are read on the event loop and passed in as :class:`LoopView`.
 
-Jobs are found through the receipts of recent transactions: every Job Dispatcher event that names a job
-(``job.submitted``, ``job.result_revealed``, ...) adds the job to the tracked set; tracked jobs that are not
-finished are re-read at each refresh. A job's history is the height of each phase: from those receipt events,
-and from the record for what End of Block does (no receipt carries its events): ``assignment_height``,
-``finished_at``. A job whose transactions all fell outside the window is not found (``GET /job/{id}`` still
-answers for it).
+Blocks are read with ``block_activity`` (``rpc/ui_queries.py``: one decode of the block and its receipts); a
+facade without it gives headers only. Jobs are found through the receipts of recent transactions: every Job
+Dispatcher event that names a job (``job.submitted``, ``job.result_revealed``, ...) adds the job to the tracked
+set; tracked jobs that are not finished are re-read at each refresh. A job's history is the height of each
+phase: from those receipt events, and from the record for what End of Block does (no receipt carries its
+events): ``assignment_height``, ``finished_at``. A job whose transactions all fell outside the window is not
+found (``GET /job/{id}`` still answers for it).
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ class SessionFacade(Protocol):
 
     def local_presence(self) -> frozenset[int]:
         """Registry indices of runners with a live authenticated, accepting session here."""
+        ...
+
+
+@runtime_checkable
+class BlockActivityFacade(Protocol):
+    """A facade that reads a block's transactions with their receipts at once (``rpc/ui_queries.UiQueries``)."""
+
+    def block_activity(self, height: int, limit: int) -> dict[str, Any] | None:
+        """Header JSON, ``tx_count`` and the first ``limit`` transactions with their receipts; None if no block."""
         ...
 
 
@@ -176,39 +186,40 @@ class UiTracker:
         for height in range(start, head + 1):
             if stop():
                 return  # the next refresh goes on from here
-            block = facade.block(height)
-            if block is None:
-                return
-            self._add_block(facade, block)
+            if isinstance(facade, BlockActivityFacade):
+                activity = facade.block_activity(height, MAX_TXS_PER_BLOCK)
+                if activity is None:
+                    return
+                self._add_block(activity["header"], activity["tx_count"], activity["transactions"])
+            else:  # headers only: reading transactions one by one would decode the block once per transaction
+                header = facade.block(height)
+                if header is None:
+                    return
+                self._add_block(header, len(header.get("transactions", [])), [])
             self.scanned_height = height
 
-    def _add_block(self, facade: NodeFacade, block: dict[str, Any]) -> None:
-        height = int(block["height"])
-        hashes = list(block.get("transactions", []))
+    def _add_block(self, header: dict[str, Any], tx_count: int, txs: list[dict[str, Any]]) -> None:
+        height = int(header["height"])
         self._blocks.insert(0, {
-            "height": height, "hash": block.get("hash"), "view": block.get("round", {}).get("view"),
-            "proposer": block.get("proposer"), "timestamp_ms": block.get("timestamp_ms"), "txs": len(hashes),
-            "cycles_used": block.get("cycles_used"), "cells_used": block.get("cells_used"),
-            "present": sorted(present_indices(block.get("presence_input")))})
+            "height": height, "hash": header.get("hash"), "view": (header.get("round") or {}).get("view"),
+            "proposer": header.get("proposer"), "timestamp_ms": header.get("timestamp_ms"), "txs": tx_count,
+            "cycles_used": header.get("cycles_used"), "cells_used": header.get("cells_used"),
+            "present": sorted(present_indices(header.get("presence_input")))})
         del self._blocks[MAX_BLOCKS:]
-        rows = [self._read_tx(facade, bytes.fromhex(h.removeprefix("0x")), height)
-                for h in hashes[:MAX_TXS_PER_BLOCK]]
+        rows = [self._read_tx(tx, height) for tx in txs[:MAX_TXS_PER_BLOCK]]
         self._txs[:0] = reversed(rows)
         del self._txs[MAX_TXS:]
 
-    def _read_tx(self, facade: NodeFacade, tx_hash: bytes, height: int) -> dict[str, Any]:
-        tx = facade.transaction(tx_hash) or {}
-        receipt = facade.receipt(tx_hash) or {}
-        ins = tx.get("instruction") or {}
-        kind = ins.get("kind")
-        if kind == "call_actor":
-            self._touch_actor(str(ins.get("actor")))
-        for event in receipt.get("events", []):
+    def _read_tx(self, tx: dict[str, Any], height: int) -> dict[str, Any]:
+        """One ``block_activity`` transaction: the actor it calls and the jobs its events name are noted."""
+        if tx.get("kind") == "call_actor":
+            self._touch_actor(str((tx.get("instruction") or {}).get("actor")))
+        for event in tx.get("events") or []:
             job_id = event_job_id(event)
             if job_id is not None:
                 self._track_job(job_id, height).events.append((_EVENT_PHASES[str(event["topic"])], height))
-        return {"hash": "0x" + tx_hash.hex(), "height": height, "kind": kind, "sender": tx.get("sender"),
-                "status": receipt.get("status"), "error_code": receipt.get("error_code")}
+        return {"hash": tx.get("hash"), "height": height, "kind": tx.get("kind"), "sender": tx.get("sender"),
+                "status": tx.get("status"), "error_code": tx.get("error_code")}
 
     def _touch_actor(self, address: str) -> None:
         self._actors.pop(address, None)

@@ -53,11 +53,11 @@ class CountingNode(Node):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.calls = {"block": 0, "runners_active": 0}
+        self.calls = {"block_activity": 0, "runners_active": 0}
 
-    def block(self, height: int) -> dict[str, Any] | None:
-        self.calls["block"] += 1
-        return super().block(height)
+    def block_activity(self, height: int, limit: int) -> dict[str, Any] | None:
+        self.calls["block_activity"] += 1
+        return super().block_activity(height, limit)
 
     def runners_active(self, offset: int, limit: int) -> dict[str, Any]:
         self.calls["runners_active"] += 1
@@ -209,11 +209,11 @@ async def test_a_refresh_reads_at_most_max_blocks_blocks_however_far_the_head_mo
         await _produce(node, [])
     async with _client(node) as c:
         doc = await _snapshot(c)
-        assert node.calls["block"] == MAX_BLOCKS
+        assert node.calls["block_activity"] == MAX_BLOCKS
         assert [b["height"] for b in doc["blocks"]] == list(range(MAX_BLOCKS + 5, 5, -1))
         await _produce(node, [])
         doc = await _snapshot(c)
-        assert node.calls["block"] == MAX_BLOCKS + 1  # only the new block
+        assert node.calls["block_activity"] == MAX_BLOCKS + 1  # only the new block
         assert [b["height"] for b in doc["blocks"]] == list(range(MAX_BLOCKS + 6, 6, -1))
     node.close()
 
@@ -294,3 +294,35 @@ def test_parse_origin_accepts_scheme_host_and_port(text: str) -> None:
 def test_parse_origin_refuses_anything_but_an_origin(text: object) -> None:
     with pytest.raises(ValueError, match="HOST"):
         parse_origin(text)
+
+
+def test_block_activity_reads_the_block_and_its_receipts_once_whatever_its_size(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    node = make_node(phase=2)
+    n = Nonces()
+    caps, card = example_caps()
+    txs = [n.tx(RUNNER_SKS[0], RunnerRegister(STAKE, caps, card)),
+           *(n.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text())))) for _ in range(3))]
+    receipts = produce(node, txs)
+    reads = {"block": 0, "receipts": 0}
+    blocks = node.chain.blocks
+
+    def counting(name: str) -> Any:
+        read = getattr(blocks, name)
+
+        def counted(height: int) -> Any:
+            reads[name] += 1
+            return read(height)
+        return counted
+
+    for name in reads:
+        monkeypatch.setattr(blocks, name, counting(name))
+    activity = node.block_activity(1, 2)
+    assert reads == {"block": 1, "receipts": 1}
+    assert activity is not None and activity["tx_count"] == 4 and activity["header"]["height"] == 1
+    assert [(t["hash"], t["kind"], t["status"]) for t in activity["transactions"]] == [
+        ("0x" + txs[0].tx_hash().hex(), "runner_register", "success"),
+        ("0x" + txs[1].tx_hash().hex(), "job_submit", "success")]
+    assert activity["transactions"][1]["events"] == [e.to_json() for e in receipts[1].events]
+    assert node.block_activity(2, 32) is None
+    node.close()

@@ -91,38 +91,32 @@ class FakeFacade:
     """Blocks whose transactions call actors and submit jobs; every read is counted."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, dict[str, Any]] = {0: {"height": 0, "transactions": []}}
-        self.txs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self.blocks: dict[int, list[dict[str, Any]]] = {0: []}
         self.jobs: dict[str, dict[str, Any]] = {}
         self.timers: dict[str, list[dict[str, Any]]] = {}
-        self.reads = {"transaction": 0, "receipt": 0, "job_status": 0, "actor_timers": 0}
+        self.reads = {"block_activity": 0, "job_status": 0, "actor_timers": 0}
+        self.limits: list[int] = []
 
     @property
     def head(self) -> int:
         return max(self.blocks)
 
     def add_block(self, txs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
-        height = self.head + 1
-        hashes = []
-        for ins, events in txs:
-            tx_hash = _h(len(self.txs) + 1)
-            hashes.append(tx_hash)
-            self.txs[tx_hash] = ({"instruction": ins, "sender": "0xS"}, {"status": "success", "events": events})
-        self.blocks[height] = {"height": height, "transactions": hashes}
+        first = sum(len(b) for b in self.blocks.values()) + 1
+        self.blocks[self.head + 1] = [
+            {"hash": _h(first + i), "kind": ins["kind"], "sender": "0xS", "instruction": ins, "status": "success",
+             "error_code": None, "events": events} for i, (ins, events) in enumerate(txs)]
 
     def status(self) -> dict[str, Any]:
         return {"height": self.head, "hash": _h(self.head), "consensus": {}, "validator_set": {"validators": []}}
 
-    def block(self, height: int) -> dict[str, Any] | None:
-        return self.blocks.get(height)
-
-    def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:
-        self.reads["transaction"] += 1
-        return self.txs["0x" + tx_hash.hex()][0]
-
-    def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
-        self.reads["receipt"] += 1
-        return self.txs["0x" + tx_hash.hex()][1]
+    def block_activity(self, height: int, limit: int) -> dict[str, Any] | None:
+        self.reads["block_activity"] += 1
+        self.limits.append(limit)
+        txs = self.blocks.get(height)
+        if txs is None:
+            return None
+        return {"header": {"height": height, "hash": _h(height)}, "tx_count": len(txs), "transactions": txs[:limit]}
 
     def job_status(self, job_id: bytes) -> dict[str, Any] | None:
         self.reads["job_status"] += 1
@@ -156,12 +150,26 @@ def _submitted(job: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return {"kind": "job_submit"}, [_event("job.submitted", encode({0: bytes.fromhex(job[2:])}))]
 
 
-def test_only_the_first_max_txs_per_block_transactions_of_a_block_are_read() -> None:
+def test_only_the_first_max_txs_per_block_transactions_of_a_block_are_asked_for() -> None:
     facade = FakeFacade()
     facade.add_block([_call(_h(1, 20))] * (MAX_TXS_PER_BLOCK + 10))
     doc = _refresh(UiTracker(), facade)
-    assert facade.reads["transaction"] == facade.reads["receipt"] == MAX_TXS_PER_BLOCK
+    assert facade.limits == [MAX_TXS_PER_BLOCK, MAX_TXS_PER_BLOCK]  # blocks 0 and 1, one read each
     assert doc["blocks"][0]["txs"] == MAX_TXS_PER_BLOCK + 10  # the count is the block's, not what was read
+
+
+def test_a_facade_without_block_activity_gives_headers_only() -> None:
+    class HeadersOnly:
+        def status(self) -> dict[str, Any]:
+            return {"height": 1, "hash": _h(1)}
+
+        def block(self, height: int) -> dict[str, Any] | None:
+            return {"height": height, "transactions": [_h(7)] * height} if height <= 1 else None
+
+    doc = UiTracker().refresh(HeadersOnly(), LoopView(HeadersOnly().status(), None))  # type: ignore[arg-type]
+    assert [(b["height"], b["txs"]) for b in doc["blocks"]] == [(1, 1), (0, 0)]
+    assert (doc["transactions"], doc["jobs"], doc["timers"]) == ([], [], [])
+    assert doc["runners"] == {"available": False, "count": 0, "truncated": False, "items": []}
 
 
 def test_timers_are_listed_for_the_most_recently_called_actors_within_the_caps() -> None:
