@@ -16,8 +16,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from cowboy_node.execution.actors.fsm import lower_continuations
 from cowboy_node.execution.actors.model import source_hash
+from cowboy_node.execution.actors.sdk_surface import transform
 from cowboy_node.execution.pvm import CompiledActor, compile_actor
 
 DEFAULT_CAPACITY = 4096
@@ -67,7 +67,7 @@ class CodeCache:
         hit = self.get(digest)
         if hit is not None:
             return hit
-        compiled = compile_actor(source, transform=lower_continuations)  # outside the lock: slow, and pure
+        compiled = compile_actor(source, transform=transform)  # outside the lock: slow, and pure
         size = len(source.encode("utf-8", "surrogatepass"))
         with self._lock:
             raced = self._entries.get(digest)

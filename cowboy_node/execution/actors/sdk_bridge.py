@@ -31,6 +31,10 @@ from cowboy_sdk import continuation as _sdk_cont
 from cowboy_sdk import errors as _sdk_errors
 from cowboy_sdk import runner as _sdk_runner
 from cowboy_sdk import runtime as _sdk_runtime
+from cowboy_sdk import sorted_map as _sdk_sorted_map
+from cowboy_sdk import types as _sdk_types
+from cowboy_sdk.bounded_loop import BoundedRange, bounded_loop, check_iteration
+from cowboy_sdk.events import emit as _untyped_emit
 
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.pvm import costs
@@ -38,6 +42,7 @@ from cowboy_node.execution.pvm import ctx as pvm_ctx
 
 _SDK_TIMER: Any = cowboy_sdk.timer  # untyped in the SDK
 _SDK_RUNNER: Any = _sdk_runner  # its stub (runner.pyi) omits the private helpers the lowered legs use
+_sdk_emit: Any = _untyped_emit  # untyped in the SDK
 _CURRENT: ContextVar[object | None] = ContextVar("cowboy_sdk_host", default=None)
 _ACTOR_FILENAME = "<actor>"  # co_filename of code compiled by pvm.compile_actor
 
@@ -106,10 +111,34 @@ def _charge(extra: int = 0) -> None:
         ctx.charge(costs.SDK_CALL + extra)
 
 
+def _sdk_wrapper_codes() -> frozenset[types.CodeType]:
+    """Code of the wrappers SDK decorators (``@emit``, ``@bounded_loop``) put around a function.
+
+    Such a wrapper is created fresh around the actor's own function each time the actor's module runs
+    (never shared between calls), so the next decorator may set attributes on it like on the function.
+    """
+    def probe() -> None:
+        return None
+
+    made: list[Any] = [_sdk_emit("probe")(probe), bounded_loop(1)(probe)]
+    return frozenset(w.__code__ for w in made)
+
+
 def _own_function(fn: Any, what: str) -> None:
-    """Decorators mutate their argument: only the running actor's own functions qualify."""
-    if not (isinstance(fn, types.FunctionType) and fn.__code__.co_filename == _ACTOR_FILENAME):
-        raise TypeError(f"{what} can only decorate functions defined by the actor")
+    """Decorators mutate their argument: only the running actor's own functions qualify (or an SDK
+    decorator's fresh wrapper around one)."""
+    for _ in range(8):
+        if not isinstance(fn, types.FunctionType):
+            break
+        if fn.__code__.co_filename == _ACTOR_FILENAME:
+            return
+        if fn.__code__ not in _WRAPPER_CODES:
+            break
+        fn = vars(fn).get("__wrapped__")
+    raise TypeError(f"{what} can only decorate functions defined by the actor")
+
+
+_WRAPPER_CODES = _sdk_wrapper_codes()
 
 
 def _own_class(cls: Any) -> None:
@@ -303,6 +332,30 @@ CONTINUATION_VIEW: Mapping[str, object] = types.MappingProxyType({
 """``cowboy_sdk.continuation`` as actors see it: the continuation store (``__continuation:<cid>`` keys)."""
 
 
+def _emit(topic: Any) -> Callable[[Any], Any]:
+    """``@emit(topic)``: the SDK's, on the actor's own functions only."""
+    _charge()
+    inner = _sdk_emit(topic)
+
+    def apply(f: Any) -> Any:
+        _own_function(f, "@emit")
+        return inner(f)
+
+    return apply
+
+
+def _bounded_loop(max_iterations: int = 1000) -> Callable[[Any], Any]:
+    """``@bounded_loop(max_iterations=N)``: the SDK's, on the actor's own functions only."""
+    _charge()
+    inner = bounded_loop(max_iterations)
+
+    def apply(f: Any) -> Any:
+        _own_function(f, "@bounded_loop")
+        return inner(f)
+
+    return apply
+
+
 def _current_block() -> int:
     _charge()
     return _sdk_runtime.get_block_height()
@@ -323,7 +376,10 @@ alias of ``get_block_height`` that the SDK's own documentation uses)."""
 
 ERROR_NAMES: tuple[str, ...] = (
     "CowboyError", "PermissionDeniedError", "CodecError", "ReentrancyError", "ActorCallError",
-    "ActorNotFoundError", "PurityViolationError", "CallDepthExceeded",
+    "ActorNotFoundError", "PurityViolationError", "CallDepthExceeded", "DeterminismError", "StateConflictError",
+    "LoopBoundExceeded", "CaptureTypeError", "ContinuationLimitError", "ContinuationNotFoundError",
+    "ContinuationCorruptedError", "ContinuationSizeLimitError", "ContinuationCountLimitError", "RunnerTimeoutError",
+    "RunnerValidationError", "AddressError", "TokenIdError",
 )
 """SDK exception classes actors may raise or catch."""
 
@@ -356,9 +412,21 @@ def _build_view() -> Mapping[str, object]:
         "load_cont": CONTINUATION_VIEW["load_cont"],
         "delete_cont": CONTINUATION_VIEW["delete_cont"],
         "pvm_fsm": FSM_VIEW,
+        "emit": _emit,
+        "bounded_loop": _bounded_loop,
+        "BoundedRange": _entry(BoundedRange),
+        "check_iteration": _entry(check_iteration),
+        "SortedMap": _entry(_sdk_sorted_map.SortedMap),
+        "sorted_map": types.MappingProxyType({"SortedMap": _entry(_sdk_sorted_map.SortedMap)}),
+        "to_address_bytes": _entry(_sdk_types.to_address_bytes),
+        "BlockHeight": _entry(_sdk_types.BlockHeight),
+        "TokenId": _entry(_sdk_types.TokenId),
+        "SoftFloat": _entry(_sdk_types.SoftFloat),
+        "ordered_set": _entry(_sdk_types.ordered_set),
     }
     for name in ERROR_NAMES:
         view[name] = getattr(_sdk_errors, name)
+    view["errors"] = types.MappingProxyType({name: getattr(_sdk_errors, name) for name in ERROR_NAMES})
     return types.MappingProxyType(view)
 
 

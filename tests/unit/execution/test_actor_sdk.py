@@ -218,13 +218,14 @@ def test_sdk_work_halts_when_the_meter_runs_out() -> None:
 
 # --- the curated surface -----------------------------------------------------------------------
 def test_public_names_are_pinned() -> None:
-    assert sdk_bridge.PUBLIC_NAMES == (
+    pinned = (
         "actor", "timer", "runtime", "codec", "public", "callable_by", "OWNER", "SELF", "pure", "deferred",
         "reentrancy_guard", "send", "call", "ok", "decode_payload", "ActorRef", "Address", "runner", "continuation",
-        "capture", "save_cont", "load_cont", "delete_cont", "pvm_fsm", "CowboyError",
-        "PermissionDeniedError", "CodecError", "ReentrancyError", "ActorCallError", "ActorNotFoundError",
-        "PurityViolationError", "CallDepthExceeded",
+        "capture", "save_cont", "load_cont", "delete_cont", "pvm_fsm", "emit", "bounded_loop", "BoundedRange",
+        "check_iteration", "SortedMap", "sorted_map", "to_address_bytes", "BlockHeight", "TokenId", "SoftFloat",
+        "ordered_set", *sdk_bridge.ERROR_NAMES, "errors",
     )
+    assert pinned == sdk_bridge.PUBLIC_NAMES
     assert len(sdk_bridge.RUNTIME_NAMES) == 65 and sdk_bridge.RUNTIME_NAMES[-1] == "current_block"
     assert {"get_state", "set_state", "schedule_timer", "get_sender", "emit_event"} <= set(sdk_bridge.RUNTIME_NAMES)
     assert {"fget", "fset", "fdel"} <= FORBIDDEN_ATTRIBUTES
