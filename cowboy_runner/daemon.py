@@ -297,6 +297,7 @@ class Daemon:
             for t in list(jobs.tasks.values()):
                 t.cancel()
             await asyncio.gather(*jobs.tasks.values(), return_exceptions=True)
+            await executors.aclose()  # MCP stdio server processes
             self._write_status()
             self.journal.close()
             remove_pid(self.state_dir)

@@ -86,6 +86,11 @@ class ExecutorRegistry:
         self._mcp = None if config.mcp is None else McpExecutor(config.mcp, max_output_bytes=cap)
         self._custom = None if config.custom is None else CustomExecutor(config.custom, max_output_bytes=cap)
 
+    async def aclose(self) -> None:
+        """Stop what executors keep between jobs (the MCP stdio server processes)."""
+        if self._mcp is not None:
+            await self._mcp.aclose()
+
     def kinds(self) -> tuple[str, ...]:
         """Names (``capabilities.job_types``) of the job kinds this registry serves."""
         found = (("http", self._http), ("llm", self._llm), ("mcp", self._mcp), ("custom", self._custom))

@@ -151,12 +151,32 @@ class LlmConfig:
 
 @dataclass(frozen=True)
 class McpServerConfig:
-    """One MCP server reachable over streamable HTTP."""
+    """One MCP server: streamable HTTP (``url``) or a local program speaking the stdio transport (``command``)."""
 
-    url: str
-    """The server's MCP endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
+    url: str | None = None
+    """The server's streamable-HTTP endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
     headers: Mapping[str, str] = field(default_factory=dict)
-    """Extra request headers (e.g. ``Authorization``)."""
+    """HTTP: extra request headers, e.g. ``Authorization`` (configurable authentication)."""
+    command: tuple[str, ...] | None = None
+    """stdio: the server program and its arguments (no shell), started once and kept for every job."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """stdio: the program's environment besides ``PATH`` (the runner's own environment is not passed on)."""
+    tools: tuple[str, ...] | None = None
+    """Tool names jobs may call on this server (None: any tool the server offers); another is
+    ``tool_not_allowed`` before the server is contacted."""
+    reuse_session: bool = True
+    """HTTP: keep the MCP session (``Mcp-Session-Id``) for later jobs instead of one session per job (a server
+    that forgot it answers 404 and a new one is started). stdio sessions always live as long as the process."""
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("an MCP server needs exactly one of url (streamable HTTP) or command (stdio)")
+        if self.command is not None:
+            object.__setattr__(self, "command", tuple(self.command))
+            if not self.command:
+                raise ValueError("an MCP server command must not be empty")
+        if self.tools is not None:
+            object.__setattr__(self, "tools", tuple(self.tools))
 
 
 @dataclass(frozen=True)

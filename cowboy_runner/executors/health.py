@@ -8,7 +8,8 @@ Kind        Probe (healthy when …)
 http        always (no dependency of its own; each job's target is the job's business)
 llm         ``GET {base_url}/models`` answers with a status below 500 other than 401/403 (a 404 from a server
             without that route still proves it is up; a refused key does not)
-mcp         at least one configured server completes ``initialize`` (the session is closed again)
+mcp         at least one configured server completes ``initialize`` (HTTP; the session is closed again) or has
+            an executable ``command`` (stdio; the process is started by the first job)
 custom      at least one configured program's ``argv[0]`` is an executable file (found on PATH when it has no /)
 ==========  =====================================================================================================
 """
@@ -61,6 +62,11 @@ async def probe_mcp(config: McpConfig) -> str | None:
     """None when at least one server completes ``initialize``, else every server's reason."""
     problems = []
     for name, server in sorted(config.servers.items()):
+        if server.command is not None:  # stdio: started by its first job; here only "can it start"
+            if _executable(server.command[0]):
+                return None
+            problems.append(f"{name}: {server.command[0]} is not an executable file")
+            continue
         try:
             async with aiohttp.ClientSession() as http:
                 client = McpClient(http, server, max_response_bytes=config.max_response_bytes)
@@ -76,13 +82,17 @@ async def probe_mcp(config: McpConfig) -> str | None:
     return "; ".join(problems) or "no server configured"
 
 
+def _executable(cmd: str) -> bool:
+    path = cmd if os.sep in cmd else shutil.which(cmd)
+    return path is not None and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def probe_custom(config: CustomConfig) -> str | None:
     """None when at least one program can be started, else why none can."""
     problems = []
     for executor_hash, program in sorted(config.executors.items()):
         cmd = program.argv[0]
-        path = cmd if os.sep in cmd else shutil.which(cmd)
-        if path is not None and os.path.isfile(path) and os.access(path, os.X_OK):
+        if _executable(cmd):
             return None
         problems.append(f"0x{executor_hash.hex()[:12]}…: {cmd} is not an executable file")
     return "; ".join(problems) or "no program configured"

@@ -20,6 +20,7 @@ from cowboy_runner.executors.base import (
 )
 from cowboy_runner.executors.config import McpConfig, McpServerConfig
 from cowboy_runner.executors.http import read_limited, with_operator_limit
+from cowboy_runner.executors.mcp_stdio import StdioMcpServer
 
 CLIENT_INFO = {"name": "cowboy-runner", "version": "1"}
 """``clientInfo`` sent in ``initialize``."""
@@ -69,6 +70,7 @@ class McpClient:
         self._next_id += 1
         rid = self._next_id
         payload = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+        assert self._server.url is not None, "McpClient is the streamable-HTTP transport"
         async with self._http.post(self._server.url, data=payload, headers=self._headers()) as resp:
             sid = resp.headers.get(SESSION_HEADER)
             if sid is not None and self.session_id is None:
@@ -96,13 +98,14 @@ class McpClient:
     async def notify(self, method: str) -> None:
         """Send a JSON-RPC notification (the server answers 202 Accepted)."""
         payload = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
+        assert self._server.url is not None
         async with self._http.post(self._server.url, data=payload, headers=self._headers()) as resp:
             if not 200 <= resp.status < 300:
                 raise _upstream(f"MCP {method}: HTTP {resp.status}", status=resp.status)
 
     async def close(self) -> None:
         """End the session (HTTP DELETE, best effort: a server may answer 405)."""
-        if self.session_id is None:
+        if self.session_id is None or self._server.url is None:
             return
         try:
             async with asyncio.timeout(2), self._http.delete(self._server.url, headers=self._headers()):
@@ -163,6 +166,13 @@ class McpExecutor:
         """Settings."""
         self.max_output_bytes = max_output_bytes
         """Largest result returned."""
+        self.stdio: dict[str, StdioMcpServer] = {
+            name: StdioMcpServer(name, server.command, env=dict(server.env), protocol_version=config.protocol_version,
+                                 max_response_bytes=config.max_response_bytes)
+            for name, server in config.servers.items() if server.command is not None}
+        """The long-lived stdio server processes, by server name (started by their first job)."""
+        self.http_sessions: dict[str, tuple[str, str | None]] = {}
+        """Reused streamable-HTTP sessions by server name: (Mcp-Session-Id, negotiated protocol version)."""
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
         """Call the tool within ``deadline_s`` seconds, the job's ``timeout_seconds`` (else
@@ -172,25 +182,65 @@ class McpExecutor:
         server = self.config.servers.get(job.server)
         if server is None:
             raise ExecutorError("unknown_mcp_server", f"MCP server {job.server[:100]!r} is not configured")
+        if server.tools is not None and job.tool_name not in server.tools:
+            raise ExecutorError("tool_not_allowed", f"tool {job.tool_name[:100]!r} is not in the allow-list of MCP "
+                                                    f"server {job.server!r}", detail={"tool": job.tool_name[:100]})
         if not isinstance(job.arguments, dict):
             raise ExecutorError("bad_arguments", "MCP tool arguments must be a JSON object")
         own = job.timeout_seconds if job.timeout_seconds is not None else self.config.default_timeout_seconds
-        return await with_operator_limit(self._run(job, server), min(deadline_s, own),
-                                         self.config.max_timeout_seconds, "executors.mcp.timeout_s")
+        work = self._run_stdio(job) if server.command is not None else self._run(job, server)
+        return await with_operator_limit(work, min(deadline_s, own), self.config.max_timeout_seconds,
+                                         "executors.mcp.timeout_s")
+
+    async def aclose(self) -> None:
+        """Stop the stdio server processes (HTTP sessions are left to expire on their servers)."""
+        for server in self.stdio.values():
+            await server.close()
+
+    async def _run_stdio(self, job: McpJob) -> ExecutionResult:
+        stdio = self.stdio[job.server]
+        assert isinstance(job.arguments, dict)  # checked by execute
+        result = await stdio.call_tool(job.tool_name, job.arguments)
+        detail: dict[str, object] = {"server": job.server, "tool": job.tool_name, "transport": "stdio",
+                                     "process_starts": stdio.starts, "protocol_version": stdio.protocol_version}
+        return self._shape(job, result, detail)
 
     async def _run(self, job: McpJob, server: McpServerConfig) -> ExecutionResult:
+        reused = False
         try:
             async with aiohttp.ClientSession() as http:
                 client = McpClient(http, server, max_response_bytes=self.config.max_response_bytes)
                 try:
-                    await client.initialize(self.config.protocol_version)
-                    result = await client.request("tools/call", {"name": job.tool_name, "arguments": job.arguments})
+                    cached = self.http_sessions.get(job.server) if server.reuse_session else None
+                    result = None
+                    if cached is not None:
+                        client.session_id, client.protocol_version = cached
+                        try:
+                            result = await client.request("tools/call", {"name": job.tool_name,
+                                                                         "arguments": job.arguments})
+                            reused = True
+                        except ExecutorError as e:
+                            if e.detail.get("status") not in (400, 404):  # 404: the server forgot the session
+                                raise
+                            self.http_sessions.pop(job.server, None)
+                            client.session_id, client.protocol_version = None, None
+                    if result is None:
+                        await client.initialize(self.config.protocol_version)
+                        if server.reuse_session and client.session_id is not None:
+                            self.http_sessions[job.server] = (client.session_id, client.protocol_version)
+                        result = await client.request("tools/call", {"name": job.tool_name,
+                                                                     "arguments": job.arguments})
                 finally:
                     task = asyncio.current_task()
-                    if task is None or not task.cancelling():  # no polite goodbye once the deadline has hit
-                        await client.close()
+                    if not server.reuse_session and (task is None or not task.cancelling()):
+                        await client.close()  # no polite goodbye once the deadline has hit
         except aiohttp.ClientError as e:
             raise _upstream(f"MCP server {job.server!r}: {e}") from None
+        detail: dict[str, object] = {"server": job.server, "tool": job.tool_name, "session": client.session_id,
+                                     "session_reused": reused, "protocol_version": client.protocol_version}
+        return self._shape(job, result, detail)
+
+    def _shape(self, job: McpJob, result: dict[str, Any], detail: dict[str, object]) -> ExecutionResult:
         content = result.get("content", [])
         if result.get("isError") is True:
             texts = [c.get("text", "") for c in content if isinstance(c, dict)] if isinstance(content, list) else []
@@ -198,6 +248,4 @@ class McpExecutor:
         shaped: dict[str, Any] = {"content": content}
         if "structuredContent" in result:
             shaped["structuredContent"] = result["structuredContent"]
-        detail: dict[str, object] = {"server": job.server, "tool": job.tool_name, "session": client.session_id,
-                                     "protocol_version": client.protocol_version}
         return ExecutionResult(check_output_size(canonical_json(shaped), self.max_output_bytes), 1, detail)

@@ -340,7 +340,7 @@ def _llm(ex: dict[str, Any]) -> LlmExecutorSettings:
 
 
 _MCP_KEYS = (*_LIMIT_KEYS, "timeout_s", "servers", "protocol_version", "max_response_bytes")
-_MCP_SERVER_KEYS = ("url", "headers")
+_MCP_SERVER_KEYS = ("url", "headers", "command", "env", "tools", "reuse_session")
 
 
 def _mcp_server(value: object, key: str) -> McpServerConfig:
@@ -349,10 +349,19 @@ def _mcp_server(value: object, key: str) -> McpServerConfig:
     if not isinstance(value, dict):
         raise SettingError(key, f"expected an http:// or https:// URL string or a table with url, got {value!r}")
     _known(value, key, _MCP_SERVER_KEYS)
-    if "url" not in value:
-        raise SettingError(f"{key}.url", "required key is missing")
-    return McpServerConfig(_url(value["url"], f"{key}.url"), headers=_string_map(value.get("headers", {}),
-                                                                                   f"{key}.headers"))
+    if ("url" in value) == ("command" in value):
+        raise SettingError(f"{key}.url", "set exactly one of url (streamable HTTP) or command (stdio)")
+    tools = _strings(value["tools"], f"{key}.tools") if "tools" in value else None
+    common: dict[str, Any] = {"tools": tools, "reuse_session": _bool(value, key, "reuse_session", True)}
+    if "command" in value:
+        if "headers" in value:
+            raise SettingError(f"{key}.headers", "only for url servers (stdio has no HTTP headers)")
+        return McpServerConfig(command=_strings(value["command"], f"{key}.command", allow_empty=False),
+                               env=_string_map(value.get("env", {}), f"{key}.env"), **common)
+    if "env" in value:
+        raise SettingError(f"{key}.env", "only for command (stdio) servers")
+    return McpServerConfig(_url(value["url"], f"{key}.url"),
+                           headers=_string_map(value.get("headers", {}), f"{key}.headers"), **common)
 
 
 def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:

@@ -3,7 +3,8 @@
 - :func:`http_app`: an aiohttp app with echo, JSON, status, huge, slow, redirect and timestamp endpoints.
 - :func:`llm_app`: an OpenAI-compatible ``/v1/chat/completions`` stub that records requests.
 - :func:`start_mcp_server`: a real MCP server (the ``mcp`` package's ``MCPServer``, streamable HTTP, run by
-  uvicorn in a subprocess: ``python -m tests.unit.runner_exec_servers mcp {json|sse}``).
+  uvicorn in a subprocess: ``python -m tests.unit.runner_exec_servers mcp {json|sse}``); ``mcp stdio`` runs the
+  same server on the stdio transport (the runner starts it itself).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -225,6 +227,11 @@ def _run_mcp_server(mode: str) -> None:
     server = MCPServer("cowboy-test")
 
     @server.tool()
+    def pid() -> int:
+        """The server process id (session reuse: one process serves every job)."""
+        return os.getpid()
+
+    @server.tool()
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
@@ -239,6 +246,9 @@ def _run_mcp_server(mode: str) -> None:
         """Always fails."""
         raise ValueError(reason)
 
+    if mode == "stdio":  # the stdio transport: JSON-RPC lines on stdin/stdout
+        server.run("stdio")
+        return
     app = server.streamable_http_app(json_response=mode == "json")
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -251,5 +261,5 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["mcp"]:
         _run_mcp_server(sys.argv[2])
     else:
-        print(json.dumps({"usage": "python -m tests.unit.runner_exec_servers mcp {json|sse}"}))
+        print(json.dumps({"usage": "python -m tests.unit.runner_exec_servers mcp {json|sse|stdio}"}))
         sys.exit(2)

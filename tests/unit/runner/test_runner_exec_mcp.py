@@ -119,8 +119,10 @@ def _sse_app(seen: list[dict[str, Any]], *, hang: bool = False) -> web.Applicati
 async def test_sse_reply_after_notification_and_session_headers() -> None:
     seen: list[dict[str, Any]] = []
     async with serve(_sse_app(seen)) as base:
-        result = await _executor(f"{base}/mcp").execute(McpJob(server="tools", tool_name="t", arguments={"k": 1.5}),
-                                                        None, deadline_s=10)
+        one_shot = McpExecutor(McpConfig(servers={"tools": McpServerConfig(url=f"{base}/mcp", reuse_session=False)}),
+                               max_output_bytes=256 * 1024)
+        result = await one_shot.execute(McpJob(server="tools", tool_name="t", arguments={"k": 1.5}), None,
+                                        deadline_s=10)
     assert result.output == b'{"content":[{"text":"ok","type":"text"}]}'
     methods = [s["msg"].get("method") for s in seen if "msg" in s]
     assert methods == ["initialize", "notifications/initialized", "tools/call"]
