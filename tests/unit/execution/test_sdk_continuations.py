@@ -177,3 +177,33 @@ def test_unsupported_and_unknown_job_types_are_refused_with_a_typed_error(job_ty
     p = net.block([net.tx(ALICE_SK, CallActor(actor, "refresh", sdk_codec.encode("x")))])
     assert p.result.receipts[0].error_code == code
     assert _conts(net, actor) == []  # the failed leg's save_cont was reverted
+
+
+_SEED_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from cowboy_sdk import codec
+from cowboy_protocol.types.instructions import CallActor
+from tests.helpers import ALICE_SK
+from tests.unit.execution.test_sdk_continuations import _net, _pending_sdk_jobs, _reveal
+net, actor = _net()
+net.block([net.tx(ALICE_SK, CallActor(actor, "refresh", codec.encode("paris")))])
+[(job, _)] = _pending_sdk_jobs(net)
+_reveal(net, job, b'{{"text": "sunny"}}')
+[(job, _)] = _pending_sdk_jobs(net)
+_reveal(net, job, b"ok")
+print(net.chain.head.header.state_root.hex())
+"""
+
+
+def test_state_roots_do_not_depend_on_the_hash_seed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    roots = set()
+    for seed in ("0", "7"):
+        proc = subprocess.run([sys.executable, "-c", _SEED_SCRIPT.format(root=str(ROOT))], capture_output=True,
+                              text=True, check=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
+        roots.add(proc.stdout.strip())
+    assert len(roots) == 1 and len(next(iter(roots))) == 64
