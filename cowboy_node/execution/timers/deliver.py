@@ -245,7 +245,8 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
         cost = max_cost(timer, cfg, ctx)
         available = 0
         if current <= timer.expires_at:
-            available = get_account(world, timer.fee_payer).balance
+            payer = get_account(world, timer.fee_payer)
+            available = payer.balance
             if available >= cost:
                 if fired and timer.gas_limit_per_fire > lane_timer_cycles - lane_used:
                     deferred = True
@@ -254,7 +255,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
                 store.remove_timer(world, timer)
                 removed_any = True
                 fired += 1
-                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events)
+                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, payer)
                 continue
         if gc_used + GC_CYCLES_PER_TIMER > cfg.gc_cycles_per_block:
             gc_deferred += 1
@@ -295,11 +296,13 @@ class ChargedRun:
 
 
 def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost: int, gas_limit: int,
-                cells_limit: int, run: Callable[[Meter], FireOutcome]) -> ChargedRun:
+                cells_limit: int, run: Callable[[Meter], FireOutcome], payer: Account | None = None) -> ChargedRun:
     """Pre-charge ``cost`` to ``fee_payer``, run the handler in a checkpoint (reverted on failure), refund the
     unused part and burn the rest (seeds/003 §6.3 steps 4–7; the same for Mailbox entries). Timers and Mailbox
-    entries carry no priority fee: the whole actual cost is basefee, burned; tip 0."""
-    payer = get_account(world, fee_payer)
+    entries carry no priority fee: the whole actual cost is basefee, burned; tip 0. ``payer`` is the fee
+    payer's account as the caller just read it (saves reading it again; None: read here)."""
+    if payer is None:
+        payer = get_account(world, fee_payer)
     put_account(world, fee_payer, Account(payer.balance - cost, payer.nonce))
     meter = Meter(gas_limit, cells_limit)
     cp = world.checkpoint()
@@ -326,10 +329,11 @@ def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost:
 
 
 def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
-          run_handler: RunHandler, events: list[Event]) -> int:
+          run_handler: RunHandler, events: list[Event], payer: Account) -> int:
     """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
     run = charged_run(world, ctx, fee_payer=timer.fee_payer, cost=cost, gas_limit=timer.gas_limit_per_fire,
-                      cells_limit=cfg.max_cells_per_fire, run=lambda meter: run_handler(world, route(timer), meter))
+                      cells_limit=cfg.max_cells_per_fire, run=lambda meter: run_handler(world, route(timer), meter),
+                      payer=payer)
     outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
     if outcome.ok:
         events.extend(outcome.events)

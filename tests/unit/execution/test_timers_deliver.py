@@ -483,8 +483,9 @@ def test_delivery_reads_do_not_depend_on_timers_stored_at_other_heights(others: 
     st.reads = 0
     assert deliver_timers(world, dctx(), Runner()).fired == 20
     # 2 per fire (index entry, record) + the first future index entry + config + cursor + the fee payer's
-    # account twice (classification, pre-charge; pending afterwards) + the actor's meta once (pending afterwards)
-    assert st.reads == 2 * 20 + 1 + 1 + 1 + 2 + 1
+    # account once (read for the classification and handed to the pre-charge; pending afterwards) + the
+    # actor's meta once (pending afterwards)
+    assert st.reads == 2 * 20 + 1 + 1 + 1 + 1 + 1
 
 
 # -- storm -------------------------------------------------------------------------------------------------------
