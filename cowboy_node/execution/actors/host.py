@@ -35,6 +35,7 @@ from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
 from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
@@ -83,6 +84,8 @@ MAX_JOB_REQUEST_BYTES = 64 * 1024
 """send_message; cells ``MESSAGE_OVERHEAD_CELLS + len(payload)``."""
 MESSAGE_OVERHEAD_CELLS = 72
 """Cells of a Mailbox entry besides its payload (sender, target, sequence number)."""
+GET_TIMERS_CYCLES_PER_TIMER = 200
+"""get_timers, per live timer of the actor (on top of ``SCAN_BASE_CYCLES``), plus the payload bytes read."""
 TRANSFER_BALANCE_CYCLES = fees.TRANSFER_CYCLES
 """transfer_balance (same as a Transfer transaction); cells are the account writes."""
 
@@ -499,6 +502,24 @@ class Host:
         except TxFailed as e:
             if e.code != schedule.E_NOT_FOUND:
                 raise
+
+    def get_timers(self) -> dict[bytes, dict[str, object]]:
+        """This actor's live timers, ``{timer_id: {height, payload, fee_payer, gas_limit, access_limit,
+        expires_at}}`` in timer-id order (the shape of ``cowboy_sdk.mock_host.get_timers``; ``access_limit``
+        is not metered by this node and is always None; ``payload`` is the stored payload, the SDK's
+        routing envelope for ``timer.schedule``)."""
+        self._enter(SCAN_BASE_CYCLES)
+        live = timer_store.actor_timers(self._world, self._frame.actor)  # bounded by max_timers_per_actor
+        self._meter.charge_cycles(GET_TIMERS_CYCLES_PER_TIMER * len(live))
+        out: dict[bytes, dict[str, object]] = {}
+        for timer_id, _height in live:
+            t = timer_store.get_timer(self._world, timer_id)
+            if t is None:
+                continue
+            self._meter.charge_cycles(len(t.payload) // 16)
+            out[timer_id] = {"height": t.height, "payload": t.payload, "fee_payer": t.fee_payer,
+                             "gas_limit": t.gas_limit_per_fire, "access_limit": None, "expires_at": t.expires_at}
+        return out
 
     def cancel_timer(self, timer_id: object) -> None:
         """Cancel this actor's timer; a missing timer is a no-op, another actor's halts with timer_unauthorized."""
