@@ -33,15 +33,12 @@ RUN groupadd --system --gid 10001 cowboy \
     && chown cowboy:cowboy /data /runner
 
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
-COPY cowboy_protocol ./cowboy_protocol
-COPY cowboy_node ./cowboy_node
-COPY cowboy_runner ./cowboy_runner
+COPY requirements.lock ./
 
-# Dependencies only from the hashed lock (`make lock`), then the project without resolving anything. Every
-# locked dependency ships binary wheels for linux/amd64, so normally no compiler is installed. If pip has to
-# build something from source (another platform), the build tools are installed, used and purged within this
-# one layer; only the LevelDB runtime library stays.
+# Dependencies only from the hashed lock (`make lock`), in their own layer: a source change does not reinstall
+# them. Every locked dependency ships binary wheels for linux/amd64, so normally no compiler is installed. If pip
+# has to build something from source (another platform), the build tools are installed, used and purged within
+# this one layer; only the LevelDB runtime library stays.
 RUN set -eux; \
     if ! pip install --no-cache-dir --require-hashes -r requirements.lock; then \
         apt-get update; \
@@ -50,10 +47,14 @@ RUN set -eux; \
         apt-get purge -y --auto-remove build-essential libleveldb-dev; \
         apt-get install -y --no-install-recommends libleveldb1d; \
         rm -rf /var/lib/apt/lists/*; \
-    fi; \
-    pip install --no-cache-dir --no-deps .; \
-    cd /; \
-    rm -rf /src
+    fi
+
+# The project itself, resolving nothing (--no-deps): what runs is exactly the lock plus this checkout.
+COPY pyproject.toml README.md ./
+COPY cowboy_protocol ./cowboy_protocol
+COPY cowboy_node ./cowboy_node
+COPY cowboy_runner ./cowboy_runner
+RUN pip install --no-cache-dir --no-deps . && cd / && rm -rf /src
 
 # Container entrypoint and health check; one-shot helpers of the compose files (devnet, runner setup, testnet).
 COPY --chmod=0755 deploy/container/entrypoint.sh /usr/local/bin/cowboy-entrypoint

@@ -32,7 +32,7 @@ build=("$ENGINE" build)
 [[ "$ENGINE" == podman ]] && build+=(--format docker)
 [[ -n "${BASE_IMAGE:-}" ]] && build+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
 say "engine: $ENGINE (${compose[*]})"
-"${build[@]}" -t "$IMAGE" . >/dev/null
+"${build[@]}" -t "$IMAGE" . >/tmp/"$PROJECT"-build.log 2>&1 || { tail -40 /tmp/"$PROJECT"-build.log; fail "build"; }
 say "built $IMAGE"
 
 available() {  # available IMAGE: present locally or pullable
@@ -42,7 +42,8 @@ export PROMETHEUS_IMAGE="${PROMETHEUS_IMAGE:-docker.io/prom/prometheus:v2.53.0}"
 if ! available "$PROMETHEUS_IMAGE"; then
     say "cannot pull $PROMETHEUS_IMAGE: building Prometheus from Debian's package instead"
     PROMETHEUS_IMAGE=localhost/cowboy-prometheus-debian
-    "${build[@]}" -t "$PROMETHEUS_IMAGE" -f deploy/prometheus/Containerfile.debian deploy/prometheus >/dev/null
+    "${build[@]}" -t "$PROMETHEUS_IMAGE" -f deploy/prometheus/Containerfile.debian deploy/prometheus \
+        >/tmp/"$PROJECT"-build.log 2>&1 || { tail -40 /tmp/"$PROJECT"-build.log; fail "build"; }
 fi
 services=(genesis validator-0 validator-1 validator-2 validator-3 runner-0 runner-1 demo-http demo prometheus)
 export GRAFANA_IMAGE="${GRAFANA_IMAGE:-docker.io/grafana/grafana-oss:11.1.0}"

@@ -19,8 +19,13 @@
 set -euo pipefail
 
 WAIT_S="${COMPOSE_WAIT_S:-300}"
+# The container paths; COMPOSE_ROOT (tests only) is a directory standing in for the container's /.
+HOMES="${COMPOSE_ROOT:-}/homes" FAUCET="${COMPOSE_ROOT:-}/faucet" PUBLIC="${COMPOSE_ROOT:-}/public"
+DATA="${COMPOSE_ROOT:-}/data" RUNNER="${COMPOSE_ROOT:-}/runner"
 
 die() { echo "cowboy-compose: $*" >&2; exit 1; }
+# Hand files to the image's unprivileged user (uid 10001), when running as root (the genesis service).
+own() { if [[ $EUID -eq 0 ]]; then chown "$1" 10001:10001 "$2"; fi; }
 
 # wait_for DESCRIPTION COMMAND...: retry COMMAND every second for at most WAIT_S seconds.
 wait_for() {
@@ -41,14 +46,14 @@ wait_for() {
 genesis() {
     local n="${TESTNET_VALIDATORS:-4}" chain="${TESTNET_CHAIN_ID:-cowboy-compose-1}"
     local block_ms="${TESTNET_BLOCK_TIME_MS:-1000}" base="${TESTNET_BASE_PORT:-4000}"
-    if [[ -f /public/generated ]]; then
-        echo "cowboy-compose: network already generated ($(cat /public/generated)); nothing to do"
+    if [[ -f "$PUBLIC/generated" ]]; then
+        echo "cowboy-compose: network already generated ($(cat "$PUBLIC/generated")); nothing to do"
         exit 0
     fi
     local tmp i hosts=()
     tmp="$(mktemp -d)"
     for ((i = 0; i < n; i++)); do
-        [[ -d "/homes/validator-$i" ]] || die "/homes/validator-$i is not mounted (one volume per validator)"
+        [[ -d "$HOMES/validator-$i" ]] || die "$HOMES/validator-$i is not mounted (one volume per validator)"
         hosts+=(--host "validator-$i")
     done
     cowboy-node testnet --validators "$n" --output "$tmp/net" --chain-id "$chain" --block-time-ms "$block_ms" \
@@ -57,13 +62,13 @@ genesis() {
         local home="$tmp/net/validator-$i"
         # Listen on every interface of the container; the peers keep dialling validator-<j> by service name.
         sed -i -E 's/^addr = "validator-[0-9]+:([0-9]+)"/addr = "0.0.0.0:\1"/' "$home/config.toml"
-        cp -a "$home/." "/homes/validator-$i/"
-        touch "/homes/validator-$i/.compose-ready"  # last: the validator starts only on a complete home
-        chown -R 10001:10001 "/homes/validator-$i"
+        cp -a "$home/." "$HOMES/validator-$i/"
+        touch "$HOMES/validator-$i/.compose-ready"  # last: the validator starts only on a complete home
+        own -R "$HOMES/validator-$i"
     done
-    install -m 0600 -o 10001 -g 10001 "$tmp/net/faucet.key" /faucet/faucet.key
-    chown 10001:10001 /faucet
-    python3 - "$tmp/net" >/public/runner-validators.toml <<'PY'
+    install -m 0600 "$tmp/net/faucet.key" "$FAUCET/faucet.key"
+    own -R "$FAUCET"
+    python3 - "$tmp/net" >"$PUBLIC/runner-validators.toml" <<'PY'
 import json, sys, tomllib
 from pathlib import Path
 net = Path(sys.argv[1])
@@ -72,28 +77,28 @@ for v in json.loads((net / "testnet.json").read_text())["validators"]:
     port = tomllib.loads((net / v["name"] / "config.toml").read_text())["quic"]["addr"].rsplit(":", 1)[1]
     print(f'"{v["ed25519_public_key"]}" = "{v["name"]}:{port}"')
 PY
-    cp "$tmp/net/testnet.json" /public/testnet.json
-    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["genesis_hash"])' /public/testnet.json \
-        >/public/generated
-    chown -R 10001:10001 /public
+    cp "$tmp/net/testnet.json" "$PUBLIC/testnet.json"
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["genesis_hash"])' "$PUBLIC/testnet.json" \
+        >"$PUBLIC/generated"
+    own -R "$PUBLIC"
     rm -rf "$tmp"
-    echo "cowboy-compose: generated $n validators (chain $chain, genesis $(cat /public/generated))"
+    echo "cowboy-compose: generated $n validators (chain $chain, genesis $(cat "$PUBLIC/generated"))"
 }
 
 validator() {
-    wait_for "the genesis service to fill /data (/data/.compose-ready)" test -f /data/.compose-ready
+    wait_for "the genesis service to fill $DATA ($DATA/.compose-ready)" test -f "$DATA/.compose-ready"
     # A home that is there but broken makes `cowboy-node run` exit with a message naming the file.
-    exec cowboy-node run --home /data
+    exec cowboy-node run --home "$DATA"
 }
 
 runner() {
     local rpc="${RUNNER_VALIDATOR_RPC:?set RUNNER_VALIDATOR_RPC}"
-    wait_for "/public/runner-validators.toml (genesis service)" test -f /public/runner-validators.toml
+    wait_for "$PUBLIC/runner-validators.toml (genesis service)" test -f "$PUBLIC/runner-validators.toml"
     wait_for "the validator at $rpc" cowboy-node status --rpc "$rpc"
-    if [[ ! -f /runner/runner.toml ]]; then
-        cowboy-runner init --home /runner --validator-rpc "$rpc" >/dev/null
-        python3 - /runner/runner.toml "${RUNNER_QUIC_ENDPOINT:?set RUNNER_QUIC_ENDPOINT}" \
-            "${RUNNER_METRICS_ADDR:-0.0.0.0:9465}" /public/runner-validators.toml "${RUNNER_HTTP_DOMAINS:-demo-http}" <<'PY'
+    if [[ ! -f "$RUNNER/runner.toml" ]]; then
+        cowboy-runner init --home "$RUNNER" --validator-rpc "$rpc" >/dev/null
+        python3 - "$RUNNER/runner.toml" "${RUNNER_QUIC_ENDPOINT:?set RUNNER_QUIC_ENDPOINT}" \
+            "${RUNNER_METRICS_ADDR:-0.0.0.0:9465}" "$PUBLIC/runner-validators.toml" "${RUNNER_HTTP_DOMAINS:-demo-http}" <<'PY'
 import re, sys
 path, quic, metrics, validators = sys.argv[1:5]
 text = open(path).read()
@@ -107,17 +112,17 @@ text, n = re.subn(r'^http_domains\s*=.*$', f'http_domains = [{domains}]', text, 
 assert n == 1, "no http_domains line in runner.toml"
 open(path, "w").write(text + "\n" + open(validators).read())
 PY
-        echo "cowboy-compose: initialised /runner (QUIC $RUNNER_QUIC_ENDPOINT)"
+        echo "cowboy-compose: initialised $RUNNER (QUIC $RUNNER_QUIC_ENDPOINT)"
     fi
     # One faucet key, several users (the runners, the demo): one transaction from it at a time.
-    RUNNER_HOME=/runner RUNNER_FAUCET_KEY=/faucet/faucet.key flock /faucet/faucet.key cowboy-devnet-runner setup
-    exec cowboy-runner run --home /runner
+    RUNNER_HOME="$RUNNER" RUNNER_FAUCET_KEY="$FAUCET/faucet.key" flock "$FAUCET/faucet.key" cowboy-devnet-runner setup
+    exec cowboy-runner run --home "$RUNNER"
 }
 
 demo() {
     local rpc="${DEMO_RPC:?set DEMO_RPC}"
     wait_for "the validator at $rpc" cowboy-node status --rpc "$rpc"
-    wait_for "/faucet/faucet.key (genesis service)" test -f /faucet/faucet.key
+    wait_for "$FAUCET/faucet.key (genesis service)" test -f "$FAUCET/faucet.key"
     exec python3 /usr/local/lib/cowboy/demo.py
 }
 

@@ -209,3 +209,53 @@ def test_healthcheck_of_a_runner_container_runs_cowboy_runner_status_not_an_http
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env,
                          check=False)
     assert res.returncode == 1 and "no session" in res.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# deploy/compose/cowboy-compose.sh genesis, run for real (cowboy-node testnet) into a stand-in for the container's /
+
+
+def _compose_script(root: Path, mode: str, **env: str) -> subprocess.CompletedProcess[str]:
+    bin_dir = Path(sys.executable).parent  # this venv's cowboy-node
+    return subprocess.run(["bash", str(ROOT / "deploy" / "compose" / "cowboy-compose.sh"), mode], capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "COMPOSE_ROOT": str(root), **env})
+
+
+def test_genesis_service_writes_one_home_per_volume_listening_on_all_interfaces(tmp_path: Path) -> None:
+    for d in [*(f"homes/validator-{i}" for i in range(4)), "faucet", "public"]:
+        (tmp_path / d).mkdir(parents=True)
+    res = _compose_script(tmp_path, "genesis")
+    assert res.returncode == 0, res.stdout + res.stderr
+    genesis = (tmp_path / "homes" / "validator-0" / "genesis.json").read_bytes()
+    summary = json.loads((tmp_path / "public" / "testnet.json").read_text())
+    keys = [v["ed25519_public_key"] for v in summary["validators"]]
+    for i in range(4):
+        home = tmp_path / "homes" / f"validator-{i}"
+        assert (home / "genesis.json").read_bytes() == genesis  # one genesis
+        assert (home / ".compose-ready").exists() and (home / "keys" / "validator.key").exists()
+        assert not (home / "faucet.key").exists()
+        cfg = (home / "config.toml").read_text()
+        listen = re.findall(r'^addr = "([^"]+)"', cfg, re.M)
+        assert listen and all(a.startswith("0.0.0.0:") for a in listen), listen  # rpc, quic, metrics, p2p
+        assert f'"0.0.0.0:{4000 + 10 * i}"' in cfg and f'"0.0.0.0:{4002 + 10 * i}"' in cfg
+        peers = set(re.findall(r'"(0x[0-9a-f]{64})@(validator-\d):(\d+)"', cfg))
+        assert peers == {(keys[j], f"validator-{j}", str(4002 + 10 * j)) for j in range(4) if j != i}
+    assert oct((tmp_path / "faucet" / "faucet.key").stat().st_mode & 0o777) == "0o600"
+    table = (tmp_path / "public" / "runner-validators.toml").read_text().splitlines()
+    assert table == ["[validators]", *(f'"{keys[i]}" = "validator-{i}:{4001 + 10 * i}"' for i in range(4))]
+    # A second run never regenerates the network.
+    again = _compose_script(tmp_path, "genesis")
+    assert again.returncode == 0 and "already generated" in again.stdout
+    assert (tmp_path / "homes" / "validator-0" / "genesis.json").read_bytes() == genesis
+
+
+def test_genesis_service_refuses_a_missing_validator_volume_and_a_validator_gives_up_naming_its_home(
+        tmp_path: Path) -> None:
+    for d in ["homes/validator-0", "faucet", "public"]:
+        (tmp_path / d).mkdir(parents=True)
+    res = _compose_script(tmp_path, "genesis")
+    assert res.returncode == 1 and "homes/validator-1 is not mounted" in res.stderr
+    res = _compose_script(tmp_path, "validator", COMPOSE_WAIT_S="1")
+    assert res.returncode == 1
+    assert f"gave up after 1s waiting for the genesis service to fill {tmp_path}/data" in res.stderr
