@@ -196,6 +196,8 @@ class ConsensusService:
         self.evidence = EvidenceStore(chain.store)
         """Faulty behaviour seen (conflicting votes, bad signatures, impersonation), kept durably."""
         self._evidence_seen: set[tuple[int, int, str]] = set()
+        self.handlers: dict[int, Callable[[int, bytes], None]] = {}
+        """Other peer-layer channels the node serves (channel → handler(sender, payload), on the event loop)."""
         self.syncing = False
         """True while this validator is catching up with peers that are ahead."""
 
@@ -594,6 +596,8 @@ class ConsensusService:
                 self._admit_gossip(payload)
             elif channel == CH_SYNC:
                 self._on_sync(sender, payload)
+            elif channel in self.handlers:
+                self.handlers[channel](sender, payload)
             else:
                 self.metrics.consensus_bad_messages.labels(reason="unknown_channel").inc()
         except DecodeError as e:

@@ -48,6 +48,7 @@ from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
+from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.presence import encode_presence
@@ -116,6 +117,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
         self.transport: TransportService | None = None
         """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
         self.genesis_snapshot()  # read (and checked) now, so later reads on the event loop never wait for the lock
+        self._genesis_hash = chain.genesis.hash()
+        self.presence_gossip = PresenceGossip(
+            self._genesis_hash, tuple(v.ed25519_public_key for v in validators), self._ed_pub,
+            on_refused=lambda reason: self.metrics.presence_gossip.labels(result=reason).inc())
+        """Other validators' presence announcements (CIP-11 §8.2), merged into the PresenceInput we propose."""
+        self.consensus.handlers[CH_PRESENCE] = self._on_presence_gossip
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -131,7 +138,29 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
         flags = get_cip11_flags(parent_world)
         if not (flags.CIP11_PRESENT_FIRST_ENABLED or flags.CIP11_PRESENCE_SHADOW_ENABLED):
             return None
-        return encode_presence(self.local_presence(), registry_size(parent_world))
+        size = registry_size(parent_world)
+        # Mode B (§8.2): our own sessions plus what the other validators announced (fail-open: no gossip, no harm).
+        present = {i for i in self.local_presence() if i < size} | self.presence_gossip.union(self.chain.height, size)
+        return encode_presence(present, size)
+
+    def _on_presence_gossip(self, sender: int, payload: bytes) -> None:
+        """A presence announcement from validator ``sender`` (refusals are counted by the gossip book)."""
+        try:
+            self.presence_gossip.receive(sender, payload, self.chain.height)
+        except GossipRefused as e:
+            log.debug("presence announcement refused", sender=sender, reason=e.reason, error=str(e))
+            return
+        self.metrics.presence_gossip.labels(result="accepted").inc()
+
+    def _announce_presence(self, height: int) -> None:
+        """Tell the other validators which runners we hold sessions to (after each committed block)."""
+        net = self.consensus.net
+        if net is None or self.transport is None:
+            return
+        present = self.local_presence()
+        basis = max(present) + 1 if present else 0  # any basis holding every index; receivers cut to theirs
+        a = make_announcement(self._ed_seed, self._genesis_hash, height, basis, present)
+        net.broadcast(CH_PRESENCE, a.encode())
 
     def validator_transport_key(self) -> TransportValidatorKey:
         """This validator's Ed25519 peer key as the transport signs with it (HelloAck, pongs, assignments)."""
@@ -197,6 +226,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
         self._mempool_after_commit()
         if self.transport is not None:  # push only once the assignment block is final and applied (CIP-11 §10.1)
             self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
+        self._announce_presence(block.header.height)
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
                 self.mempool.remove(tx.tx_hash())

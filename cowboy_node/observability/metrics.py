@@ -152,6 +152,9 @@ class NodeMetrics:
         self.consensus_faults = Counter("consensus_faults", "Protocol violations seen (equivocation, "
                                         "impersonation, bad signature, safety), by kind; kept as evidence.",
                                         ["reason"], namespace=ns, registry=r)
+        self.presence_gossip = Counter("presence_gossip", "Presence announcements from other validators (CIP-11 "
+                                       "§8.2), by result: accepted or the refusal reason.", ["result"],
+                                       namespace=ns, registry=r)
         self.consensus_invalid_blocks = Counter("consensus_invalid_blocks", "Proposals this validator refused to "
                                                 "vote for, by reason.", ["reason"], namespace=ns, registry=r)
         self.consensus_synced_blocks = Counter("consensus_synced_blocks", "Finalized blocks fetched from peers "

@@ -17,7 +17,11 @@ from typing import Any
 
 import pytest
 
+from cowboy_node.types.presence import decode_presence
 from cowboy_protocol.codec import decode
+from cowboy_protocol.crypto.secp256k1 import private_key_to_public_key
+from cowboy_protocol.keys import load_account_private_key
+from cowboy_protocol.transport.subset import subset
 from tests.e2e.netproc import Testnet
 from tests.integration.nodeproc import cli
 from tests.integration.runnerproc import ACTOR, BODY, HttpServer, RunnerProcess, runner_cli
@@ -52,6 +56,43 @@ def _list_validators(net: Testnet, runner: RunnerProcess) -> None:
         lines.append(f'"{v.public_key}" = "{quic}"')
     path = runner.home / "runner.toml"
     path.write_text(path.read_text() + "\n".join(lines) + "\n")
+
+
+def _wait_all_sessions(runner: RunnerProcess, k: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for x in runner.status().get("sessions", []) if x["connected"]) >= k:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"runner never held {k} sessions: {runner.status()}")
+
+
+def _outsider_marks_present(net: Testnet, runners: list[RunnerProcess], timeout: float = 40) -> None:
+    """CIP-11 §8.2: n = 4 gives k = 3, so each runner has no session with one validator — the one outside its
+    Sub(R). Once presence gossip flows, that validator's own proposals still mark the runner present."""
+    keys = [bytes.fromhex(v.public_key.removeprefix("0x")) for v in net.validators]
+    active = net.get(0, "/runners/active")[1]["runners"]
+    index = {r["address"].lower(): i for i, r in enumerate(active)}
+    wanted: dict[bytes, set[int]] = {}
+    for r in runners:
+        sk, _ = load_account_private_key(r.home / "keys" / "runner.key")
+        sub = subset(private_key_to_public_key(sk, compressed=True), keys)
+        (outsider,) = [k for k in keys if k not in sub]
+        wanted.setdefault(outsider, set()).add(index[r.address.lower()])
+    start = max(h for h in net.heights().values() if h is not None)
+    seen: dict[bytes, set[int]] = {k: set() for k in wanted}
+    h, deadline = start + 1, time.monotonic() + timeout
+    while time.monotonic() < deadline and any(not wanted[k] <= seen[k] for k in wanted):
+        b = net.block(0, h)
+        if b is None:
+            time.sleep(0.3)
+            continue
+        proposer = bytes.fromhex(b["proposer"][2:])
+        if proposer in wanted and b["presence_input"] is not None:
+            present = decode_presence(bytes.fromhex(b["presence_input"][2:]), len(active))
+            seen[proposer] |= present & wanted[proposer]
+        h += 1
+    assert all(wanted[k] <= seen[k] for k in wanted), (wanted, seen)
 
 
 def _submit(node: _ValidatorRpc, actor: str, url: str, verification: dict[str, Any], cid: str) -> bytes:
@@ -104,6 +145,9 @@ def test_m1_and_m2_jobs_settle_on_a_four_validator_network(tmp_path: Path) -> No
                 r.start()
             for r in runners:
                 r.wait_session()
+            for r in runners:
+                _wait_all_sessions(r, 3)
+            _outsider_marks_present(net, runners)
             url = f"http://127.0.0.1:{server.port}/price"
             job1 = _submit(v1, actor, url, {"mode": "none", "runners": 1, "threshold": 1}, "m1")
             cb1 = _callback(v1, actor, "m1", 90)

@@ -58,3 +58,17 @@ def test_the_service_records_each_fault_once_with_its_votes() -> None:
         assert node.metrics.consensus_faults.labels(reason="equivocation")._value.get() == 3
     finally:
         node.close()
+
+
+def test_a_damaged_record_is_skipped_not_fatal() -> None:
+    import pytest
+
+    from cowboy_protocol.types.errors import DecodeError
+
+    with pytest.raises(DecodeError):
+        Evidence.decode(b"\x58")
+    store = MemoryStore()
+    ev = EvidenceStore(store)
+    ev.add(Evidence(1, Round(0, 1), "bad", 1))
+    store.write_batch([(b"C/e/" + (1).to_bytes(8, "big"), b"\x58")], sync=False)
+    assert [seq for seq, _ in EvidenceStore(store).latest(10)] == [0]

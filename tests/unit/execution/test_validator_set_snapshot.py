@@ -71,3 +71,8 @@ def test_the_snapshot_is_part_of_the_genesis_state_root() -> None:
     a, b = bytes([1]) * 32, bytes([2]) * 32
     assert root((a, b)) != root(())
     assert root((a, b)) != root((b, a))  # the order is part of the snapshot
+
+
+def test_bytes_that_are_not_cbor_are_a_decode_error() -> None:
+    with pytest.raises(DecodeError):
+        decode_snapshot(b"\x58")
