@@ -36,6 +36,13 @@ INT_WORD_BITS = 64
 INT_MUL_SHIFT = 4
 #: Decimal conversion (str(int), int(str)): ``digits**2 >> INT_CONV_SHIFT``.
 INT_CONV_SHIFT = 12
+#: Non-ASCII text through the pinned Unicode tables (``unistr``: case mappings, predicates, whitespace,
+#: line breaks, ``repr``, ``int``/``float`` of text): per code point, on top of the method's own cost.
+#: The pinned implementation runs 10-60x slower than CPython's C methods on such text (bench/pvm_unicode.py).
+UNICODE_CHAR = 2
+#: Each context-dependent step of the pinned implementation (a final-sigma decision, a title() run, an
+#: escaped run of repr()), which runs in Python: about a microsecond each.
+UNICODE_STEP = 16
 
 
 def bytes_cost(n: int) -> int:

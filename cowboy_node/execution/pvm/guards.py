@@ -404,6 +404,7 @@ def make_int(ctx: Ctx, x: Any = 0, base: Any = None) -> int:
         ctx.charge(costs.conv_cost(n))
         if isinstance(x, str) and not x.isascii():
             # non-ASCII digits and blanks are read with the pinned Unicode tables (docs/pvm.md)
+            ctx.charge(unistr.cost("int", x))
             value = unistr.parse_int(str.__str__(x), 10 if base is None else base)
         else:
             value = int(x, 10 if base is None else base)
@@ -418,6 +419,7 @@ def make_float(ctx: Ctx, x: Any = 0.0) -> float:
     if isinstance(x, str | bytes | bytearray):
         ctx.check_bytes(len(x))
         if isinstance(x, str) and not x.isascii():
+            ctx.charge(unistr.cost("float", x))
             return unistr.parse_float(str.__str__(x))
     return float(x)
 

@@ -128,7 +128,7 @@ def _unicode(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[
     s = _pinned_text(obj, name)
     if s is None or kwargs or len(args) > (1 if name in _STRIPS else 0) or (args and args[0] is not None):
         return _scan(ctx, obj, name, args, kwargs)
-    ctx.charge(costs.bytes_cost(len(s)))  # charged exactly as _scan charges CPython's method
+    ctx.charge(costs.bytes_cost(len(s)) + unistr.cost(name, s))
     if name in unistr.PREDICATES:
         return unistr.predicate(name, s)
     result = unistr.strip(s, name) if name in _STRIPS else unistr.MAPPINGS[name](s)
@@ -246,6 +246,7 @@ def _split(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[st
     ctx.charge(costs.bytes_cost(len(obj)))
     s = _pinned_text(obj, name) if sep is None else None
     if s is not None:  # whitespace runs by the pinned tables
+        ctx.charge(unistr.cost(name, s))
         result = (unistr.split if name == "split" else unistr.rsplit)(s, limit if capped else maxsplit)
     else:
         result = getattr(obj, name)(sep, limit if capped else maxsplit)
@@ -267,6 +268,7 @@ def _splitlines(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: di
         keepends = _arg(args, kwargs, 0, "keepends", False)
         if s is not None and len(args) + len(kwargs) <= 1 and set(kwargs) <= {"keepends"} \
                 and type(keepends) in (bool, int):
+            ctx.charge(unistr.cost(name, s))
             return unistr.splitlines(s, bool(keepends))
     return _plain(obj, name, args, kwargs)
 

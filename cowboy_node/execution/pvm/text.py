@@ -53,6 +53,8 @@ def _leaf(ctx: Ctx, o: Any, budget: _Budget) -> str | None:
     t = type(o)
     if t is str:
         budget.take(_str_repr_bound(o))
+        if not o.isascii():
+            ctx.charge(unistr.cost("repr", o))
         return repr_text(o)
     if t is int:
         digits = int(o.bit_length() * _DIGITS_PER_BIT) + 2
@@ -261,11 +263,11 @@ def percent_format(ctx: Ctx, fmt_obj: str | bytes | bytearray, args: Any) -> Any
         ctx.halt("memory_limit", f"%-formatted text of up to {size} characters")
     ctx.charge(costs.bytes_cost(size))
     if isinstance(fmt_obj, str) and "r" in text:
-        fmt_obj, args = _pin_percent_r(text, args)
+        fmt_obj, args = _pin_percent_r(ctx, text, args)
     return fmt_obj % args
 
 
-def _pin_percent_r(text: str, args: Any) -> tuple[str, Any]:
+def _pin_percent_r(ctx: Ctx, text: str, args: Any) -> tuple[str, Any]:
     """Rewrite each ``%r`` of a non-ASCII str into ``%s`` of its pinned ``repr`` (see :func:`repr_text`).
 
     The i-th conversion takes the i-th value of a tuple (``*`` widths are refused above); with a
@@ -288,6 +290,7 @@ def _pin_percent_r(text: str, args: Any) -> tuple[str, Any]:
         value = (args.get(key) if isinstance(args, dict) else values[i])
         if m.group(4) != "r" or type(value) is not str or value.isascii():
             continue
+        ctx.charge(unistr.cost("repr", value))
         spec = m.group(0)[:-1] + "s"
         if key is not None:
             fresh = f"\x00r{i}"

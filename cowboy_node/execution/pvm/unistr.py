@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 
+from cowboy_node.execution.pvm import costs
 from cowboy_node.execution.pvm import unicode_tables as T
 
 Ranges = list[tuple[int, int]]
@@ -95,35 +97,10 @@ def _member(name: str) -> _Member:
 
 @functools.cache
 def _re(kind: str) -> re.Pattern[str]:
-    """Compiled patterns, built on first use (compiling a class of hundreds of ranges takes milliseconds)."""
-    p = _prop
-    alnum = _union(p("ALPHA"), p("DECIMAL"), p("DIGIT"), p("NUMERIC"))
-    upper_title = _union(p("UPPER"), p("TITLE"))
-    lower_only = _minus(p("LOWER"), upper_title)
-    other = _complement(_union(upper_title, lower_only))
-    cased = p("CASED")
+    """Patterns over the text itself (classes without astral ranges, which stay fast)."""
     patterns = {
-        "isalpha": _class(p("ALPHA")) + "+",
-        "isdecimal": _class(p("DECIMAL")) + "+",
-        "isdigit": _class(p("DIGIT")) + "+",
-        "isnumeric": _class(p("NUMERIC")) + "+",
-        "isspace": _class(p("SPACE")) + "+",
-        "isalnum": _class(alnum) + "+",
-        "isprintable": _class(p("PRINTABLE")) + "*",
-        "isidentifier": _class(_union(p("XID_START"), [(0x5F, 0x5F)])) + _class(p("XID_CONTINUE")) + "*",
-        # istitle(): an uppercase/titlecase character only after an uncased one, a lowercase one only
-        # after a cased one, and at least one cased character
-        "istitle": (lambda u, low, o: f"{o}*{u}{low}*(?:{o}+{u}{low}*)*{o}*")(
-            _class(upper_title), _class(lower_only), _class(other)),
-        "upper_or_title": _class(upper_title),
-        "lower_or_title": _class(_union(p("LOWER"), p("TITLE"))),
-        "lower": _class(p("LOWER")),
-        "upper": _class(p("UPPER")),
-        "runs": f"{_class(cased)}+|{_class(_complement(cased))}+",
-        "word": _class(_complement(p("SPACE"))) + "+",
-        "linebreak": "\r\n|" + _class(p("LINEBREAK")),
-        "repr_escape": _class(_union([(0, 0x1F), (0x5C, 0x5C), (0x7F, 0x7F)],
-                                     _minus(_complement(p("PRINTABLE")), [(0, 0x7F)]))),
+        "word": _class(_complement(_prop("SPACE"))) + "+",
+        "linebreak": "\r\n|" + _class(_prop("LINEBREAK")),
     }
     return re.compile(patterns[kind])
 
@@ -132,6 +109,93 @@ def _re(kind: str) -> re.Pattern[str]:
 def whitespace() -> str:
     """Every whitespace character, for ``str.strip(chars)``."""
     return "".join(chr(c) for a, b in _prop("SPACE") for c in range(a, b + 1))
+
+
+# --- classification: one ASCII code per character ---------------------------------------
+#: The properties a character's class code records (the keys of unicode_tables' range tuples).
+PROPERTIES = ("ALPHA", "DECIMAL", "DIGIT", "NUMERIC", "SPACE", "PRINTABLE", "LOWER", "UPPER", "TITLE", "CASED",
+              "CASE_IGNORABLE", "XID_START", "XID_CONTINUE", "LINEBREAK")
+
+
+class _Classes:
+    """A list indexed by code point giving a one-character ASCII code per distinct property set.
+
+    ``s.translate(table)`` turns any text into its code string in C (a list lookup per character),
+    and every question about properties becomes a regular expression over a handful of ASCII codes:
+    this is what keeps the pinned semantics within a small factor of CPython's own methods (a regex
+    class of hundreds of astral ranges costs a linear scan per character).  U+03A3 has a code of its
+    own (the final-sigma rule looks for it).  About 10 MB, built once on first use.
+    """
+
+    __slots__ = ("codes", "sigma", "table")
+
+    def __init__(self) -> None:
+        members = [_member(n) for n in PROPERTIES]
+        bounds = sorted({0, _MAX + 1} | {x for n in PROPERTIES for a, b in _prop(n) for x in (a, b + 1)})
+        combos: dict[tuple[bool, ...], str] = {}
+        table: list[str] = [""] * (_MAX + 1)
+        for lo, hi in itertools.pairwise(bounds):
+            flags = tuple(m(chr(lo)) for m in members)
+            code = combos.setdefault(flags, chr(0x21 + len(combos)))
+            table[lo:hi] = [code] * (hi - lo)
+        self.sigma = chr(0x21 + len(combos))
+        sigma_flags = next(f for f, c in combos.items() if c == table[0x3A3])
+        table[0x3A3] = self.sigma
+        assert ord(self.sigma) < 0x7F
+        by_code = {c: f for f, c in combos.items()} | {self.sigma: sigma_flags}
+        self.codes = {name: frozenset(c for c, f in by_code.items() if f[i]) for i, name in enumerate(PROPERTIES)}
+        self.table = table
+
+
+@functools.cache
+def _classes() -> _Classes:
+    return _Classes()
+
+
+def classify(s: str) -> str:
+    """The class code string of ``s`` (same length, one ASCII code per character)."""
+    return s.translate(_classes().table)
+
+
+def _cls(codes: Iterable[str]) -> str:
+    """A regex character class of class codes."""
+    chars = sorted(codes)
+    return "[" + "".join(re.escape(c) for c in chars) + "]" if chars else "(?!)"
+
+
+@functools.cache
+def _code_re(kind: str) -> re.Pattern[str]:
+    """Patterns over class code strings."""
+    c = _classes().codes
+    upper_title = c["UPPER"] | c["TITLE"]
+    lower_only = c["LOWER"] - upper_title
+    all_codes = frozenset().union(*c.values()) | {chr(0x21 + i) for i in range(0x5E)}
+    other = all_codes - upper_title - lower_only
+    alnum = c["ALPHA"] | c["DECIMAL"] | c["DIGIT"] | c["NUMERIC"]
+    patterns = {
+        "isalpha": _cls(c["ALPHA"]) + "+",
+        "isdecimal": _cls(c["DECIMAL"]) + "+",
+        "isdigit": _cls(c["DIGIT"]) + "+",
+        "isnumeric": _cls(c["NUMERIC"]) + "+",
+        "isspace": _cls(c["SPACE"]) + "+",
+        "isalnum": _cls(alnum) + "+",
+        "isprintable": _cls(c["PRINTABLE"]) + "*",
+        "identifier_start": _cls(c["XID_START"]) + _cls(c["XID_CONTINUE"]) + "*",
+        "identifier_rest": _cls(c["XID_CONTINUE"]) + "*",
+        # istitle(): an uppercase/titlecase character only after an uncased one, a lowercase one only
+        # after a cased one, and at least one cased character
+        "istitle": (lambda u, low, o: f"{o}*{u}{low}*(?:{o}+{u}{low}*)*{o}*")(
+            _cls(upper_title), _cls(lower_only), _cls(other)),
+        "upper_or_title": _cls(upper_title),
+        "lower_or_title": _cls(c["LOWER"] | c["TITLE"]),
+        "lower": _cls(c["LOWER"]),
+        "upper": _cls(c["UPPER"]),
+        "runs": f"{_cls(c['CASED'])}+|{_cls(all_codes - c['CASED'])}+",
+        "cased_runs": _cls(c["CASED"]) + "+",
+        "ignorable_run": _cls(c["CASE_IGNORABLE"]) + "*",
+        "nonprintable_runs": _cls(all_codes - c["PRINTABLE"]) + "+",
+    }
+    return re.compile(patterns[kind])
 
 
 # --- predicates -----------------------------------------------------------------------
@@ -143,12 +207,17 @@ PREDICATES = _FULLMATCH | {"islower", "isupper"}
 
 def predicate(name: str, s: str) -> bool:
     """``s.<name>()`` for one of :data:`PREDICATES`, under the pinned tables."""
+    c = classify(s)
+    if name == "isidentifier":
+        if s[:1] == "_":  # "_" may start an identifier without being XID_Start
+            return _code_re("identifier_rest").fullmatch(c, 1) is not None
+        return _code_re("identifier_start").fullmatch(c) is not None
     if name in _FULLMATCH:
-        return _re(name).fullmatch(s) is not None
+        return _code_re(name).fullmatch(c) is not None
     if name == "islower":
-        return _re("upper_or_title").search(s) is None and _re("lower").search(s) is not None
+        return _code_re("upper_or_title").search(c) is None and _code_re("lower").search(c) is not None
     if name == "isupper":
-        return _re("lower_or_title").search(s) is None and _re("upper").search(s) is not None
+        return _code_re("lower_or_title").search(c) is None and _code_re("upper").search(c) is not None
     raise ValueError(f"no pinned predicate {name!r}")
 
 
@@ -172,36 +241,52 @@ def _table(name: str) -> dict[int, str]:
     raise ValueError(name)
 
 
-def _final_sigma(s: str, i: int) -> str:
-    """Lowercase of the U+03A3 at ``s[i]`` (CPython's ``handle_capital_sigma``)."""
-    ignorable, cased = _member("CASE_IGNORABLE"), _member("CASED")
-    j = i - 1
-    while j >= 0 and ignorable(s[j]):
-        j -= 1
-    final = j >= 0 and cased(s[j])
-    if final and i + 1 < len(s):
-        j = i + 1
-        while j < len(s) and ignorable(s[j]):
-            j += 1
-        final = j == len(s) or not cased(s[j])
-    return "\u03c2" if final else "\u03c3"
+class _SigmaContext:
+    """Final-sigma decisions for one string (CPython's ``handle_capital_sigma``), from its class codes."""
+
+    __slots__ = ("cased", "codes", "n", "rev")
+
+    def __init__(self, s: str) -> None:
+        self.codes = classify(s)
+        self.rev = self.codes[::-1]
+        self.n = len(s)
+        self.cased = _classes().codes["CASED"]
+
+    def lower(self, i: int) -> str:
+        """Lowercase of the U+03A3 at index ``i``: final when the nearest non-case-ignorable character
+        before it is cased and the nearest one after it is not (or the string ends there)."""
+        skip = _code_re("ignorable_run")
+        back = skip.match(self.rev, self.n - i)  # in rev, index n - 1 - k holds s[k]
+        assert back is not None  # "[...]*" always matches
+        j = back.end()
+        final = j < self.n and self.rev[j] in self.cased
+        if final and i + 1 < self.n:
+            ahead = skip.match(self.codes, i + 1)
+            assert ahead is not None
+            k = ahead.end()
+            final = k == self.n or self.codes[k] not in self.cased
+        return "\u03c2" if final else "\u03c3"
 
 
-def _mapped(s: str, start: int, end: int, table: str, sigma: bool) -> str:
+def _mapped(s: str, start: int, end: int, table: str, sigma: _SigmaContext | None) -> str:
     """``s[start:end]`` mapped through ``table``; each U+03A3 lowercased in the context of all of ``s``."""
     tr = _table(table)
-    if not sigma or _SIGMA not in s[start:end]:
+    if sigma is None or _SIGMA not in s[start:end]:
         return s[start:end].translate(tr)
     out: list[str] = []
     pos = start
     i = s.find(_SIGMA, start, end)
     while i >= 0:
         out.append(s[pos:i].translate(tr))
-        out.append(_final_sigma(s, i))
+        out.append(sigma.lower(i))
         pos = i + 1
         i = s.find(_SIGMA, pos, end)
     out.append(s[pos:end].translate(tr))
     return "".join(out)
+
+
+def _sigma(s: str) -> _SigmaContext | None:
+    return _SigmaContext(s) if _SIGMA in s else None
 
 
 def upper(s: str) -> str:
@@ -209,7 +294,7 @@ def upper(s: str) -> str:
 
 
 def lower(s: str) -> str:
-    return _mapped(s, 0, len(s), "lower", True)
+    return _mapped(s, 0, len(s), "lower", _sigma(s))
 
 
 def casefold(s: str) -> str:
@@ -217,24 +302,26 @@ def casefold(s: str) -> str:
 
 
 def swapcase(s: str) -> str:
-    return _mapped(s, 0, len(s), "swap", True)
+    return _mapped(s, 0, len(s), "swap", _sigma(s))
 
 
 def capitalize(s: str) -> str:
     if not s:
         return s
-    return s[0].translate(_table("title")) + _mapped(s, 1, len(s), "lower", True)
+    return s[0].translate(_table("title")) + _mapped(s, 1, len(s), "lower", _sigma(s))
 
 
 def title(s: str) -> str:
     """CPython's ``do_title``: a character after a cased one is lowercased, any other titlecased."""
     out: list[str] = []
-    cased = _member("CASED")
-    for m in _re("runs").finditer(s):
+    codes = classify(s)
+    cased = _classes().codes["CASED"]
+    sigma = _sigma(s)
+    for m in _code_re("runs").finditer(codes):
         a, b = m.span()
-        if cased(s[a]):
+        if codes[a] in cased:
             out.append(s[a].translate(_table("title")))
-            out.append(_mapped(s, a + 1, b, "lower", True))
+            out.append(_mapped(s, a + 1, b, "lower", sigma))
         else:
             out.append(s[a].translate(_table("lower" if a > 0 else "title")))
             out.append(s[a + 1:b].translate(_table("title")))
@@ -285,24 +372,47 @@ def splitlines(s: str, keepends: bool) -> list[str]:
 
 
 # --- repr and number parsing ----------------------------------------------------------
-_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _escape(m: re.Match[str]) -> str:
-    ch = m.group()
-    if ch in _ESCAPES:
-        return _ESCAPES[ch]
-    cp = ord(ch)
-    return f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+def _escape_printable(text: str, quote: str) -> str:
+    text = text.replace("\\", "\\\\")
+    return text.replace("'", "\\'") if quote == "'" else text
 
 
 def repr_str(s: str) -> str:
-    """``repr(s)`` (CPython's ``unicode_repr``): non-printable characters by the pinned table are escaped."""
+    """``repr(s)`` (CPython's ``unicode_repr``): non-printable characters by the pinned table are escaped.
+
+    A run of non-printable characters is escaped by the ``unicode_escape`` codec, which writes exactly
+    ``repr``'s escapes (``\\t \\n \\r \\xhh \\uhhhh \\Uhhhhhhhh``) and consults no Unicode table.
+    """
     quote = '"' if "'" in s and '"' not in s else "'"
-    body = _re("repr_escape").sub(_escape, s)
-    if quote == "'":
-        body = body.replace("'", "\\'")
-    return quote + body + quote
+    out: list[str] = [quote]
+    pos = 0
+    for m in _code_re("nonprintable_runs").finditer(classify(s)):
+        a, b = m.span()
+        out.append(_escape_printable(s[pos:a], quote))
+        out.append(s[a:b].encode("unicode_escape").decode("ascii"))
+        pos = b
+    out.append(_escape_printable(s[pos:], quote))
+    out.append(quote)
+    return "".join(out)
+
+
+def cost(name: str, s: str) -> int:
+    """Cycles charged for ``name`` on the non-ASCII text ``s`` on top of the method's own cost
+    (``costs.UNICODE_CHAR`` per code point, ``costs.UNICODE_STEP`` per :func:`events`)."""
+    return costs.UNICODE_CHAR * len(s) + costs.UNICODE_STEP * events(name, s)
+
+
+def events(name: str, s: str) -> int:
+    """Context-dependent steps of ``name`` on ``s`` that run in Python rather than C (priced per step
+    by ``costs.UNICODE_STEP``): final-sigma decisions, title() runs, escaped runs of repr()."""
+    n = 0
+    if name in ("lower", "swapcase", "capitalize", "title"):
+        n += s.count(_SIGMA)
+    if name == "title":
+        n += 2 * len(_code_re("cased_runs").findall(classify(s))) + 1
+    elif name == "repr":
+        n += len(_code_re("nonprintable_runs").findall(classify(s)))
+    return n
 
 
 @functools.cache

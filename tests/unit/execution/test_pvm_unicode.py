@@ -230,3 +230,21 @@ def test_not_found_messages_use_the_pinned_repr() -> None:
         "    return '|'.join(out).encode()\n", allowed_modules={})
     got = call_handler(actor, "h", b"", meter=Meter(1_000_000, 0), modules={}).decode()
     assert got == "'\\U0001fae8' is not in list|<Box object> is not in list|value is not in range"
+
+
+def _cycles(expr: str) -> int:
+    actor = compile_actor(f"def h(payload):\n    s = {expr}\n    s.upper()\n    s.title()\n    return b''\n",
+                          allowed_modules={})
+    meter = Meter(1_000_000, 0)
+    call_handler(actor, "h", b"", meter=meter, modules={})
+    return meter.cycles_used
+
+
+def test_non_ascii_text_pays_the_unicode_surcharge() -> None:
+    # docs/pvm.md: + UNICODE_CHAR (2) per code point, + UNICODE_STEP (16) per final-sigma decision and
+    # per title() run (2 x cased runs + 1); ASCII text of the same length pays neither.
+    ascii_cycles = _cycles("'ab ab'")
+    greek_cycles = _cycles("'\\u0391\\u03a3 \\u0391\\u03a3'")
+    upper = 2 * 5
+    title = 2 * 5 + 16 * (2 + 2 * 2 + 1)
+    assert greek_cycles - ascii_cycles == upper + title
