@@ -49,7 +49,13 @@ from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
 from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
-from cowboy_runner.sessions_plan import Snapshot, SnapshotError, plan_sessions, snapshot_from_status
+from cowboy_runner.sessions_plan import (
+    Snapshot,
+    SnapshotError,
+    discovered_endpoints,
+    plan_sessions,
+    snapshot_from_status,
+)
 from cowboy_runner.status import remove_pid, write_pid, write_status
 from cowboy_runner.txbuild import Fees, build_heartbeat
 
@@ -57,6 +63,8 @@ log = structlog.get_logger("cowboy.runner.daemon")
 
 HEARTBEAT_RETRY_BLOCKS = 5
 """Blocks to wait for a submitted on-chain heartbeat to show in the registry before sending another."""
+DISCOVERY_INTERVAL_S = 5.0
+"""Seconds between ``GET /validators`` retries while a subset member has no known QUIC endpoint."""
 
 
 class StartupError(Exception):
@@ -99,6 +107,8 @@ class Daemon:
         self.journal: Journal | None = None
         self.last_error = ""
         self.session_problems: tuple[str, ...] = ()
+        self._snapshot: Snapshot | None = None
+        """The validator-set snapshot read at start-up (the session plan is computed from it)."""
         """Subset validators the runner cannot open a session with (shown by ``status``)."""
         self.stopping = asyncio.Event()
         self._hb_sent_at: int | None = None
@@ -190,6 +200,57 @@ class Daemon:
         for link in self.links:
             link.set_unavailable(unavailable)
 
+    async def _validators_doc(self) -> dict[str, Any] | None:
+        """``GET /validators`` of our validator, or None when it cannot be read (discovery is best-effort)."""
+        try:
+            return await self.chain.validators()
+        except Exception as e:  # any failure just leaves runner.toml's endpoints
+            log.warning("cannot read GET /validators; using runner.toml endpoints only", error=str(e))
+            return None
+
+    async def _plan_links(self) -> tuple[str, ...]:
+        """Create a :class:`Link` for each member of ``Sub(R)`` that has an endpoint and no link yet: endpoints
+        from runner.toml ``[validators]``, else those the validators announced (``GET /validators``). Returns
+        the problems of members still without an endpoint (also kept in ``session_problems``)."""
+        s, jobs, snapshot = self.settings, self.jobs, self._snapshot
+        assert jobs is not None and snapshot is not None
+        cip11 = self.params.get("cip11_params") or {}
+        discovered, bad = discovered_endpoints(await self._validators_doc())
+        for problem in bad:
+            log.warning("ignoring a discovered validator endpoint", problem=problem)
+        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint,
+                                         {**discovered, **s.validator_endpoints}, height=jobs.head,
+                                         min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
+                                         max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
+        have = {(lk.config.expected_validator, lk.config.subset_epoch) for lk in self.links}
+        for target in targets:
+            epoch = target.snapshot or snapshot.epoch_snapshot()  # §5.3: the epoch this session offers
+            if (target.validator, epoch.epoch) in have:
+                continue
+            cfg = LinkConfig(host=target.host, port=target.port, chain_id=self.chain_id,
+                             validator_set=epoch.validators, expected_validator=target.validator,
+                             subset_epoch=epoch.epoch,
+                             ping_interval_s=self._ping_interval_s())
+            self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
+                                   on_assignment=self._on_assignment, on_cancel=self._on_cancel))
+            self.links[-1].unavailable = jobs.unavailable_kinds()
+        self.session_problems = missing
+        return missing
+
+    async def _discover_loop(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """While a subset member has no endpoint, ask ``GET /validators`` again every DISCOVERY_INTERVAL_S (the
+        validators announce their endpoints to each other within seconds of starting) and open the new
+        sessions."""
+        loop = asyncio.get_running_loop()
+        while self.session_problems:
+            await asyncio.sleep(DISCOVERY_INTERVAL_S)
+            before = len(self.links)
+            await self._plan_links()
+            for lk in self.links[before:]:
+                log.info("session planned from a discovered endpoint", validator=lk.config.expected_validator.hex()[:16]
+                         if lk.config.expected_validator else None, endpoint=f"{lk.config.host}:{lk.config.port}")
+                tasks.append(loop.create_task(lk.run()))
+
     async def _bootstrap_until_reachable(self) -> Snapshot:
         """:meth:`_bootstrap`, retried with the §11.3 backoff while the validator is unreachable or refuses: the
         daemon stays up and says why in its log (the operator may start it before the validator)."""
@@ -224,6 +285,8 @@ class Daemon:
             warning = check_isolation(executors.config)
         except ConfigError as e:
             raise StartupError(str(e), 2) from None
+        except ValueError as e:  # a job kind served twice (section, adapter, plugin), a plugin's factory failing
+            raise StartupError(f"runner.toml: executors: {e}", 2) from None
         if warning is not None:
             log.warning(warning)
         write_pid(self.state_dir)
@@ -259,32 +322,22 @@ class Daemon:
         jobs = self.jobs
         jobs.head = await self.chain.height()
         resumed = await jobs.resume()
-        cip11 = self.params.get("cip11_params") or {}
-        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint, s.validator_endpoints,
-                                         height=jobs.head, min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
-                                         max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
+        self._snapshot = snapshot
+        missing = await self._plan_links()
         log.info("runner started", address=self.key.checksum_address, chain_id=self.chain_id, head=jobs.head,
                  resumed=resumed, validators=len(snapshot.validators),
-                 subset=[target.validator.hex()[:16] for target in targets])
+                 subset=[lk.config.expected_validator.hex()[:16] for lk in self.links
+                         if lk.config.expected_validator is not None])
         for problem in missing:
             log.error("no session with a subset validator", problem=problem)
-        self.session_problems = missing
-        for target in targets:
-            epoch = target.snapshot or snapshot.epoch_snapshot()  # §5.3: the epoch this session offers
-            cfg = LinkConfig(host=target.host, port=target.port, chain_id=self.chain_id,
-                             validator_set=epoch.validators, expected_validator=target.validator,
-                             subset_epoch=epoch.epoch,
-                             ping_interval_s=self._ping_interval_s())
-            self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
-                                   on_assignment=self._on_assignment, on_cancel=self._on_cancel))
-            self.links[-1].unavailable = jobs.unavailable_kinds()
         self.poller = Poller(self.chain, jobs, self.key.address, s.poll_interval_s,
                              sessions_up=lambda: any(lk.authenticated.is_set() for lk in self.links),
                              metrics=self.metrics)
         loop.add_signal_handler(signal.SIGUSR1, self.drain)
         tasks = [loop.create_task(lk.run()) for lk in self.links]
         tasks += [loop.create_task(self._head_loop()), loop.create_task(self.poller.run()), status_task,
-                  loop.create_task(self.health.run(s.executors.health_interval_s))]
+                  loop.create_task(self.health.run(s.executors.health_interval_s)),
+                  loop.create_task(self._discover_loop(tasks))]
         try:
             await self.stopping.wait()
         finally:

@@ -20,6 +20,7 @@ from cowboy_runner.executors import (
     LlmConfig,
     McpConfig,
 )
+from cowboy_runner.executors.plugins import PluginError, load_factory
 from cowboy_runner.executors.sandbox import bwrap_problem
 from cowboy_runner.executors.slots import KindLimit
 
@@ -93,7 +94,13 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
                               isolation=c.isolation,  # type: ignore[arg-type]  # checked by the loader
                               max_processes=c.max_processes, max_file_mb=c.max_file_mb, scratch_mb=c.scratch_mb,
                               cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap)
-    return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom)
+    for name, plugin in ex.plugins.items():
+        try:
+            load_factory(plugin.entry_point)
+        except PluginError as e:
+            raise ConfigError(f"executors.plugins.{name}.entry_point", str(e)) from None
+    return ExecutorsConfig(http=http, llm=llm, mcp=mcp, custom=custom, adapters=dict(ex.adapters),
+                           plugins=dict(ex.plugins))
 
 
 def kind_limits(settings: RunnerSettings) -> dict[str, KindLimit]:

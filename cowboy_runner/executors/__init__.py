@@ -9,16 +9,9 @@ Usage::
 
 from __future__ import annotations
 
-from cowboy_protocol.types.jobspec import (
-    AgentJob,
-    CustomJob,
-    HttpJob,
-    JobType,
-    LlmJob,
-    McpJob,
-    PublishChainRootJob,
-    ResourceBounds,
-)
+from cowboy_protocol.types.jobspec import AgentJob, JobType, McpJob, ResourceBounds
+from cowboy_protocol.types.runner import JOB_KIND_NAMES
+from cowboy_runner.executors.adapter import AdapterConfig, ExternalAdapterExecutor
 from cowboy_runner.executors.base import (
     DEADLINE_MARGIN_S,
     ExecutionResult,
@@ -40,9 +33,11 @@ from cowboy_runner.executors.custom import CustomExecutor
 from cowboy_runner.executors.http import HttpExecutor
 from cowboy_runner.executors.llm import LlmExecutor, LlmObserver
 from cowboy_runner.executors.mcp import McpExecutor
+from cowboy_runner.executors.plugins import PluginConfig, PluginError, build_plugin
 
 __all__ = [
     "DEADLINE_MARGIN_S",
+    "AdapterConfig",
     "CustomConfig",
     "CustomExecutor",
     "CustomExecutorConfig",
@@ -51,6 +46,7 @@ __all__ = [
     "ExecutorError",
     "ExecutorRegistry",
     "ExecutorsConfig",
+    "ExternalAdapterExecutor",
     "HttpConfig",
     "HttpExecutor",
     "LlmConfig",
@@ -58,6 +54,8 @@ __all__ = [
     "McpConfig",
     "McpExecutor",
     "McpServerConfig",
+    "PluginConfig",
+    "PluginError",
     "canonical_json",
     "deadline_for",
     "executor_for",
@@ -74,7 +72,8 @@ def deadline_for(job: JobType, bounds: ResourceBounds | None) -> float:
 
 
 class ExecutorRegistry:
-    """The executors of one runner, built once from its configuration."""
+    """The executors of one runner, built once from its configuration: one per job kind, from the built-in
+    sections, the external adapters and the plugins (a kind served twice is a ``ValueError``)."""
 
     def __init__(self, config: ExecutorsConfig, *, llm_observer: LlmObserver | None = None) -> None:
         self.config = config
@@ -85,6 +84,26 @@ class ExecutorRegistry:
                                                                  observer=llm_observer)
         self._mcp = None if config.mcp is None else McpExecutor(config.mcp, max_output_bytes=cap)
         self._custom = None if config.custom is None else CustomExecutor(config.custom, max_output_bytes=cap)
+        by_kind: dict[str, tuple[str, Executor]] = {}
+
+        def add(kind: str, source: str, executor: Executor) -> None:
+            if kind in by_kind:
+                raise ValueError(f"job kind {kind!r} is served by both {by_kind[kind][0]} and {source}")
+            by_kind[kind] = (source, executor)
+
+        for kind, builtin in (("http", self._http), ("llm", self._llm), ("mcp", self._mcp),
+                              ("custom", self._custom)):
+            if builtin is not None:
+                add(kind, f"executors.{kind}", builtin)
+        for name, adapter in sorted(config.adapters.items()):
+            executor = ExternalAdapterExecutor(name, adapter, max_output_bytes=cap)
+            for kind in adapter.kinds:
+                add(kind, f"executors.adapters.{name}", executor)
+        for name, plugin in sorted(config.plugins.items()):
+            built = build_plugin(name, plugin, max_output_bytes=cap)
+            for kind in plugin.kinds:
+                add(kind, f"executors.plugins.{name}", built)
+        self._by_kind = {kind: executor for kind, (_source, executor) in by_kind.items()}
 
     async def aclose(self) -> None:
         """Stop what executors keep between jobs (the MCP stdio server processes)."""
@@ -93,30 +112,21 @@ class ExecutorRegistry:
 
     def kinds(self) -> tuple[str, ...]:
         """Names (``capabilities.job_types``) of the job kinds this registry serves."""
-        found = (("http", self._http), ("llm", self._llm), ("mcp", self._mcp), ("custom", self._custom))
-        return tuple(name for name, executor in found if executor is not None)
+        return tuple(sorted(self._by_kind))
 
     def executor_for(self, job: JobType) -> Executor:
         """The executor of ``job``'s kind.
 
-        ``unsupported_job_type``: publish_chain_root and agent jobs (no executor in this runner), or a kind
-        whose configuration section is absent.
+        ``unsupported_job_type``: a kind no built-in section, adapter or plugin serves (publish_chain_root and
+        agent jobs have no built-in executor).
         """
-        found: Executor | None
-        if isinstance(job, HttpJob):
-            found = self._http
-        elif isinstance(job, LlmJob):
-            found = self._llm
-        elif isinstance(job, McpJob):
-            found = self._mcp
-        elif isinstance(job, CustomJob):
-            found = self._custom
-        elif isinstance(job, PublishChainRootJob | AgentJob):
-            raise ExecutorError("unsupported_job_type", f"this runner has no executor for {type(job).__name__}")
-        else:
+        kind = JOB_KIND_NAMES.get(getattr(type(job), "KIND", -1))
+        if kind is None:
             raise ExecutorError("unsupported_job_type", f"unknown job type {type(job).__name__}")
+        found = self._by_kind.get(kind)
         if found is None:
-            raise ExecutorError("unsupported_job_type", f"{type(job).__name__} is not configured on this runner")
+            raise ExecutorError("unsupported_job_type", f"{type(job).__name__} is not served by this runner "
+                                                        f"(no executors.{kind}, adapter or plugin)")
         return found
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *,

@@ -286,3 +286,8 @@ class ExecutorsConfig:
     """Custom executor."""
     max_output_bytes: int = MAX_RESULT_BYTES
     """Largest result an executor returns (the ``JobResultSubmit`` result cap)."""
+    adapters: Mapping[str, Any] = field(default_factory=dict)
+    """External adapters by name (``adapter.AdapterConfig``): services that jobs of their kinds are POSTed to."""
+    plugins: Mapping[str, Any] = field(default_factory=dict)
+    """Executor plugins by name (``plugins.PluginConfig``), loaded from the ``cowboy_runner.executors`` entry
+    points."""

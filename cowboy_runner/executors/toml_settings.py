@@ -15,7 +15,10 @@ from typing import Any
 
 from cowboy_protocol.http_client import normalize_url
 from cowboy_protocol.types.jobspec import HTTP_METHODS
+from cowboy_protocol.types.runner import JOB_KINDS
+from cowboy_runner.executors.adapter import AdapterConfig
 from cowboy_runner.executors.config import CREDENTIAL_HEADERS, CustomExecutorConfig, McpServerConfig
+from cowboy_runner.executors.plugins import PluginConfig
 
 
 class SettingError(Exception):
@@ -171,6 +174,10 @@ class ExecutorSettings:
     """Custom executors."""
     health_interval_s: float = 30.0
     """Seconds between executor health probes (the first runs at start)."""
+    adapters: dict[str, AdapterConfig] = field(default_factory=dict)
+    """``[executors.adapters.<name>]``: external adapters by name."""
+    plugins: dict[str, PluginConfig] = field(default_factory=dict)
+    """``[executors.plugins.<name>]``: executor plugins by name."""
 
 
 # -- value checks -----------------------------------------------------------------------------
@@ -254,7 +261,7 @@ def _hash_key(text: str, where: str) -> bytes:
 
 
 # -- sections ---------------------------------------------------------------------------------
-SECTIONS = ("http", "llm", "mcp", "custom")
+SECTIONS = ("http", "llm", "mcp", "custom", "adapters", "plugins")
 """Tables under ``[executors]``."""
 
 
@@ -263,7 +270,48 @@ def parse_executors(ex: dict[str, Any]) -> ExecutorSettings:
     ex = _table(ex, "executors")
     _known(ex, "executors", (*SECTIONS, "health_interval_s"))
     return ExecutorSettings(http=_http(ex), llm=_llm(ex), mcp=_mcp(ex), custom=_custom(ex),
-                            health_interval_s=_seconds(ex, "executors", "health_interval_s", 30.0))
+                            health_interval_s=_seconds(ex, "executors", "health_interval_s", 30.0),
+                            adapters=_adapters(ex), plugins=_plugins(ex))
+
+
+def _kinds(value: object, key: str) -> tuple[str, ...]:
+    kinds = _strings(value, key, allow_empty=False)
+    for kind in kinds:
+        if kind not in JOB_KINDS:
+            raise SettingError(key, f"{kind!r} is not a job type ({', '.join(sorted(JOB_KINDS))})")
+    return kinds
+
+
+def _adapters(ex: dict[str, Any]) -> dict[str, AdapterConfig]:
+    out = {}
+    for name, value in sorted(_table(ex.get("adapters", {}), "executors.adapters").items()):
+        w = f"executors.adapters.{name}"
+        t = _table(value, w)
+        _known(t, w, ("url", "kinds", "headers", "timeout_s", "max_response_bytes"))
+        for required in ("url", "kinds"):
+            if required not in t:
+                raise SettingError(f"{w}.{required}", "required key is missing")
+        out[name] = AdapterConfig(_url(t["url"], f"{w}.url"), _kinds(t["kinds"], f"{w}.kinds"),
+                                  headers=_string_map(t.get("headers", {}), f"{w}.headers"),
+                                  timeout_s=_seconds(t, w, "timeout_s", 60.0),
+                                  max_response_bytes=_int(t, w, "max_response_bytes", 1 << 20))
+    return out
+
+
+def _plugins(ex: dict[str, Any]) -> dict[str, PluginConfig]:
+    out = {}
+    for name, value in sorted(_table(ex.get("plugins", {}), "executors.plugins").items()):
+        w = f"executors.plugins.{name}"
+        t = _table(value, w)
+        _known(t, w, ("entry_point", "kinds", "options"))
+        for required in ("entry_point", "kinds"):
+            if required not in t:
+                raise SettingError(f"{w}.{required}", "required key is missing")
+        entry_point = _str(t, w, "entry_point", None)
+        assert entry_point is not None
+        out[name] = PluginConfig(entry_point, _kinds(t["kinds"], f"{w}.kinds"),
+                                 options=dict(_table(t.get("options", {}), f"{w}.options")))
+    return out
 
 
 _LIMIT_KEYS = ("max_concurrent", "queue")
