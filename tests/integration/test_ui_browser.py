@@ -42,19 +42,21 @@ def handle_timer(payload):
 '''
 
 
-def find_chromium() -> str | None:
-    """``COWBOY_CHROMIUM`` if set (it must exist), else the first of :data:`CHROMIUM_NAMES` on PATH."""
+def find_chromium() -> tuple[str | None, str]:
+    """``COWBOY_CHROMIUM`` if set (it must be executable), else the first of :data:`CHROMIUM_NAMES` on PATH; and,
+    when there is none, why."""
     explicit = os.environ.get("COWBOY_CHROMIUM")
     if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit, ""
+        return None, f"COWBOY_CHROMIUM={explicit!r} is not an executable file"
+    found = next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+    return found, "" if found else (f"no Chromium binary: none of {', '.join(CHROMIUM_NAMES)} is on PATH "
+                                    f"({os.environ.get('PATH', '')}); Debian: apt-get install chromium")
 
 
-CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason=f"no Chromium binary: COWBOY_CHROMIUM is {os.environ.get('COWBOY_CHROMIUM')!r} and none of "
-           f"{', '.join(CHROMIUM_NAMES)} is on PATH (Debian: apt-get install chromium)")
+CHROMIUM, NO_CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 
 
 def _deploy_ticker(node: Any, directory: Path) -> str:
