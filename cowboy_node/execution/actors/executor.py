@@ -50,7 +50,7 @@ def rejected_message(e: ActorRejected) -> str:
 
 
 def rejected_code(rule: str, line: int) -> str:
-    """Receipt error code of a refused source (the receipt carries only a code, so it names the rule and line)."""
+    """Receipt error code of a refused source: it names the rule and line (matchable without the message)."""
     return f"{REJECTED}:{rule}:{line}"
 
 
