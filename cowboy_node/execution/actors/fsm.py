@@ -21,9 +21,14 @@ What the SDK refuses is refused at deploy with rule ``continuation_invalid`` and
 message (more than 8 awaits, ``yield``, awaits in nested functions, a non-literal
 ``timeout_blocks``...). Awaits must be direct top-level statements (``x = await ...`` or
 ``await ...``), as ``cowboy_sdk.bounded_loop`` documents: an await inside a loop, branch,
-``with`` or ``try`` is rule ``continuation_await_position``; ``async with TaskGroup()`` is
-rule ``continuation_taskgroup`` (see docs/actors.md). ``@actor.continuation`` (actor-to-actor
-awaits) is rule ``continuation_unsupported``.
+``with`` or ``try`` is rule ``continuation_await_position``. A top-level ``async with TaskGroup() as tg:``
+whose body only creates tasks (``h = tg.create_task(runner.<job>(...))``) is one await point: every task
+is sent at once (``TaskGroup._submit_all``'s bytes, ``task_index``/``total_tasks``), the replies are
+gathered in the SDK's ``__taskgroup_barrier:<cid>`` state, and the leg after it runs once the last one
+arrived, with ``h.result()`` the task's ``RunnerResult`` (creation order); any other shape is rule
+``continuation_taskgroup``. The SDK's own compiler does not lower TaskGroups, so this is the node's
+lowering (docs/actors.md §6). ``@actor.continuation`` (actor-to-actor awaits) is rule
+``continuation_unsupported``.
 """
 
 from __future__ import annotations
@@ -78,6 +83,117 @@ def _literal_options(node: ast.expr, line: int) -> tuple[int, list[Any] | None]:
     return timeout, guards
 
 
+GROUP_VAR = "_cowboy_tg"
+"""Local the lowering binds to a TaskGroup's results (the await point it stands for)."""
+MAX_GROUP_TASKS = 8
+"""Most tasks of one TaskGroup (``cowboy_sdk.taskgroup``)."""
+
+
+def _is_taskgroup(expr: ast.expr) -> bool:
+    f = expr.func if isinstance(expr, ast.Call) else None
+    return isinstance(expr, ast.Call) and not expr.args and not expr.keywords and (
+        (isinstance(f, ast.Name) and f.id == "TaskGroup") or (isinstance(f, ast.Attribute) and f.attr == "TaskGroup"))
+
+
+def _group_await(fn: ast.AsyncFunctionDef, stmt: ast.AsyncWith) -> list[ast.stmt]:
+    """``async with TaskGroup() as tg: h = tg.create_task(runner.<job>(...))...`` as one await point:
+    ``_cowboy_tg = await runner.taskgroup(<job calls>)`` followed by ``h = _cowboy_runner.task_handle(_cowboy_tg, i)``.
+    """
+    def bad(why: str) -> ActorRejected:
+        return ActorRejected(stmt.lineno, "continuation_taskgroup", f"{fn.name!r}: {why}")
+
+    if len(stmt.items) != 1 or not _is_taskgroup(stmt.items[0].context_expr) or not isinstance(
+            stmt.items[0].optional_vars, ast.Name):
+        raise bad("only 'async with TaskGroup() as tg:' (no arguments) is lowered")
+    tg = stmt.items[0].optional_vars.id
+    calls: list[ast.expr] = []
+    handles: list[tuple[str | None, int]] = []
+    for i, inner in enumerate(stmt.body):
+        value = inner.value if isinstance(inner, ast.Assign | ast.Expr) else None
+        target = inner.targets[0] if isinstance(inner, ast.Assign) and len(inner.targets) == 1 else None
+        ok = (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "create_task"
+              and isinstance(value.func.value, ast.Name) and value.func.value.id == tg and len(value.args) == 1
+              and not value.keywords and isinstance(value.args[0], ast.Call)
+              and (target is None or isinstance(target, ast.Name)) and not isinstance(inner, ast.AugAssign))
+        if not ok:
+            raise bad(f"a TaskGroup body holds only 'name = {tg}.create_task(runner.<job>(...))' statements")
+        assert isinstance(value, ast.Call)
+        calls.append(value.args[0])
+        handles.append((target.id if isinstance(target, ast.Name) else None, i))
+    if not 1 <= len(calls) <= MAX_GROUP_TASKS:
+        raise bad(f"a TaskGroup runs 1..{MAX_GROUP_TASKS} tasks")
+    group = ast.Call(func=ast.Attribute(value=ast.Name(id="runner", ctx=ast.Load()), attr="taskgroup",
+                                        ctx=ast.Load()), args=calls, keywords=[])
+    out: list[ast.stmt] = [ast.Assign(targets=[ast.Name(id=GROUP_VAR, ctx=ast.Store())], value=ast.Await(value=group))]
+    for name, i in handles:
+        if name is not None:
+            out.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Call(
+                func=ast.Attribute(value=ast.Name(id="_cowboy_runner", ctx=ast.Load()), attr="task_handle",
+                                   ctx=ast.Load()),
+                args=[ast.Name(id=GROUP_VAR, ctx=ast.Load()), ast.Constant(i)], keywords=[])))
+    for node in out:
+        ast.copy_location(node, stmt)
+    return [ast.fix_missing_locations(node) for node in out]
+
+
+def _expand_taskgroups(fn: ast.AsyncFunctionDef) -> None:
+    """Each top-level ``async with TaskGroup()`` becomes one await point (the rest are refused later)."""
+    body: list[ast.stmt] = []
+    for stmt in fn.body:
+        if isinstance(stmt, ast.AsyncWith):
+            body.extend(_group_await(fn, stmt))
+        else:
+            body.append(stmt)
+    fn.body = body
+
+
+def _is_group_send(stmt: ast.stmt) -> ast.List | None:
+    """The job list of a generated ``send_message(..., encode({... 'job_type': 'taskgroup' ...}))``."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "send_message"
+            and len(call.args) == 2 and isinstance(call.args[1], ast.Call) and call.args[1].args
+            and isinstance(call.args[1].args[0], ast.Dict)):
+        return None
+    d = call.args[1].args[0]
+    fields = {k.value: v for k, v in zip(d.keys, d.values, strict=True) if isinstance(k, ast.Constant)}
+    kind = fields.get("job_type")
+    payload = fields.get("payload")
+    if not (isinstance(kind, ast.Constant) and kind.value == "taskgroup" and isinstance(payload, ast.Call)
+            and len(payload.args) == 3 and isinstance(payload.args[1], ast.List)):
+        return None
+    return payload.args[1]
+
+
+class _Groups(ast.NodeTransformer):
+    """Generated TaskGroup await points: send every task (``send_group``) and gather the replies
+    (``collect_group``, which returns None until the last one arrived: the leg then ends)."""
+
+    def __init__(self, resume: str) -> None:
+        self.resume = resume
+
+    def _helper(self, name: str, *args: ast.expr) -> ast.Call:
+        return ast.Call(func=ast.Attribute(value=ast.Name(id="_cowboy_runner", ctx=ast.Load()), attr=name,
+                                           ctx=ast.Load()), args=list(args), keywords=[])
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        jobs = _is_group_send(node)
+        if jobs is None:
+            return node
+        return ast.Expr(self._helper("send_group", jobs, ast.Name(id="_cid", ctx=ast.Load()),
+                                     ast.Constant(self.resume)))
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
+        if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == GROUP_VAR):
+            return node
+        gather = ast.Assign(targets=[ast.Name(id=GROUP_VAR, ctx=ast.Store())],
+                            value=self._helper("collect_group", ast.Name(id="_cid", ctx=ast.Load()),
+                                               ast.Name(id="msg", ctx=ast.Load())))
+        wait = ast.If(test=ast.Compare(left=ast.Name(id=GROUP_VAR, ctx=ast.Load()), ops=[ast.Is()],
+                                       comparators=[ast.Constant(None)]),
+                      body=[ast.Return(value=ast.Constant(None))], orelse=[])
+        return [gather, wait]
+
+
 def _check_await_positions(fn: ast.AsyncFunctionDef | ast.FunctionDef) -> None:
     """Every await must be the whole value of a top-level ``Assign``/``Expr`` (what the SDK lowers)."""
     allowed: set[int] = set()
@@ -88,8 +204,7 @@ def _check_await_positions(fn: ast.AsyncFunctionDef | ast.FunctionDef) -> None:
         for node in ast.walk(stmt):
             if isinstance(node, ast.AsyncWith):
                 raise ActorRejected(node.lineno, "continuation_taskgroup",
-                                    f"{fn.name!r}: 'async with' (TaskGroup fan-out) is not lowered by this node; "
-                                    "await the jobs one after another")
+                                    f"{fn.name!r}: only a top-level 'async with TaskGroup() as tg:' is lowered")
             if isinstance(node, ast.Await) and id(node) not in allowed:
                 raise ActorRejected(node.lineno, "continuation_await_position",
                                     f"{fn.name!r}: await must be a top-level statement of the continuation "
@@ -140,6 +255,7 @@ def _lower_one(fn: ast.AsyncFunctionDef | ast.FunctionDef, deco: ast.expr, sourc
     compiler = _sdk_compiler.FSMCompiler()
     compiler._source = source
     try:
+        _expand_taskgroups(fn)
         compiler._validate(fn, fn.name)
         _check_await_positions(fn)
         points = compiler._extract_await_points(fn.body, fn.name)
@@ -158,7 +274,7 @@ def _lower_one(fn: ast.AsyncFunctionDef | ast.FunctionDef, deco: ast.expr, sourc
         legs = ast.parse(init_src + "\n" + resume_src).body
     except SyntaxError as e:  # a construct the SDK's generator cannot re-emit
         raise ActorRejected(line, "continuation_invalid", f"{fn.name!r}: cannot lower: {e.msg}") from None
-    legs = [_Rewrite().visit(leg) for leg in legs]
+    legs = [_Groups(fn.name + "__resume").visit(_Rewrite().visit(leg)) for leg in legs]
     init, resume = legs
     assert isinstance(init, ast.FunctionDef) and isinstance(resume, ast.FunctionDef)
     guards_node: ast.expr = ast.Constant(None) if guards is None else ast.List(

@@ -32,6 +32,7 @@ from cowboy_sdk import errors as _sdk_errors
 from cowboy_sdk import runner as _sdk_runner
 from cowboy_sdk import runtime as _sdk_runtime
 from cowboy_sdk import sorted_map as _sdk_sorted_map
+from cowboy_sdk import taskgroup as _sdk_taskgroup
 from cowboy_sdk import types as _sdk_types
 from cowboy_sdk.bounded_loop import BoundedRange, bounded_loop, check_iteration
 from cowboy_sdk.events import emit as _untyped_emit
@@ -42,6 +43,8 @@ from cowboy_node.execution.pvm import ctx as pvm_ctx
 
 _SDK_TIMER: Any = cowboy_sdk.timer  # untyped in the SDK
 _SDK_RUNNER: Any = _sdk_runner  # its stub (runner.pyi) omits the private helpers the lowered legs use
+_TG_STATE: Any = _sdk_taskgroup._TaskGroupState  # the SDK's TaskGroup barrier (__taskgroup_barrier:<cid>)
+_MAX_GROUP_TASKS = 8
 _sdk_emit: Any = _untyped_emit  # untyped in the SDK
 _CURRENT: ContextVar[object | None] = ContextVar("cowboy_sdk_host", default=None)
 _ACTOR_FILENAME = "<actor>"  # co_filename of code compiled by pvm.compile_actor
@@ -289,6 +292,50 @@ def _structured_result(raw: Any, model: Any) -> Any:
     return _SDK_RUNNER._structured_result(raw, model)
 
 
+def _send_group(awaitables: Any, cid: Any, handler: Any) -> None:
+    """Send every task of a lowered TaskGroup: the SDK's barrier record, then ``TaskGroup._submit_all``'s
+    messages (``task_index``/``total_tasks`` set), byte for byte."""
+    _charge()
+    if not (type(awaitables) is list and 1 <= len(awaitables) <= _MAX_GROUP_TASKS
+            and all(isinstance(a, _SDK_RUNNER._RunnerAwaitable) for a in awaitables)):
+        raise _sdk_errors.ContinuationLimitError(
+            f"a TaskGroup takes 1..{_MAX_GROUP_TASKS} runner.<job>(...) tasks")
+    group: Any = _sdk_taskgroup.TaskGroup()
+    for awaitable in awaitables:
+        group.create_task(awaitable)
+    _TG_STATE.save(cid, len(awaitables), handler)
+    group._submit_all(cid, handler)
+
+
+def _collect_group(cid: Any, msg: Any) -> Any:
+    """Record one task's reply in the barrier; the results in creation order once every task replied, else None."""
+    _charge()
+    reply = _sdk_codec.decode(msg) if isinstance(msg, bytes | bytearray) else msg
+    index = reply.get("task_index") if isinstance(reply, dict) else None
+    if type(index) is not int:
+        raise _sdk_errors.CodecError("a TaskGroup reply carries no task_index")
+    _, result = _SDK_RUNNER._extract_result(reply)
+    if not _TG_STATE.receive_result(cid, index, result):
+        return None
+    return _TG_STATE.get_results(cid)
+
+
+def _task_group(*args: Any, **kwargs: Any) -> Any:
+    """``TaskGroup()`` reached at run time: only ``async with TaskGroup() as tg:`` at the top level of a
+    ``@runner.continuation`` is meaningful, and the deploy-time lowering removes that."""
+    _charge()
+    raise _sdk_errors.ContinuationLimitError("TaskGroup works only as 'async with TaskGroup() as tg:' at the top "
+                                             "level of a @runner.continuation (lowered at deploy)")
+
+
+def _task_handle(results: Any, index: int) -> Any:
+    """The ``TaskHandle`` of task ``index`` whose ``.result()`` is its ``RunnerResult``."""
+    _charge()
+    handle: Any = _sdk_taskgroup.TaskHandle(f"__taskgroup_task_{index}", index)
+    handle._set_result(_sdk_runner.RunnerResult(results[index]))
+    return handle
+
+
 FSM_VIEW: Mapping[str, object] = types.MappingProxyType({
     "capture": _capture,
     "new_cid": _entry(_sdk_cont.new_cid),
@@ -304,6 +351,9 @@ FSM_VIEW: Mapping[str, object] = types.MappingProxyType({
     "RUNNER_ADDRESS": bytes(_sdk_runner.RUNNER_ADDRESS),
     "initial_leg": _initial_leg,
     "resume_leg": _resume_leg,
+    "send_group": _send_group,
+    "collect_group": _collect_group,
+    "task_handle": _task_handle,
 })
 """``cowboy_sdk.pvm_fsm``: the helpers the lowered continuation legs import (SDK functions, charged)."""
 
@@ -423,6 +473,7 @@ def _build_view() -> Mapping[str, object]:
         "TokenId": _entry(_sdk_types.TokenId),
         "SoftFloat": _entry(_sdk_types.SoftFloat),
         "ordered_set": _entry(_sdk_types.ordered_set),
+        "TaskGroup": _task_group,
     }
     for name in ERROR_NAMES:
         view[name] = getattr(_sdk_errors, name)

@@ -25,7 +25,6 @@ _NO_HOST = "host functions this node does not provide"
 REFUSED: Mapping[str, str] = types.MappingProxyType({
     "__version__": "a dunder name (never importable in the PVM)",
     "Capture": "construct continuation state with capture(); Capture objects are made by the SDK only",
-    "TaskGroup": "TaskGroup fan-out (async with) is not lowered by this node's continuation transform",
     "Retry": "retry policies for runner jobs are not bridged (the node re-selects failed jobs itself, "
              "JobSpec max_retries)",
     "Verify": "verification builders are not bridged (runner jobs use verification mode none, one runner)",

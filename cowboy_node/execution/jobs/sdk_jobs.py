@@ -18,7 +18,8 @@ The record is deleted when the reply is built, so a job resumes its continuation
 reply whose continuation (``__continuation:<cid>`` in the actor's state) is gone — already resumed,
 or never saved — is dropped with a ``runner.reply_dropped`` event.
 
-State: ``sdkjob/<job_id 32>`` -> canonical CBOR ``{0: actor, 1: cid, 2: reply_handler, 3: job_type}``.
+State: ``sdkjob/<job_id 32>`` -> canonical CBOR ``{0: actor, 1: cid, 2: reply_handler, 3: job_type,
+4: task_index | null}``. A TaskGroup task's reply also carries its ``task_index``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ MAX_REPLY_HANDLER_BYTES = 256
 """Longest ``reply_handler`` (the JobSpec callback limit)."""
 CID_BYTES = 32
 """Length of an SDK continuation id (keccak256)."""
+MAX_GROUP_TASKS = 8
+"""Most tasks of one TaskGroup (``cowboy_sdk.taskgroup``): ``task_index`` is below this."""
 SUBMIT_CELLS = 128
 """Cells charged for the ``sdkjob/`` record (key, actor, cid, handler, type; a handler is at most 256 more)."""
 TOPIC_SUBMITTED = "runner.job_submitted"
@@ -88,17 +91,22 @@ class SdkJob:
     """The resume leg the reply is delivered to."""
     job_type: str
     """The SDK job type (decides how the result bytes are decoded)."""
+    task_index: int | None = None
+    """The task's index in its TaskGroup (echoed in the reply), None for a single await."""
 
     def encode(self) -> bytes:
-        """Canonical CBOR ``{0: actor, 1: cid, 2: reply_handler, 3: job_type}``."""
-        return encode({0: self.actor, 1: self.cid, 2: self.reply_handler, 3: self.job_type})
+        """Canonical CBOR ``{0: actor, 1: cid, 2: reply_handler, 3: job_type, 4: task_index | null}``."""
+        return encode({0: self.actor, 1: self.cid, 2: self.reply_handler, 3: self.job_type, 4: self.task_index})
 
     @classmethod
     def decode(cls, raw: bytes) -> SdkJob:
         """Strict decode."""
-        m = expect_map(decode(raw), frozenset(range(4)), "sdk_job")
+        m = expect_map(decode(raw), frozenset(range(5)), "sdk_job")
+        index = m[4]
+        if index is not None and (type(index) is not int or not 0 <= index < MAX_GROUP_TASKS):
+            raise DecodeError("sdk_job.task_index is not a task index", field="sdk_job.task_index")
         return cls(expect_bytes(m[0], "sdk_job.actor", ADDRESS_LEN), expect_bytes(m[1], "sdk_job.cid", CID_BYTES),
-                   expect_text(m[2], "sdk_job.reply_handler"), expect_text(m[3], "sdk_job.job_type"))
+                   expect_text(m[2], "sdk_job.reply_handler"), expect_text(m[3], "sdk_job.job_type"), index)
 
 
 def _invalid(message: str) -> TxFailed:
@@ -207,6 +215,8 @@ class RunnerJob:
     """Continuation id."""
     reply_handler: str
     """Resume leg to deliver the reply to."""
+    task_index: int | None = None
+    """Index of the task in its TaskGroup (``task_index``/``total_tasks`` sent together), else None."""
 
 
 def parse_message(payload: bytes) -> RunnerJob:
@@ -227,7 +237,12 @@ def parse_message(payload: bytes) -> RunnerJob:
     handler = _text(msg.get("reply_handler"), "reply_handler")
     if not 1 <= len(handler.encode("utf-8", "surrogatepass")) <= MAX_REPLY_HANDLER_BYTES:
         raise _invalid(f"reply_handler must be 1..{MAX_REPLY_HANDLER_BYTES} bytes")
-    return RunnerJob(job_type, list(body["args"]), dict(body["kwargs"]), cid, handler)
+    index, total = msg.get("task_index"), msg.get("total_tasks")
+    if (index is None) != (total is None) or (index is not None and not (
+            type(index) is int and type(total) is int and 0 <= index < total <= MAX_GROUP_TASKS)):
+        raise _invalid(f"task_index/total_tasks must come together with 0 <= task_index < total_tasks <= "
+                       f"{MAX_GROUP_TASKS}")
+    return RunnerJob(job_type, list(body["args"]), dict(body["kwargs"]), cid, handler, index)
 
 
 def job_request_json(job: RunnerJob, actor: bytes) -> dict[str, Any]:
@@ -275,7 +290,7 @@ def submit_runner_job(world: WorldState, ctx: BlockContext, meter: Meter, *, act
         raise _invalid(e.message) from None
     job_id = submit_request(world, ctx, meter, request, submitter=actor, tx_hash=job_tx_hash(ctx, tx_hash),
                             events=events)
-    record = SdkJob(actor, job.cid, job.reply_handler, job.job_type)
+    record = SdkJob(actor, job.cid, job.reply_handler, job.job_type, job.task_index)
     meter.charge_cells(SUBMIT_CELLS + len(job.reply_handler))
     world.set(PREFIX + job_id, record.encode())
     events.append(Event(actor, TOPIC_SUBMITTED, encode({0: job_id, 1: job.cid, 2: job.job_type})))
@@ -338,6 +353,8 @@ def reply_for(world: WorldState, callback_payload: bytes, target: bytes) -> Repl
         data = encode({0: job_id, 1: record.cid, 2: "no_continuation"})
         return Reply(record, None, Event(target, TOPIC_DROPPED, data))
     reply: dict[str, Any] = {"cid": record.cid.hex(), "reply_handler": record.reply_handler, "correlation_id": None}
+    if record.task_index is not None:
+        reply["task_index"] = record.task_index
     ok, result, reason = m[1], m[2], m[3]
     if ok is True and isinstance(result, bytes):
         reply["result"] = decode_result(record.job_type, result)
