@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,14 @@ def _deploy_ticker(node: Any, directory: Path) -> str:
     return actor
 
 
+def _deploy_into(out: dict[str, Any], node: Any, directory: Path) -> None:
+    """:func:`_deploy_ticker` for a thread: ``out["address"]``, or ``out["error"]``."""
+    try:
+        out["address"] = _deploy_ticker(node, directory)
+    except BaseException as e:  # reported by the test when it reads the address
+        out["error"] = e
+
+
 def _until(cond: Any, what: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -92,9 +101,8 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
             errors.append(f"{msg.text} @ {msg.location}")
 
     with runner_world(tmp_path) as (node, runner, actor), HttpServer() as server:
-        runner.start()
+        runner.start()  # its session comes up while the browser starts; the page shows when it is up
         try:
-            runner.wait_session()
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
                 try:
@@ -104,6 +112,10 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     page.goto(node.url + "/ui")
                     # Locators and expect() only: the page's CSP forbids eval, which wait_for_function uses.
                     expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+                    # An actor called while the page watches (its timer shows), deployed meanwhile.
+                    deployed: dict[str, Any] = {}
+                    deployer = threading.Thread(target=_deploy_into, args=(deployed, node, tmp_path), daemon=True)
+                    deployer.start()
 
                     first = int(_text(page, "#height"))
                     _until(lambda: int(_text(page, "#height")) > first, "the shown height to increase")
@@ -112,8 +124,10 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     expect(me).to_contain_text("this node")
                     expect(me).to_contain_text("leader")
                     row = page.locator(f'#runners tr[data-runner="{runner.address.lower()}"]')
-                    expect(row.locator("td").nth(4)).to_have_text("yes", timeout=15_000)  # session here
-                    ticker = _deploy_ticker(node, tmp_path)  # called while the page watches: its timer shows
+                    expect(row.locator("td").nth(4)).to_have_text("yes", timeout=40_000)  # session here
+                    deployer.join(90)
+                    assert "address" in deployed, f"deploying the timer actor failed: {deployed.get('error')!r}"
+                    ticker = deployed["address"]
                     timer = page.locator(f'#timers tr[data-actor="{ticker.lower()}"][data-timer]')
                     expect(timer).to_have_count(1, timeout=15_000)
                     expect(timer.locator("td").nth(3)).to_have_text("handle_timer")
