@@ -3,8 +3,9 @@
 #
 # Checks, each bounded in time: the 4 validators answer on their published 127.0.0.1 ports and finalize blocks;
 # they agree on the block hash at a common height; both runners registered; a demo HTTP job settles (the demo's
-# log says "settled ok=True"); the demo actor's timer fired; Prometheus scrapes every validator and runner; the
-# node and runner containers report healthy (a runner's health check must not probe a node RPC).
+# log says "settled ok=True"); the demo actor's timer fired; Prometheus scrapes every validator and runner, every
+# alert rule evaluates and every Grafana panel query returns series; the node and runner containers report
+# healthy (a runner's health check must not probe a node RPC).
 # The project (and every volume) is removed at the end, whatever happened.
 #
 # Environment: CONTAINER_ENGINE (docker|podman), IMAGE, BASE_IMAGE (see `make image`); PROMETHEUS_IMAGE and
@@ -128,6 +129,27 @@ print("    prometheus targets up:", " ".join(up))
 sys.exit(0 if len(up) == 6 else 1)'
 }
 until_ok "Prometheus scrapes all 4 validators and both runners" targets_up
+
+panels_answer() {  # every Grafana panel query and every metric an alert names has series in this Prometheus
+    python3 - deploy/grafana/dashboards/cowboy-testnet.json <<'PY'
+import json, re, sys, urllib.parse, urllib.request
+def query(q):
+    url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)["data"]["result"]
+with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/rules", timeout=5) as r:
+    rules = [x for g in json.load(r)["data"]["groups"] for x in g["rules"]]
+bad = [f"rule {x['name']}: {x['health']}" for x in rules if x["health"] != "ok"] if rules else ["no rules loaded"]
+exprs = [t["expr"] for p in json.load(open(sys.argv[1]))["panels"] for t in p["targets"]]
+bad += [f"panel query without series: {e}" for e in exprs if not query(e)]
+names = sorted({n for x in rules for n in re.findall(r"\bcowboy_[a-z0-9_]+", x["query"])})
+bad += [f"metric of an alert not scraped: {n}" for n in names if not query(f"count({n})")]
+print(f"    {len(rules)} alert rules healthy, {len(exprs)} panel queries answered, {len(names)} alert metrics scraped"
+      if not bad else "    " + "\n    ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+}
+until_ok "every alert rule evaluates, every dashboard query and alert metric has series" panels_answer
 
 healthy() {  # podman without systemd runs no health timers: run the check itself (what a timer would run)
     if [[ "$ENGINE" == podman ]]; then
