@@ -73,6 +73,9 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job (~70 s)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
 
+test-runner-ops: $(STAMP) ## runner executors end to end (issue 21): a node, a real runner, an LLM stub answering 429 then OK, then going unhealthy (~60 s)
+	COWBOY_RUNNER_OPS_E2E=1 $(VPY) -m pytest -q tests/integration/test_runner_llm_ops.py
+
 devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
 	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh
 

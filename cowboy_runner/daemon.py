@@ -472,6 +472,7 @@ class Daemon:
             "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
                           "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
                           "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
+                          "unavailable_kinds": sorted(lk.unavailable), "capability_deltas": lk.deltas_sent,
                           "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
                          for lk in self.links],
             "session_problems": list(self.session_problems),
