@@ -14,7 +14,10 @@
 # No VOLUME is declared: mount a named volume on /data (node home) or /runner (runner home) yourself, so that
 # no anonymous volume is left behind by containers that do not need one.
 #
-# The base image is pinned by digest (python:3.11-slim-bookworm for linux/amd64 and arm64). Override it with
+# The base image is pinned by digest, so two builds start from the same bytes. The digest is one published for
+# python:3.11-slim-bookworm; the machine this was written on reaches no registry and could not re-check it. To move
+# the pin: `docker buildx imagetools inspect python:3.11-slim-bookworm` and replace the digest below. Override it
+# for one build with
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim-bookworm .      (or make image BASE_IMAGE=...)
 # e.g. on a host whose registry mirror or local stand-in has another digest.
 ARG BASE_IMAGE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
