@@ -48,9 +48,19 @@ def count_terminal(events: Iterable[Event]) -> dict[str, int]:
     out: dict[str, int] = {}
     for e in events:
         reason = TERMINAL_REASONS.get(e.topic)
-        if reason is not None:
-            out[reason] = out.get(reason, 0) + 1
+        if reason is None or (reason == "cancelled_by_governance" and not _removed(e.data)):
+            continue
+        out[reason] = out.get(reason, 0) + 1
     return out
+
+
+def _removed(data: bytes) -> bool:
+    """``timer.cancelled_by_governance`` data ``{0: timer_id, 1: removed}``: a cancel of no timer removed nothing."""
+    try:
+        value = decode(data)
+    except CodecError:
+        return False
+    return isinstance(value, dict) and value.get(1) is True
 
 
 DEFAULT_HISTORY_LIMIT = 50

@@ -284,3 +284,17 @@ def test_index_filters_a_topic_hash_collision() -> None:
     # forge a Y/ entry under topic "zzz"'s hash pointing at an "a" event: the scan must not return it
     s.write_batch([(b"Y/" + E1 + topic_hash("zzz") + (1).to_bytes(8, "big") + (0).to_bytes(4, "big"), b"")])
     assert list(scan_events(s, E1, topic="zzz")) == []
+
+
+def test_terminal_counts_by_reason_skip_a_governance_cancel_that_removed_nothing() -> None:
+    from cowboy_node.rpc.event_queries import count_terminal
+    from cowboy_protocol.codec import encode
+
+    gov = b"\x09".rjust(20, b"\x00")
+    events = [Event(E1, "timer.expired", b""), Event(E1, "timer.expired", b""),
+              Event(E1, "timer.cancelled_insufficient_funds", b""), Event(E1, "mailbox.dropped", b""),
+              Event(gov, "timer.cancelled_by_governance", encode({0: b"\x01" * 32, 1: True})),
+              Event(gov, "timer.cancelled_by_governance", encode({0: b"\x02" * 32, 1: False})),
+              Event(E1, "timer.fired", b""), Event(E1, "bumped", b"")]
+    assert count_terminal(events) == {"expired": 2, "insufficient_funds": 1, "mailbox_dropped": 1,
+                                      "cancelled_by_governance": 1}
