@@ -162,6 +162,8 @@ class LlmStub:
     """``error.message`` of a non-200 answer (servers often echo the request, key included)."""
     models_status: int = 200
     """Status of ``GET /v1/models`` (the health probe)."""
+    endless: bool = False
+    """Answer completions with a 200 body that never ends (chunks of spaces forever)."""
 
 
 def llm_app(stub: LlmStub) -> web.Application:
@@ -173,6 +175,14 @@ def llm_app(stub: LlmStub) -> web.Application:
         stub.auth.append(request.headers.get("Authorization"))
         if stub.delay_s:
             await asyncio.sleep(stub.delay_s)
+        if stub.endless:
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await resp.prepare(request)
+            with contextlib.suppress(ConnectionError):
+                while True:
+                    await resp.write(b" " * 65536)
+                    await asyncio.sleep(0)
+            return resp
         if stub.script:
             status, headers, text = stub.script.pop(0)
             return web.Response(status=status, headers=headers, text=text)

@@ -92,6 +92,15 @@ async def test_garbage_reply_is_upstream_error(stub: tuple[str, LlmStub]) -> Non
     await _fails(_executor(base), _job(), "upstream_error")
 
 
+async def test_endless_reply_stream_is_cut_at_the_response_cap(stub: tuple[str, LlmStub]) -> None:
+    base, s = stub
+    s.endless = True
+    err = await _fails(_executor(base, max_response_bytes=1 << 20), _job(), "response_too_large")
+    assert err.detail["limit"] == 1 << 20
+    s.endless = False
+    assert (await _executor(base).execute(_job(), None, deadline_s=20)).output == b"hello"  # next job is fine
+
+
 def test_retry_after_forms() -> None:
     now = 1_700_000_000.0
     assert retry_after_seconds("7", now) == 7.0
