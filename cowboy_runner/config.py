@@ -493,7 +493,12 @@ timeout_s = 30.0
 time_limit_s = 60.0
 memory_limit_mb = 512
 max_output_bytes = 262144
+# Programs run in a bubblewrap sandbox (no runner home, no environment, no network); start-up fails if bwrap
+# cannot run here. "none" runs them unsandboxed, for development only.
+isolation = "bwrap"
 # "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
+# Every executor key (per-kind max_concurrent/queue, LLM retries and api_key_file, MCP stdio servers and tool
+# allow-lists, adapters, plugins): docs/runner-executors.md "Configuration".
 """
 
 
