@@ -39,6 +39,7 @@ def main() -> None:
         stub = types.ModuleType(pkg)
         stub.__path__ = []
         sys.modules.setdefault(pkg, stub)
+    _load("costs")
     _load("unicode_tables")
     u = _load("unistr")
     rnd = random.Random(1)

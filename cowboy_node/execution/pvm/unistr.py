@@ -20,7 +20,7 @@ import bisect
 import functools
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cowboy_node.execution.pvm import costs
 from cowboy_node.execution.pvm import unicode_tables as T
@@ -101,6 +101,7 @@ def _re(kind: str) -> re.Pattern[str]:
     patterns = {
         "word": _class(_complement(_prop("SPACE"))) + "+",
         "linebreak": "\r\n|" + _class(_prop("LINEBREAK")),
+        "markers": _class([(ord(_MARKERS[-1]), ord(_MARKERS[0]))]),
     }
     return re.compile(patterns[kind])
 
@@ -241,52 +242,85 @@ def _table(name: str) -> dict[int, str]:
     raise ValueError(name)
 
 
-class _SigmaContext:
-    """Final-sigma decisions for one string (CPython's ``handle_capital_sigma``), from its class codes."""
+#: Candidate private-use characters standing for a decided U+03A3 while a string is mapped (two not in
+#: the string are taken; they have no case mapping, so translate() leaves them alone).
+_MARKERS = tuple(chr(0x10FFFD - k) for k in range(64))
 
-    __slots__ = ("cased", "codes", "n", "rev")
 
-    def __init__(self, s: str) -> None:
-        self.codes = classify(s)
-        self.rev = self.codes[::-1]
-        self.n = len(s)
-        self.cased = _classes().codes["CASED"]
+@functools.cache
+def _sigma_re(kind: str, marker: str = "") -> re.Pattern[str]:
+    ignorable = _class(_prop("CASE_IGNORABLE"))
+    cased = _class(_union(_prop("CASED"), [(ord(marker), ord(marker))] if marker else []))
+    # possessive: a character both cased and case-ignorable is skipped, never taken back as the cased one
+    if kind == "cased_before":  # run on the reversed string
+        return re.compile(f"{_SIGMA}(?={ignorable}*+{cased})")
+    return re.compile(f"{re.escape(marker)}(?={ignorable}*+{cased})")  # "cased_after"
 
-    def lower(self, i: int) -> str:
-        """Lowercase of the U+03A3 at index ``i``: final when the nearest non-case-ignorable character
-        before it is cased and the nearest one after it is not (or the string ends there)."""
-        skip = _code_re("ignorable_run")
-        back = skip.match(self.rev, self.n - i)  # in rev, index n - 1 - k holds s[k]
-        assert back is not None  # "[...]*" always matches
-        j = back.end()
-        final = j < self.n and self.rev[j] in self.cased
-        if final and i + 1 < self.n:
-            ahead = skip.match(self.codes, i + 1)
-            assert ahead is not None
-            k = ahead.end()
-            final = k == self.n or self.codes[k] not in self.cased
+
+def _mark_sigmas(s: str) -> tuple[str, str, str] | None:
+    """``s`` with each U+03A3 replaced by a final or a non-final marker (CPython's ``handle_capital_sigma``:
+    final when the nearest non-case-ignorable character before it is cased and the nearest one after
+    it is not, or the string ends), and the two markers; None without a U+03A3 or free markers."""
+    if _SIGMA not in s:
+        return None
+    free = _free_markers(s)
+    if len(free) < 2:
+        return None
+    final, other = free[0], free[1]
+    # a cased character before: a candidate (in the reversed string, "before" is "after")
+    candidates = _sigma_re("cased_before").sub(final, s[::-1])[::-1]
+    # ... that has a cased character after is not final; a sigma that was no candidate is not final either
+    marked = _sigma_re("cased_after", final).sub(other, candidates).replace(_SIGMA, other)
+    return marked, final, other
+
+
+def _free_markers(s: str) -> list[str]:
+    present = set(_re("markers").findall(s))
+    return [m for m in _MARKERS if m not in present]
+
+
+def _with_sigmas(name: str, s: str, fn: Callable[[str, str], str]) -> str:
+    """``fn(s, text)`` where ``text`` is ``s`` with its sigmas decided; the markers become σ or ς."""
+    marked = _mark_sigmas(s)
+    if marked is None:
+        if _SIGMA in s:  # the text holds 63 of the 64 markers: CPython's loop, in Python
+            return _slow(name, s)
+        return fn(s, s)
+    text, final, other = marked
+    return fn(s, text).replace(final, "\u03c2").replace(other, "\u03c3")
+
+
+def _slow(name: str, s: str) -> str:
+    """CPython's ``lower``/``swapcase``/``capitalize``/``title`` loops, one character at a time."""
+    ignorable, cased, is_upper, is_lower = (_member(n) for n in ("CASE_IGNORABLE", "CASED", "UPPER", "LOWER"))
+
+    def lower_at(i: int, ch: str) -> str:
+        if ch != _SIGMA:
+            return T.LOWER_MAP.get(ord(ch), ch)
+        j = i - 1
+        while j >= 0 and ignorable(s[j]):
+            j -= 1
+        final = j >= 0 and cased(s[j])
+        if final and i + 1 < len(s):
+            j = i + 1
+            while j < len(s) and ignorable(s[j]):
+                j += 1
+            final = j == len(s) or not cased(s[j])
         return "\u03c2" if final else "\u03c3"
 
-
-def _mapped(s: str, start: int, end: int, table: str, sigma: _SigmaContext | None) -> str:
-    """``s[start:end]`` mapped through ``table``; each U+03A3 lowercased in the context of all of ``s``."""
-    tr = _table(table)
-    if sigma is None or _SIGMA not in s[start:end]:
-        return s[start:end].translate(tr)
     out: list[str] = []
-    pos = start
-    i = s.find(_SIGMA, start, end)
-    while i >= 0:
-        out.append(s[pos:i].translate(tr))
-        out.append(sigma.lower(i))
-        pos = i + 1
-        i = s.find(_SIGMA, pos, end)
-    out.append(s[pos:end].translate(tr))
+    previous_cased = False
+    for i, ch in enumerate(s):
+        if name == "lower" or (name == "capitalize" and i > 0):
+            out.append(lower_at(i, ch))
+        elif name == "swapcase":
+            out.append(lower_at(i, ch) if is_upper(ch) else T.UPPER_MAP.get(ord(ch), ch) if is_lower(ch) else ch)
+        elif name == "capitalize" or not previous_cased:  # capitalize's first character, or title
+            out.append(T.TITLE_MAP.get(ord(ch), ch))
+        else:
+            out.append(lower_at(i, ch))
+        previous_cased = cased(ch)
     return "".join(out)
-
-
-def _sigma(s: str) -> _SigmaContext | None:
-    return _SigmaContext(s) if _SIGMA in s else None
 
 
 def upper(s: str) -> str:
@@ -294,7 +328,7 @@ def upper(s: str) -> str:
 
 
 def lower(s: str) -> str:
-    return _mapped(s, 0, len(s), "lower", _sigma(s))
+    return _with_sigmas("lower", s, lambda orig, text: text.translate(_table("lower")))
 
 
 def casefold(s: str) -> str:
@@ -302,29 +336,33 @@ def casefold(s: str) -> str:
 
 
 def swapcase(s: str) -> str:
-    return _mapped(s, 0, len(s), "swap", _sigma(s))
+    return _with_sigmas("swapcase", s, lambda orig, text: text.translate(_table("swap")))
 
 
 def capitalize(s: str) -> str:
     if not s:
         return s
-    return s[0].translate(_table("title")) + _mapped(s, 1, len(s), "lower", _sigma(s))
+    return _with_sigmas("capitalize", s, lambda orig, text: orig[0].translate(_table("title"))
+                        + text[1:].translate(_table("lower")))
 
 
 def title(s: str) -> str:
     """CPython's ``do_title``: a character after a cased one is lowercased, any other titlecased."""
+    return _with_sigmas("title", s, _title)
+
+
+def _title(orig: str, text: str) -> str:
     out: list[str] = []
-    codes = classify(s)
+    codes = classify(orig)
     cased = _classes().codes["CASED"]
-    sigma = _sigma(s)
     for m in _code_re("runs").finditer(codes):
         a, b = m.span()
         if codes[a] in cased:
-            out.append(s[a].translate(_table("title")))
-            out.append(_mapped(s, a + 1, b, "lower", sigma))
+            out.append(orig[a].translate(_table("title")))
+            out.append(text[a + 1:b].translate(_table("lower")))
         else:
-            out.append(s[a].translate(_table("lower" if a > 0 else "title")))
-            out.append(s[a + 1:b].translate(_table("title")))
+            out.append(orig[a].translate(_table("lower" if a > 0 else "title")))
+            out.append(orig[a + 1:b].translate(_table("title")))
     return "".join(out)
 
 
@@ -403,11 +441,13 @@ def cost(name: str, s: str) -> int:
 
 
 def events(name: str, s: str) -> int:
-    """Context-dependent steps of ``name`` on ``s`` that run in Python rather than C (priced per step
-    by ``costs.UNICODE_STEP``): final-sigma decisions, title() runs, escaped runs of repr()."""
+    """Context-dependent steps of ``name`` on ``s`` that may run in Python rather than C (priced per step
+    by ``costs.UNICODE_STEP``): final-sigma decisions (every character when the fast path has no free
+    marker), title() runs, escaped runs of repr()."""
     n = 0
-    if name in ("lower", "swapcase", "capitalize", "title"):
-        n += s.count(_SIGMA)
+    if name in ("lower", "swapcase", "capitalize", "title") and _SIGMA in s:
+        # each sigma; every character when the text leaves no free marker (CPython's loop in Python)
+        n += s.count(_SIGMA) + (len(s) if len(_free_markers(s)) < 2 else 0)
     if name == "title":
         n += 2 * len(_code_re("cased_runs").findall(classify(s))) + 1
     elif name == "repr":

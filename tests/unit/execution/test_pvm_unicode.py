@@ -248,3 +248,17 @@ def test_non_ascii_text_pays_the_unicode_surcharge() -> None:
     upper = 2 * 5
     title = 2 * 5 + 16 * (2 + 2 * 2 + 1)
     assert greek_cycles - ascii_cycles == upper + title
+
+
+@needs_pinned_interpreter
+def test_sigma_rule_without_free_markers_falls_back_to_cpythons_loop() -> None:
+    # text that holds the private-use characters the fast final-sigma path borrows as markers
+    crowd = "".join(chr(0x10FFFD - k) for k in range(64))
+    rnd = random.Random(5)
+    for _ in range(300):
+        s = crowd + "".join(rnd.choice(_POOL) for _ in range(rnd.randint(0, 9)))
+        for name in ("lower", "swapcase", "capitalize", "title"):
+            assert unistr.MAPPINGS[name](s) == getattr(s, name)(), (name, s)
+            assert unistr._slow(name, s[64:]) == getattr(s[64:], name)(), (name, s)
+    assert unistr.events("lower", crowd + "A\u03a3") == 1 + 66  # priced per character on that path
+    assert unistr.events("lower", "A\u03a3") == 1
