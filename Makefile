@@ -93,6 +93,7 @@ fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the C
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
 	$(VPY) bench/eob_timers.py
+	$(VPY) bench/actor_workflow.py
 	$(VPY) bench/dispatch.py
 	$(VPY) bench/quic_echo.py
 	$(VPY) bench/push_latency.py
