@@ -26,7 +26,7 @@ lists/tuples/dicts of those).
 from __future__ import annotations
 
 from cowboy_node.execution import fees, mailbox
-from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors import lifecycle, store
 from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
@@ -450,6 +450,33 @@ class Host:
             raise TxFailed("balance_overflow", "recipient balance would exceed u128")
         self._meter.charge_cells(put_account(self._world, dest, Account(recipient.balance + value, recipient.nonce)))
         self._events.append(Event(me, "transfer", encode({0: dest, 1: encode_u128(value)})))
+
+    def fork_actor(self, endowment: object = 0) -> bytes:
+        """Clone this actor (code and storage) at its next child address, moving ``endowment`` to it; runs the
+        code's ``on_fork(parent)`` on the child. Returns the child's address (``actors/lifecycle.py``)."""
+        value = _int(endowment, "endowment", 0, U128_MAX)
+        self._enter(HOST_CALL_CYCLES)
+        f = self._frame
+
+        def run_child(child: bytes, handler: str, payload: bytes) -> bytes:
+            frame = CallFrame(actor=child, sender=child, tx_sender=f.tx_sender, tx_hash=f.tx_hash, depth=f.depth + 1)
+            return self._run_frame(self._world, self._ctx, frame, handler, payload, self._meter, self._events,
+                                   self._scope)
+
+        return lifecycle.fork(self._world, self._ctx.env.height, self._meter, parent=f.actor, endowment=value,
+                              events=self._events, run_child=run_child)
+
+    def upgrade_self(self, new_code: object, new_manifest: object = None, routes: object = None,
+                     route_sponsorship: object = None) -> None:
+        """Replace this actor's code with ``new_code`` (UTF-8 source) from its next run on; manifests, routes and
+        route sponsorship (CIP-15) are not supported here and must be None (``actors/lifecycle.py``)."""
+        code = _bytes(new_code, "new_code", MAX_VALUE_BYTES)
+        for name, value in (("new_manifest", new_manifest), ("routes", routes),
+                            ("route_sponsorship", route_sponsorship)):
+            if value is not None:
+                raise ValueError(f"upgrade_self: {name} is not supported on this node (no manifests or CIP-15 routes)")
+        self._enter(HOST_CALL_CYCLES)
+        lifecycle.upgrade(self._world, self._meter, actor=self._frame.actor, new_code=code, events=self._events)
 
     def submit_job(self, payload: object) -> bytes:
         """Submit an off-chain job paid from this actor's balance; returns its job id (docs/jobs.md).

@@ -474,6 +474,7 @@ def _build_view() -> Mapping[str, object]:
         "SoftFloat": _entry(_sdk_types.SoftFloat),
         "ordered_set": _entry(_sdk_types.ordered_set),
         "TaskGroup": _task_group,
+        "fork": _entry(cowboy_sdk.fork),
     }
     for name in ERROR_NAMES:
         view[name] = getattr(_sdk_errors, name)

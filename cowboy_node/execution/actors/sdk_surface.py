@@ -29,7 +29,6 @@ REFUSED: Mapping[str, str] = types.MappingProxyType({
              "JobSpec max_retries)",
     "Verify": "verification builders are not bridged (runner jobs use verification mode none, one runner)",
     "CowboyModel": "structured models need `cowboy build` schemas; pass response_schema= (JSON text) instead",
-    "fork": f"needs fork_actor, one of the {_NO_HOST}",
     "derive_actor_address": "the SDK derives keccak256(0xff ‖ deployer ‖ keccak256(salt) ‖ code_hash) behind a group "
                             "prefix; this node's addresses are keccak256(creator ‖ salt ‖ keccak256(source))[12:]",
     "on_event": f"CIP-29 event subscriptions need subscribe_event, one of the {_NO_HOST}",
