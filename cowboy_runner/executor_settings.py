@@ -93,7 +93,8 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
                               stderr_tail_bytes=c.stderr_tail_bytes, enforce_memory_limit=c.enforce_memory_limit,
                               isolation=c.isolation,  # type: ignore[arg-type]  # checked by the loader
                               max_processes=c.max_processes, max_file_mb=c.max_file_mb, scratch_mb=c.scratch_mb,
-                              cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap)
+                              cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap,
+                              cgroup=c.cgroup, cgroup_parent=c.cgroup_parent)
     for name, plugin in ex.plugins.items():
         try:
             load_factory(plugin.entry_point)

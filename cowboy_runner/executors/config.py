@@ -261,6 +261,12 @@ class CustomConfig:
     """Sandboxed, runner started as root: commands run as uid/gid ``base + n`` (one per job, 4096 cycled)."""
     bwrap: str = "bwrap"
     """The bubblewrap executable."""
+    cgroup: bool = True
+    """Sandboxed: give each job its own cgroup when one can be created (``executors/cgroups.py``): the memory limit
+    is then the cgroup's (resident memory; no ``RLIMIT_AS``) and ``pids.max`` = ``max_processes``."""
+    cgroup_parent: str | None = None
+    """A delegated cgroup v2 directory to create job cgroups in (None: cgroup v1 ``memory``/``pids`` hierarchies
+    when writable)."""
 
     def __post_init__(self) -> None:
         if self.isolation not in ("bwrap", "none"):

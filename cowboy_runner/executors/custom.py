@@ -13,6 +13,7 @@ import signal
 from collections.abc import Callable
 
 from cowboy_protocol.types.jobspec import CustomJob, JobType, ResourceBounds
+from cowboy_runner.executors import cgroups
 from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size
 from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
 from cowboy_runner.executors.http import with_operator_limit
@@ -78,12 +79,18 @@ class CustomExecutor:
         if spec is None:
             raise ExecutorError("unknown_executor", f"executor_hash {job.executor_hash.hex()} is not configured")
         memory_mb = self.memory_limit_mb(bounds)
+        c = self.config
+        cgroup = None
+        if c.isolation == "bwrap" and c.cgroup:  # blocking sysfs writes, but a handful of small files
+            cgroup = cgroups.create(c.cgroup_parent, memory_bytes=None if memory_mb is None else memory_mb << 20,
+                                    max_pids=c.max_processes)
         procs: list[asyncio.subprocess.Process] = []
         loop = asyncio.get_running_loop()
         started = loop.time()
+        oom = False
         try:
-            out, rc, tail = await with_operator_limit(self._run(spec, job.params, memory_mb, procs), deadline_s,
-                                                      self.config.time_limit_s, "executors.custom.time_limit_s")
+            out, rc, tail = await with_operator_limit(self._run(spec, job.params, memory_mb, procs, cgroup),
+                                                      deadline_s, c.time_limit_s, "executors.custom.time_limit_s")
         except ExecutorError as e:
             if procs:
                 e.detail.setdefault("pid", procs[0].pid)
@@ -93,12 +100,16 @@ class CustomExecutor:
                 kill_group(procs[0])
                 if procs[0].returncode is None:
                     await procs[0].wait()
+            if cgroup is not None:
+                oom = cgroup.oom_killed()
+                await asyncio.to_thread(cgroup.kill_and_remove)
         wall_ms = math.ceil((loop.time() - started) * 1000)
         pid = procs[0].pid
         detail: dict[str, object] = {"pid": pid, "exit_code": rc, "wall_ms": wall_ms,
-                                     "stderr_tail": tail.decode("utf-8", "replace")}
+                                     "stderr_tail": tail.decode("utf-8", "replace"),
+                                     "cgroup": None if cgroup is None else f"v{cgroup.version}"}
         if rc != 0:
-            if memory_mb is not None and died_of_memory(tail):
+            if memory_mb is not None and (oom or died_of_memory(tail)):
                 detail["memory_limit_mb"] = memory_mb
                 raise ExecutorError("memory_limit", f"process exceeded its {memory_mb} MiB memory limit",
                                     detail=detail)
@@ -118,7 +129,8 @@ class CustomExecutor:
         return min(limits) if limits else None
 
     async def _run(self, spec: CustomExecutorConfig, params: bytes, memory_mb: int | None,
-                   procs: list[asyncio.subprocess.Process]) -> tuple[bytes, int, bytes]:
+                   procs: list[asyncio.subprocess.Process],
+                   cgroup: cgroups.JobCgroup | None = None) -> tuple[bytes, int, bytes]:
         PIPE = asyncio.subprocess.PIPE
         c = self.config
         child_setup: Callable[[], None] | None
@@ -126,12 +138,15 @@ class CustomExecutor:
         if c.isolation == "bwrap":
             cpu = c.cpu_time_s if c.cpu_time_s is not None else \
                 (None if c.time_limit_s is None else math.ceil(c.time_limit_s))
+            # With a job cgroup the kernel bounds resident memory; RLIMIT_AS (address space) only without one.
+            address_space = None if memory_mb is None or cgroup is not None else memory_mb << 20
             limits = Limits(max_processes=c.max_processes, cpu_seconds=cpu, max_file_bytes=c.max_file_mb << 20,
-                            memory_bytes=None if memory_mb is None else memory_mb << 20)
+                            memory_bytes=address_space)
             argv = bwrap_argv(spec.argv, env=spec.env or {}, network=spec.network, ro_paths=spec.ro_paths,
                               cwd=spec.cwd, scratch_bytes=c.scratch_mb << 20, bwrap=c.bwrap)
             # bwrap itself gets an empty environment too: nothing of the runner's reaches the sandbox.
-            child_setup, env, cwd = preexec(limits, sandbox_uid(c.sandbox_uid_base)), {}, None
+            join = None if cgroup is None else cgroup.join_paths
+            child_setup, env, cwd = preexec(limits, sandbox_uid(c.sandbox_uid_base), join), {}, None
         else:
             argv = list(spec.argv)
             child_setup = None if memory_mb is None else _memory_limiter(memory_mb)

@@ -58,9 +58,11 @@ def _bounded(limit: int, which: int) -> int:
     return limit if hard == resource.RLIM_INFINITY else min(limit, hard)  # a hard limit cannot be raised
 
 
-def preexec(limits: Limits, uid: int | None) -> Callable[[], None]:
-    """The child's set-up between fork and exec: optional drop to ``uid`` (gid = uid, no supplementary groups),
-    then the limits. Only system calls: nothing that takes a lock the parent may hold."""
+def preexec(limits: Limits, uid: int | None, join: list[bytes] | None = None) -> Callable[[], None]:
+    """The child's set-up between fork and exec: join the ``cgroup.procs`` files in ``join`` (while still
+    privileged), optional drop to ``uid`` (gid = uid, no supplementary groups), then the limits. Only system
+    calls: nothing that takes a lock the parent may hold."""
+    cgroup_files = list(join or [])
     values = [(resource.RLIMIT_NPROC, limits.max_processes), (resource.RLIMIT_FSIZE, limits.max_file_bytes),
               (resource.RLIMIT_NOFILE, limits.max_open_files), (resource.RLIMIT_CORE, 0)]
     if limits.cpu_seconds is not None:
@@ -70,6 +72,12 @@ def preexec(limits: Limits, uid: int | None) -> Callable[[], None]:
     bounded = [(which, _bounded(v, which)) for which, v in values]
 
     def apply() -> None:
+        for path in cgroup_files:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, b"%d" % os.getpid())
+            finally:
+                os.close(fd)
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)

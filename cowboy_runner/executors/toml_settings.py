@@ -151,6 +151,10 @@ class CustomExecutorSettings:
     """First uid commands run as when the runner runs as root."""
     bwrap: str = "bwrap"
     """The bubblewrap executable."""
+    cgroup: bool = True
+    """Give each sandboxed job its own cgroup when possible (memory limit on resident memory, pids.max)."""
+    cgroup_parent: str | None = None
+    """Delegated cgroup v2 directory for job cgroups (None: the v1 memory/pids hierarchies when writable)."""
     programs: dict[bytes, CustomExecutorConfig] = field(default_factory=dict)
     """``executor_hash`` (32 bytes) → the local command."""
 
@@ -426,7 +430,7 @@ def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:
 
 _CUSTOM_LIMITS = (*_LIMIT_KEYS, "time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes",
                   "enforce_memory_limit", "isolation", "max_processes", "max_file_mb", "scratch_mb", "cpu_time_s",
-                  "sandbox_uid_base", "bwrap")
+                  "sandbox_uid_base", "bwrap", "cgroup", "cgroup_parent")
 _CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd", "network", "ro_paths")
 _ARGV_TEXT = "expected a non-empty array of non-empty strings (the command's argv) or a table with argv"
 
@@ -477,4 +481,5 @@ def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
                                   max_file_mb=_int(t, w, "max_file_mb", 64), scratch_mb=_int(t, w, "scratch_mb", 64),
                                   cpu_time_s=_int(t, w, "cpu_time_s", 1) if "cpu_time_s" in t else None,
                                   sandbox_uid_base=_int(t, w, "sandbox_uid_base", 200_000),
-                                  bwrap=_str(t, w, "bwrap", "bwrap") or "bwrap")
+                                  bwrap=_str(t, w, "bwrap", "bwrap") or "bwrap", cgroup=_bool(t, w, "cgroup", True),
+                                  cgroup_parent=_str(t, w, "cgroup_parent", None))

@@ -28,6 +28,7 @@ from cowboy_runner.executors import (
     ExecutionResult,
     ExecutorError,
     ExecutorsConfig,
+    cgroups,
 )
 from cowboy_runner.executors.sandbox import bwrap_argv, bwrap_problem
 
@@ -255,3 +256,38 @@ def test_skip_reason_is_verifiable() -> None:
     else:
         assert "bwrap" in PROBLEM or PY3 in PROBLEM
     time.sleep(0)
+
+
+CGROUP = cgroups.available(None)
+needs_cgroup = pytest.mark.skipif(PROBLEM is not None or CGROUP is None,
+                                  reason=f"no writable cgroup v1 memory/pids hierarchy here ({PROBLEM or 'bwrap ok'})")
+
+
+@needs_cgroup
+async def test_cgroup_memory_limit_kills_resident_memory_over_the_limit() -> None:
+    src = """
+        b = bytearray(256 * 1024 * 1024)
+        for i in range(0, len(b), 4096):
+            b[i] = 1                      # touch every page: resident, not just reserved
+        print("survived")
+    """
+    with pytest.raises(ExecutorError) as info:
+        await _run(_executor(src, memory_limit_mb=64))
+    assert info.value.code == "memory_limit" and info.value.detail["cgroup"] == "v1"
+
+
+@needs_cgroup
+async def test_cgroup_memory_limit_lets_a_program_reserve_address_space() -> None:
+    """What RLIMIT_AS breaks (JVM heaps, Go arenas, CUDA): reserving far more than the limit without using it."""
+    src = """
+        import mmap
+        m = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)  # MAP_NORESERVE
+        m[0] = 1
+        print("reserved 4 GiB")
+    """
+    result = await _run(_executor(src, memory_limit_mb=64))
+    assert result.output == b"reserved 4 GiB\n" and result.detail["cgroup"] == "v1"
+    with pytest.raises(ExecutorError) as info:  # the control: the same program under RLIMIT_AS fails
+        await _run(_executor(src, memory_limit_mb=64, cgroup=False))
+    assert info.value.code == "memory_limit"
+    assert not [d for d in (cgroups.V1_ROOT / "memory" / cgroups.GROUP).glob("job-*")]  # removed after the job
