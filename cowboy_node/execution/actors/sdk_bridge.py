@@ -158,6 +158,17 @@ def _entry(fn: Callable[..., Any]) -> Callable[..., Any]:
     return sdk_entry
 
 
+def _decoding_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An SDK entry point whose first argument it may CBOR-decode (a runner reply): charged by its size too,
+    as ``codec.decode`` is."""
+    def sdk_entry(*args: Any, **kwargs: Any) -> Any:
+        data = args[0] if args else None
+        _charge(costs.bytes_cost(len(data)) if isinstance(data, bytes | bytearray) else 0)
+        return fn(*args, **kwargs)
+
+    return sdk_entry
+
+
 def _function_decorator(fn: Callable[..., Any], what: str) -> Callable[..., Any]:
     """``@deco`` / ``@deco(**options)`` forms of an SDK function decorator, checked."""
 
@@ -309,7 +320,7 @@ def _send_group(awaitables: Any, cid: Any, handler: Any) -> None:
 
 def _collect_group(cid: Any, msg: Any) -> Any:
     """Record one task's reply in the barrier; the results in creation order once every task replied, else None."""
-    _charge()
+    _charge(costs.bytes_cost(len(msg)) if isinstance(msg, bytes | bytearray) else 0)
     reply = _sdk_codec.decode(msg) if isinstance(msg, bytes | bytearray) else msg
     index = reply.get("task_index") if isinstance(reply, dict) else None
     if type(index) is not int:
@@ -344,7 +355,7 @@ FSM_VIEW: Mapping[str, object] = types.MappingProxyType({
     "delete_cont": _entry(_sdk_cont.delete_cont),
     "encode": _encode,
     "job_payload": _entry(_SDK_RUNNER._job_payload),
-    "extract_result": _entry(_SDK_RUNNER._extract_result),
+    "extract_result": _decoding_entry(_SDK_RUNNER._extract_result),
     "chain_failure_ends": _entry(_SDK_RUNNER._chain_failure_ends),
     "RunnerResult": _runner_result,
     "structured_result": _structured_result,

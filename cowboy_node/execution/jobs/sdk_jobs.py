@@ -345,10 +345,10 @@ def reply_for(world: WorldState, callback_payload: bytes, target: bytes) -> Repl
     raw = world.get(PREFIX + job_id)
     if raw is None:
         return None
-    world.delete(PREFIX + job_id)
     record = SdkJob.decode(raw)
-    if record.actor != target:  # the callback names the submitting actor; anything else is not this record's
+    if record.actor != target:  # the callback always names the submitting actor; anything else is not its reply
         return None
+    world.delete(PREFIX + job_id)
     if store.get_state(world, target, CONT_KEY_PREFIX + record.cid) is None:
         data = encode({0: job_id, 1: record.cid, 2: "no_continuation"})
         return Reply(record, None, Event(target, TOPIC_DROPPED, data))
