@@ -40,6 +40,17 @@ class ChainClient:
         out: dict[str, Any] = await self._get("/status")
         return out
 
+    async def validators(self) -> dict[str, Any] | None:
+        """``GET /validators`` (None from a node that does not serve it): the snapshot with each validator's
+        announced QUIC endpoint."""
+        try:
+            out: dict[str, Any] | None = await self._get("/validators", missing_ok=True)
+        except ApiError as e:
+            if e.status == 501:
+                return None
+            raise
+        return out
+
     async def height(self) -> int:
         """``GET /height``: the head height (the runner's view of finality: the chain is single-slot final)."""
         return int((await self._get("/height"))["height"])

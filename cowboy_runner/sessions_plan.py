@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cowboy_protocol.netaddr import parse_host_port
 from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.subset import (
     MAX_SUBSET,
@@ -130,6 +131,22 @@ def snapshot_from_status(status: dict[str, Any]) -> Snapshot:
     if me not in keys:
         raise SnapshotError("the validator behind runner.validator_rpc is not in its own validator-set snapshot")
     return Snapshot(epoch, keys, me)
+
+
+def discovered_endpoints(doc: dict[str, Any] | None) -> tuple[dict[bytes, tuple[str, int]], tuple[str, ...]]:
+    """The QUIC endpoints a validator's ``GET /validators`` lists (validators announce theirs to each other):
+    ``{peer_pubkey: (host, port)}`` and a message per unusable entry (skipped, never fatal)."""
+    out: dict[bytes, tuple[str, int]] = {}
+    problems: list[str] = []
+    for i, v in enumerate((doc or {}).get("validators") or []):
+        if not isinstance(v, dict) or v.get("quic_endpoint") is None:
+            continue
+        try:
+            key = _key(v.get("ed25519_public_key"), f"validators[{i}].ed25519_public_key")
+            out[key] = parse_host_port(str(v["quic_endpoint"]), key=f"validators[{i}].quic_endpoint")
+        except (SnapshotError, ValueError) as e:
+            problems.append(f"GET /validators: {e}")
+    return out, tuple(problems)
 
 
 def plan_sessions(runner_pubkey: bytes, snapshot: Snapshot, rpc_quic_endpoint: tuple[str, int],

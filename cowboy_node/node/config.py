@@ -7,6 +7,7 @@ must not silently fall back to a default).
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
             "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
-    "quic": {"addr": str},
+    "quic": {"addr": str, "advertise": str},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
@@ -128,6 +129,9 @@ class NodeConfig:
     rpc_read_per_client_rps: int = 10
     """Read-only calls per second one client address may start (burst twice that); beyond it 429 ``rate_limited``."""
     quic_addr: str = "127.0.0.1:4433"
+    quic_advertise: str | None = None
+    """``HOST:PORT`` runners dial for this validator's QUIC transport, announced to the other validators and
+    listed by ``GET /validators`` (default: ``quic.addr`` unless it is a wildcard address)."""
     """CIP-11 QUIC listen address (UDP)."""
     metrics_addr: str = "127.0.0.1:9464"
     """Prometheus listen address."""
@@ -236,6 +240,7 @@ def load_config(home: Path) -> NodeConfig:
         rpc_read_budget_ms_per_s=values.get("rpc.read_budget_ms_per_s", 250),
         rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
+        quic_advertise=values.get("quic.advertise"),
         metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
         metrics_enabled=values.get("metrics.enabled", True),
         log_format=values.get("log.format", "console"),
@@ -267,7 +272,28 @@ def load_config(home: Path) -> NodeConfig:
     for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr),
                       ("p2p.addr", cfg.p2p_addr)):
         split_host_port(addr, path=p, key=key)
+    if cfg.quic_advertise is not None:
+        host, port = split_host_port(cfg.quic_advertise, path=p, key="quic.advertise")
+        if port == 0 or _is_wildcard(host):
+            raise ConfigError(p, "quic.advertise", f"must be an address runners can dial, got {cfg.quic_advertise!r}")
     return cfg
+
+
+def _is_wildcard(host: str) -> bool:
+    """``0.0.0.0`` / ``::`` (any address): fine to listen on, useless to dial."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def advertised_quic(cfg: NodeConfig) -> str | None:
+    """The QUIC endpoint runners dial for this validator: ``quic.advertise``, else ``quic.addr`` unless it is a
+    wildcard (then None: nothing to announce)."""
+    if cfg.quic_advertise is not None:
+        return cfg.quic_advertise
+    host, _ = split_host_port(cfg.quic_addr, path="config.toml", key="quic.addr")
+    return None if _is_wildcard(host) else cfg.quic_addr
 
 
 def parse_origins(entries: list[Any], *, path: str, key: str) -> tuple[str, ...]:
@@ -388,6 +414,9 @@ read_per_client_rps = 10
 [quic]
 # CIP-11 runner transport (UDP).
 addr = "{quic_addr}"
+# HOST:PORT runners dial for this validator (announced to the other validators, listed by GET /validators).
+# Default: addr, unless addr is a wildcard address (0.0.0.0 or [::]); then set it.
+# advertise = "validator-0.example.net:4433"
 
 [metrics]
 # Prometheus exposition at http://ADDR/metrics (namespace cowboy_).

@@ -48,6 +48,12 @@ from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
+from cowboy_node.transport.endpoint_gossip import (
+    CH_ENDPOINTS,
+    EndpointBook,
+    EndpointRefused,
+    make_endpoint_announcement,
+)
 from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.block import BlockHeader
@@ -62,6 +68,8 @@ from cowboy_protocol.types.transaction import Transaction
 log = get_logger("cowboy.node")
 
 # Rejections that cannot become valid later: drop the transaction from the pool.
+ENDPOINT_ANNOUNCE_S = 5.0
+"""How often a validator re-announces its QUIC endpoint to the others."""
 _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", "wrong_chain_id", "tx_too_large",
                         "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic",
                         "priority_fee_above_max", INTERNAL_ERROR})
@@ -123,6 +131,13 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
             on_refused=lambda reason: self.metrics.presence_gossip.labels(result=reason).inc())
         """Other validators' presence announcements (CIP-11 §8.2), merged into the PresenceInput we propose."""
         self.consensus.handlers[CH_PRESENCE] = self._on_presence_gossip
+        self.endpoints = EndpointBook(self._genesis_hash, tuple(v.ed25519_public_key for v in validators), self._ed_pub)
+        """The other validators' runner-facing QUIC endpoints, as they announced them."""
+        self.consensus.handlers[CH_ENDPOINTS] = self._on_endpoint_announcement
+        self.quic_advertise: str | None = None
+        """Our runner-facing QUIC endpoint (set at start-up when the transport runs)."""
+        self._endpoint_seq = 0
+        self._endpoint_announced_at: float | None = None
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -151,6 +166,25 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
             log.debug("presence announcement refused", sender=sender, reason=e.reason, error=str(e))
             return
         self.metrics.presence_gossip.labels(result="accepted").inc()
+
+    def _on_endpoint_announcement(self, sender: int, payload: bytes) -> None:
+        try:
+            self.endpoints.receive(sender, payload)
+        except EndpointRefused as e:
+            log.debug("endpoint announcement refused", sender=sender, reason=e.reason, error=str(e))
+
+    def _announce_endpoint(self) -> None:
+        """Every ENDPOINT_ANNOUNCE_S: tell the other validators where runners reach us (peers that connect
+        later hear it at the next round)."""
+        net = self.consensus.net
+        now = time.monotonic()
+        if net is None or self.quic_advertise is None or (
+                self._endpoint_announced_at is not None and now - self._endpoint_announced_at < ENDPOINT_ANNOUNCE_S):
+            return
+        self._endpoint_announced_at = now
+        self._endpoint_seq = max(self._endpoint_seq + 1, int(time.time() * 1000))
+        a = make_endpoint_announcement(self._ed_seed, self._genesis_hash, self.quic_advertise, self._endpoint_seq)
+        net.broadcast(CH_ENDPOINTS, a.encode())
 
     def _announce_presence(self, height: int) -> None:
         """Tell the other validators which runners we hold sessions to (after each committed block)."""
@@ -227,6 +261,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
         if self.transport is not None:  # push only once the assignment block is final and applied (CIP-11 §10.1)
             self.transport.on_block_committed(prepared.result.jobs_assigned, prepared.result.jobs_finished)
         self._announce_presence(block.header.height)
+        self._announce_endpoint()
         for tx, err in prepared.result.rejected:
             if err.code in _PERMANENT:
                 self.mempool.remove(tx.tx_hash())
@@ -335,7 +370,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLi
         out = []
         for key in snap.validators:
             i, v = records.get(key, (None, None))
-            entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub}
+            entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub,
+                                     "quic_endpoint": self.quic_advertise if key == self._ed_pub
+                                     else self.endpoints.endpoint(key)}
             if v is not None:
                 entry.update(index=i, name=v.name, bls_share_index=v.bls_share_index,
                              bls_public_key="0x" + v.bls_public_key.hex(),

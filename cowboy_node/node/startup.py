@@ -14,7 +14,7 @@ from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJourn
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.execution.system_state import get_cip11_flags
-from cowboy_node.node.config import NodeConfig, load_config, split_host_port
+from cowboy_node.node.config import NodeConfig, advertised_quic, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.observability.logging import configure_logging, get_logger
@@ -186,6 +186,8 @@ async def run_node(home: Path) -> int:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
         transport = await start_transport(node, home, cfg.quic_addr, metrics)
+        if transport is not None:
+            node.quic_advertise = advertised_quic(cfg)
         peers = await start_peers(node, cfg, home, metrics)
     except ConfigError as e:
         for r in runners:

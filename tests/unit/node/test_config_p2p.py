@@ -135,3 +135,21 @@ def test_parse_peer_names_the_given_key() -> None:
     with pytest.raises(ConfigError) as e:
         parse_peer("nope", path="x.toml", key="p2p.peers[7]")
     assert e.value.key == "p2p.peers[7]"
+
+
+def test_skip_timeout_views_default_and_bounds(tmp_path: Path) -> None:
+    assert _load(tmp_path, "").consensus_skip_timeout_views == 10
+    assert _load(tmp_path, "[consensus]\nskip_timeout_views = 0\n").consensus_skip_timeout_views == 0
+    assert _refused(tmp_path, "[consensus]\nskip_timeout_views = -1\n").key == "consensus.skip_timeout_views"
+
+
+def test_quic_advertise_defaults_to_a_dialable_listen_address(tmp_path: Path) -> None:
+    from cowboy_node.node.config import advertised_quic
+
+    assert advertised_quic(_load(tmp_path, '[quic]\naddr = "10.1.2.3:4433"\n')) == "10.1.2.3:4433"
+    assert advertised_quic(_load(tmp_path, '[quic]\naddr = "0.0.0.0:4433"\n')) is None
+    assert advertised_quic(_load(tmp_path, '[quic]\naddr = "[::]:4433"\n')) is None
+    cfg = _load(tmp_path, '[quic]\naddr = "0.0.0.0:4433"\nadvertise = "v0.example.net:4433"\n')
+    assert advertised_quic(cfg) == "v0.example.net:4433"
+    for bad in ("0.0.0.0:4433", "v0.example.net:0", "v0.example.net"):
+        assert _refused(tmp_path, f'[quic]\nadvertise = "{bad}"\n').key == "quic.advertise"

@@ -12,6 +12,8 @@ async def test_validators_lists_the_snapshot_from_state() -> None:
     node = make_node()
     try:
         async with read_only_client(node) as c:
+            assert (await expect_ok(await c.get("/validators")))["validators"][0]["quic_endpoint"] is None
+            node.quic_advertise = "127.0.0.1:4433"  # what start-up sets when the transport runs
             doc = await expect_ok(await c.get("/validators"))
         g = node.chain.genesis
         keys = [v.ed25519_public_key for v in g.validators]
@@ -19,6 +21,7 @@ async def test_validators_lists_the_snapshot_from_state() -> None:
         assert doc["validator_set_hash"] == "0x" + validator_set_hash(keys).hex()
         assert [v["ed25519_public_key"] for v in doc["validators"]] == ["0x" + k.hex() for k in keys]
         assert doc["validators"][0]["self"] is True and doc["validators"][0]["index"] == 0
+        assert doc["validators"][0]["quic_endpoint"] == "127.0.0.1:4433"
         assert doc["validators"][0]["bls_public_key"] == "0x" + g.validators[0].bls_public_key.hex()
     finally:
         node.close()

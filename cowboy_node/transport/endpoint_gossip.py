@@ -1,0 +1,128 @@
+"""Where runners reach each validator's CIP-11 QUIC transport, learned from the validators themselves.
+
+A runner keeps sessions with the ``k`` validators of its ``Sub(R)`` (CIP-11 §5.1) but is configured with one
+validator's RPC. So every validator announces its runner-facing QUIC endpoint (``[quic] advertise``, default
+``[quic] addr`` when that is not a wildcard) to the others over the peer layer, and ``GET /validators`` on any
+validator lists every endpoint it knows; the runner fills its session plan from there (entries of its own
+``[validators]`` table win). Endpoints are routing hints, not identity: a wrong one only costs a session that
+fails the validator's HelloAck signature check (§6.2).
+
+Wire (channel :data:`CH_ENDPOINTS`; deterministic CBOR, golden in ``docs/protocol.md``)::
+
+    EndpointAnnouncement = {0: validator_pubkey (32), 1: quic endpoint ("HOST:PORT" text, ≤ 262 bytes),
+                            2: sequence (u64, strictly increasing per validator), 3: signature (64)}
+
+``signature`` is Ed25519 over ``ENDPOINT_DOMAIN ‖ genesis_hash ‖ CBOR{0, 1, 2}``. Accepted only from the
+validator the key names, with a verifying signature and a sequence above the last accepted one; refusals are
+``malformed``, ``not_a_validator``, ``wrong_sender``, ``bad_signature``, ``stale``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.netaddr import parse_host_port
+from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+
+CH_ENDPOINTS = 5
+"""Peer-layer channel of endpoint announcements."""
+ENDPOINT_DOMAIN = b"cowboy/validator-endpoints/v1"
+"""Signature domain of an announcement."""
+MAX_ENDPOINT_BYTES = 262
+"""Longest endpoint text (a 253-byte host name, ':' and a port)."""
+
+
+class EndpointRefused(ValueError):
+    """An announcement was not accepted; ``reason`` is a stable label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointAnnouncement:
+    """One validator's runner-facing QUIC endpoint."""
+
+    validator_pubkey: bytes
+    """The announcer's raw Ed25519 peer_pubkey."""
+    quic: str
+    """``HOST:PORT`` (``[V6]:PORT``) runners dial."""
+    sequence: int
+    """Strictly increasing per validator (the announcer uses its wall clock in ms): newer replaces older."""
+    signature: bytes
+    """Ed25519 signature (see the module docstring)."""
+
+    def _fields(self) -> dict[int, object]:
+        return {0: self.validator_pubkey, 1: self.quic, 2: self.sequence}
+
+    def encode(self) -> bytes:
+        """Canonical bytes."""
+        return encode({**self._fields(), 3: self.signature})
+
+    def preimage(self, genesis_hash: bytes) -> bytes:
+        """The signed bytes."""
+        return ENDPOINT_DOMAIN + genesis_hash + encode(self._fields())
+
+    @staticmethod
+    def decode(data: bytes) -> EndpointAnnouncement:
+        """Strict inverse of :meth:`encode`; the endpoint must parse as ``HOST:PORT``."""
+        try:
+            doc = decode(data)
+        except CodecError as e:
+            raise DecodeError(f"EndpointAnnouncement: {e}") from None
+        m = expect_map(doc, frozenset({0, 1, 2, 3}), "EndpointAnnouncement")
+        quic = m[1]
+        if not isinstance(quic, str) or len(quic.encode()) > MAX_ENDPOINT_BYTES:
+            raise DecodeError("EndpointAnnouncement.quic: expected HOST:PORT text")
+        try:
+            parse_host_port(quic, key="EndpointAnnouncement.quic")
+        except ValueError as e:
+            raise DecodeError(str(e)) from None
+        return EndpointAnnouncement(expect_bytes(m[0], "EndpointAnnouncement.validator_pubkey", 32), quic,
+                                    expect_uint(m[2], "EndpointAnnouncement.sequence"),
+                                    expect_bytes(m[3], "EndpointAnnouncement.signature", 64))
+
+
+def make_endpoint_announcement(seed: bytes, genesis_hash: bytes, quic: str, sequence: int) -> EndpointAnnouncement:
+    """Sign this validator's endpoint."""
+    unsigned = EndpointAnnouncement(ed25519.public_key_from_seed(seed), quic, sequence, bytes(64))
+    return EndpointAnnouncement(unsigned.validator_pubkey, quic, sequence,
+                                ed25519.sign(seed, unsigned.preimage(genesis_hash)))
+
+
+class EndpointBook:
+    """The newest accepted endpoint of each other validator."""
+
+    def __init__(self, genesis_hash: bytes, validators: tuple[bytes, ...], me: bytes) -> None:
+        self._genesis_hash = genesis_hash
+        self._index = {k: i for i, k in enumerate(validators)}
+        self._me = me
+        self._latest: dict[bytes, tuple[int, str]] = {}
+
+    def receive(self, sender: int, data: bytes) -> EndpointAnnouncement:
+        """Check and keep an announcement from authenticated peer ``sender``; raises :class:`EndpointRefused`."""
+        try:
+            a = EndpointAnnouncement.decode(data)
+        except DecodeError as e:
+            raise EndpointRefused("malformed", str(e)) from None
+        index = self._index.get(a.validator_pubkey)
+        if index is None or a.validator_pubkey == self._me:
+            raise EndpointRefused("not_a_validator", "announcer is not another validator of the snapshot")
+        if index != sender:
+            raise EndpointRefused("wrong_sender", f"endpoint of validator {index} sent by validator {sender}")
+        last = self._latest.get(a.validator_pubkey)
+        if last is not None and a.sequence <= last[0]:
+            raise EndpointRefused("stale", f"sequence {a.sequence} is not above {last[0]}")
+        if not ed25519.verify(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature):
+            raise EndpointRefused("bad_signature", "announcement signature does not verify")
+        self._latest[a.validator_pubkey] = (a.sequence, a.quic)
+        return a
+
+    def endpoint(self, validator_pubkey: bytes) -> str | None:
+        """The newest accepted endpoint of ``validator_pubkey`` (None: never announced)."""
+        got = self._latest.get(validator_pubkey)
+        return None if got is None else got[1]
