@@ -70,7 +70,7 @@ typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs)
 	$(VPY) -m pytest -q
 
-test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job (~70 s)
+test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
 
 test-runner-ops: $(STAMP) ## runner executors end to end (issue 21): a node, a real runner, an LLM stub answering 429 then OK, then going unhealthy (~60 s)

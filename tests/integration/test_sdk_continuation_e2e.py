@@ -4,9 +4,10 @@ A ``cowboy-node`` devnet, a ``cowboy-runner`` whose HTTP executor reaches a loca
 executor talks to a local OpenAI-compatible stub (both started here), and an actor written as the SDK's docs
 show: ``await runner.http(...)`` then ``await runner.llm(...)``. The actor resumes twice and stores both results.
 Then the runner is killed with SIGKILL mid-job: the job times out, no runner is left to take it, and the actor's
-continuation gets the failure (its slot is freed) instead of hanging.
+continuation gets the failure (its slot is freed) instead of hanging. And the SDK README's Quick Start actor,
+with the ``@public`` its ``chat`` needs, chats with the LLM stub.
 
-About 70 s of real blocks: opt-in (``make test-sdk-e2e`` sets ``COWBOY_SDK_E2E=1``), outside the default suite.
+About 2 minutes of real blocks: opt-in (``make test-sdk-e2e`` sets ``COWBOY_SDK_E2E=1``), outside the default suite.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import pytest
 from aiohttp import web
 from cowboy_sdk import codec as sdk_codec
 
-from cowboy_node.execution.jobs.sdk_jobs import model_id
+from cowboy_node.execution.jobs.sdk_jobs import DEFAULT_MODEL, model_id
 from tests.integration.nodeproc import NodeProcess, cli
 from tests.integration.runnerproc import BODY, HttpServer, RunnerProcess, edit_runner_toml, fund_and_register
+from tests.unit.execution.test_sdk_quickstart import quick_start
 from tests.unit.runner_exec_servers import LlmStub, llm_app
 
 ACTOR = '''from cowboy_sdk import actor, capture, public, runner
@@ -100,7 +102,8 @@ def devnet(tmp_path: Path) -> Iterator[tuple[NodeProcess, RunnerProcess, LlmServ
                 ('job_types = ["http"]', 'job_types = ["http", "llm"]'),
                 ('[rate_card.http]', '[rate_card.llm]\nbase_price = "1000"\nprice_per_unit = "0"\n\n[rate_card.http]'),
                 ('# base_url = "http://127.0.0.1:8000/v1"', f'base_url = "http://127.0.0.1:{llm.port}/v1"'),
-                ('[executors.llm.models]', f'[executors.llm.models]\n"{model_id("stub-model").hex()}" = "tiny-model"'),
+                ('[executors.llm.models]', f'[executors.llm.models]\n"{model_id("stub-model").hex()}" = "tiny-model"\n'
+                                           f'"{model_id(DEFAULT_MODEL).hex()}" = "tiny-model"'),
             )
             fund_and_register(node, runner)
             yield node, runner, llm
@@ -184,3 +187,32 @@ def test_runner_killed_mid_job_delivers_the_failure_to_the_continuation(
         # timeout (10 blocks), no other runner to re-select: the job fails and the failure resumes the actor
         _wait("the failure to reach the continuation", lambda: _continuations(node, actor) == 0, 120, runner)
         assert _state(node, actor, b"page") is None and _state(node, actor, b"summary") is None
+
+
+def test_quick_start_with_public_chat_runs_against_the_llm_stub(
+        devnet: tuple[NodeProcess, RunnerProcess, LlmServer], tmp_path: Path) -> None:
+    # the README's actor; `chat` needs @public to be callable at all (docs/actors.md §8), nothing else changes
+    node, runner, llm = devnet
+    src = tmp_path / "quickstart.py"
+    src.write_text(quick_start().replace("    @runner.continuation\n    async def chat",
+                                         "    @public\n    @runner.continuation\n    async def chat"))
+    faucet = str(node.home / "keys" / "faucet.key")
+    actor: str = _json(cli("tx", "deploy", "--key", faucet, "--source", str(src), "--rpc", node.url,
+                           "--timeout", "30"))["address"]
+    cli("tx", "transfer", "--key", faucet, "--to", actor, "--amount", str(10**20), "--rpc", node.url, "--wait",
+        "--timeout", "30")
+    runner.start()
+    try:
+        runner.wait_session()
+        for handler, payload in (("init", b""), ("chat", sdk_codec.encode({"message": "hi"}))):
+            out = _json(cli("tx", "call", "--key", faucet, "--actor", actor, "--handler", handler, "--payload",
+                            "0x" + payload.hex(), "--rpc", node.url, "--wait", "--timeout", "30"))
+            assert out["receipt"]["status"] == "success", out
+        reply = _wait("the chat reply", lambda: _state(node, actor, b"reply:0"), 90, runner)
+        assert sdk_codec.decode(reply) == REPLY
+        assert sdk_codec.decode(_state(node, actor, b"calls") or b"") == 1
+        [request] = llm.stub.requests
+        assert request["messages"] == [{"role": "system", "content": "You are a helpful assistant"},
+                                       {"role": "user", "content": "hi"}]
+    finally:
+        assert runner.stop() == 0, runner.read_log()[-3000:]
