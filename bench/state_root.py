@@ -8,7 +8,9 @@ holding the tree ops and the raw key/values (what a node writes per block) +
 ``commit()``. Reported per write (µs), median over ``--blocks`` blocks, next to
 the baseline measured in the same run: raw plyvel synced batch writes of the
 same number of 32/64-byte key/values. The build ends with a full LevelDB
-compaction so blocks are timed in the steady state. ``cold_cache_us_per_write``
+compaction so blocks are timed in the steady state. ``prepare_cpu_us_per_write``
+is the process CPU time of ``prepare()`` (load from other processes on a shared
+machine inflates wall time, much less this). ``cold_cache_us_per_write``
 is one more block after dropping the tree's node cache (nodes re-read from
 LevelDB).
 
@@ -43,17 +45,20 @@ BUILD_BATCH = 100_000
 
 
 def _block(store: LevelDBStore, tree: StateTree, changes: dict[bytes, bytes | None]) -> tuple[float, ...]:
-    """Seconds for (prepare, synced write of tree ops and raw values, commit, total), and the tree op count."""
+    """Seconds for (prepare, synced write of tree ops and raw values, commit, total), the tree op count, and
+    the CPU seconds of prepare (steadier than wall time on a shared machine)."""
+    c0 = time.process_time()
     t0 = time.perf_counter()
     update = tree.prepare(changes)
     t1 = time.perf_counter()
+    c1 = time.process_time()
     ops: list[WriteOp] = [(DATA_PREFIX + k, v) for k, v in changes.items()]
     ops.extend(update.ops)
     store.write_batch(ops, sync=True)
     t2 = time.perf_counter()
     tree.commit(update)
     t3 = time.perf_counter()
-    return t1 - t0, t2 - t1, t3 - t2, t3 - t0, float(len(update.ops))
+    return t1 - t0, t2 - t1, t3 - t2, t3 - t0, float(len(update.ops)), c1 - c0
 
 
 def _baseline(path: str, rng: random.Random, writes: int, blocks: int) -> float:
@@ -119,6 +124,7 @@ def measure(n_keys: int, writes: int = 2000, path: str | None = None, *, blocks:
             "build_s": round(build_s, 2),
             "us_per_write": us(total),
             "prepare_us_per_write": us(statistics.median(r[0] for r in runs)),
+            "prepare_cpu_us_per_write": us(statistics.median(r[5] for r in runs)),
             "write_us_per_write": us(statistics.median(r[1] for r in runs)),
             "commit_us_per_write": us(statistics.median(r[2] for r in runs)),
             "cold_cache_us_per_write": us(cold[3]),

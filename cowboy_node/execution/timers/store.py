@@ -18,6 +18,7 @@ writes made by a transaction sit in its journal and are undone by a revert.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -95,10 +96,22 @@ def get_timer(world: WorldState, timer_id: bytes) -> Timer | None:
     return None if raw is None else Timer.decode(raw)
 
 
+@functools.lru_cache(maxsize=4096)
+def _decode_meta(raw: bytes) -> ActorTimerMeta:
+    # A pure function of the bytes (the value is immutable): a burst of fires of one actor rewrites and
+    # re-reads the same few counter values, so decoding them once is enough.
+    return ActorTimerMeta.decode(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode_meta(live: int, next_nonce: int) -> bytes:
+    return ActorTimerMeta(live, next_nonce).encode()
+
+
 def get_meta(world: WorldState, actor: bytes) -> ActorTimerMeta:
     """An actor's counters (zero when absent)."""
     raw = world.get(meta_key(actor))
-    return ActorTimerMeta() if raw is None else ActorTimerMeta.decode(raw)
+    return ActorTimerMeta() if raw is None else _decode_meta(raw)
 
 
 def next_seq(world: WorldState) -> int:
@@ -190,4 +203,4 @@ def remove_timer(world: WorldState, timer: Timer) -> None:
     world.delete(height_key(timer.height, timer.seq))
     world.delete(actor_key(timer.actor_address, timer.timer_id))
     meta = get_meta(world, timer.actor_address)
-    world.set(meta_key(timer.actor_address), ActorTimerMeta(max(meta.live - 1, 0), meta.next_nonce).encode())
+    world.set(meta_key(timer.actor_address), _encode_meta(max(meta.live - 1, 0), meta.next_nonce))
