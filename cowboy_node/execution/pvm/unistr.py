@@ -7,11 +7,15 @@ interpreter's own Unicode tables, which change with the minor version (3.11: Uni
 algorithms of CPython 3.11 (``Objects/unicodeobject.c``), so every validator computes the
 same result whatever its interpreter.
 
-Only the *data* is looked up here; the heavy lifting stays in C and is table-free:
-predicates are regular expressions over explicit code point ranges, case mappings are
-``str.translate`` with explicit dicts, whitespace stripping is ``str.strip(chars)`` with
-an explicit character list.  Pure-ASCII text takes CPython's own methods (ASCII behaviour
-is identical in every Unicode version), which is also the fast path.
+Only the *data* is looked up here; the heavy lifting stays in C and uses no Unicode-aware
+machinery of the interpreter: one ``str.translate`` through a list indexed by code point turns
+the text into one ASCII class code per character, and predicates, runs, and the final-sigma
+context are regular expressions over those codes; case mappings are ``str.translate`` with
+explicit dicts; whitespace stripping is ``str.strip(chars)`` with an explicit character list;
+``repr`` escapes with the ``unicode_escape`` codec.  Pure-ASCII text takes CPython's own
+methods (ASCII behaviour is identical in every Unicode version), which is also the fast path.
+What still runs in Python per step (title() runs, escaped repr runs) is priced per step by the
+caller (:func:`cost`).
 """
 
 from __future__ import annotations
