@@ -26,7 +26,7 @@ lists/tuples/dicts of those).
 from __future__ import annotations
 
 from cowboy_node.execution import fees, mailbox
-from cowboy_node.execution.actors import lifecycle, store
+from cowboy_node.execution.actors import lifecycle, store, subscriptions
 from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
@@ -382,7 +382,73 @@ class Host:
         self._meter.charge_cells(len(raw_name) + len(data))
         self._events.append(Event(self._frame.actor, name, data))
         self._scope.emit_count += 1
-        return {"emit_id": self._scope.emit_count, "sync_outcomes": [], "deferred_subs": []}
+        served = subscriptions.deliver(self._world, self._ctx, self._meter, emitter=self._frame.actor, topic=raw_name,
+                                       payload=data)
+        return {"emit_id": self._scope.emit_count, "sync_outcomes": [], "deferred_subs": served}
+
+    # --- event subscriptions (actors/subscriptions.py) -------------------------------------
+    def subscribe_event(self, emitter: object, topic: object, handler: object, gas_prepaid: object,
+                        bid: object = 0, schema: object = None) -> bytes:
+        """Deliver ``emitter``'s events named ``topic`` to this actor's ``handler`` (via the Mailbox) while
+        ``gas_prepaid`` cycles last; ``bid`` cycles are burned now and order deliveries. Returns the 33-byte
+        subscription id. ``schema`` (a 32-byte identifier) is accepted; emitters declare none on this node."""
+        if schema is not None and (not isinstance(schema, bytes | bytearray) or len(schema) != 32):
+            raise ValueError("event schema must be a 32-byte identifier or None")
+        addr = _address(emitter, "emitter")
+        if isinstance(topic, str):
+            topic = _utf8(topic, "topic")
+        name = _bytes(topic, "topic", subscriptions.MAX_TOPIC_BYTES)
+        if not name:
+            raise ValueError("topic must not be empty")
+        if not isinstance(handler, str):
+            raise TypeError("handler must be a str")
+        if not 1 <= len(_utf8(handler, "handler")) <= subscriptions.MAX_HANDLER_BYTES:
+            raise ValueError(f"handler must be 1..{subscriptions.MAX_HANDLER_BYTES} UTF-8 bytes")
+        gas = _int(gas_prepaid, "gas_prepaid", 0, U128_MAX)
+        price = _int(bid, "bid", 0, U128_MAX)
+        self._enter(HOST_CALL_CYCLES)
+        try:
+            return subscriptions.subscribe(self._world, self._ctx, self._meter, subscriber=self._frame.actor,
+                                           emitter=addr, topic=name, handler=handler, gas_prepaid=gas, bid=price)
+        except OverflowError as e:
+            raise HostError(str(e), HOST_CODE_RESOURCE, "too_many_subscribers") from None
+
+    def unsubscribe_event(self, sub_id: object) -> int:
+        """End this actor's subscription; returns its unused cycle budget (0 if there is none)."""
+        sid = _bytes(sub_id, "sub_id", subscriptions.SUB_ID_LEN)
+        self._enter(HOST_CALL_CYCLES)
+        return subscriptions.unsubscribe(self._world, self._meter, sub_id=sid, subscriber=self._frame.actor)
+
+    def force_unsubscribe_event(self, sub_id: object) -> None:
+        """End a subscription to this actor's events (or its own); a missing one is a no-op."""
+        sid = _bytes(sub_id, "sub_id", subscriptions.SUB_ID_LEN)
+        self._enter(HOST_CALL_CYCLES)
+        try:
+            subscriptions.force_unsubscribe(self._world, self._meter, sub_id=sid, caller=self._frame.actor)
+        except PermissionError as e:
+            raise HostError(str(e), HOST_CODE_FORBIDDEN, "forbidden") from None
+
+    def update_bid(self, sub_id: object, additional_bid: object) -> int:
+        """Raise this actor's subscription bid; returns the new bid (HostError not_found if it has none)."""
+        sid = _bytes(sub_id, "sub_id", subscriptions.SUB_ID_LEN)
+        more = _int(additional_bid, "additional_bid", 0, U128_MAX)
+        self._enter(HOST_CALL_CYCLES)
+        try:
+            return subscriptions.update_bid(self._world, self._meter, sub_id=sid, subscriber=self._frame.actor,
+                                            additional=more)
+        except LookupError:
+            raise HostError("EventSubNotFound", HOST_CODE_NOT_FOUND, "not_found") from None
+
+    def topup_subscription(self, sub_id: object, additional_gas: object) -> int:
+        """Add cycles to this actor's subscription budget; returns the new budget (HostError not_found)."""
+        sid = _bytes(sub_id, "sub_id", subscriptions.SUB_ID_LEN)
+        more = _int(additional_gas, "additional_gas", 0, U128_MAX)
+        self._enter(HOST_CALL_CYCLES)
+        try:
+            return subscriptions.topup(self._world, self._meter, sub_id=sid, subscriber=self._frame.actor,
+                                       additional=more)
+        except LookupError:
+            raise HostError("EventSubNotFound", HOST_CODE_NOT_FOUND, "not_found") from None
 
     # --- calls and messages -----------------------------------------------------------------
     def call_actor(self, target: object, method: object, payload: object, cycles_limit: object,

@@ -21,6 +21,7 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, call_handler
+from cowboy_node.execution.system_state import JOB_DISPATCHER
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.world import WorldState
@@ -190,7 +191,9 @@ def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target:
     actor's own deferred work (sender = the actor: the SDK's resume legs accept only intra-actor calls),
     or is dropped with a ``runner.reply_dropped`` event when its continuation is gone.
     """
-    reply = sdk_jobs.reply_for(world, payload, target)
+    # only the Job Dispatcher's callbacks are job replies (an event delivery, also a named-handler entry, is
+    # sent by its emitter and must never be read as one: its payload is the emitter's)
+    reply = sdk_jobs.reply_for(world, payload, target) if sender == JOB_DISPATCHER else None
     if reply is not None:
         if reply.payload is None:
             events = () if reply.dropped is None else (reply.dropped,)

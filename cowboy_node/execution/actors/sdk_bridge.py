@@ -36,6 +36,7 @@ from cowboy_sdk import taskgroup as _sdk_taskgroup
 from cowboy_sdk import types as _sdk_types
 from cowboy_sdk.bounded_loop import BoundedRange, bounded_loop, check_iteration
 from cowboy_sdk.events import emit as _untyped_emit
+from cowboy_sdk.events import on_event as _untyped_on_event
 
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.pvm import costs
@@ -46,6 +47,7 @@ _SDK_RUNNER: Any = _sdk_runner  # its stub (runner.pyi) omits the private helper
 _TG_STATE: Any = _sdk_taskgroup._TaskGroupState  # the SDK's TaskGroup barrier (__taskgroup_barrier:<cid>)
 _MAX_GROUP_TASKS = 8
 _sdk_emit: Any = _untyped_emit  # untyped in the SDK
+_sdk_on_event: Any = _untyped_on_event
 _CURRENT: ContextVar[object | None] = ContextVar("cowboy_sdk_host", default=None)
 _ACTOR_FILENAME = "<actor>"  # co_filename of code compiled by pvm.compile_actor
 
@@ -123,7 +125,7 @@ def _sdk_wrapper_codes() -> frozenset[types.CodeType]:
     def probe() -> None:
         return None
 
-    made: list[Any] = [_sdk_emit("probe")(probe), bounded_loop(1)(probe)]
+    made: list[Any] = [_sdk_emit("probe")(probe), bounded_loop(1)(probe), _sdk_on_event(bytes(20), "t", 0)(probe)]
     return frozenset(w.__code__ for w in made)
 
 
@@ -405,6 +407,19 @@ def _emit(topic: Any) -> Callable[[Any], Any]:
     return apply
 
 
+def _on_event(emitter: Any, topic: Any, gas: Any, bid: Any = 0) -> Callable[[Any], Any]:
+    """``@on_event(emitter, topic, gas, bid)``: the SDK's (its @actor walk subscribes in ``init``), on the
+    actor's own functions only."""
+    _charge()
+    inner = _sdk_on_event(emitter, topic, gas, bid)
+
+    def apply(f: Any) -> Any:
+        _own_function(f, "@on_event")
+        return inner(f)
+
+    return apply
+
+
 def _bounded_loop(max_iterations: int = 1000) -> Callable[[Any], Any]:
     """``@bounded_loop(max_iterations=N)``: the SDK's, on the actor's own functions only."""
     _charge()
@@ -486,6 +501,7 @@ def _build_view() -> Mapping[str, object]:
         "ordered_set": _entry(_sdk_types.ordered_set),
         "TaskGroup": _task_group,
         "fork": _entry(cowboy_sdk.fork),
+        "on_event": _on_event,
     }
     for name in ERROR_NAMES:
         view[name] = getattr(_sdk_errors, name)

@@ -31,9 +31,8 @@ REFUSED: Mapping[str, str] = types.MappingProxyType({
     "CowboyModel": "structured models need `cowboy build` schemas; pass response_schema= (JSON text) instead",
     "derive_actor_address": "the SDK derives keccak256(0xff ‖ deployer ‖ keccak256(salt) ‖ code_hash) behind a group "
                             "prefix; this node's addresses are keccak256(creator ‖ salt ‖ keccak256(source))[12:]",
-    "on_event": f"CIP-29 event subscriptions need subscribe_event, one of the {_NO_HOST}",
-    "events": f"CIP-29 event subscriptions need subscribe_event, one of the {_NO_HOST} (@emit is available)",
-    "events_v0": f"CIP-29 event subscriptions need subscribe_event, one of the {_NO_HOST}",
+    "events": "the module itself is not bridged: import emit / on_event from cowboy_sdk",
+    "events_v0": "the v0 event API is not bridged: use emit / on_event",
     "on_stream": f"CIP-7 streams (Watchtower) need {_NO_HOST}",
     "watchtower": f"CIP-7 streams (Watchtower) need {_NO_HOST}",
     "routes": "CIP-15 HTTP routes need a gateway this node does not run",

@@ -223,7 +223,7 @@ def test_public_names_are_pinned() -> None:
         "reentrancy_guard", "send", "call", "ok", "decode_payload", "ActorRef", "Address", "runner", "continuation",
         "capture", "save_cont", "load_cont", "delete_cont", "pvm_fsm", "emit", "bounded_loop", "BoundedRange",
         "check_iteration", "SortedMap", "sorted_map", "to_address_bytes", "BlockHeight", "TokenId", "SoftFloat",
-        "ordered_set", "TaskGroup", "fork", *sdk_bridge.ERROR_NAMES, "errors",
+        "ordered_set", "TaskGroup", "fork", "on_event", *sdk_bridge.ERROR_NAMES, "errors",
     )
     assert pinned == sdk_bridge.PUBLIC_NAMES
     assert len(sdk_bridge.RUNTIME_NAMES) == 65 and sdk_bridge.RUNTIME_NAMES[-1] == "current_block"
