@@ -129,11 +129,11 @@ class Bench:
         env = BlockEnv(chain_id="bench-eob", height=self.height, timestamp_ms=0, fee_recipient=bytes(20),
                        beacon=b"", parent_beacon=b"")
         ctx = begin_block(world, env)
-        c0 = time.process_time()
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         report = deliver_timers(world, ctx, run(world, ctx), lane_timer_cycles=lane)
         t1 = time.perf_counter()
-        c1 = time.process_time()
+        c1 = time.thread_time()
         if lane == OPEN_LANE and report.fired != self.due:
             raise RuntimeError(f"fired {report.fired} of {self.due} due timers")
         if world.get(kv_key(self.actor, (report.fired - 1).to_bytes(8, "big"))) is None:
@@ -186,7 +186,7 @@ def measure(stored: int, due: int, *, reps: int = 3) -> dict[str, float]:
             "stored": float(stored), "due": float(due), "build_s": round(build_s, 1),
             # EOB time: the DeliverTimers step (fee pre-charge, sandboxed handler, refund, index removal).
             "eob_us_per_fire": us_per_fire(pvm, "deliver_s"),
-            # The same in process CPU time (what load from other processes on a shared machine inflates less).
+            # The same in thread CPU time (what load from other processes on a shared machine inflates less).
             "eob_cpu_us_per_fire": us_per_fire(pvm, "deliver_cpu_s"),
             "baseline_native_eob_cpu_us_per_fire": us_per_fire(native, "deliver_cpu_s"),
             # The state commit of what the fires wrote (tree update + synced batch), paid at block commit.

@@ -9,8 +9,9 @@ holding the tree ops and the raw key/values (what a node writes per block) +
 the baseline measured in the same run: raw plyvel synced batch writes of the
 same number of 32/64-byte key/values. The build ends with a full LevelDB
 compaction so blocks are timed in the steady state. ``prepare_cpu_us_per_write``
-is the process CPU time of ``prepare()`` (load from other processes on a shared
-machine inflates wall time, much less this). ``cold_cache_us_per_write``
+is the CPU time of the thread running ``prepare()`` (LevelDB's background
+compaction threads excluded; load from other processes on a shared machine
+inflates wall time, much less this). ``cold_cache_us_per_write``
 is one more block after dropping the tree's node cache (nodes re-read from
 LevelDB).
 
@@ -47,11 +48,11 @@ BUILD_BATCH = 100_000
 def _block(store: LevelDBStore, tree: StateTree, changes: dict[bytes, bytes | None]) -> tuple[float, ...]:
     """Seconds for (prepare, synced write of tree ops and raw values, commit, total), the tree op count, and
     the CPU seconds of prepare (steadier than wall time on a shared machine)."""
-    c0 = time.process_time()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     update = tree.prepare(changes)
     t1 = time.perf_counter()
-    c1 = time.process_time()
+    c1 = time.thread_time()
     ops: list[WriteOp] = [(DATA_PREFIX + k, v) for k, v in changes.items()]
     ops.extend(update.ops)
     store.write_batch(ops, sync=True)
