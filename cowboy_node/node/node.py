@@ -45,6 +45,7 @@ from cowboy_node.rpc.facade import RpcError
 from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries
+from cowboy_node.rpc.ui_queries import UiQueries
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
@@ -77,7 +78,7 @@ _PERMANENT = frozenset({"nonce_too_low", "insufficient_funds", "bad_signature", 
 _SELECTION_SECTIONS = frozenset({"job_filter", "job_draw"})
 
 
-class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, TransportLink):
+class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, TransportLink):
     """A validator: owns the chain, the mempool and the consensus service."""
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
