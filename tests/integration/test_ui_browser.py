@@ -137,7 +137,9 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     expect(job.locator(".phase")).to_have_text("settled", timeout=60_000)
                     history = job.locator("td").nth(5).inner_text()
                     steps = [step.split("@")[0] for step in history.split(" → ")]
-                    assert steps == ["submitted", "assigned", "revealed", "settled"], history
+                    # In chain order; a slow ack under load may add a re-selection (a second "assigned").
+                    assert steps[0] == "submitted" and steps[-1] == "settled", history
+                    assert steps.index("assigned") < steps.index("revealed") < len(steps) - 1, history
                     assert server.hits == 1
                     assert errors == [], errors  # every request so far answered: no console error at all
 
