@@ -19,6 +19,7 @@ from cowboy_runner.executors import (
     HttpConfig,
     LlmConfig,
     McpConfig,
+    cgroups,
 )
 from cowboy_runner.executors.plugins import PluginError, load_factory
 from cowboy_runner.executors.sandbox import bwrap_problem
@@ -116,7 +117,8 @@ def kind_limits(settings: RunnerSettings) -> dict[str, KindLimit]:
 def check_isolation(config: ExecutorsConfig) -> str | None:
     """Start-up check of the custom executor's isolation: a :class:`ConfigError` naming
     ``executors.custom.isolation`` when it is ``bwrap`` and bubblewrap cannot build a sandbox here (the runner never
-    falls back to running programs unsandboxed); a warning text to log when it is ``none``; else None."""
+    falls back to running programs unsandboxed); a warning text to log when it is ``none``, or when no job cgroup
+    can be created (memory then bounded by RLIMIT_AS); else None."""
     custom = config.custom
     if custom is None:
         return None
@@ -128,4 +130,8 @@ def check_isolation(config: ExecutorsConfig) -> str | None:
         raise ConfigError("executors.custom.isolation", f'"bwrap" but {problem}; install bubblewrap, allow '
                                                         'unprivileged user namespaces, or set isolation = "none" '
                                                         "(development only)")
+    if custom.cgroup and cgroups.available(custom.cgroup_parent) is None:
+        where = custom.cgroup_parent or "/sys/fs/cgroup/{memory,pids} (cgroup v1)"
+        return (f"executors.custom.cgroup: no usable cgroup at {where}; the memory limit falls back to RLIMIT_AS "
+                "(set cgroup_parent to a delegated cgroup v2 directory, or cgroup = false to silence this)")
     return None

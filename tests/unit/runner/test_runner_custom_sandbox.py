@@ -244,9 +244,14 @@ def test_isolation_none_is_allowed_with_a_warning() -> None:
 
 
 @needs_bwrap
-def test_bwrap_isolation_passes_the_start_check_here() -> None:
+def test_bwrap_isolation_passes_the_start_check_here(tmp_path: Path) -> None:
     cfg = ExecutorsConfig(custom=CustomConfig(executors={H: CustomExecutorConfig(("/bin/true",))}))
-    assert check_isolation(cfg) is None
+    if CGROUP is not None:  # bwrap works and a job cgroup can be made: nothing to warn about
+        assert check_isolation(cfg) is None
+    no_cgroup = ExecutorsConfig(custom=CustomConfig(executors={H: CustomExecutorConfig(("/bin/true",))},
+                                                    cgroup_parent=str(tmp_path)))  # not a delegated cgroup
+    warning = check_isolation(no_cgroup)
+    assert warning is not None and "falls back to RLIMIT_AS" in warning
 
 
 def test_skip_reason_is_verifiable() -> None:
