@@ -73,7 +73,7 @@ WORKDIR /data
 # HTTP API, CIP-11 QUIC (UDP), Prometheus metrics. `cowboy-node init` in a container must bind 0.0.0.0.
 EXPOSE 4000 4433/udp 9464
 
-HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["cowboy-healthcheck"]
+HEALTHCHECK --interval=30s --timeout=45s --start-period=60s --retries=3 CMD ["cowboy-healthcheck"]
 
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["cowboy-entrypoint"]

@@ -20,6 +20,8 @@ import tomllib
 import urllib.request
 from pathlib import Path
 
+RUNNER_STATUS_TIMEOUT_S = 40
+
 
 def main_argv(proc: Path = Path("/proc/1/cmdline")) -> list[str]:
     """The argument vector of the container's first process."""
@@ -68,8 +70,10 @@ def main() -> int:
             with urllib.request.urlopen(url, timeout=4) as r:
                 print(f"{url}: {r.status}")
                 return 0
+        # `cowboy-runner status` imports the runner package first: seconds on a loaded machine (15 s seen at a
+        # load average of 22 on 2 cores), hence the generous bound; the engine's own timeout is above it.
         out = subprocess.run(["cowboy-runner", "status", "--home", home], capture_output=True, text=True,
-                             timeout=8, check=False)
+                             timeout=RUNNER_STATUS_TIMEOUT_S, check=False)
         print((out.stdout + out.stderr).strip()[-500:])
         return 0 if out.returncode == 0 else 1
     except Exception as e:  # any failure to probe is "unhealthy", with the reason in the health log
