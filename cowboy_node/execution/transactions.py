@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from cowboy_node.execution import fees, system_instructions
 from cowboy_node.execution.actors.executor import execute_call, execute_deploy
+from cowboy_node.execution.actors.ownership import execute_transfer_ownership
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.jobs import executors as job_executors
@@ -39,6 +40,7 @@ from cowboy_protocol.types.instructions import (
     DeployActor,
     ExtendTimer,
     Transfer,
+    TransferActorOwnership,
     UpdateBasefeeConfig,
     UpdateTimerConfig,
     UpdateTimerPolicy,
@@ -221,6 +223,7 @@ EXECUTORS: dict[type, Executor] = {
     UpdateTimerPolicy: system_instructions.update_timer_policy,
     DeployActor: execute_deploy,
     CallActor: execute_call,
+    TransferActorOwnership: execute_transfer_ownership,
     RunnerRegister: runner_registry.register,
     RunnerHeartbeat: runner_registry.heartbeat,
     RunnerUpdateCapabilities: runner_registry.update_capabilities,

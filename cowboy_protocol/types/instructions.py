@@ -171,6 +171,33 @@ class CallActor:
 
 
 @dataclass(frozen=True, slots=True)
+class TransferActorOwnership:
+    """Make ``new_owner`` the protocol owner of a deployed actor; signed by its current owner (docs/actors.md §8)."""
+
+    KIND: ClassVar[int] = 0x12
+    NAME: ClassVar[str] = "transfer_actor_ownership"
+    actor: bytes
+    """Address of the actor (20 bytes)."""
+    new_owner: bytes
+    """The new owner (20 bytes, not the zero address): ``pvm_host.actor_owner()`` from then on."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: self.actor, 2: self.new_owner}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> TransferActorOwnership:
+        """Build from a map already checked to hold exactly keys {0..2}."""
+        return cls(actor=expect_bytes(m[1], "instruction.actor", ADDRESS_LEN),
+                   new_owner=expect_bytes(m[2], "instruction.new_owner", ADDRESS_LEN))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "actor": to_checksum_address(self.actor),
+                "new_owner": to_checksum_address(self.new_owner)}
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateTimerConfig:
     """System instruction: replace the governed :class:`TimerConfig` (sender ∈ system_deployers; seeds/003 §6.4)."""
 
@@ -266,7 +293,8 @@ class UpdateTimerPolicy:
         return {"kind": self.NAME, "policy": self.policy.to_json()}
 
 
-Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | UpdateTimerConfig | CancelTimer | ExtendTimer
+Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | TransferActorOwnership | UpdateTimerConfig
+               | CancelTimer | ExtendTimer
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
                | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit | GovernanceSetPhase
                | GovernanceSetParam)
@@ -278,6 +306,7 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     UpdateBasefeeConfig.KIND: (1, UpdateBasefeeConfig.from_fields),
     DeployActor.KIND: (4, DeployActor.from_fields),
     CallActor.KIND: (3, CallActor.from_fields),
+    TransferActorOwnership.KIND: (2, TransferActorOwnership.from_fields),
     UpdateTimerConfig.KIND: (1, UpdateTimerConfig.from_fields),
     CancelTimer.KIND: (1, CancelTimer.from_fields),
     ExtendTimer.KIND: (2, ExtendTimer.from_fields),

@@ -118,7 +118,7 @@ _DROP = object()
 
 REJECTIONS: list[tuple[str, dict[int, Any], str, str]] = [
     # (case, map, code, field)
-    ("unknown kind 0x12", {0: 0x12, 1: b""}, "unknown_instruction", "instruction.kind"),
+    ("unknown kind 0x1f", {0: 0x1F, 1: b""}, "unknown_instruction", "instruction.kind"),
     ("deploy missing init payload", _with(DEPLOY_NO_INIT[1], k4=_DROP), "malformed", "instruction"),
     ("deploy extra key 5", _with(DEPLOY_NO_INIT[1], k5=b""), "malformed", "instruction"),
     ("call missing payload", _with(CALL[1], k3=_DROP), "malformed", "instruction"),
