@@ -8,12 +8,17 @@ loop. Every method returns plain JSON documents or None for "not there (yet)" (4
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
+
+import structlog
 
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 
 __all__ = ["ApiError", "ChainClient", "NodeUnreachable", "PollDisabled"]
+
+log = structlog.get_logger("cowboy.runner.chain")
 
 
 class PollDisabled(Exception):
@@ -21,23 +26,73 @@ class PollDisabled(Exception):
 
 
 class ChainClient:
-    """The runner's view of one validator's HTTP API."""
+    """The runner's view of the chain through its validator's HTTP API, failing over to the other validators'.
+
+    ``base_url`` (``runner.validator_rpc``) is the primary. :meth:`add_fallbacks` adds the RPC URLs the
+    validators announced (``GET /validators``): when the validator in use is unreachable, a read or a
+    submission is retried on the next one, which then stays in use (CIP-11 §10.3: a runner's result must still
+    land when the validator that dispatched the job is down). ``status()`` always asks the primary: its answer
+    names *that* validator (the session plan's anchor).
+    """
 
     def __init__(self, base_url: str, *, timeout: float = 5.0) -> None:
         self.rpc = RpcClient(base_url, timeout=timeout)
-        """Underlying synchronous client."""
+        """The primary validator's client."""
+        self._timeout = timeout
+        self._clients: list[RpcClient] = [self.rpc]
+        self._current = 0
+
+    @property
+    def current_url(self) -> str:
+        """The RPC URL in use."""
+        return self._clients[self._current].base_url
+
+    def add_fallbacks(self, urls: list[str]) -> int:
+        """Add validators' RPC URLs to fail over to (unknown ones only); returns how many were added."""
+        known = {c.base_url for c in self._clients}
+        added = 0
+        for url in urls:
+            try:
+                client = RpcClient(url, timeout=self._timeout)
+            except ValueError:
+                continue
+            if client.base_url not in known:
+                self._clients.append(client)
+                known.add(client.base_url)
+                added += 1
+        return added
+
+    async def _call(self, fn: Callable[[RpcClient], Any]) -> Any:
+        """``fn`` on the client in use; on NodeUnreachable, on each other client in turn (the first that answers
+        becomes the one in use). Raises the last NodeUnreachable when none answers."""
+        n = len(self._clients)
+        last: NodeUnreachable | None = None
+        for step in range(n):
+            i = (self._current + step) % n
+            try:
+                out = await asyncio.to_thread(fn, self._clients[i])
+            except NodeUnreachable as e:
+                last = e
+                continue
+            if i != self._current:
+                log.warning("validator RPC unreachable; failed over", to=self._clients[i].base_url,
+                            previous=self._clients[self._current].base_url)
+                self._current = i
+            return out
+        assert last is not None
+        raise last
 
     async def _get(self, path: str, *, missing_ok: bool = False) -> Any:
         try:
-            return await asyncio.to_thread(self.rpc.get_json, path)
+            return await self._call(lambda c: c.get_json(path))
         except ApiError as e:
             if missing_ok and e.status == 404:
                 return None
             raise
 
     async def status(self) -> dict[str, Any]:
-        """``GET /status``: chain id, head height, basefees, the validator's ed25519 key."""
-        out: dict[str, Any] = await self._get("/status")
+        """``GET /status`` of the primary validator: chain id, head height, basefees, its ed25519 key."""
+        out: dict[str, Any] = await asyncio.to_thread(self.rpc.get_json, "/status")
         return out
 
     async def validators(self) -> dict[str, Any] | None:
@@ -95,4 +150,5 @@ class ChainClient:
 
     async def submit(self, tx_bytes: bytes) -> dict[str, Any]:
         """``POST /submit`` with raw transaction bytes; returns ``{"tx_hash", "status"}``."""
-        return await asyncio.to_thread(self.rpc.post_tx, tx_bytes)
+        out: dict[str, Any] = await self._call(lambda c: c.post_tx(tx_bytes))
+        return out

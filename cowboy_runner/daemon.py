@@ -53,6 +53,7 @@ from cowboy_runner.sessions_plan import (
     Snapshot,
     SnapshotError,
     discovered_endpoints,
+    discovered_rpc_urls,
     plan_sessions,
     snapshot_from_status,
 )
@@ -215,7 +216,11 @@ class Daemon:
         s, jobs, snapshot = self.settings, self.jobs, self._snapshot
         assert jobs is not None and snapshot is not None
         cip11 = self.params.get("cip11_params") or {}
-        discovered, bad = discovered_endpoints(await self._validators_doc())
+        doc = await self._validators_doc()
+        discovered, bad = discovered_endpoints(doc)
+        added = self.chain.add_fallbacks(discovered_rpc_urls(doc))
+        if added:
+            log.info("validator RPC fallbacks learned", added=added)
         for problem in bad:
             log.warning("ignoring a discovered validator endpoint", problem=problem)
         targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint,

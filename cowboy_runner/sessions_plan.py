@@ -149,6 +149,13 @@ def discovered_endpoints(doc: dict[str, Any] | None) -> tuple[dict[bytes, tuple[
     return out, tuple(problems)
 
 
+def discovered_rpc_urls(doc: dict[str, Any] | None) -> list[str]:
+    """The other validators' HTTP API URLs ``GET /validators`` lists (``rpc_url``), in snapshot order: where the
+    runner fails over when its own validator's API is unreachable."""
+    return [str(v["rpc_url"]) for v in (doc or {}).get("validators") or []
+            if isinstance(v, dict) and isinstance(v.get("rpc_url"), str) and v["rpc_url"]]
+
+
 def plan_sessions(runner_pubkey: bytes, snapshot: Snapshot, rpc_quic_endpoint: tuple[str, int],
                   endpoints: dict[bytes, tuple[str, int]], *, height: int = 0, min_subset: int = MIN_SUBSET,
                   max_subset: int = MAX_SUBSET) -> tuple[tuple[SessionTarget, ...], tuple[str, ...]]:

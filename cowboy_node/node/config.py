@@ -16,11 +16,12 @@ from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.rpc.ui_routes import MAX_PEERS, parse_origin
+from cowboy_node.transport.endpoint_gossip import is_http_url as _is_http_url
 from cowboy_protocol.netaddr import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
-    "rpc": {"addr": str, "max_body_bytes": int,
+    "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
             "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
@@ -103,6 +104,9 @@ class NodeConfig:
     """LevelDB directory, relative to home."""
     rpc_addr: str = "127.0.0.1:4000"
     """HTTP API listen address."""
+    rpc_advertise: str | None = None
+    """``http(s)://HOST:PORT`` of this HTTP API as others reach it, announced to the other validators so runners
+    can fail over to it (default: ``http://`` + ``rpc.addr`` unless it is a wildcard address)."""
     rpc_max_body_bytes: int = 1_048_576
     """Largest accepted request body."""
     rpc_max_connections: int = 1024
@@ -227,6 +231,7 @@ def load_config(home: Path) -> NodeConfig:
         block_time_ms=values.get("node.block_time_ms"),
         data_dir=values.get("node.data_dir", "data"),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
+        rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
         rpc_max_connections=values.get("rpc.max_connections", 1024),
         rpc_max_connections_per_ip=values.get("rpc.max_connections_per_ip", 64),
@@ -276,6 +281,8 @@ def load_config(home: Path) -> NodeConfig:
         host, port = split_host_port(cfg.quic_advertise, path=p, key="quic.advertise")
         if port == 0 or _is_wildcard(host):
             raise ConfigError(p, "quic.advertise", f"must be an address runners can dial, got {cfg.quic_advertise!r}")
+    if cfg.rpc_advertise is not None and not _is_http_url(cfg.rpc_advertise):
+        raise ConfigError(p, "rpc.advertise", f"expected an http(s)://HOST[:PORT] URL, got {cfg.rpc_advertise!r}")
     return cfg
 
 
@@ -294,6 +301,15 @@ def advertised_quic(cfg: NodeConfig) -> str | None:
         return cfg.quic_advertise
     host, _ = split_host_port(cfg.quic_addr, path="config.toml", key="quic.addr")
     return None if _is_wildcard(host) else cfg.quic_addr
+
+
+def advertised_rpc(cfg: NodeConfig) -> str | None:
+    """The HTTP API URL announced to the other validators: ``rpc.advertise``, else ``http://`` + ``rpc.addr``
+    unless it is a wildcard (then None)."""
+    if cfg.rpc_advertise is not None:
+        return cfg.rpc_advertise
+    host, port = split_host_port(cfg.rpc_addr, path="config.toml", key="rpc.addr")
+    return None if _is_wildcard(host) else "http://" + join_host_port(host, port)
 
 
 def parse_origins(entries: list[Any], *, path: str, key: str) -> tuple[str, ...]:
@@ -383,6 +399,9 @@ data_dir = "data"
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.
 addr = "{rpc_addr}"
+# URL the other validators' runners may fail over to (announced to the other validators). Default:
+# http://addr unless addr is a wildcard address. Set it when the API is reached through a proxy or another name.
+# advertise = "https://validator-0.example.net"
 # Largest request body accepted (bytes, at most 64 MiB).
 max_body_bytes = 1048576
 # Most open connections in all; lowered at start-up to (open-file limit - fd_reserve) when that is smaller.

@@ -137,6 +137,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.consensus.handlers[CH_ENDPOINTS] = self._on_endpoint_announcement
         self.quic_advertise: str | None = None
         """Our runner-facing QUIC endpoint (set at start-up when the transport runs)."""
+        self.rpc_advertise = ""
+        """Our HTTP API URL as announced to the other validators ("" when none)."""
         self._endpoint_seq = 0
         self._endpoint_announced_at: float | None = None
 
@@ -184,7 +186,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             return
         self._endpoint_announced_at = now
         self._endpoint_seq = max(self._endpoint_seq + 1, int(time.time() * 1000))
-        a = make_endpoint_announcement(self._ed_seed, self._genesis_hash, self.quic_advertise, self._endpoint_seq)
+        a = make_endpoint_announcement(self._ed_seed, self._genesis_hash, self.quic_advertise, self._endpoint_seq,
+                                       self.rpc_advertise)
         net.broadcast(CH_ENDPOINTS, a.encode())
 
     def _announce_presence(self, height: int) -> None:
@@ -373,7 +376,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             i, v = records.get(key, (None, None))
             entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub,
                                      "quic_endpoint": self.quic_advertise if key == self._ed_pub
-                                     else self.endpoints.endpoint(key)}
+                                     else self.endpoints.endpoint(key),
+                                     "rpc_url": (self.rpc_advertise or None) if key == self._ed_pub
+                                     else self.endpoints.rpc_url(key)}
             if v is not None:
                 entry.update(index=i, name=v.name, bls_share_index=v.bls_share_index,
                              bls_public_key="0x" + v.bls_public_key.hex(),

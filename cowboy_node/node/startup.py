@@ -14,7 +14,7 @@ from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJourn
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.execution.system_state import get_cip11_flags
-from cowboy_node.node.config import NodeConfig, advertised_quic, load_config, split_host_port
+from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.observability.logging import configure_logging, get_logger
@@ -188,6 +188,7 @@ async def run_node(home: Path) -> int:
         transport = await start_transport(node, home, cfg.quic_addr, metrics)
         if transport is not None:
             node.quic_advertise = advertised_quic(cfg)
+            node.rpc_advertise = advertised_rpc(cfg) or ""
         peers = await start_peers(node, cfg, home, metrics)
     except ConfigError as e:
         for r in runners:

@@ -10,15 +10,18 @@ fails the validator's HelloAck signature check (§6.2).
 Wire (channel :data:`CH_ENDPOINTS`; deterministic CBOR, golden in ``docs/protocol.md``)::
 
     EndpointAnnouncement = {0: validator_pubkey (32), 1: quic endpoint ("HOST:PORT" text, ≤ 262 bytes),
-                            2: sequence (u64, strictly increasing per validator), 3: signature (64)}
+                            2: rpc URL ("http(s)://HOST:PORT" text ≤ 300 bytes, "" when not announced),
+                            3: sequence (u64, strictly increasing per validator), 4: signature (64)}
 
-``signature`` is Ed25519 over ``ENDPOINT_DOMAIN ‖ genesis_hash ‖ CBOR{0, 1, 2}``. Accepted only from the
+``signature`` is Ed25519 over ``ENDPOINT_DOMAIN ‖ genesis_hash ‖ CBOR{0, 1, 2, 3}``. The RPC URL lets a runner
+fail over to another validator's HTTP API when its own validator is down (``[rpc] advertise``). Accepted only from the
 validator the key names, with a verifying signature and a sequence above the last accepted one; refusals are
 ``malformed``, ``not_a_validator``, ``wrong_sender``, ``bad_signature``, ``stale``.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import CodecError, decode, encode
@@ -33,6 +36,8 @@ ENDPOINT_DOMAIN = b"cowboy/validator-endpoints/v1"
 """Signature domain of an announcement."""
 MAX_ENDPOINT_BYTES = 262
 """Longest endpoint text (a 253-byte host name, ':' and a port)."""
+MAX_URL_BYTES = 300
+"""Longest RPC URL."""
 
 
 class EndpointRefused(ValueError):
@@ -51,17 +56,19 @@ class EndpointAnnouncement:
     """The announcer's raw Ed25519 peer_pubkey."""
     quic: str
     """``HOST:PORT`` (``[V6]:PORT``) runners dial."""
+    rpc: str
+    """``http(s)://HOST:PORT`` of the validator's HTTP API ("" when it announces none)."""
     sequence: int
     """Strictly increasing per validator (the announcer uses its wall clock in ms): newer replaces older."""
     signature: bytes
     """Ed25519 signature (see the module docstring)."""
 
     def _fields(self) -> dict[int, object]:
-        return {0: self.validator_pubkey, 1: self.quic, 2: self.sequence}
+        return {0: self.validator_pubkey, 1: self.quic, 2: self.rpc, 3: self.sequence}
 
     def encode(self) -> bytes:
         """Canonical bytes."""
-        return encode({**self._fields(), 3: self.signature})
+        return encode({**self._fields(), 4: self.signature})
 
     def preimage(self, genesis_hash: bytes) -> bytes:
         """The signed bytes."""
@@ -74,23 +81,37 @@ class EndpointAnnouncement:
             doc = decode(data)
         except CodecError as e:
             raise DecodeError(f"EndpointAnnouncement: {e}") from None
-        m = expect_map(doc, frozenset({0, 1, 2, 3}), "EndpointAnnouncement")
-        quic = m[1]
+        m = expect_map(doc, frozenset({0, 1, 2, 3, 4}), "EndpointAnnouncement")
+        quic, rpc = m[1], m[2]
         if not isinstance(quic, str) or len(quic.encode()) > MAX_ENDPOINT_BYTES:
             raise DecodeError("EndpointAnnouncement.quic: expected HOST:PORT text")
+        if not isinstance(rpc, str) or len(rpc.encode()) > MAX_URL_BYTES or (rpc and not is_http_url(rpc)):
+            raise DecodeError("EndpointAnnouncement.rpc: expected an http(s)://HOST:PORT URL or empty text")
         try:
             parse_host_port(quic, key="EndpointAnnouncement.quic")
         except ValueError as e:
             raise DecodeError(str(e)) from None
-        return EndpointAnnouncement(expect_bytes(m[0], "EndpointAnnouncement.validator_pubkey", 32), quic,
-                                    expect_uint(m[2], "EndpointAnnouncement.sequence"),
-                                    expect_bytes(m[3], "EndpointAnnouncement.signature", 64))
+        return EndpointAnnouncement(expect_bytes(m[0], "EndpointAnnouncement.validator_pubkey", 32), quic, rpc,
+                                    expect_uint(m[3], "EndpointAnnouncement.sequence"),
+                                    expect_bytes(m[4], "EndpointAnnouncement.signature", 64))
 
 
-def make_endpoint_announcement(seed: bytes, genesis_hash: bytes, quic: str, sequence: int) -> EndpointAnnouncement:
-    """Sign this validator's endpoint."""
-    unsigned = EndpointAnnouncement(ed25519.public_key_from_seed(seed), quic, sequence, bytes(64))
-    return EndpointAnnouncement(unsigned.validator_pubkey, quic, sequence,
+def is_http_url(text: str) -> bool:
+    """``http(s)://HOST[:PORT]`` with nothing after the authority but an optional ``/``."""
+    u = urllib.parse.urlsplit(text)
+    try:
+        u.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return u.scheme in ("http", "https") and bool(u.hostname) and u.path in ("", "/") and not (
+        u.query or u.fragment or u.username or u.password)
+
+
+def make_endpoint_announcement(seed: bytes, genesis_hash: bytes, quic: str, sequence: int,
+                               rpc: str = "") -> EndpointAnnouncement:
+    """Sign this validator's endpoints."""
+    unsigned = EndpointAnnouncement(ed25519.public_key_from_seed(seed), quic, rpc, sequence, bytes(64))
+    return EndpointAnnouncement(unsigned.validator_pubkey, quic, rpc, sequence,
                                 ed25519.sign(seed, unsigned.preimage(genesis_hash)))
 
 
@@ -101,7 +122,7 @@ class EndpointBook:
         self._genesis_hash = genesis_hash
         self._index = {k: i for i, k in enumerate(validators)}
         self._me = me
-        self._latest: dict[bytes, tuple[int, str]] = {}
+        self._latest: dict[bytes, EndpointAnnouncement] = {}
 
     def receive(self, sender: int, data: bytes) -> EndpointAnnouncement:
         """Check and keep an announcement from authenticated peer ``sender``; raises :class:`EndpointRefused`."""
@@ -115,14 +136,19 @@ class EndpointBook:
         if index != sender:
             raise EndpointRefused("wrong_sender", f"endpoint of validator {index} sent by validator {sender}")
         last = self._latest.get(a.validator_pubkey)
-        if last is not None and a.sequence <= last[0]:
-            raise EndpointRefused("stale", f"sequence {a.sequence} is not above {last[0]}")
+        if last is not None and a.sequence <= last.sequence:
+            raise EndpointRefused("stale", f"sequence {a.sequence} is not above {last.sequence}")
         if not ed25519.verify(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature):
             raise EndpointRefused("bad_signature", "announcement signature does not verify")
-        self._latest[a.validator_pubkey] = (a.sequence, a.quic)
+        self._latest[a.validator_pubkey] = a
         return a
 
     def endpoint(self, validator_pubkey: bytes) -> str | None:
-        """The newest accepted endpoint of ``validator_pubkey`` (None: never announced)."""
+        """The newest accepted QUIC endpoint of ``validator_pubkey`` (None: never announced)."""
         got = self._latest.get(validator_pubkey)
-        return None if got is None else got[1]
+        return None if got is None else got.quic
+
+    def rpc_url(self, validator_pubkey: bytes) -> str | None:
+        """The newest accepted RPC URL of ``validator_pubkey`` (None: never announced, or announced none)."""
+        got = self._latest.get(validator_pubkey)
+        return None if got is None or not got.rpc else got.rpc

@@ -153,3 +153,15 @@ def test_quic_advertise_defaults_to_a_dialable_listen_address(tmp_path: Path) ->
     assert advertised_quic(cfg) == "v0.example.net:4433"
     for bad in ("0.0.0.0:4433", "v0.example.net:0", "v0.example.net"):
         assert _refused(tmp_path, f'[quic]\nadvertise = "{bad}"\n').key == "quic.advertise"
+
+
+def test_rpc_advertise_defaults_to_the_listen_address_as_a_url(tmp_path: Path) -> None:
+    from cowboy_node.node.config import advertised_rpc
+
+    assert advertised_rpc(_load(tmp_path, '[rpc]\naddr = "10.1.2.3:4000"\n')) == "http://10.1.2.3:4000"
+    assert advertised_rpc(_load(tmp_path, '[rpc]\naddr = "[::1]:4000"\n')) == "http://[::1]:4000"
+    assert advertised_rpc(_load(tmp_path, '[rpc]\naddr = "0.0.0.0:4000"\n')) is None
+    cfg = _load(tmp_path, '[rpc]\naddr = "0.0.0.0:4000"\nadvertise = "https://v0.example.net"\n')
+    assert advertised_rpc(cfg) == "https://v0.example.net"
+    for bad in ("v0.example.net:4000", "ftp://v0", "http://v0/path"):
+        assert _refused(tmp_path, f'[rpc]\nadvertise = "{bad}"\n').key == "rpc.advertise"

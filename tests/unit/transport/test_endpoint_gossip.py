@@ -14,7 +14,7 @@ from cowboy_node.transport.endpoint_gossip import (
     make_endpoint_announcement,
 )
 from cowboy_protocol.crypto import ed25519
-from cowboy_runner.sessions_plan import discovered_endpoints
+from cowboy_runner.sessions_plan import discovered_endpoints, discovered_rpc_urls
 
 GENESIS = bytes([0x47]) * 32
 SEEDS = [bytes([i + 1]) * 32 for i in range(4)]
@@ -22,13 +22,17 @@ KEYS = tuple(ed25519.public_key_from_seed(s) for s in SEEDS)
 
 
 def test_golden_bytes() -> None:
-    a = make_endpoint_announcement(SEEDS[1], GENESIS, "10.0.0.2:4433", 7)
-    # {0: K, 1: "10.0.0.2:4433" (text, 13 bytes), 2: 7}
-    fields = bytes.fromhex("a3" "00" "5820") + KEYS[1] + bytes.fromhex("01" "6d") + b"10.0.0.2:4433" + b"\x02\x07"
+    a = make_endpoint_announcement(SEEDS[1], GENESIS, "10.0.0.2:4433", 7, rpc="http://10.0.0.2:4000")
+    # {0: K, 1: "10.0.0.2:4433" (text 13), 2: "http://10.0.0.2:4000" (text 20), 3: 7}
+    fields = (bytes.fromhex("a4" "00" "5820") + KEYS[1] + bytes.fromhex("01" "6d") + b"10.0.0.2:4433"
+              + bytes.fromhex("02" "74") + b"http://10.0.0.2:4000" + b"\x03\x07")
     assert a.preimage(GENESIS) == ENDPOINT_DOMAIN + GENESIS + fields
-    assert a.encode() == b"\xa4" + fields[1:] + bytes.fromhex("03" "5840") + a.signature
+    assert a.encode() == b"\xa5" + fields[1:] + bytes.fromhex("04" "5840") + a.signature
     Ed25519PublicKey.from_public_bytes(KEYS[1]).verify(a.signature, a.preimage(GENESIS))
     assert EndpointAnnouncement.decode(a.encode()) == a
+    book = EndpointBook(GENESIS, KEYS, KEYS[0])
+    book.receive(1, a.encode())
+    assert (book.endpoint(KEYS[1]), book.rpc_url(KEYS[1])) == ("10.0.0.2:4433", "http://10.0.0.2:4000")
 
 
 def test_newest_accepted_endpoint_wins() -> None:
@@ -43,6 +47,8 @@ def test_newest_accepted_endpoint_wins() -> None:
     (1, b"\x00", "malformed"),
     (1, make_endpoint_announcement(SEEDS[1], GENESIS, "no-port", 9).encode(), "malformed"),
     (1, make_endpoint_announcement(SEEDS[1], GENESIS, "a b:1", 9).encode(), "malformed"),
+    (1, make_endpoint_announcement(SEEDS[1], GENESIS, "10.0.0.9:1", 9, rpc="ftp://x:1").encode(), "malformed"),
+    (1, make_endpoint_announcement(SEEDS[1], GENESIS, "10.0.0.9:1", 9, rpc="http://x:1/p?q").encode(), "malformed"),
     (0, make_endpoint_announcement(SEEDS[0], GENESIS, "10.0.0.1:1", 9).encode(), "not_a_validator"),
     (2, make_endpoint_announcement(SEEDS[1], GENESIS, "10.0.0.9:1", 9).encode(), "wrong_sender"),
     (1, make_endpoint_announcement(SEEDS[1], bytes(32), "10.0.0.9:1", 9).encode(), "bad_signature"),
@@ -69,3 +75,6 @@ def test_the_runner_reads_endpoints_from_get_validators_and_skips_bad_entries() 
     assert found == {KEYS[0]: ("127.0.0.1", 4433), KEYS[2]: ("::1", 5000)}
     assert len(problems) == 2
     assert discovered_endpoints(None) == ({}, ())
+    doc["validators"][0]["rpc_url"] = "http://127.0.0.1:4000"
+    doc["validators"][2]["rpc_url"] = None
+    assert discovered_rpc_urls(doc) == ["http://127.0.0.1:4000"] and discovered_rpc_urls(None) == []
