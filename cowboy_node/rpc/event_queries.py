@@ -40,7 +40,8 @@ emitted by the timer's actor, so the actor's index holds them (docs/timers.md: e
 unable to cover ``max_cost`` (CIP-5 "self-destruct"), a Mailbox entry dropped for the same reason)."""
 TERMINAL_REASONS: dict[str, str] = {**TERMINAL_TOPICS, "timer.cancelled_by_governance": "cancelled_by_governance"}
 """Every event that ends a timer without running it → the ``reason`` label of ``cowboy_timers_terminal_total``
-(a governance cancel is emitted by the governance address, not the actor, so the actor's history lacks it)."""
+(a governance cancel is emitted by the Basefee system actor 0x…06, not the actor, so the actor's history
+lacks it)."""
 
 
 def count_terminal(events: Iterable[Event]) -> dict[str, int]:
