@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import parse_genesis
+from cowboy_node.cli import main as cli
 from cowboy_node.execution.pvm import grammar, unicode_tables
 from cowboy_node.execution.pvm.version import PINS, PVM_VERSION, SUPPORTED_PVM_VERSIONS
 from tests.helpers import make_dev_genesis
@@ -45,3 +47,17 @@ def test_version_1_pins_python_3_11_grammar_and_unicode_14() -> None:
     assert sorted(SUPPORTED_PVM_VERSIONS) == [1]
     assert PINS[1]["python_grammar"] == "3.11" and grammar.PYTHON_GRAMMAR == (3, 11)
     assert PINS[1]["unicode"] == unicode_tables.UNICODE_VERSION == "14.0.0"
+
+
+def test_node_refuses_to_start_on_an_unimplemented_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    assert cli.main(["init", "--home", str(home), "--chain-id", "pvm-test-1"]) == 0
+    genesis_path = home / "genesis.json"
+    doc = json.loads(genesis_path.read_bytes())
+    assert doc["pvm_version"] == 1  # init writes it
+    doc["pvm_version"] = 7
+    genesis_path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert cli.main(["run", "--home", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert "genesis.json: pvm_version: PVM version 7 is not implemented by this node (it implements [1])" in err
