@@ -1046,7 +1046,7 @@ CONFIG_KEYS = {
     "mempool": {"max_txs", "max_bytes", "max_txs_per_sender", "max_nonce_gap", "replacement_bump_percent",
                 "max_queued", "max_queued_per_sender", "queued_lifetime_s", "journal"},
     "p2p": {"addr", "peers", "max_message_bytes"},
-    "consensus": {"delta_ms", "election"},
+    "consensus": {"delta_ms", "election", "skip_timeout_views"},
 }
 
 
@@ -1069,7 +1069,7 @@ def test_config_example_documents_every_key_with_its_default() -> None:
                               "max_nonce_gap": 64, "replacement_bump_percent": 10, "max_queued": 1024,
                               "max_queued_per_sender": 16, "queued_lifetime_s": 600, "journal": True}
     assert doc["p2p"] == {"addr": "127.0.0.1:26602", "peers": [], "max_message_bytes": 8388608}
-    assert doc["consensus"] == {"delta_ms": 0, "election": "random"}
+    assert doc["consensus"] == {"delta_ms": 0, "election": "random", "skip_timeout_views": 10}
 
 
 def test_config_example_is_accepted_by_the_node_and_matches_what_init_writes(tmp_path: Path) -> None:
