@@ -171,7 +171,8 @@ def _spec_sizes(spec: str) -> tuple[int, int, str]:
     """(width, precision, type) of a format spec; ValueError if it is not one we allow."""
     m = _SPEC_ALIGN.fullmatch(spec)
     rest = m.group(3) if m and m.group(2) else spec
-    m2 = re.fullmatch(r"[<>=^]?[+\- ]?z?#?0?(\d*)[_,]?(?:\.(\d+))?([bcdeEfFgGosxX%]?)", rest)
+    # [0-9], not \d: CPython reads any Unicode decimal digit as a width (by the interpreter's tables)
+    m2 = re.fullmatch(r"[<>=^]?[+\- ]?z?#?0?([0-9]*)[_,]?(?:\.([0-9]+))?([bcdeEfFgGosxX%]?)", rest)
     if m2 is None:
         raise ValueError(f"PVM: unsupported format specifier {spec!r}")
     width = int(m2.group(1)) if m2.group(1) else 0
@@ -225,7 +226,7 @@ def fjoin(ctx: Ctx, parts: tuple[str, ...]) -> str:
 
 
 # --- % formatting -------------------------------------------------------------------
-_PERCENT = re.compile(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.S)
+_PERCENT = re.compile(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|[0-9]+)?(?:\.(\*|[0-9]+))?[hlL]?(.)", re.S)
 _PERCENT_ARG_TYPES = (str, bytes, bytearray, int, float, bool, NoneType)
 
 

@@ -262,3 +262,14 @@ def test_sigma_rule_without_free_markers_falls_back_to_cpythons_loop() -> None:
             assert unistr._slow(name, s[64:]) == getattr(s[64:], name)(), (name, s)
     assert unistr.events("lower", crowd + "A\u03a3") == 1 + 66  # priced per character on that path
     assert unistr.events("lower", "A\u03a3") == 1
+
+
+def test_format_widths_are_ascii_digits_only() -> None:
+    # CPython reads any decimal digit of its own tables as a width: KAWI DIGIT THREE is one on 3.12 only
+    for spec in ("\\u0663", "\\U00011f53", ">\\u0663"):
+        actor = compile_actor(f"def h(payload):\n    return format(5, '{spec}').encode()\n", allowed_modules={})
+        with pytest.raises(PvmError) as e:
+            call_handler(actor, "h", b"", meter=Meter(1_000_000, 0), modules={})
+        assert "unsupported format specifier" in str(e.value)
+    actor = compile_actor("def h(payload):\n    return f'{5:\\u2605>3}|%3d'.encode() % 7\n", allowed_modules={})
+    assert call_handler(actor, "h", b"", meter=Meter(1_000_000, 0), modules={}) == "\u2605\u26055|  7".encode()
