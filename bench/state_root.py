@@ -18,6 +18,8 @@ LevelDB).
 Goal (issue: foundation): ≤ 30 µs per write at 10^6 keys.
 
 Usage: python bench/state_root.py [--sizes 10000,100000,1000000] [--writes 2000] [--blocks 5]
+       python bench/state_root.py --sizes 10000,1000000 --compare-tree OLD/cowboy_node/state/tree.py
+       (``--compare-tree``: thread-CPU A/B of ``prepare()`` against another StateTree, same store and blocks)
 """
 
 from __future__ import annotations
@@ -138,13 +140,75 @@ def measure(n_keys: int, writes: int = 2000, path: str | None = None, *, blocks:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def compare_trees(n_keys: int, other_tree_py: str, writes: int = 2000, blocks: int = 6,
+                  seed: int = 1) -> dict[str, object]:
+    """Thread-CPU A/B of ``prepare()``: this tree vs the ``StateTree`` of another ``tree.py`` (e.g. an older
+    commit's, from ``git show <rev>:cowboy_node/state/tree.py``) on one LevelDB store, fed the same build and
+    blocks, in alternating order; every block's root and ops must be identical."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("other_state_tree", other_tree_py)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {other_tree_py}")
+    other = importlib.util.module_from_spec(spec)
+    sys.modules["other_state_tree"] = other
+    spec.loader.exec_module(other)
+    rng = random.Random(seed)
+    tmp = tempfile.mkdtemp(prefix="state-root-ab-")
+    try:
+        store = LevelDBStore(Path(tmp) / "state")
+        trees = {"this": StateTree(store, TREE_PREFIX), "other": other.StateTree(store, TREE_PREFIX)}
+        keys: list[bytes] = []
+        done = 0
+        while done < n_keys:
+            size = min(BUILD_BATCH, n_keys - done)
+            batch = {rng.randbytes(32): rng.randbytes(64) for _ in range(size)}
+            keys.extend(batch)
+            update = trees["this"].prepare(batch)
+            store.write_batch([*((DATA_PREFIX + k, v) for k, v in batch.items()), *update.ops], sync=False)
+            for t in trees.values():
+                t.commit(update)
+            done += size
+        store.compact()
+        cpu: dict[str, list[float]] = {name: [] for name in trees}
+        for b in range(blocks):
+            changes: dict[bytes, bytes | None] = {k: rng.randbytes(64) for k in rng.sample(keys, writes // 2)}
+            fresh = {rng.randbytes(32): rng.randbytes(64) for _ in range(writes - writes // 2)}
+            keys.extend(fresh)
+            changes.update(fresh)
+            updates = {}
+            for name in (("this", "other") if b % 2 else ("other", "this")):
+                c0 = time.thread_time()
+                updates[name] = trees[name].prepare(changes)
+                cpu[name].append(time.thread_time() - c0)
+            if updates["this"].root != updates["other"].root or updates["this"].ops != updates["other"].ops:
+                raise RuntimeError("the two trees disagree")
+            store.write_batch([*((DATA_PREFIX + k, v) for k, v in changes.items()), *updates["this"].ops], sync=True)
+            for name, t in trees.items():
+                t.commit(updates[name])
+        store.close()
+        return {"keys": n_keys, "writes_per_block": writes, "blocks": blocks,
+                "prepare_cpu_us_per_write": {name: round(statistics.median(v) / writes * 1e6, 2)
+                                             for name, v in cpu.items()}}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated key counts")
     ap.add_argument("--writes", type=int, default=2000, help="writes per block")
     ap.add_argument("--blocks", type=int, default=5, help="timed blocks per size (median reported)")
     ap.add_argument("--path", default=None, help="directory for the databases (default: a temp dir)")
+    ap.add_argument("--compare-tree", default=None, metavar="TREE_PY",
+                    help="instead: thread-CPU A/B of prepare() against the StateTree in this tree.py file")
     args = ap.parse_args()
+    if args.compare_tree:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        print(json.dumps({"compare_tree": args.compare_tree,
+                          "results": [compare_trees(n, args.compare_tree, args.writes, max(args.blocks, 2))
+                                      for n in sizes]}, indent=2))
+        return
     out: dict[str, object] = {"goal_us_per_write_at_1e6": 30.0, "results": {}}
     results: dict[str, dict[str, float]] = {}
     for n in (int(s) for s in args.sizes.split(",") if s.strip()):
