@@ -111,7 +111,7 @@ def test_replaying_the_corpus_reproduces_every_pinned_byte() -> None:
 def test_pinned_semantics_are_indistinguishable_from_cpython_3_11(monkeypatch: pytest.MonkeyPatch) -> None:
     # CPython 3.11's own str methods, repr and number parsing instead of the pinned implementation (the
     # charges stay: they are protocol): same bytes.  Under CPython 3.12 or 3.13 the same switch moves
-    # 12 of the 61 receipts and 15 of the 16 state roots.
+    # 13 of the 64 receipts and 16 of the 17 state roots.
     monkeypatch.setattr(unistr, "predicate", lambda name, s: getattr(s, name)())
     for name in list(unistr.MAPPINGS):
         monkeypatch.setitem(unistr.MAPPINGS, name, getattr(str, name))

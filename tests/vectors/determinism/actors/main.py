@@ -372,6 +372,32 @@ def case_reserved_state():
     return out
 
 
+def case_get_timers():
+    timers = pvm_host.get_timers()
+    return [[sorted(t) for t in timers.values()], [t["height"] for t in timers.values()]]
+
+
+def case_subscriptions():
+    sid = pvm_host.subscribe_event(peer(), "echoed", "on_peer_event", 200000, 10)
+    out = [len(sid), pvm_host.update_bid(sid, 5), pvm_host.topup_subscription(sid, 1000)]
+    out.append(pvm_host.unsubscribe_event(sid))
+    pvm_host.force_unsubscribe_event(b"\x00" * 33)
+    try:
+        pvm_host.update_bid(sid, 1)
+    except pvm_host.HostError as e:
+        out.append(e.name)
+    return out
+
+
+def case_fork():
+    child = pvm_host.fork_actor(1000)
+    return [len(child), child == pvm_host.self_address()]
+
+
+def on_peer_event(payload):
+    return b""
+
+
 def handle_timer(payload):
     n = int(pvm_host.get_state(b"fired") or b"0") + 1
     pvm_host.set_state(b"fired", str(n).encode())
@@ -399,6 +425,7 @@ CASES = {
     "scan": case_scan, "keccak": case_keccak, "signatures": case_signatures, "events": case_events,
     "call_actor": case_call_actor, "send_message": case_send_message, "transfer": case_transfer,
     "submit_job": case_submit_job, "schedule_timer": case_schedule_timer, "reserved_state": case_reserved_state,
+    "get_timers": case_get_timers, "subscriptions": case_subscriptions, "fork": case_fork,
 }
 
 
