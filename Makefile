@@ -73,8 +73,8 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
 
-test-runner-ops: $(STAMP) ## runner executors end to end (issue 21): a node, a real runner, an LLM stub answering 429 then OK, then going unhealthy (~60 s)
-	COWBOY_RUNNER_OPS_E2E=1 $(VPY) -m pytest -q tests/integration/test_runner_llm_ops.py
+test-runner-ops: $(STAMP) ## runner executors end to end (issue 21): a real runner with an LLM stub answering 429 then OK, then unhealthy; podman-isolated custom programs (~80 s)
+	COWBOY_RUNNER_OPS_E2E=1 $(VPY) -m pytest -q tests/integration/test_runner_llm_ops.py tests/unit/runner/test_runner_custom_container.py
 
 devnet: $(STAMP) ## Start a local single-validator devnet (state in DEVNET_HOME=./devnet-home)
 	DEVNET_HOME='$(DEVNET_HOME)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/devnet.sh

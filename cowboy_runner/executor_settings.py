@@ -22,7 +22,7 @@ from cowboy_runner.executors import (
     cgroups,
 )
 from cowboy_runner.executors.plugins import PluginError, load_factory
-from cowboy_runner.executors.sandbox import bwrap_problem
+from cowboy_runner.executors.sandbox import bwrap_problem, container_problem
 from cowboy_runner.executors.slots import KindLimit
 
 ALLOW_PRIVATE_ENV = "COWBOY_RUNNER_ALLOW_PRIVATE_ADDRESSES"
@@ -95,7 +95,7 @@ def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
                               isolation=c.isolation,  # type: ignore[arg-type]  # checked by the loader
                               max_processes=c.max_processes, max_file_mb=c.max_file_mb, scratch_mb=c.scratch_mb,
                               cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap,
-                              cgroup=c.cgroup, cgroup_parent=c.cgroup_parent)
+                              cgroup=c.cgroup, cgroup_parent=c.cgroup_parent, engine=c.engine)
     for name, plugin in ex.plugins.items():
         try:
             load_factory(plugin.entry_point)
@@ -121,6 +121,12 @@ def check_isolation(config: ExecutorsConfig) -> str | None:
     can be created (memory then bounded by RLIMIT_AS); else None."""
     custom = config.custom
     if custom is None:
+        return None
+    if custom.isolation in ("podman", "docker"):
+        images = tuple(p.image for p in custom.executors.values() if p.image is not None)
+        problem = container_problem(custom.engine or custom.isolation, images)
+        if problem is not None:
+            raise ConfigError("executors.custom.isolation", f"{custom.isolation!r} but {problem}")
         return None
     if custom.isolation == "none":
         return ('executors.custom.isolation = "none": custom programs run unsandboxed as the runner\'s user, with '

@@ -216,6 +216,9 @@ class CustomExecutorConfig:
     """Sandboxed: share the host's network (False: a private namespace with only a down loopback)."""
     ro_paths: tuple[str, ...] = ()
     """Sandboxed: extra host paths visible read-only (data, a runtime outside ``/usr``)."""
+    image: str | None = None
+    """Container isolation (podman/docker): the image the command runs in (``argv[0]`` is the entrypoint);
+    required there, unused otherwise."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
@@ -246,9 +249,12 @@ class CustomConfig:
     memory_limit_mb: int | None = 512
     """Operator address-space limit in MiB, applied even when the job allows more or gives no bounds (None: the
     job's ``max_memory_mb`` alone)."""
-    isolation: Literal["bwrap", "none"] = "bwrap"
-    """``bwrap``: every command runs in a bubblewrap sandbox (``executors/sandbox.py``); ``none``: a plain
-    subprocess of the runner's user with its environment (development only; the runner warns at start)."""
+    isolation: Literal["bwrap", "podman", "docker", "none"] = "bwrap"
+    """``bwrap``: every command runs in a bubblewrap sandbox (``executors/sandbox.py``); ``podman``/``docker``: in a
+    fresh container of its program's ``image``; ``none``: a plain subprocess of the runner's user with its
+    environment (development only; the runner warns at start)."""
+    engine: str | None = None
+    """Container isolation: the engine executable (None: ``podman`` or ``docker`` as ``isolation`` says)."""
     max_processes: int = 64
     """Sandboxed: RLIMIT_NPROC of the sandbox uid."""
     max_file_mb: int = 64
@@ -269,9 +275,13 @@ class CustomConfig:
     when writable)."""
 
     def __post_init__(self) -> None:
-        if self.isolation not in ("bwrap", "none"):
-            raise ValueError(f"custom.isolation must be 'bwrap' or 'none', got {self.isolation!r}")
+        if self.isolation not in ("bwrap", "podman", "docker", "none"):
+            raise ValueError(f"custom.isolation must be 'bwrap', 'podman', 'docker' or 'none', got {self.isolation!r}")
         object.__setattr__(self, "executors", _hex_keyed(self.executors, "custom.executors"))
+        if self.isolation in ("podman", "docker"):
+            for h, program in self.executors.items():
+                if program.image is None:
+                    raise ValueError(f"custom.executors.0x{h.hex()}: isolation {self.isolation!r} needs an image")
         if self.time_limit_s is not None:
             _check_positive(self.time_limit_s, "custom.time_limit_s")
         if self.memory_limit_mb is not None and (isinstance(self.memory_limit_mb, bool) or self.memory_limit_mb < 1):

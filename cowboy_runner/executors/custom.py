@@ -9,6 +9,7 @@ import contextlib
 import math
 import os
 import resource
+import secrets
 import signal
 from collections.abc import Callable
 
@@ -17,7 +18,7 @@ from cowboy_runner.executors import cgroups
 from cowboy_runner.executors.base import ExecutionResult, ExecutorError, check_output_size
 from cowboy_runner.executors.config import CustomConfig, CustomExecutorConfig
 from cowboy_runner.executors.http import with_operator_limit
-from cowboy_runner.executors.sandbox import Limits, bwrap_argv, preexec, sandbox_uid
+from cowboy_runner.executors.sandbox import Limits, bwrap_argv, container_argv, preexec, sandbox_uid
 
 READ_BYTES = 64 * 1024
 """Pipe read size."""
@@ -53,6 +54,17 @@ def _memory_limiter(max_memory_mb: int) -> Callable[[], None]:
     return apply
 
 
+CONTAINER_ENGINES = ("podman", "docker")
+"""Isolation modes that run each command in a container."""
+ENGINE_ENV_KEYS = ("PATH", "HOME", "XDG_RUNTIME_DIR", "DOCKER_HOST", "CONTAINER_HOST")
+"""The runner's variables a container engine's client needs to reach its service (never passed into the
+container: only the program's ``env`` is)."""
+
+
+def _engine_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in ENGINE_ENV_KEYS if k in os.environ}
+
+
 def kill_group(proc: asyncio.subprocess.Process) -> None:
     """SIGKILL the process's whole group (the command and anything it spawned)."""
     # start_new_session=True made the child a group leader (pgid == pid); the pgid cannot be reused while
@@ -84,13 +96,15 @@ class CustomExecutor:
         if c.isolation == "bwrap" and c.cgroup:  # blocking sysfs writes, but a handful of small files
             cgroup = cgroups.create(c.cgroup_parent, memory_bytes=None if memory_mb is None else memory_mb << 20,
                                     max_pids=c.max_processes)
+        container = f"cowboy-job-{os.getpid()}-{secrets.token_hex(6)}" if c.isolation in CONTAINER_ENGINES else None
         procs: list[asyncio.subprocess.Process] = []
         loop = asyncio.get_running_loop()
         started = loop.time()
         oom = False
         try:
-            out, rc, tail = await with_operator_limit(self._run(spec, job.params, memory_mb, procs, cgroup),
-                                                      deadline_s, c.time_limit_s, "executors.custom.time_limit_s")
+            out, rc, tail = await with_operator_limit(
+                self._run(spec, job.params, memory_mb, procs, cgroup, container), deadline_s, c.time_limit_s,
+                "executors.custom.time_limit_s")
         except ExecutorError as e:
             if procs:
                 e.detail.setdefault("pid", procs[0].pid)
@@ -103,13 +117,17 @@ class CustomExecutor:
             if cgroup is not None:
                 oom = cgroup.oom_killed()
                 await asyncio.to_thread(cgroup.kill_and_remove)
+            if container is not None:  # killing the engine's client does not stop the container itself
+                await self._remove_container(container)
         wall_ms = math.ceil((loop.time() - started) * 1000)
         pid = procs[0].pid
         detail: dict[str, object] = {"pid": pid, "exit_code": rc, "wall_ms": wall_ms,
                                      "stderr_tail": tail.decode("utf-8", "replace"),
                                      "cgroup": None if cgroup is None else f"v{cgroup.version}"}
         if rc != 0:
-            if memory_mb is not None and (oom or died_of_memory(tail)):
+            # A container killed by its memory cgroup exits 137 (SIGKILL); the deadline kill raised timeout above.
+            killed_in_container = container is not None and rc == 128 + signal.SIGKILL
+            if memory_mb is not None and (oom or died_of_memory(tail) or killed_in_container):
                 detail["memory_limit_mb"] = memory_mb
                 raise ExecutorError("memory_limit", f"process exceeded its {memory_mb} MiB memory limit",
                                     detail=detail)
@@ -128,16 +146,38 @@ class CustomExecutor:
                   if m is not None]
         return min(limits) if limits else None
 
+    async def _remove_container(self, name: str) -> None:
+        engine = self.config.engine or self.config.isolation
+        with contextlib.suppress(OSError, TimeoutError):
+            proc = await asyncio.create_subprocess_exec(engine, "rm", "-f", name, stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.DEVNULL,
+                                                        stderr=asyncio.subprocess.DEVNULL, env=_engine_env())
+            try:
+                async with asyncio.timeout(30):
+                    await proc.wait()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
     async def _run(self, spec: CustomExecutorConfig, params: bytes, memory_mb: int | None,
-                   procs: list[asyncio.subprocess.Process],
-                   cgroup: cgroups.JobCgroup | None = None) -> tuple[bytes, int, bytes]:
+                   procs: list[asyncio.subprocess.Process], cgroup: cgroups.JobCgroup | None = None,
+                   container: str | None = None) -> tuple[bytes, int, bytes]:
         PIPE = asyncio.subprocess.PIPE
         c = self.config
         child_setup: Callable[[], None] | None
         env: dict[str, str] | None
-        if c.isolation == "bwrap":
-            cpu = c.cpu_time_s if c.cpu_time_s is not None else \
-                (None if c.time_limit_s is None else math.ceil(c.time_limit_s))
+        cpu = c.cpu_time_s if c.cpu_time_s is not None else \
+            (None if c.time_limit_s is None else math.ceil(c.time_limit_s))
+        if container is not None:
+            assert spec.image is not None  # CustomConfig checks it
+            limits = Limits(max_processes=c.max_processes, cpu_seconds=cpu, max_file_bytes=c.max_file_mb << 20,
+                            memory_bytes=None if memory_mb is None else memory_mb << 20)
+            argv = container_argv(c.engine or c.isolation, container, spec.image, spec.argv, env=spec.env or {},
+                                  network=spec.network, cwd=spec.cwd, scratch_bytes=c.scratch_mb << 20,
+                                  limits=limits)
+            child_setup, env, cwd = None, _engine_env(), None
+        elif c.isolation == "bwrap":
             # With a job cgroup the kernel bounds resident memory; RLIMIT_AS (address space) only without one.
             address_space = None if memory_mb is None or cgroup is not None else memory_mb << 20
             limits = Limits(max_processes=c.max_processes, cpu_seconds=cpu, max_file_bytes=c.max_file_mb << 20,

@@ -10,7 +10,8 @@ llm         ``GET {base_url}/models`` answers with a status below 500 other than
             without that route still proves it is up; a refused key does not)
 mcp         at least one configured server completes ``initialize`` (HTTP; the session is closed again) or has
             an executable ``command`` (stdio; the process is started by the first job)
-custom      at least one configured program's ``argv[0]`` is an executable file (found on PATH when it has no /)
+custom      at least one configured program's ``argv[0]`` is an executable file (found on PATH when it has no /);
+            with container isolation, the engine is
 ==========  =====================================================================================================
 """
 
@@ -89,6 +90,9 @@ def _executable(cmd: str) -> bool:
 
 def probe_custom(config: CustomConfig) -> str | None:
     """None when at least one program can be started, else why none can."""
+    if config.isolation in ("podman", "docker"):  # the programs live in images; the engine must be here
+        engine = config.engine or config.isolation
+        return None if _executable(engine) else f"{engine} is not an executable file"
     problems = []
     for executor_hash, program in sorted(config.executors.items()):
         cmd = program.argv[0]

@@ -149,3 +149,47 @@ def bwrap_problem(bwrap: str = "bwrap", uid_base: int = 200_000) -> str | None:
         text = done.stderr.decode("utf-8", "replace").strip()[-300:]
         return f"{path} cannot create a sandbox here (user namespaces unavailable?): {text or done.returncode}"
     return None
+
+
+CONTAINER_USER = "65534:65534"
+"""uid:gid commands run as inside a container (nobody)."""
+
+
+def container_argv(engine: str, name: str, image: str, argv: tuple[str, ...], *, env: Mapping[str, str],
+                   network: bool, cwd: str | None, scratch_bytes: int, limits: Limits) -> list[str]:
+    """The ``podman run`` / ``docker run`` command line running ``argv`` (``argv[0]`` as the entrypoint) in a
+    fresh container of ``image``: stdin attached, no network unless granted, read-only root with a tmpfs ``/tmp``,
+    nobody's uid, no capabilities, no privilege gain, the memory/pids/file/CPU limits, removed when it ends."""
+    args = [engine, "run", "--rm", "-i", "--name", name, "--read-only", "--tmpfs",
+            f"/tmp:rw,size={scratch_bytes},mode=1777", "--workdir", cwd or SCRATCH, "--user", CONTAINER_USER,
+            "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--no-healthcheck",
+            "--pids-limit", str(limits.max_processes),
+            # every rlimit explicit: runc refuses a partial set where the engine's defaults exceed the hard limits
+            "--ulimit", f"nproc={limits.max_processes}:{limits.max_processes}",
+            "--ulimit", f"fsize={limits.max_file_bytes}",
+            "--ulimit", f"nofile={limits.max_open_files}:{limits.max_open_files}", "--ulimit", "core=0"]
+    if not network:
+        args += ["--network", "none"]
+    if limits.memory_bytes is not None:  # the container's cgroup: resident memory, swap included
+        args += ["--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes)]
+    if limits.cpu_seconds is not None:
+        args += ["--ulimit", f"cpu={limits.cpu_seconds}"]
+    for key, value in sorted({"HOME": SCRATCH, "TMPDIR": SCRATCH, **env}.items()):
+        args += ["--env", f"{key}={value}"]
+    return [*args, "--entrypoint", argv[0], image, *argv[1:]]
+
+
+def container_problem(engine: str, images: tuple[str, ...]) -> str | None:
+    """None when ``engine`` runs and has every image locally (a runner never pulls at job time), else why not."""
+    path = shutil.which(engine)
+    if path is None:
+        return f"{engine} not found"
+    for image in sorted(set(images)):
+        try:
+            done = subprocess.run([path, "image", "inspect", image], capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"{path} cannot run: {e}"
+        if done.returncode != 0:
+            text = done.stderr.decode("utf-8", "replace").strip()[-200:]
+            return f"image {image!r} is not available to {path} ({text or done.returncode}); pull or build it first"
+    return None

@@ -138,7 +138,8 @@ class CustomExecutorSettings:
     enforce_memory_limit: bool = True
     """False: no memory limit at all."""
     isolation: str = "bwrap"
-    """``bwrap`` (a bubblewrap sandbox; start-up fails when it cannot run) or ``none`` (development only)."""
+    """``bwrap`` (a bubblewrap sandbox; start-up fails when it cannot run), ``podman``/``docker`` (a container of
+    each program's ``image``) or ``none`` (development only)."""
     max_processes: int = 64
     """Sandbox RLIMIT_NPROC."""
     max_file_mb: int = 64
@@ -155,6 +156,8 @@ class CustomExecutorSettings:
     """Give each sandboxed job its own cgroup when possible (memory limit on resident memory, pids.max)."""
     cgroup_parent: str | None = None
     """Delegated cgroup v2 directory for job cgroups (None: the v1 memory/pids hierarchies when writable)."""
+    engine: str | None = None
+    """Container isolation: the engine executable (None: podman or docker as isolation says)."""
     programs: dict[bytes, CustomExecutorConfig] = field(default_factory=dict)
     """``executor_hash`` (32 bytes) → the local command."""
 
@@ -430,8 +433,8 @@ def _mcp(ex: dict[str, Any]) -> McpExecutorSettings:
 
 _CUSTOM_LIMITS = (*_LIMIT_KEYS, "time_limit_s", "memory_limit_mb", "max_output_bytes", "stderr_tail_bytes",
                   "enforce_memory_limit", "isolation", "max_processes", "max_file_mb", "scratch_mb", "cpu_time_s",
-                  "sandbox_uid_base", "bwrap", "cgroup", "cgroup_parent")
-_CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd", "network", "ro_paths")
+                  "sandbox_uid_base", "bwrap", "cgroup", "cgroup_parent", "engine")
+_CUSTOM_PROGRAM_KEYS = ("argv", "env", "cwd", "network", "ro_paths", "image")
 _ARGV_TEXT = "expected a non-empty array of non-empty strings (the command's argv) or a table with argv"
 
 
@@ -453,7 +456,7 @@ def _program(value: object, key: str) -> CustomExecutorConfig:
             raise SettingError(f"{key}.ro_paths", f"expected absolute paths, got {path!r}")
     return CustomExecutorConfig(_strings(value["argv"], f"{key}.argv", allow_empty=False), env=env,
                                 cwd=_str(value, key, "cwd", None), network=_bool(value, key, "network", False),
-                                ro_paths=ro_paths)
+                                ro_paths=ro_paths, image=_str(value, key, "image", None))
 
 
 def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
@@ -471,12 +474,18 @@ def _custom(ex: dict[str, Any]) -> CustomExecutorSettings:
         if executor_hash in programs:
             raise SettingError(f"{w}.{name}", "the same executor hash is listed twice")
         programs[executor_hash] = program
+    isolation = _choice(t, w, "isolation", "bwrap", ("bwrap", "podman", "docker", "none"))
+    if isolation in ("podman", "docker"):
+        for name, value in sorted(t.items()):
+            if name not in _CUSTOM_LIMITS and not (isinstance(value, dict) and "image" in value):
+                raise SettingError(f"{w}.{name}.image", f'isolation = "{isolation}" runs every program in a '
+                                                        "container: give it an image (the table form)")
     return CustomExecutorSettings(**_limits(t, w), time_limit_s=_seconds(t, w, "time_limit_s", 60.0),
                                   memory_limit_mb=_int(t, w, "memory_limit_mb", 512),
                                   max_output_bytes=_int(t, w, "max_output_bytes", 262_144),
                                   stderr_tail_bytes=_int(t, w, "stderr_tail_bytes", 2048, minimum=0),
                                   enforce_memory_limit=_bool(t, w, "enforce_memory_limit", True), programs=programs,
-                                  isolation=_choice(t, w, "isolation", "bwrap", ("bwrap", "none")),
+                                  isolation=isolation, engine=_str(t, w, "engine", None),
                                   max_processes=_int(t, w, "max_processes", 64),
                                   max_file_mb=_int(t, w, "max_file_mb", 64), scratch_mb=_int(t, w, "scratch_mb", 64),
                                   cpu_time_s=_int(t, w, "cpu_time_s", 1) if "cpu_time_s" in t else None,
