@@ -62,10 +62,6 @@ def _complement(s: Ranges) -> Ranges:
     return out
 
 
-def _minus(s: Ranges, t: Ranges) -> Ranges:
-    return _complement(_union(_complement(s), t))
-
-
 def _prop(name: str) -> Ranges:
     flat: tuple[int, ...] = getattr(T, name)
     return _pairs(flat)
@@ -473,12 +469,6 @@ def number_ascii(s: str) -> str | None:
     if not t.isascii() or "\x7f" in t:
         return None
     return t
-
-
-def iter_code_points(flat: tuple[int, ...]) -> Iterable[int]:
-    """Every code point of a flat range tuple (tests and tools)."""
-    for a, b in _pairs(flat):
-        yield from range(a, b + 1)
 
 
 def parse_int(s: str, base: int) -> int:
