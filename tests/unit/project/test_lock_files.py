@@ -7,12 +7,16 @@ it runs on the real files (must be empty) and on deliberately broken copies (mus
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -187,3 +191,20 @@ def test_make_install_and_the_image_install_only_from_the_locks() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes -r requirements.lock" in dockerfile
     assert re.search(r"pip install [^\n]*--no-deps [^\n]*\.", dockerfile)
+
+
+def test_make_lock_resolves_the_dev_lock_first_then_constrains_the_runtime_lock_by_it() -> None:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("GNU make not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    out = subprocess.run([make, "-n", "-C", str(ROOT), "lock", "LOCK_VENV=/nonexistent/lockvenv"],
+                         capture_output=True, text=True, timeout=60, check=True, env=env).stdout
+    dev = out.index("--extra test -o requirements-dev.lock pyproject.toml")
+    runtime = out.index("-c requirements-dev.lock")
+    assert dev < runtime and "-o requirements.lock pyproject.toml" in out[runtime:]
+    assert "--generate-hashes" in out and "--upgrade" not in out
+    assert "pip-tools==7.6.2" in out  # a pinned pip-tools, in its own venv
+    upgraded = subprocess.run([make, "-n", "-C", str(ROOT), "lock", "UPGRADE=1", "LOCK_VENV=/nonexistent/lockvenv"],
+                              capture_output=True, text=True, timeout=60, check=True, env=env).stdout
+    assert upgraded.count("--upgrade") == 1  # only the dev lock resolves anew; the runtime lock follows it
