@@ -34,11 +34,16 @@ def _load(name: str) -> types.ModuleType:
     return mod
 
 
-def main() -> None:
+def _stub_packages() -> None:
+    """Empty parent packages, so the PVM modules load without the node's dependencies."""
     for pkg in ("cowboy_node", "cowboy_node.execution", "cowboy_node.execution.pvm"):
         stub = types.ModuleType(pkg)
         stub.__path__ = []
         sys.modules.setdefault(pkg, stub)
+
+
+def main() -> None:
+    _stub_packages()
     _load("costs")
     _load("unicode_tables")
     u = _load("unistr")
