@@ -36,6 +36,7 @@ from cowboy_node.execution.jobs.weights import base_weights
 from cowboy_node.execution.runners import store as registry
 from cowboy_node.execution.system_state import get_runner_config
 from cowboy_node.state.world import WorldState, add_prepare_hook, watch_prefix
+from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.params import RunnerConfig
 from cowboy_protocol.types.runner import RunnerRecord
@@ -196,6 +197,9 @@ class RegistryIndex:
         if rec is None:
             self._remove(address, p)
             return
+        if rec.index != self.ridx[p]:  # as runners_in_index_order refuses it on the linear path
+            raise DecodeError(f"runner registry: record {address.hex()} moved from index {self.ridx[p]} "
+                              f"to {rec.index}")
         self.recs[address] = rec
         for key, c in self.classes.items():
             member = _members([rec], key, self.cfg)
@@ -236,15 +240,21 @@ class RegistryIndex:
 # -- per-world upkeep ---------------------------------------------------------------------------
 
 class _Local:
-    """A world's index, the epoch it belongs to and how much of the world's watch log it has applied."""
+    """A world's index, the base state (epoch, root) it was derived for and how much of the world's watch log
+    it has applied."""
 
-    __slots__ = ("applied", "epoch", "index", "shared")
+    __slots__ = ("applied", "epoch", "index", "root", "shared")
 
-    def __init__(self, index: RegistryIndex, epoch: int, applied: int) -> None:
+    def __init__(self, index: RegistryIndex, epoch: int, root: bytes, applied: int) -> None:
         self.index = index
         self.epoch = epoch
+        self.root = root
         self.applied = applied
         self.shared = False  # also remembered under a root: copy before changing records
+
+    def current(self, world: WorldState) -> bool:
+        # Another world committing on the same store moves the base under this one without a new epoch.
+        return self.epoch == world.epoch and self.root == world.tree.root()
 
 
 _ROOTS: OrderedDict[bytes, RegistryIndex] = OrderedDict()
@@ -277,16 +287,22 @@ def _apply(world: WorldState, local: _Local) -> None:
 def world_index(world: WorldState) -> RegistryIndex:
     """The index of ``world``'s current state (built, copied from its base root's, or brought up to date)."""
     local = world.memo.get(_MEMO)
-    if not isinstance(local, _Local) or local.epoch != world.epoch:
-        base = _ROOTS.get(world.tree.root())
-        if base is None:
-            local = _Local(RegistryIndex.build(world), world.epoch, len(world.watch_log))
-        else:
-            local = _Local(base, world.epoch, 0)
+    if not isinstance(local, _Local) or not local.current(world):
+        root = world.tree.root()
+        base = _ROOTS.get(root)
+        if base is None:  # a full read of the current state: the log so far is already in it
+            local = _Local(RegistryIndex.build(world), world.epoch, root, len(world.watch_log))
+        else:  # the base state's index plus every record this world has written since (all logged)
+            local = _Local(base, world.epoch, root, 0)
             local.shared = True
         world.memo[_MEMO] = local
     _apply(world, local)
-    local.index.set_cfg(get_runner_config(world))
+    cfg = get_runner_config(world)
+    if cfg != local.index.cfg:
+        if local.shared:
+            local.index = local.index.copy()
+            local.shared = False
+        local.index.set_cfg(cfg)
     return local.index
 
 
@@ -296,11 +312,11 @@ def _on_prepare(world: WorldState, base_root: bytes, new_root: bytes) -> None:
     try:
         with _LOCK:
             local = world.memo.get(_MEMO)
-            if not isinstance(local, _Local) or local.epoch != world.epoch:
+            if not isinstance(local, _Local) or not local.current(world):
                 base = _ROOTS.get(base_root)
                 if base is None:
                     return
-                local = _Local(base, world.epoch, 0)
+                local = _Local(base, world.epoch, base_root, 0)
                 local.shared = True
                 world.memo[_MEMO] = local
             _apply(world, local)

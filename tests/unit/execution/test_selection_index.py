@@ -252,3 +252,25 @@ def test_index_mru_draw_on_tiny_weights_hits_every_boundary_as_the_walk_does() -
 class _Height:
     def __init__(self, height: int) -> None:
         self.height = height
+
+
+def test_a_world_whose_base_moves_under_it_rebuilds_its_index() -> None:
+    """Two worlds on one store and tree: B commits registry changes while A still holds an index."""
+    rng = random.Random(11)
+    sc = Scenario(rng, 12)
+    a = sc.world
+    b = WorldState(sc.store, sc.tree, data_prefix=b"s/")
+    req = SelectionRequest(job_kind=JOB_KIND_LLM, http_host=None, tee_required=False, required_tee_type=None,
+                           max_price=10**6, required_runner_pool=None)
+    assert selection_index.m1_selection(a, sc.ctx(), req, frozenset()) is not None  # A builds its index
+    for r in store.runners_in_index_order(b):  # B makes everyone but one runner ineligible, and commits
+        if r.index:
+            store.put_runner(b, replace(r, health=Health.UNHEALTHY))
+        else:
+            store.put_runner(b, runner(r.address, 0, rep=100_000_000_000, last_heartbeat=sc.height))
+    _root, ops = b.prepare_commit()
+    sc.store.write_batch(ops)
+    b.mark_committed()
+    sel = selection_index.m1_selection(a, sc.ctx(), req, frozenset())
+    assert sel is not None and sel.view.count == 1
+    assert [r.index for r in sel.draw(seed_n(1), None, 4)] == [0]
