@@ -45,6 +45,10 @@ HAND_CHECKED_PREDICATES = [
     ("\u0345", "islower", True),       # COMBINING GREEK YPOGEGRAMMENI: Other_Lowercase
     ("\u2118", "isidentifier", True),  # SCRIPT CAPITAL P: Other_ID_Start
     ("\u00b7", "isidentifier", False),  # MIDDLE DOT: Other_ID_Continue only
+    ("\u10fc", "islower", False),      # MODIFIER LETTER GEORGIAN NAR: Other_Lowercase only from 15.0
+    ("\uab69", "islower", False),      # MODIFIER LETTER SMALL TURNED W: likewise
+    ("\u4e24", "isnumeric", False),    # CJK ideograph 'two': a numeric value only from 15.1
+    ("\u4e8c", "isnumeric", True),     # CJK ideograph 'two' (kPrimaryNumeric 2 since 3.2)
 ]
 HAND_CHECKED_MAPPINGS = [
     ("\u00df", "upper", "SS"),                # SpecialCasing: ß -> SS
