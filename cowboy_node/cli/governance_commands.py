@@ -9,11 +9,14 @@ height on; the rules it must pass are in ``cowboy_node/execution/governance.py``
 from __future__ import annotations
 
 import argparse
+import json
 import re
+from pathlib import Path
 
 from cowboy_node.cli.client_commands import (
     U64_MAX,
     SubParsers,
+    UsageError,
     _add_rpc,
     _client,
     _print_json,
@@ -25,10 +28,21 @@ from cowboy_node.cli.client_commands import (
     should_wait,
     submit_many,
 )
+from cowboy_node.node.keys import load_validator_key
+from cowboy_protocol.codec import encode
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.http_client import RpcClient
+from cowboy_protocol.keys import KeyFileError
 from cowboy_protocol.types.governance_instructions import (
     MAX_PARAM_NAME_BYTES,
     GovernanceSetParam,
     GovernanceSetPhase,
+)
+from cowboy_protocol.types.instructions import (
+    Instruction,
+    ValidatorApproved,
+    approval_preimage,
+    instruction_to_cbor,
 )
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
@@ -51,24 +65,73 @@ def _param_value(text: str) -> int:
     return _uint(U64_MAX, "u64")(text)
 
 
+def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> int:
+    """``--approve-with``: print this validator's approval of ``ins`` (a JSON document to hand to whoever
+    submits; nothing is sent)."""
+    try:
+        key = load_validator_key(args.approve_with)
+    except (KeyFileError, ValueError) as e:
+        raise UsageError(f"--approve-with: {e}") from None
+    chain_id = client.get_json("/status")["chain_id"]
+    nonce = int(client.get_json("/params")["governance"]["approval_nonce"])
+    seed = key.ed25519_seed
+    _print_json({"validator": "0x" + ed25519.public_key_from_seed(seed).hex(), "chain_id": chain_id,
+                 "nonce": nonce, "instruction": "0x" + encode(instruction_to_cbor(ins)).hex(),
+                 "signature": "0x" + ed25519.sign(seed, approval_preimage(chain_id, nonce, ins)).hex()})
+    return 0
+
+
+def _with_approvals(client: RpcClient, ins: Instruction, files: list[str]) -> ValidatorApproved:
+    """Wrap ``ins`` with the approvals in ``files`` (each printed by ``--approve-with``), ordered by the
+    validators' positions in ``GET /validators``."""
+    index = {v["ed25519_public_key"].lower(): i for i, v in enumerate(client.get_json("/validators")["validators"])}
+    wanted = "0x" + encode(instruction_to_cbor(ins)).hex()
+    approvals: dict[int, bytes] = {}
+    for path in files:
+        try:
+            doc = json.loads(Path(path).read_text())
+            who, signature = str(doc["validator"]).lower(), bytes.fromhex(str(doc["signature"])[2:])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"--approvals {path}: not an approval file ({e})") from None
+        if doc.get("instruction") != wanted:
+            raise UsageError(f"--approvals {path}: approves another instruction than this command's")
+        if who not in index:
+            raise UsageError(f"--approvals {path}: {who} is not a validator of this chain")
+        approvals[index[who]] = signature
+    return ValidatorApproved(ins, tuple(sorted(approvals.items())))
+
+
+def _governed(args: argparse.Namespace, ins: Instruction) -> int:
+    """Approve (``--approve-with``), or submit directly or wrapped with ``--approvals`` (``--key`` pays)."""
+    client = _client(args)
+    if args.approve_with is not None:
+        return _approve(args, client, ins)
+    if args.key is None:
+        raise UsageError("--key is required (or --approve-with to approve as a validator)")
+    sk, sender = load_key(args)
+    tx_ins = _with_approvals(client, ins, args.approvals) if args.approvals else ins
+    [tx_hash] = submit_many(args, client, sk, sender, [tx_ins])
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=tx_ins.to_json())
+
+
 @_run
 def cmd_tx_governance_set_phase(args: argparse.Namespace) -> int:
     """Schedule a CIP-11 phase step at ``--at-height``."""
-    sk, sender = load_key(args)
-    client = _client(args)
-    ins = GovernanceSetPhase(phase=args.phase, activation_height=args.at_height)
-    [tx_hash] = submit_many(args, client, sk, sender, [ins])
-    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=ins.to_json())
+    return _governed(args, GovernanceSetPhase(phase=args.phase, activation_height=args.at_height))
 
 
 @_run
 def cmd_tx_governance_set_param(args: argparse.Namespace) -> int:
     """Schedule a governed CIP-11 parameter change at ``--at-height``."""
-    sk, sender = load_key(args)
-    client = _client(args)
-    ins = GovernanceSetParam(name=args.name, value=args.value, activation_height=args.at_height)
-    [tx_hash] = submit_many(args, client, sk, sender, [ins])
-    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=ins.to_json())
+    return _governed(args, GovernanceSetParam(name=args.name, value=args.value, activation_height=args.at_height))
+
+
+def _add_approval_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--key", metavar="FILE", help="account key that pays (a system deployer's when sent directly)")
+    p.add_argument("--approve-with", metavar="VALIDATOR_KEY", default=None,
+                   help="print this validator's approval (keys/validator.key of its home) instead of sending")
+    p.add_argument("--approvals", nargs="+", metavar="FILE", default=None,
+                   help="with more than one validator: approval files of 2f+1 validators (from --approve-with)")
 
 
 @_run
@@ -93,7 +156,7 @@ def register_tx(tx_sub: SubParsers) -> None:
     sp.add_argument("phase", type=_uint(3, "phase 0..3"), metavar="N", help="target phase 0..3")
     sp.add_argument("--at-height", required=True, type=height, metavar="H",
                     help="first height that runs in the new phase (above the current height)")
-    sp.add_argument("--key", required=True, metavar="FILE", help="a system deployer's account key file")
+    _add_approval_flags(sp)
     add_tx_flags(sp)
     sp.set_defaults(func=cmd_tx_governance_set_phase)
 
@@ -104,7 +167,7 @@ def register_tx(tx_sub: SubParsers) -> None:
     pp.add_argument("value", type=_param_value, metavar="VALUE", help="unsigned integer (flags: 0/1, true/false)")
     pp.add_argument("--at-height", required=True, type=height, metavar="H",
                     help="first height that runs with the new value (above the current height)")
-    pp.add_argument("--key", required=True, metavar="FILE", help="a system deployer's account key file")
+    _add_approval_flags(pp)
     add_tx_flags(pp)
     pp.set_defaults(func=cmd_tx_governance_set_param)
 

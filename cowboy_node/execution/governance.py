@@ -52,6 +52,7 @@ from cowboy_node.execution.system_state import (
     set_cip11_params,
     set_runner_config,
 )
+from cowboy_node.execution.validator_governance import get_approval_nonce, quorum, validator_count
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
@@ -388,6 +389,11 @@ def settings_json(s: Settings) -> dict[str, Any]:
 
 
 def governance_view(world: WorldState) -> dict[str, Any]:
-    """``{"active": settings_json, "pending": [change], "max_pending"}`` (``GET /params`` → ``governance``)."""
+    """``{"active": settings_json, "pending": [change], "max_pending", "validators", "approvals_needed",
+    "approval_nonce"}`` (``GET /params`` → ``governance``). ``approvals_needed`` is 0 when the system deployers
+    govern directly (one validator); otherwise governed instructions need that many ValidatorApproved
+    approvals over ``approval_nonce``."""
+    n = validator_count(world)
     return {"active": settings_json(read_settings(world)), "pending": [c.to_json() for c in get_pending(world)],
-            "max_pending": MAX_PENDING}
+            "max_pending": MAX_PENDING, "validators": n, "approvals_needed": 0 if n == 1 else quorum(n),
+            "approval_nonce": get_approval_nonce(world)}

@@ -27,6 +27,7 @@ from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.validator_governance import execute_validator_approved
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt, bounded_message
@@ -44,6 +45,7 @@ from cowboy_protocol.types.instructions import (
     UpdateBasefeeConfig,
     UpdateTimerConfig,
     UpdateTimerPolicy,
+    ValidatorApproved,
 )
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.runner_instructions import (
@@ -234,8 +236,16 @@ EXECUTORS: dict[type, Executor] = {
     JobResultSubmit: job_executors.execute_result_submit,
     GovernanceSetPhase: system_instructions.governance_set_phase,
     GovernanceSetParam: system_instructions.governance_set_param,
+    ValidatorApproved: lambda world, tx, ctx, meter, events: execute_validator_approved(
+        world, tx, ctx, meter, events, _run_governed),
 }
 """Instruction type → executor (one entry per instruction kind)."""
+
+
+def _run_governed(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,
+                  events: list[Event]) -> None:
+    """The inner instruction of a ValidatorApproved (decoding already limited it to GOVERNED_KINDS)."""
+    EXECUTORS[type(tx.instruction)](world, tx, ctx, meter, events)
 
 
 def _run_instruction(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter,

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
@@ -293,11 +294,78 @@ class UpdateTimerPolicy:
         return {"kind": self.NAME, "policy": self.policy.to_json()}
 
 
+GOVERNED_KINDS = frozenset({0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46})
+"""System instructions that, on a chain with more than one validator, need the approval of the validator set
+(:class:`ValidatorApproved`): basefee and timer configuration, timer cancel/extend, timer policy, CIP-11 phase
+and parameters."""
+MAX_APPROVALS = 64
+"""Most approvals a ValidatorApproved may carry (the largest static validator set)."""
+APPROVAL_DOMAIN = b"cowboy/governance-approval/v1"
+"""Signature domain of a validator's approval."""
+
+
+def approval_preimage(chain_id: str, nonce: int, inner: Instruction) -> bytes:
+    """What a validator signs (Ed25519, its peer key) to approve ``inner``: ``APPROVAL_DOMAIN ‖ u16be(len) ‖
+    chain_id ‖ u64be(nonce) ‖ canonical CBOR of the inner instruction map``. ``nonce`` is the chain's governance
+    approval nonce (``query governance`` → ``approval_nonce``), raised by every executed approval, so an approval
+    is good once, on one chain."""
+    cid = chain_id.encode()
+    return (APPROVAL_DOMAIN + len(cid).to_bytes(2, "big") + cid + nonce.to_bytes(8, "big")
+            + encode(instruction_to_cbor(inner)))
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatorApproved:
+    """A governed system instruction (:data:`GOVERNED_KINDS`) approved by the validator set: on a chain with
+    ``n > 1`` validators it runs only with valid approvals from at least ``n − ⌊(n − 1)/3⌋`` distinct validators
+    of ``ValidatorSetSnapshot(0)`` over :func:`approval_preimage` (CIP-11 governance by the validator set; any
+    account may submit it and pays its fee). Checked at execution: ``insufficient_approvals``, ``bad_approval``."""
+
+    KIND: ClassVar[int] = 0x47
+    NAME: ClassVar[str] = "validator_approved"
+    instruction: Instruction
+    """The governed instruction to run."""
+    approvals: tuple[tuple[int, bytes], ...]
+    """``(validator index in the snapshot, 64-byte Ed25519 signature)``, strictly ascending by index."""
+
+    def fields(self) -> dict[int, Any]:
+        """Instruction-specific map entries (keys 1..)."""
+        return {1: instruction_to_cbor(self.instruction), 2: [[i, sig] for i, sig in self.approvals]}
+
+    @classmethod
+    def from_fields(cls, m: Mapping[int, Any]) -> ValidatorApproved:
+        """Build from a map already checked to hold exactly keys {0, 1, 2}."""
+        inner = instruction_from_cbor(m[1])
+        if inner.KIND not in GOVERNED_KINDS:
+            raise DecodeError(f"instruction.instruction: kind {inner.KIND:#04x} is not a governed instruction",
+                              field="instruction.instruction")
+        raw = m[2]
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_APPROVALS:
+            raise DecodeError(f"instruction.approvals: expected 1..{MAX_APPROVALS} approvals",
+                              field="instruction.approvals")
+        approvals: list[tuple[int, bytes]] = []
+        for k, entry in enumerate(raw):
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise DecodeError(f"instruction.approvals[{k}]: expected [index, signature]",
+                                  field="instruction.approvals")
+            i = expect_uint(entry[0], f"instruction.approvals[{k}].index", MAX_APPROVALS - 1)
+            if approvals and i <= approvals[-1][0]:
+                raise DecodeError("instruction.approvals: indices must be strictly ascending",
+                                  field="instruction.approvals")
+            approvals.append((i, expect_bytes(entry[1], f"instruction.approvals[{k}].signature", 64)))
+        return cls(instruction=inner, approvals=tuple(approvals))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON view for the RPC."""
+        return {"kind": self.NAME, "instruction": self.instruction.to_json(),
+                "approvals": [{"index": i, "signature": "0x" + sig.hex()} for i, sig in self.approvals]}
+
+
 Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | TransferActorOwnership | UpdateTimerConfig
                | CancelTimer | ExtendTimer
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
                | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit | GovernanceSetPhase
-               | GovernanceSetParam)
+               | GovernanceSetParam | ValidatorApproved)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -321,6 +389,7 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     JobResultSubmit.KIND: (4, JobResultSubmit.from_fields),
     GovernanceSetPhase.KIND: (2, GovernanceSetPhase.from_fields),
     GovernanceSetParam.KIND: (3, GovernanceSetParam.from_fields),
+    ValidatorApproved.KIND: (2, ValidatorApproved.from_fields),
 }
 
 
