@@ -356,6 +356,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             "validator_set": self._validator_set_json(),
             **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
+            "pvm_version": self.chain.genesis.pvm_version,
             "consensus": self.consensus.status_json(),
             "cip11": get_cip11_flags(world).to_json(),
         }

@@ -13,6 +13,7 @@ from cowboy_node.cli import main as cli
 from cowboy_node.execution.pvm import grammar, unicode_tables
 from cowboy_node.execution.pvm.version import PINS, PVM_VERSION, SUPPORTED_PVM_VERSIONS
 from tests.helpers import make_dev_genesis
+from tests.unit.node_harness import make_node
 
 
 def _doc() -> dict:  # type: ignore[type-arg]
@@ -61,3 +62,7 @@ def test_node_refuses_to_start_on_an_unimplemented_version(tmp_path: Path, capsy
     assert cli.main(["run", "--home", str(home)]) == 1
     err = capsys.readouterr().err
     assert "genesis.json: pvm_version: PVM version 7 is not implemented by this node (it implements [1])" in err
+
+
+def test_status_reports_the_chains_pvm_version() -> None:
+    assert make_node().status()["pvm_version"] == 1
