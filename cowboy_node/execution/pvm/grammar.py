@@ -100,8 +100,27 @@ def _tree_violations(source: str, tree: ast.Module) -> list[Violation]:
     return out
 
 
-def _fstring_violations(source: str) -> list[Violation]:
-    """PEP 701 f-string syntax (Python 3.12+ tokenizer), refused as Python 3.11 refuses it."""
+def _nested_too_deeply(tree: ast.Module) -> list[tuple[int, int]]:
+    """Positions of replacement fields inside the format spec of a field that is itself inside a format
+    spec (``f"{x:{y:{z}}}"``): Python 3.11 refuses them ("f-string: expressions nested too deeply")."""
+    found: list[tuple[int, int]] = []
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.FormattedValue):
+            if depth >= 2:
+                found.append((node.lineno, node.col_offset))
+            stack.append((node.value, 0))
+            if node.format_spec is not None:
+                stack.extend((v, depth + 1) for v in ast.iter_child_nodes(node.format_spec))
+            continue
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
+    return found
+
+
+def _fstring_violations(source: str, deep: list[tuple[int, int]]) -> list[Violation]:
+    """PEP 701 f-string syntax (Python 3.12+ tokenizer), refused as Python 3.11 refuses it; ``deep`` are
+    the positions :func:`_nested_too_deeply` found."""
     fstring_start = getattr(tokenize, "FSTRING_START", None)
     if fstring_start is None:
         return []  # a 3.11 tokenizer: the parser itself already enforced the 3.11 rules
@@ -110,6 +129,7 @@ def _fstring_violations(source: str) -> list[Violation]:
     out: list[Violation] = []
     stack: list[tuple[str, int]] = []  # (closing quote, line of the opening) of the enclosing f-strings
     pending: list[str] = []  # problems inside the current outermost f-string
+    outer_start = (0, 0)
     prev_end = 0
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -129,9 +149,13 @@ def _fstring_violations(source: str) -> list[Violation]:
                     # 3.11's tokenizer: an unterminated string literal, on the line where it starts
                     out.append((single[-1], RULE, "single-quoted f-string expression spans lines"))
             if tok.type == fstring_start:
+                if not stack:
+                    outer_start = tok.start
                 stack.append((tok.string.lstrip("rRbBfFuU"), line))
             elif tok.type == fstring_end and stack:
                 stack.pop()
+                if not stack and any(outer_start <= pos <= tok.end for pos in deep):
+                    pending.append("f-string: expressions nested too deeply")
                 if not stack and pending:
                     # 3.11 parses f-string expressions after the whole literal: it reports its last line
                     out.append((tok.end[0], RULE, pending[0]))
@@ -177,7 +201,8 @@ def _named_escape_violations(source: str) -> list[Violation]:
 
 def check(source: str, tree: ast.Module) -> Violation | None:
     """The first (by line) construct outside the pinned grammar, or None."""
-    found = _tree_violations(source, tree) + _fstring_violations(source) + _named_escape_violations(source)
+    found = (_tree_violations(source, tree) + _fstring_violations(source, _nested_too_deeply(tree))
+             + _named_escape_violations(source))
     return min(found) if found else None
 
 

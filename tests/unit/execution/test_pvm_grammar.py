@@ -42,6 +42,9 @@ CASES: dict[str, int | None] = {
     'x = ("a"\n     f"{b["k"]}"\n     "c")': 2,     # implicit concatenation
     'x = f"""\n{a}\n{b[\'\\n\']}\n"""': 4,       # 3.11 reports the literal's last line
     'x = f"{a:{b}}" f\'{c["d"]}\'': None,
+    'x = f"{a:{b:{c}}}"': 1,                      # 3.11: expressions nested too deeply
+    'x = 1\nx = ("a"\n     f"{a:{b:>{c}}}")': 3,
+    'x = f"{a:{ {b} }}"': None,
 }
 
 SCRIPT = r'''
