@@ -154,6 +154,19 @@ def test_m1_and_m2_jobs_settle_on_a_four_validator_network(tmp_path: Path) -> No
             assert decode(bytes.fromhex(value[2:]))[4] == "m2"
         consumed = [net.block(0, h) for h in range(1, top + 1)]
         assert any(b is not None and b["consumed_seeds"] for b in consumed), "no block consumed the M == 2 seed"
+        # CIP-11 §10: kill -9 the runners' own validator (their RPC, and a session) while a runner executes a
+        # job: the result still settles through another validator (result frame on another session, or the
+        # rebroadcast through the RPC fallback the validators announced).
+        with HttpServer() as slow:
+            slow.delay_s = 4.0
+            url = f"http://127.0.0.1:{slow.port}/price"
+            job3 = _submit(v1, actor, url, {"mode": "none", "runners": 1, "threshold": 1}, "m1-kill")
+            net.wait_for("a runner executing job 3", lambda: slow.hits >= 1, 60)
+            net.kill(0)
+            cb3 = _callback(v1, actor, "m1-kill", 120)
+            assert (cb3[0], cb3[1], cb3[2]) == (job3, True, BODY), cb3
+        top = min(h for i, h in net.heights([1, 2, 3]).items() if h is not None)
+        net.assert_agreement(top, among=[1, 2, 3])
     finally:
         for r in runners:
             if r.proc is not None and r.proc.poll() is None:
