@@ -67,8 +67,14 @@ lint: $(STAMP) ## ruff check
 typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 	$(VPY) -m mypy
 
-test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs)
-	$(VPY) -m pytest -q
+# The unit tests are pure CPU and share nothing, so they run on TEST_WORKERS processes (pytest-xdist); the
+# integration and e2e tests start real nodes, runners and networks on loopback and run one at a time after them,
+# so their timing never competes with a second worker.
+TEST_WORKERS ?= 2
+
+test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs): unit tests on TEST_WORKERS workers, then the process tests
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) tests/unit
+	$(VPY) -m pytest -q tests --ignore=tests/unit
 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
