@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate, compress, repeat
 from operator import and_, ge, gt
 
@@ -200,7 +200,20 @@ class RegistryIndex:
         if rec.index != self.ridx[p]:  # as runners_in_index_order refuses it on the linear path
             raise DecodeError(f"runner registry: record {address.hex()} moved from index {self.ridx[p]} "
                               f"to {rec.index}")
+        old = self.recs[address]
         self.recs[address] = rec
+        if replace(old, last_heartbeat=rec.last_heartbeat) == rec:
+            # Only the heartbeat moved (the common change): class membership ignores staleness, so members
+            # stay members with the same weight and price; no filter call needed.
+            for c in self.classes.values():
+                old_hb = c.lhb[p]
+                if old_hb == _NEVER or old_hb == rec.last_heartbeat:
+                    continue
+                v = c.view
+                if v is not None and (old_hb >= v.stale_before) != (rec.last_heartbeat >= v.stale_before):
+                    c.view = None
+                c.lhb[p] = rec.last_heartbeat
+            return
         for key, c in self.classes.items():
             member = _members([rec], key, self.cfg)
             w, hb, pr = ((base_weights(member, self.cfg)[0], rec.last_heartbeat, _price(rec, key[0])) if member
