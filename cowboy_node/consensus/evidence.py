@@ -19,9 +19,9 @@ from typing import Any
 from cowboy_node.consensus.simplex.types import Finalize, Notarize, Nullify, Vote, decode_message, encode_message
 from cowboy_node.state.store import StateStore
 from cowboy_node.types.block import Round
-from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.codec import encode
 from cowboy_protocol.types.errors import DecodeError
-from cowboy_protocol.types.fields import expect_map, expect_uint
+from cowboy_protocol.types.fields import decode_map, expect_uint
 
 EVIDENCE_KEPT = 256
 """Records kept; older ones are deleted as new ones arrive."""
@@ -55,11 +55,7 @@ class Evidence:
     @staticmethod
     def decode(raw: bytes) -> Evidence:
         """Inverse of :meth:`encode`; :class:`DecodeError` on anything else."""
-        try:
-            doc = decode(raw)
-        except CodecError as e:
-            raise DecodeError(f"Evidence: {e}") from None
-        m = expect_map(doc, frozenset({0, 1, 2, 3, 4}), "Evidence")
+        m = decode_map(raw, frozenset({0, 1, 2, 3, 4}), "Evidence")
         rnd, reason, votes_raw = m[1], m[2], m[4]
         if not (isinstance(rnd, list) and len(rnd) == 2) or not isinstance(reason, str) \
                 or not isinstance(votes_raw, list):

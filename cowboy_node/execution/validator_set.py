@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cowboy_node.state.world import WorldState
-from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.codec import encode
 from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.types.errors import DecodeError
-from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.fields import decode_map, expect_bytes, expect_uint
 
 KEY_VALIDATOR_SET_PREFIX = b"sys/validator_set/"
 PEER_PUBKEY_LEN = 32
@@ -36,11 +36,7 @@ def encode_snapshot(snapshot: EpochSnapshot) -> bytes:
 
 def decode_snapshot(raw: bytes) -> EpochSnapshot:
     """Inverse of :func:`encode_snapshot`; :class:`DecodeError` on anything else."""
-    try:
-        doc = decode(raw)
-    except CodecError as e:
-        raise DecodeError(f"ValidatorSetSnapshot: {e}") from None
-    m = expect_map(doc, frozenset({0, 1}), "ValidatorSetSnapshot")
+    m = decode_map(raw, frozenset({0, 1}), "ValidatorSetSnapshot")
     keys = m[1]
     if not isinstance(keys, list):
         raise DecodeError("ValidatorSetSnapshot.peer_pubkeys: expected an array")

@@ -24,11 +24,11 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass
 
-from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.netaddr import parse_host_port
 from cowboy_protocol.types.errors import DecodeError
-from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.fields import decode_map, expect_bytes, expect_uint
 
 CH_ENDPOINTS = 5
 """Peer-layer channel of endpoint announcements."""
@@ -77,11 +77,7 @@ class EndpointAnnouncement:
     @staticmethod
     def decode(data: bytes) -> EndpointAnnouncement:
         """Strict inverse of :meth:`encode`; the endpoint must parse as ``HOST:PORT``."""
-        try:
-            doc = decode(data)
-        except CodecError as e:
-            raise DecodeError(f"EndpointAnnouncement: {e}") from None
-        m = expect_map(doc, frozenset({0, 1, 2, 3, 4}), "EndpointAnnouncement")
+        m = decode_map(data, frozenset({0, 1, 2, 3, 4}), "EndpointAnnouncement")
         quic, rpc = m[1], m[2]
         if not isinstance(quic, str) or len(quic.encode()) > MAX_ENDPOINT_BYTES:
             raise DecodeError("EndpointAnnouncement.quic: expected HOST:PORT text")

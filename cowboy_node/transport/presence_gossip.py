@@ -38,10 +38,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cowboy_node.types.presence import decode_presence, encode_presence
-from cowboy_protocol.codec import CodecError, decode, encode
+from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.errors import DecodeError
-from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.fields import decode_map, expect_bytes, expect_uint
 
 CH_PRESENCE = 4
 """Peer-layer channel of presence announcements (0–3 are consensus, blocks, transactions, sync)."""
@@ -90,11 +90,7 @@ class PresenceAnnouncement:
     @staticmethod
     def decode(data: bytes) -> PresenceAnnouncement:
         """Strict inverse of :meth:`encode` (:class:`DecodeError` on anything else)."""
-        try:
-            doc = decode(data)
-        except CodecError as e:
-            raise DecodeError(f"PresenceAnnouncement: {e}") from None
-        m = expect_map(doc, frozenset({0, 1, 2, 3, 4}), "PresenceAnnouncement")
+        m = decode_map(data, frozenset({0, 1, 2, 3, 4}), "PresenceAnnouncement")
         return PresenceAnnouncement(
             expect_bytes(m[0], "PresenceAnnouncement.validator_pubkey", 32),
             expect_uint(m[1], "PresenceAnnouncement.height"),

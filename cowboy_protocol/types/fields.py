@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.types.errors import DecodeError
 
 U8_MAX = (1 << 8) - 1
@@ -35,6 +36,16 @@ def expect_map(value: object, keys: frozenset[int], name: str) -> Mapping[int, A
         extra = sorted(repr(k) for k in actual if k not in keys)
         raise DecodeError(f"{name}: missing keys {missing}, unexpected keys {extra}", field=name)
     return value
+
+
+def decode_map(data: bytes, keys: frozenset[int], name: str) -> Mapping[int, Any]:
+    """Strictly decode canonical CBOR ``data`` to a map with exactly ``keys``: bytes that are not canonical CBOR
+    are a :class:`DecodeError` naming ``name`` too (not the codec's own error)."""
+    try:
+        value = decode(data)
+    except CodecError as e:
+        raise DecodeError(f"{name}: {e}", field=name) from None
+    return expect_map(value, keys, name)
 
 
 def expect_uint(value: object, name: str, maximum: int = U64_MAX) -> int:
