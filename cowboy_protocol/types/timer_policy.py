@@ -36,11 +36,11 @@ class TimerPolicy:
     max_fires_per_target: int = 16
     """MAX_FIRES_PER_TARGET: Globalbox fires per target actor per block (≥ 1)."""
     max_watch_prefixes: int = 8
-    """Most key prefixes one state-watch timer may watch (≥ 1)."""
+    """Most key prefixes one state-watch timer may watch; 0 disables new state-watch timers."""
     max_watch_fires_per_block: int = 256
     """State-watch hits materialised per block; hits past it are skipped for that block (≥ 1)."""
     max_interval_blocks: int = 2_592_000
-    """Longest ``every_blocks`` of an interval timer (≥ 1)."""
+    """Longest ``every_blocks`` of an interval timer; 0 disables new interval timers."""
 
     def to_cbor(self) -> dict[int, int]:
         """CBOR map form."""
@@ -69,12 +69,12 @@ class TimerPolicy:
         """Raise :class:`DecodeError` unless every field is in range."""
         if self.mode not in (MODE_FIFO, MODE_GLOBALBOX):
             raise DecodeError(f"timer_policy.mode {self.mode} is unknown", field="timer_policy.mode")
-        for name in ("max_fires_per_block", "max_fires_per_target", "max_watch_prefixes",
-                     "max_watch_fires_per_block", "max_interval_blocks"):
+        for name in ("max_fires_per_block", "max_fires_per_target", "max_watch_fires_per_block"):
             value = getattr(self, name)
             if not 1 <= value <= U32_MAX:
                 raise DecodeError(f"timer_policy.{name} must be 1..2^32-1", field=f"timer_policy.{name}")
-        for name in ("w_age", "w_bid"):
+        # 0 is the governed "extension disabled" setting (docs/timers.md §12): no new watch / interval timers.
+        for name in ("w_age", "w_bid", "max_watch_prefixes", "max_interval_blocks"):
             if not 0 <= getattr(self, name) <= U32_MAX:
                 raise DecodeError(f"timer_policy.{name} must be a u32", field=f"timer_policy.{name}")
 

@@ -34,9 +34,10 @@ from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
-from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers import interval, schedule, watch
 from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
+from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event
@@ -86,6 +87,8 @@ MESSAGE_OVERHEAD_CELLS = 72
 """Cells of a Mailbox entry besides its payload (sender, target, sequence number)."""
 GET_TIMERS_CYCLES_PER_TIMER = 200
 """get_timers, per live timer of the actor (on top of ``SCAN_BASE_CYCLES``), plus the payload bytes read."""
+MAX_WATCH_KEY_PREFIX_BYTES = 256 - len(b"actor/") - ADDRESS_LEN - len(b"/kv/")
+"""Longest ``key_prefix`` of a ``set_state_watch`` pair (226: the state-key prefix is at most 256 bytes)."""
 TRANSFER_BALANCE_CYCLES = fees.TRANSFER_CYCLES
 """transfer_balance (same as a Transfer transaction); cells are the account writes."""
 
@@ -620,6 +623,99 @@ class Host:
             raise TxFailed("forbidden", "host call after the frame ended")
         tid = _timer_id(timer_id)
         schedule.cancel_timer(self._world, self._ctx, self._meter, actor=self._frame.actor, timer_id=tid)
+
+    # --- draft timer extensions (docs/timers.md §12.2-§12.3; refused while the policy disables them) -----
+    def set_state_watch(self, watch_keys: object, handler: object = DEFAULT_HANDLER, data: object = b"",
+                        fee_payer: object = b"", gas_limit: object = 0, expires_at: object = 0) -> bytes:
+        """Run ``handler(data)`` in End of Block of every later block whose transactions change a watched key.
+
+        ``watch_keys`` is a list of ``(actor_address, key_prefix)`` pairs: a key ``k`` of actor ``a``'s storage
+        is watched when it starts with ``key_prefix`` (``b""`` watches all of ``a``'s storage). The sentinels
+        ``b""`` / ``0`` mean "protocol default" as in ``schedule_timer_ex``; returns the watch timer's id.
+        """
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        try:
+            prefixes = _watch_prefixes(watch_keys, get_timer_policy(self._world).max_watch_prefixes)
+        except TxFailed:
+            self._meter.charge_cycles(watch.SET_WATCH_BASE_CYCLES)  # a refused call costs what a valid one does
+            raise
+        f = self._frame
+        return watch.set_state_watch(
+            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender, prefixes=prefixes,
+            handler=handler, payload=bytes(data) if isinstance(data, bytearray) else data,  # type: ignore[arg-type]
+            fee_payer=_default(fee_payer, b""), gas_limit=_default(gas_limit, 0),  # type: ignore[arg-type]
+            expires_at=_default(expires_at, 0))  # type: ignore[arg-type]  # watch.py validates
+
+    def set_interval(self, every_n_blocks: object, handler: object = DEFAULT_HANDLER, data: object = b"",
+                     fee_payer: object = b"", gas_limit: object = 0, expires_at: object = 0) -> bytes:
+        """Run ``handler(data)`` every ``every_n_blocks`` blocks (first at current + every_n_blocks) until
+        cancelled or ``expires_at``; the argument order of ``cowboy_sdk.runtime.set_interval`` plus the
+        ``schedule_timer_ex`` overrides (``b""`` / ``0`` = default). Returns the timer id (kept by every roll)."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        f = self._frame
+        return interval.set_interval(
+            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender,
+            every_blocks=every_n_blocks, handler=handler,  # type: ignore[arg-type]  # interval/schedule validate
+            payload=bytes(data) if isinstance(data, bytearray) else data,  # type: ignore[arg-type]
+            fee_payer=_default(fee_payer, b""), gas_limit=_default(gas_limit, 0),  # type: ignore[arg-type]
+            expires_at=_default(expires_at, 0))  # type: ignore[arg-type]
+
+    def cancel_watch(self, timer_id: object) -> bool:
+        """Remove this actor's state-watch timer: True if removed, False if there is none; another actor's
+        halts with ``timer_unauthorized``."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        self._meter.charge_cycles(schedule.CANCEL_TIMER_CYCLES)
+        return watch.cancel_watch(self._world, actor=self._frame.actor, timer_id=_timer_id(timer_id))
+
+    def cancel_interval(self, timer_id: object) -> bool:
+        """Stop this actor's interval timer (also from its own handler): True if stopped, False if it is no
+        live interval timer; another actor's halts with ``timer_unauthorized``."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        self._meter.charge_cycles(schedule.CANCEL_TIMER_CYCLES)
+        return interval.cancel_interval(self._world, actor=self._frame.actor, timer_id=_timer_id(timer_id),
+                                        fired=self._ctx.eob.fired_timers)
+
+
+def _default(value: object, sentinel: object) -> object:
+    """The SDK's "protocol default" sentinel (``b""`` / ``0``, never ``False``) as None; anything else as given
+    (a bytearray copied) for the timer module to validate."""
+    if isinstance(value, bytearray):
+        value = bytes(value)
+    return None if type(value) is type(sentinel) and value == sentinel else value
+
+
+def _watch_prefixes(value: object, limit: int) -> list[bytes]:
+    """``[(actor_address, key_prefix), ...]`` as state-key prefixes ``actor/<addr>/kv/<key_prefix>``.
+
+    Checked here because the pairs are this API's shape; the count is bounded before any pair is read
+    (``limit`` = ``TimerPolicy.max_watch_prefixes``; 0 = the extension is disabled).
+    """
+    if limit == 0:
+        raise TxFailed(E_EXTENSION_DISABLED, "state-watch timers are disabled by the governed timer policy")
+    if not isinstance(value, list | tuple) or not 1 <= len(value) <= limit:
+        raise TxFailed(watch.E_WATCH_PREFIXES, f"watch_keys must be a list of 1..{limit} (address, key_prefix) pairs")
+    out: list[bytes] = []
+    for pair in value:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise TxFailed(watch.E_WATCH_PREFIXES, "each watch key is an (address, key_prefix) pair")
+        addr, key_prefix = pair
+        if isinstance(key_prefix, str):
+            try:
+                key_prefix = key_prefix.encode("utf-8")
+            except UnicodeEncodeError:
+                raise TxFailed(watch.E_WATCH_PREFIXES, "key_prefix is not valid UTF-8") from None
+        if (not isinstance(addr, bytes | bytearray) or len(addr) != ADDRESS_LEN
+                or not isinstance(key_prefix, bytes | bytearray)):
+            raise TxFailed(watch.E_WATCH_PREFIXES, "each watch key is a 20-byte address and a bytes key prefix")
+        prefix = store.kv_prefix(bytes(addr)) + bytes(key_prefix)
+        if len(prefix) > watch.MAX_PREFIX_BYTES:
+            raise TxFailed(watch.E_WATCH_PREFIXES, f"key_prefix may be at most {MAX_WATCH_KEY_PREFIX_BYTES} bytes")
+        out.append(prefix)
+    return out
 
 
 def _timer_id(value: object) -> bytes:

@@ -20,6 +20,7 @@ convention); the roll restores the originals.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cowboy_node.execution.context import BlockContext
@@ -27,7 +28,7 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.timers import schedule, store
 from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES, Timer
-from cowboy_node.execution.timers.policy import get_timer_policy
+from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.fields import U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
@@ -82,6 +83,9 @@ def set_interval(world: WorldState, ctx: BlockContext, meter: Meter, *, actor: b
     cells for the interval record. Returns the timer id.
     """
     limit = get_timer_policy(world).max_interval_blocks
+    if limit == 0:
+        meter.charge_cycles(schedule.SET_TIMER_BASE_CYCLES)
+        raise TxFailed(E_EXTENSION_DISABLED, "interval timers are disabled by the governed timer policy")
     if isinstance(every_blocks, bool) or not isinstance(every_blocks, int) or not 1 <= every_blocks <= limit:
         meter.charge_cycles(schedule.SET_TIMER_BASE_CYCLES)
         raise TxFailed(E_INTERVAL_INVALID, f"every_blocks must be 1..{limit}")
@@ -94,19 +98,29 @@ def set_interval(world: WorldState, ctx: BlockContext, meter: Meter, *, actor: b
     return timer_id
 
 
-def cancel_interval(world: WorldState, *, actor: bytes, timer_id: bytes) -> bool:
+def cancel_interval(world: WorldState, *, actor: bytes, timer_id: bytes, fired: Sequence[Timer] | None = None) -> bool:
     """Stop an interval timer of ``actor``: removes its pending timer (if any) and its interval record.
 
-    Works from the timer's own handler too (the fired timer is already removed; this
-    stops the roll). False if ``timer_id`` is no interval timer; ``timer_unauthorized``
-    if the pending timer belongs to another actor.
+    ``timer_unauthorized`` if the timer belongs to another actor; False (nothing changed)
+    if ``timer_id`` is no interval timer. Works from the timer's own handler too: the
+    fired timer is no longer pending, so its owner is looked up in ``fired`` (this
+    block's fired timers, ``ctx.eob.fired_timers`` — what the host call passes). With
+    ``fired`` given, an interval whose timer is neither pending nor fired this block
+    (removed by expiry, funds or ``cancel_timer``: it will never roll again) is left
+    alone and False returned, because its owner can no longer be proven. ``fired=None``
+    means the caller vouches for the owner (system code and tests).
     """
     timer = store.get_timer(world, timer_id)
+    pending = timer is not None
+    if timer is None and fired is not None:
+        timer = next((t for t in fired if t.timer_id == timer_id), None)
+        if timer is None:
+            return False
     if timer is not None and timer.actor_address != actor:
         raise TxFailed(schedule.E_UNAUTHORIZED, "timer belongs to another actor")
     if get_interval(world, timer_id) is None:
         return False
-    if timer is not None:
+    if pending and timer is not None:
         store.remove_timer(world, timer)
     world.delete(interval_key(timer_id))
     return True

@@ -16,10 +16,13 @@ from cowboy_node.execution.system_state import KEY_TIMER_CONFIG
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.types.timer_policy import MODE_FIFO, MODE_GLOBALBOX, TimerPolicy
 
-__all__ = ["KEY_TIMER_POLICY", "MODE_FIFO", "MODE_GLOBALBOX", "TimerPolicy", "get_timer_policy", "set_timer_policy"]
+__all__ = ["E_EXTENSION_DISABLED", "KEY_TIMER_POLICY", "MODE_FIFO", "MODE_GLOBALBOX", "TimerPolicy",
+           "get_timer_policy", "set_timer_policy"]
 
 KEY_TIMER_POLICY = KEY_TIMER_CONFIG[: -len(b"timer_config")] + b"timer_policy"
 """``actor/<0x…06>/kv/system:timer_policy``."""
+E_EXTENSION_DISABLED = "timer_extension_disabled"
+"""``set_state_watch`` / ``set_interval`` while the policy disables that extension (its limit is 0)."""
 
 
 def get_timer_policy(world: WorldState) -> TimerPolicy:

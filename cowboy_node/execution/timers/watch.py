@@ -28,7 +28,7 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import schedule, store
 from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
-from cowboy_node.execution.timers.policy import get_timer_policy
+from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
@@ -134,27 +134,38 @@ def set_state_watch(world: WorldState, ctx: BlockContext, meter: Meter, *, actor
                     prefixes: list[bytes], handler: str, payload: bytes, fee_payer: bytes | None = None,
                     gas_limit: int | None = None, expires_at: int | None = None) -> bytes:
     """Register a state-watch timer; returns its id. Same checks and costs as ``schedule_timer`` (docs §4)
-    except the height, plus :data:`E_WATCH_PREFIXES`."""
+    except the height, plus :data:`E_WATCH_PREFIXES` and ``timer_extension_disabled`` (policy limit 0).
+    Every check runs before any write: a refusal changes nothing but the cycles charged."""
     meter.charge_cycles(SET_WATCH_BASE_CYCLES)
     current = ctx.env.height
     cfg = get_timer_config(world)
     policy = get_timer_policy(world)
+    if policy.max_watch_prefixes == 0:
+        raise TxFailed(E_EXTENSION_DISABLED, "state-watch timers are disabled by the governed timer policy")
     if (not isinstance(prefixes, list) or not 1 <= len(prefixes) <= policy.max_watch_prefixes
             or any(not isinstance(p, bytes) or not 1 <= len(p) <= MAX_PREFIX_BYTES for p in prefixes)
             or len(set(prefixes)) != len(prefixes)):
         raise TxFailed(E_WATCH_PREFIXES, f"1..{policy.max_watch_prefixes} distinct prefixes of 1..256 bytes")
-    if not isinstance(payload, bytes) or len(payload) > MAX_PAYLOAD_BYTES:
-        raise TxFailed(schedule.E_PAYLOAD_TOO_LARGE, "payload must be bytes of at most 1 MiB")
-    if not isinstance(handler, str) or not 0 < len(handler.encode("utf-8", "replace")) <= MAX_HANDLER_BYTES:
+    if not isinstance(payload, bytes):
+        raise TxFailed(schedule.E_INVALID_INPUT, "payload must be bytes")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise TxFailed(schedule.E_PAYLOAD_TOO_LARGE, f"payload is {len(payload)} bytes, the maximum is 1 MiB")
+    if not isinstance(handler, str):
+        raise TxFailed(schedule.E_HANDLER_INVALID, "handler must be a string")
+    try:
+        handler_len = len(handler.encode("utf-8"))  # strict: a lone surrogate could not be stored
+    except UnicodeEncodeError:
+        raise TxFailed(schedule.E_HANDLER_INVALID, "handler is not valid UTF-8") from None
+    if not 0 < handler_len <= MAX_HANDLER_BYTES:
         raise TxFailed(schedule.E_HANDLER_INVALID, f"handler must be 1..{MAX_HANDLER_BYTES} UTF-8 bytes")
-    payer = actor if fee_payer is None else fee_payer
+    payer = actor if fee_payer is None else schedule._address(fee_payer, "fee_payer")
     schedule._check_fee_payer(payer, actor, tx_sender)  # same fee-payer rule as schedule_timer
-    gas = cfg.max_cycles_per_fire if gas_limit is None else gas_limit
+    gas = cfg.max_cycles_per_fire if gas_limit is None else schedule._uint(gas_limit, "gas_limit")
     if not 1 <= gas <= cfg.max_cycles_per_fire:
         raise TxFailed(schedule.E_GAS_LIMIT_TOO_HIGH if gas else schedule.E_GAS_LIMIT_ZERO,
                        f"gas_limit must be 1..{cfg.max_cycles_per_fire}")
     ceiling = current + cfg.max_ttl_blocks
-    expiry = ceiling if expires_at is None else expires_at
+    expiry = ceiling if expires_at is None else schedule._uint(expires_at, "expires_at")
     if not current < expiry <= ceiling:
         raise TxFailed(schedule.E_EXPIRY_NOT_FUTURE if expiry <= current else schedule.E_EXPIRY_TOO_FAR,
                        f"expires_at must be in ({current}, {ceiling}]")
