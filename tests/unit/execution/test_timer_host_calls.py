@@ -242,6 +242,37 @@ def test_the_policy_can_disable_both_extensions_and_actors_then_get_a_typed_refu
     assert env.call(a, "every", b"2").status == STATUS_SUCCESS
 
 
+SDK_SRC = '''import pvm_host
+from cowboy_sdk import runtime
+
+def start(payload):
+    runtime.set_interval(2, "tick", b"s")
+    return b""
+
+def _tick(data):
+    seen = pvm_host.get_state(b"ticks") or b""
+    pvm_host.set_state(b"ticks", seen + str(pvm_host.current_block()).encode() + data + b",")
+
+def handle_timer(payload):
+    runtime.dispatch_interval(payload, {"tick": _tick})
+    return b""
+'''
+
+
+def test_the_sdks_own_runtime_set_interval_keeps_its_rearming_semantics() -> None:
+    """``cowboy_sdk.runtime.set_interval`` is the SDK's one-shot + re-arm, not ``pvm_host.set_interval``:
+    one pending timer at a time, no interval record, a fire every 2 blocks (docs/actors.md §8)."""
+    net = Net()
+    addr = derive_actor_address(ALICE, b"s", SDK_SRC)
+    _ok(net.block(net._tx(DeployActor(source=SDK_SRC, salt=b"s", init_handler="", init_payload=b"")),
+                  net._transfer(addr)))
+    _ok(net.block(net.call(addr, "start")))  # block 3: due at 5, re-armed for 7, 9...
+    net.empty_blocks_until(9)
+    assert net.state(addr, b"ticks") == b"5s,7s,9s,"
+    world = net.chain.world()
+    assert timer_store.get_meta(world, addr).live == 1 and list(world.iterate(b"timer/i/")) == []
+
+
 # --- exact metering and refusals on a bare Host ---------------------------------------------------
 
 
@@ -287,6 +318,7 @@ def test_set_interval_costs_200_cycles_and_the_bytes_it_writes() -> None:
     assert meter.cycles_used == 200 and meter.cells_used == _written(world, before) > 0
     t = timer_store.get_timer(world, tid)
     assert t is not None and (t.height, t.handler, t.payload, t.gas_limit_per_fire) == (13, "tick", b"d", 5_000)
+    assert tid in _host(world)[0].get_timers()  # an interval timer is a height timer
     host, meter = _host(world)
     assert host.cancel_interval(tid) is True and (meter.cycles_used, meter.cells_used) == (200, 0)
     assert timer_store.get_timer(world, tid) is None and interval.get_interval(world, tid) is None
@@ -354,7 +386,7 @@ def test_bad_arguments_raise_typed_timer_codes_and_write_nothing(call, code: str
         call(host)
     assert e.value.code == code
     assert dict(world.changes()) == before
-    assert meter.cells_used == 0
+    assert (meter.cycles_used, meter.cells_used) == (200, 0)  # a refused call costs what a valid one does
 
 
 @pytest.mark.parametrize("call", [lambda h: h.set_state_watch([K], "h"), lambda h: h.set_interval(2, "h")])
@@ -367,6 +399,15 @@ def test_a_disabled_extension_is_refused_for_its_base_cost(call) -> None:  # typ
         call(host)
     assert e.value.code == "timer_extension_disabled"
     assert (meter.cycles_used, meter.cells_used) == (200, 0) and dict(world.changes()) == before
+
+
+def test_zero_limits_are_the_governed_disabled_setting_with_golden_bytes() -> None:
+    """0 used to be refused by ``TimerPolicy.validate``; it now means "extension disabled" (docs/timers.md §12)."""
+    off = TimerPolicy(max_watch_prefixes=0, max_interval_blocks=0)
+    raw = bytes.fromhex("a8 0000 0101 0200 03190100 0410 0500 06190100 0700")  # by hand: keys 5 and 7 -> uint 0
+    assert off.encode() == raw and TimerPolicy.decode(raw) == off
+    world = make_world()
+    set_timer_policy(world, off)  # validates
 
 
 def test_calls_after_the_frame_ended_are_refused() -> None:
