@@ -21,7 +21,7 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.timers import interval, watch
 from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.execution.timers.model import Timer
-from cowboy_node.execution.timers.policy import TimerPolicy, set_timer_policy
+from cowboy_node.execution.timers.policy import TimerPolicy, get_timer_policy, set_timer_policy
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.receipt import STATUS_SUCCESS, Receipt
 from cowboy_protocol.types.instructions import CallActor, DeployActor
@@ -240,6 +240,22 @@ def test_the_policy_can_disable_both_extensions_and_actors_then_get_a_typed_refu
     set_timer_policy(env.world, TimerPolicy())  # re-enabled by governance: the same calls work
     assert env.call(a, "watch", a + b"k").status == STATUS_SUCCESS
     assert env.call(a, "every", b"2").status == STATUS_SUCCESS
+
+
+def test_under_the_globalbox_policy_watches_and_intervals_fire_through_the_mailbox() -> None:
+    from cowboy_protocol.types.instructions import UpdateTimerPolicy
+    from cowboy_protocol.types.timer_policy import MODE_GLOBALBOX
+
+    net = Net()
+    _ok(net.block(net._tx(UpdateTimerPolicy(TimerPolicy(mode=MODE_GLOBALBOX)))))  # ALICE is a system deployer
+    assert get_timer_policy(net.chain.world()).mode == MODE_GLOBALBOX
+    _ok(net.block(net.call(net.a, "watch", net.b + b"price"), net.call(net.a, "put", b"stop_2"),
+                  net.call(net.a, "every", b"2")))  # block 3: ticks due at 5 and 7, cancelled from the 2nd
+    _ok(net.block(net.call(net.b, "put", b"price1")))  # block 4: a hit
+    net.empty_blocks_until(10)
+    assert net.state(net.a, b"hits") == b"1" and net.state(net.a, b"ticks") == b"5i,7i,"
+    iid = net.state(net.a, b"iid")
+    assert iid is not None and interval.get_interval(net.chain.world(), iid) is None
 
 
 SDK_SRC = '''import pvm_host
