@@ -206,9 +206,10 @@ def _word_cost(n: int) -> int:
 class Host:
     """The ``pvm_host`` functions for one frame (one actor executing one handler).
 
-    The public methods are exactly the SDK host contract (``cowboy_sdk.mock_host``);
-    ``HostError`` is exposed as an attribute because the SDK looks it up as
-    ``pvm_host.HostError``.
+    The public methods are the SDK host contract (``cowboy_sdk.mock_host``) plus the node's
+    draft timer calls the SDK has no primitive for (``set_state_watch``, ``set_interval``,
+    ``cancel_watch``, ``cancel_interval``: docs/timers.md §12.4); ``HostError`` is exposed
+    as an attribute because the SDK looks it up as ``pvm_host.HostError``.
     """
 
     __slots__ = ("_closed", "_ctx", "_events", "_frame", "_meter", "_owner", "_run_frame", "_scope", "_world")
