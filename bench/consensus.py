@@ -5,6 +5,9 @@ no proxies):
 
 1. n = 1 at ``block_time_ms = 1000``: the same-run baseline (one validator finalizes alone, no network);
 2. n = 4 at 1000 ms;
+2b. unless ``--no-down``, n = 4 at 1000 ms with one validator killed (SIGKILL) after the first block, measured
+   after ``--down-warmup`` seconds: once with the default ``skip_timeout_views`` and once with it 0 (the same-run
+   baseline of the silent-leader skip);
 3. unless ``--no-fast``, n = 4 at each of ``--fast`` (default 500, 250, 100 ms), stopping at the first that does
    not sustain (p50 block interval > 1.2 × target, or nullifications > 10 % of views); the shortest sustained
    block time is reported.
@@ -47,6 +50,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -258,15 +262,29 @@ def heights_now(conns: Sequence[Conn]) -> list[Any]:
     return out
 
 
-def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """Start an ``n``-validator network at ``block_ms``, measure it, tear it down; the configuration's report."""
-    rep: dict[str, Any] = {"validators": n, "block_time_ms": block_ms}
-    tmp = Path(tempfile.mkdtemp(prefix=f"n{n}-{block_ms}ms-", dir=root))
+def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path, *, down: int = 0,
+               skip_timeout_views: int | None = None) -> dict[str, Any]:
+    """Start an ``n``-validator network at ``block_ms``, measure it, tear it down; the configuration's report.
+
+    ``down``: that many validators (the last ones) are killed with SIGKILL once every validator has finalized a
+    block, and the window measures the survivors. ``skip_timeout_views``: written into every config.toml
+    (None: the default)."""
+    live = n - down
+    rep: dict[str, Any] = {"validators": n, "block_time_ms": block_ms, "down": down,
+                           "skip_timeout_views": skip_timeout_views}
+    tmp = Path(tempfile.mkdtemp(prefix=f"n{n}-{block_ms}ms-d{down}-", dir=root))
     net = Testnet.create(tmp, n=n, block_time_ms=block_ms, proxied=False)
+    if skip_timeout_views is not None:
+        for v in net.validators:
+            path = v.home / "config.toml"
+            text, count = re.subn(r"(?m)^skip_timeout_views = \d+$", f"skip_timeout_views = {skip_timeout_views}",
+                                  path.read_text())
+            assert count == 1, f"{path}: no [consensus] skip_timeout_views line to set"
+            path.write_text(text)
     pollers: list[Poller] = []
     conns: list[Conn] = []
     try:
-        confs = [tomllib.loads((v.home / "config.toml").read_text()) for v in net.validators]
+        confs = [tomllib.loads((v.home / "config.toml").read_text()) for v in net.validators][:live]
         rpcs = [c["rpc"]["addr"] for c in confs]
         metrics = [Conn(c["metrics"]["addr"]) for c in confs]
         conns = [Conn(a) for a in rpcs] + metrics
@@ -282,7 +300,7 @@ def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> d
             p.start()
         deadline = time.monotonic() + args.first_block_timeout
         while True:
-            hs = heights_now(conns[:n])
+            hs = heights_now(conns[:live])
             if all(isinstance(h, dict) and h["height"] >= 1 for h in hs):
                 break
             if time.monotonic() > deadline:
@@ -292,12 +310,15 @@ def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> d
                 return rep
             time.sleep(0.2)
         rep["first_block_s"] = round(time.monotonic() - t_start, 2)
-        time.sleep(args.warmup)
+        for i in range(live, n):
+            net.kill(i)
+        # With validators down, let the survivors stop waiting for them (skip_timeout views) before measuring.
+        time.sleep(args.warmup if not down else max(args.warmup, args.down_warmup))
 
         def snapshot() -> dict[str, Any]:
-            pids = [v.proc.pid for v in net.validators if v.proc is not None]
+            pids = [v.proc.pid for v in net.validators[:live] if v.proc is not None]
             return {"t": time.monotonic(), "cpu": [cpu_seconds(p) for p in pids],
-                    "metrics": [scrape(m) for m in metrics], "status": [c.json("/status") for c in conns[:n]]}
+                    "metrics": [scrape(m) for m in metrics], "status": [c.json("/status") for c in conns[:live]]}
 
         s0 = snapshot()
         time.sleep(args.seconds)
@@ -305,7 +326,7 @@ def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> d
         for p in pollers:
             p.join()
         window = s1["t"] - s0["t"]
-        exited = [v.name for v in net.validators if v.proc is None or v.proc.poll() is not None]
+        exited = [v.name for v in net.validators[:live] if v.proc is None or v.proc.poll() is not None]
         if exited:
             rep["exited_during_window"] = exited
 
@@ -335,7 +356,7 @@ def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> d
             ts, view = heads[h]["ts"], heads[h]["view"]
             per = [p.height_seen[h] - ts for p in pollers if h in p.height_seen]
             fin.extend(per)
-            if len(per) == n:
+            if len(per) == live:
                 fin_first.append(min(per))
                 fin_last.append(max(per))
             notar.extend(p.view_seen[view + 1] - ts for p in pollers if view + 1 in p.view_seen)
@@ -383,7 +404,7 @@ def run_config(n: int, block_ms: int, args: argparse.Namespace, root: Path) -> d
         return rep
     except Exception as e:  # a node misbehaving mid-measurement: report what was seen, keep going
         rep["error"] = f"{type(e).__name__}: {e}"[:2000]
-        rep["status_at_error"] = heights_now(conns[:n]) if conns else None
+        rep["status_at_error"] = heights_now(conns[:live]) if conns else None
         rep["log_tail"] = net.logs(15)[-6000:]
         return rep
     finally:
@@ -403,6 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-fast", action="store_true", help="skip the shorter block times")
     ap.add_argument("--fast", default="500,250,100", help="shorter block times (ms) tried at n = 4, in order")
     ap.add_argument("--poll-ms", type=float, default=20.0, help="/status polling interval per validator")
+    ap.add_argument("--no-down", action="store_true", help="skip the one-validator-down configurations")
+    ap.add_argument("--down-warmup", type=float, default=20.0,
+                    help="warm-up after killing a validator (its views must first be skipped)")
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds for every HTTP API to answer")
     ap.add_argument("--first-block-timeout", type=float, default=60.0,
                     help="seconds after start-up for every validator to finalize a block")
@@ -414,6 +438,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(d)
         baseline = run_config(1, BASE_BLOCK_MS, args, root)
         main_cfg = run_config(N_VALIDATORS, BASE_BLOCK_MS, args, root)
+        down_reps: dict[str, dict[str, Any]] = {}
+        if not args.no_down:  # one of four validators killed: with the skip (default) and without (baseline)
+            down_reps["skip_default"] = run_config(N_VALIDATORS, BASE_BLOCK_MS, args, root, down=1)
+            down_reps["skip_off"] = run_config(N_VALIDATORS, BASE_BLOCK_MS, args, root, down=1,
+                                               skip_timeout_views=0)
         fast_reps: list[dict[str, Any]] = []
         for b in fast:
             r = run_config(N_VALIDATORS, b, args, root)
@@ -423,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sustained = [r["block_time_ms"] for r in [main_cfg, *fast_reps] if r.get("sustained")]
 
     def fin_p50(r: dict[str, Any]) -> float | None:
-        return r.get("proposal_to_finalization_direct", {}).get("p50_ms")
+        value: float | None = r.get("proposal_to_finalization_direct", {}).get("p50_ms")
+        return value
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 2) if a is not None and b else None
@@ -449,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "baseline": baseline,
         "n4_1000ms": main_cfg,
         "fast": fast_reps,
+        "n4_1000ms_one_down": down_reps,
         "shortest_sustained_block_time_ms": min(sustained) if sustained else None,
         "ratios_vs_baseline": {
             "finalization_p50": ratio(f4, fin_p50(baseline)),
@@ -456,6 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         baseline.get("block_interval", {}).get("p50_ms")),
             "cpu_ms_per_view": ratio(main_cfg.get("cpu", {}).get("ms_per_view_mean"),
                                      baseline.get("cpu", {}).get("ms_per_view_mean")),
+            "one_down_blocks_per_s_skip_vs_no_skip": ratio(
+                down_reps.get("skip_default", {}).get("blocks_per_s"),
+                down_reps.get("skip_off", {}).get("blocks_per_s")),
+            "one_down_blocks_per_s_vs_all_up": ratio(down_reps.get("skip_default", {}).get("blocks_per_s"),
+                                                     main_cfg.get("blocks_per_s")),
         },
         "goals": goals,
         "all_goals_met": all(g["met"] for g in goals),
