@@ -41,9 +41,11 @@ FORBIDDEN_MODULES = {"time", "datetime", "random", "secrets", "os", "socket", "a
                      "uuid", "subprocess", "urllib", "aiohttp", "aioquic", "structlog", "logging"}
 # The LevelDB adapter is the storage boundary: it needs `os` to open its directory path (os.fspath/PathLike).
 # A lock guards the tree cache against concurrent readers; it does not affect what is computed. So does the one of
-# the compiled-code cache (read-only RPC calls run on state snapshots beside the block builder).
+# the compiled-code cache (read-only RPC calls run on state snapshots beside the block builder), and the one of the
+# selection index remembered per state root (execution/jobs/selection_index.py: derived data, same answers).
 ALLOWED = {("cowboy_node/state/leveldb.py", "os"), ("cowboy_node/state/tree.py", "threading"),
-           ("cowboy_node/execution/actors/codecache.py", "threading")}
+           ("cowboy_node/execution/actors/codecache.py", "threading"),
+           ("cowboy_node/execution/jobs/selection_index.py", "threading")}
 
 
 def _module_name(path: Path) -> str:
