@@ -85,3 +85,29 @@ def test_unit_sandbox_exposure_is_ok(name: str, tmp_path: Path) -> None:
     if m is None:
         pytest.skip(f"this systemd-analyze has no offline security check: {res.stderr.strip()[:200]}")
     assert float(m.group(1)) <= 2.0, res.stdout[-3000:]
+
+
+def test_the_custom_sandbox_drop_in_opens_what_bubblewrap_needs_and_nothing_else() -> None:
+    # bwrap (cowboy_runner/executors/sandbox.py) unshares user/mount/pid/ipc/uts/net/cgroup, pivots into a new
+    # root and sets up loopback over netlink; the base unit forbids all of that.
+    base = directives((ROOT / "deploy" / "systemd" / "cowboy-runner.service").read_text())
+    d = directives((ROOT / "deploy" / "systemd" / "cowboy-runner.service.d" / "custom-sandbox.conf").read_text())
+    assert base["RestrictNamespaces"] == ["yes"]
+    assert set(d["RestrictNamespaces"][0].split()) == {"user", "mnt", "pid", "ipc", "uts", "net", "cgroup"}
+    assert "AF_NETLINK" in d["RestrictAddressFamilies"][0].split()
+    assert d["SystemCallFilter"][0] == ""  # resets the base unit's deny list (~@privileged) before allowing
+    allowed = d["SystemCallFilter"][1].split()
+    assert {"@system-service", "@mount", "pivot_root", "unshare"} <= set(allowed)
+    assert not set(d) - {"RestrictNamespaces", "RestrictAddressFamilies", "SystemCallFilter"}
+
+
+@needs_analyze
+def test_systemd_analyze_verify_accepts_the_unit_with_the_drop_in(tmp_path: Path) -> None:
+    unit = _local_copy(tmp_path, "cowboy-runner.service")
+    drop = unit.parent / "cowboy-runner.service.d"
+    drop.mkdir()
+    text = (ROOT / "deploy" / "systemd" / "cowboy-runner.service.d" / "custom-sandbox.conf").read_text()
+    (drop / "custom-sandbox.conf").write_text(text)
+    assert _verify(unit) == ""
+    (drop / "custom-sandbox.conf").write_text(text.replace("RestrictNamespaces=", "RestrictNamespace="))
+    assert "Unknown key" in _verify(unit)  # the drop-in is really read
