@@ -31,6 +31,7 @@ from cowboy_node.cli.main import build_parser
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
+from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import build_app, start_rpc_server
 from cowboy_node.state.memory import MemoryStore
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
@@ -151,10 +152,13 @@ def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
 
 
 @contextlib.asynccontextmanager
-async def read_only_client(node: Node) -> AsyncIterator[TestClient[Any, Any]]:
+async def read_only_client(node: Node, read_pool: ReadPool | None = None) -> AsyncIterator[TestClient[Any, Any]]:
     """An aiohttp test client of ``node``'s HTTP app; on exit, asserts nothing any request did changed the chain
-    (height, state root, mempool size): reads, read-only calls and every rejected input change nothing."""
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics)))
+    (height, state root, mempool size): reads, read-only calls and every rejected input change nothing.
+    ``read_pool``: the pool of the read-only calls (default: :func:`roomy_read_pool` — these tests check answers;
+    the pool's own limits are tested in tests/unit/rpc/test_read_pool*.py and test_ui_routes.py)."""
+    pool = read_pool if read_pool is not None else roomy_read_pool()
+    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics, read_pool=pool)))
     await c.start_server()
     before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
     try:
@@ -162,6 +166,12 @@ async def read_only_client(node: Node) -> AsyncIterator[TestClient[Any, Any]]:
     finally:
         await c.close()
     assert (node.chain.height, node.chain.tree.root(), len(node.mempool)) == before
+
+
+def roomy_read_pool() -> ReadPool:
+    """A read pool whose time budget and call timeout a loaded test machine cannot exhaust, for tests of what a
+    read-only call answers (not of the pool's limits, which have their own tests)."""
+    return ReadPool(ReadPoolConfig(call_timeout_ms=60_000, budget_ms_per_s=64_000, per_client_rps=100_000))
 
 
 async def expect_ok(resp: Any) -> Any:

@@ -24,7 +24,15 @@ from cowboy_node.types.receipt import STATUS_SUCCESS, Event, Receipt
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import ALICE, ALICE_SK
-from tests.unit.node_harness import Nonces, expect_error, expect_ok, make_node, produce, read_only_client
+from tests.unit.node_harness import (
+    Nonces,
+    expect_error,
+    expect_ok,
+    make_node,
+    produce,
+    read_only_client,
+    roomy_read_pool,
+)
 
 SOURCE = '''import pvm_host
 
@@ -74,7 +82,7 @@ def _run(coro: Any) -> Any:
 # -- POST /simulate --------------------------------------------------------------------------------------------
 def test_simulate_a_call_returns_what_a_transaction_would_do_and_commits_nothing(node: Node) -> None:
     async def go() -> dict[str, Any]:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             return await expect_ok(await c.post("/simulate", json={"call": {"actor": A, "handler": "bump",
                                                                             "payload": "0x07"}}))
     out = _run(go())
@@ -100,7 +108,7 @@ def test_a_dry_run_uses_what_the_real_transaction_then_uses() -> None:
 
 def test_simulate_deploy_reports_the_address_and_a_rejected_source_reports_why(node: Node) -> None:
     async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             ok = await expect_ok(await c.post("/simulate", json={
                 "sender": A, "deploy": {"source": "def f(p):\n    return p\n", "salt": "0x01"}}))
             bad = await expect_ok(await c.post("/simulate", json={"deploy": {"source": "import os\n"}}))
@@ -133,14 +141,14 @@ def test_simulate_deploy_reports_the_address_and_a_rejected_source_reports_why(n
 def test_simulate_bad_input_is_a_typed_error_and_runs_nothing(node: Node, body: dict[str, Any], status: int,
                                                               code: str) -> None:
     async def go() -> None:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             await expect_error(await c.post("/simulate", json=body), status, code)
     _run(go())
 
 
 def test_simulate_refuses_a_body_over_the_limit_and_non_json(node: Node) -> None:
     async def go() -> None:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             await expect_error(await c.post("/simulate", data=io.BytesIO(b"{" + b" " * 2_000_000 + b"}"),
                                             headers={"Content-Type": "application/json"}), 413, "body_too_large")
             await expect_error(await c.post("/simulate", data=b"nope", headers={"Content-Type": "application/json"}),
@@ -190,7 +198,7 @@ def test_a_dry_run_does_not_hold_the_state_lock_while_it_runs(node: Node) -> Non
 # -- GET /events -----------------------------------------------------------------------------------------------
 def test_events_of_an_actor_by_topic_in_order_with_pages(node: Node) -> None:
     async def go() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             whole = await expect_ok(await c.get(f"/events?actor={A}&topic=bumped"))
             pages: list[dict[str, Any]] = []
             url = f"/events?actor={A}&topic=bumped&limit=1"
@@ -209,7 +217,7 @@ def test_events_of_an_actor_by_topic_in_order_with_pages(node: Node) -> None:
 
 def test_events_height_range_and_block_level_events(node: Node) -> None:
     async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             ranged = await expect_ok(await c.get(f"/events?actor={A}&from=3&to=3"))
             eob = await expect_ok(await c.get(f"/events?actor={A}&topic=timer.cancelled_insufficient_funds"))
             return ranged, eob
@@ -227,14 +235,14 @@ def test_events_height_range_and_block_level_events(node: Node) -> None:
 ])
 def test_events_bad_query_is_a_typed_400(node: Node, query: str, code: str) -> None:
     async def go() -> None:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             await expect_error(await c.get("/events?" + query), 400, code)
     _run(go())
 
 
 def test_timer_history_names_the_reason(node: Node) -> None:
     async def go() -> dict[str, Any]:
-        async with read_only_client(node) as c:
+        async with read_only_client(node, roomy_read_pool()) as c:
             await expect_error(await c.get(f"/actor/{A}/timers/history?limit=201"), 400, "invalid_limit")
             return await expect_ok(await c.get(f"/actor/{A}/timers/history"))
     out = _run(go())
