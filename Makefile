@@ -67,14 +67,15 @@ lint: $(STAMP) ## ruff check
 typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 	$(VPY) -m mypy
 
-# The unit tests are pure CPU and share nothing, so they run on TEST_WORKERS processes (pytest-xdist); the
-# integration and e2e tests start real nodes, runners and networks on loopback and run one at a time after them,
-# so their timing never competes with a second worker.
+# Both halves run on TEST_WORKERS processes (pytest-xdist). The unit tests are pure CPU and share nothing. The
+# integration and e2e tests start real nodes, runners and networks on loopback and mostly wait for blocks, so two
+# of them side by side take about half the time; each module stays on one worker (--dist loadfile: its
+# module-scoped node is started once) and every wait in them is bounded with margin for a loaded machine.
 TEST_WORKERS ?= 2
 
-test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs): unit tests on TEST_WORKERS workers, then the process tests
+test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs): unit tests, then the process tests, each on TEST_WORKERS workers
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) tests/unit
-	$(VPY) -m pytest -q tests --ignore=tests/unit
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/unit
 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
