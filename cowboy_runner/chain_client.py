@@ -95,6 +95,12 @@ class ChainClient:
         out: dict[str, Any] = await asyncio.to_thread(self.rpc.get_json, "/status")
         return out
 
+    async def head_status(self) -> dict[str, Any]:
+        """``GET /status`` of the validator in use (failing over like every read): the head height, basefees and
+        block time, which any validator of the chain answers alike."""
+        out: dict[str, Any] = await self._get("/status")
+        return out
+
     async def validators(self) -> dict[str, Any] | None:
         """``GET /validators`` (None from a node that does not serve it): the snapshot with each validator's
         announced QUIC endpoint."""

@@ -383,7 +383,7 @@ class Daemon:
         jobs = self.jobs
         while True:
             try:
-                status = await self.chain.status()
+                status = await self.chain.head_status()  # fails over: the head must advance with our validator down
                 self._set_basefees(status)
                 self._set_block_time(status)
                 height = int(status["height"])

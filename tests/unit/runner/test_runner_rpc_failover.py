@@ -57,3 +57,15 @@ async def test_reads_and_submissions_fail_over_and_stick() -> None:
             await chain.status()  # always the primary: its answer names that validator
     finally:
         await backup.close()
+
+
+async def test_the_head_status_fails_over_while_status_stays_on_the_primary() -> None:
+    backup = await _server(9, [])
+    try:
+        chain = ChainClient(f"http://127.0.0.1:{_closed_port()}", timeout=2.0)
+        chain.add_fallbacks([str(backup.make_url("/")).rstrip("/")])
+        assert await chain.head_status() == {"who": 9}  # the daemon's head loop: the head keeps advancing
+        with pytest.raises(NodeUnreachable):
+            await chain.status()
+    finally:
+        await backup.close()
