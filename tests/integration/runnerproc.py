@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
@@ -47,29 +47,24 @@ def runner_cli(*args: str, timeout: float = 60, check: bool = True) -> subproces
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
 
 
-class HttpServer:
-    """A local aiohttp server in its own thread on ``host`` (a loopback address); ``delay_s`` makes every answer
-    slow."""
+class ThreadedApp:
+    """An aiohttp application served on ``host`` (a loopback address) from its own thread and event loop, so the
+    test's main thread can drive blocking CLIs meanwhile. Subclasses give :meth:`make_app`."""
 
-    def __init__(self, delay_s: float = 0.0, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
-        self.delay_s = delay_s
-        self.hits = 0
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, daemon=True)
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        self.hits += 1
-        await asyncio.sleep(self.delay_s)
-        return web.Response(body=BODY, content_type="application/json")
+    def make_app(self) -> web.Application:
+        """The application to serve (called on the server's thread)."""
+        raise NotImplementedError
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_get("/price", self._handle)
-        self._runner = web.AppRunner(app)
+        self._runner = web.AppRunner(self.make_app())
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, 0)
         self._loop.run_until_complete(site.start())
@@ -77,7 +72,7 @@ class HttpServer:
         self._ready.set()
         self._loop.run_forever()
 
-    def __enter__(self) -> HttpServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         assert self._ready.wait(10)
         return self
@@ -87,6 +82,25 @@ class HttpServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+
+
+class HttpServer(ThreadedApp):
+    """A local HTTP server answering ``GET /price`` with :data:`BODY`; ``delay_s`` makes every answer slow."""
+
+    def __init__(self, delay_s: float = 0.0, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
+        self.delay_s = delay_s
+        self.hits = 0
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.hits += 1
+        await asyncio.sleep(self.delay_s)
+        return web.Response(body=BODY, content_type="application/json")
+
+    def make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/price", self._handle)
+        return app
 
 
 class RunnerProcess:
@@ -246,10 +260,6 @@ class HostHttpServer(HttpServer):
 
     def __init__(self, host: str, delay_s: float = 0.0) -> None:
         super().__init__(delay_s, host)
-
-    def __enter__(self) -> HostHttpServer:
-        super().__enter__()
-        return self
 
     @property
     def url(self) -> str:

@@ -13,10 +13,8 @@ suite.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from aiohttp import web
 from tests.integration.nodeproc import NodeProcess, cli
 from tests.integration.runnerproc import (
     RunnerProcess,
+    ThreadedApp,
     deploy_job_actor,
     edit_runner_toml,
     fund_and_register,
@@ -43,36 +42,15 @@ pytestmark = [pytest.mark.timeout(240),
 MODEL_ID = "0x" + "ab" * 32
 
 
-class ThreadedLlmStub:
+class ThreadedLlmStub(ThreadedApp):
     """:func:`llm_app` served from its own thread (the test's main thread drives the CLIs)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.stub = LlmStub(reply="forty-two")
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, daemon=True)
 
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._runner = web.AppRunner(llm_app(self.stub))
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self._loop.run_forever()
-
-    def __enter__(self) -> ThreadedLlmStub:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+    def make_app(self) -> web.Application:
+        return llm_app(self.stub)
 
 
 @pytest.fixture

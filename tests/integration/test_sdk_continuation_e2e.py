@@ -12,10 +12,8 @@ About 2 minutes of real blocks: opt-in (``make test-sdk-e2e`` sets ``COWBOY_SDK_
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +25,14 @@ from cowboy_sdk import codec as sdk_codec
 
 from cowboy_node.execution.jobs.sdk_jobs import DEFAULT_MODEL, model_id
 from tests.integration.nodeproc import NodeProcess, cli
-from tests.integration.runnerproc import BODY, HttpServer, RunnerProcess, edit_runner_toml, fund_and_register
+from tests.integration.runnerproc import (
+    BODY,
+    HttpServer,
+    RunnerProcess,
+    ThreadedApp,
+    edit_runner_toml,
+    fund_and_register,
+)
 from tests.unit.execution.test_sdk_quickstart import quick_start
 from tests.unit.runner_exec_servers import LlmStub, llm_app
 
@@ -53,36 +58,15 @@ pytestmark = pytest.mark.skipif(os.environ.get("COWBOY_SDK_E2E") != "1",
                                 reason="opt-in: make test-sdk-e2e (COWBOY_SDK_E2E=1)")
 
 
-class LlmServer:
+class LlmServer(ThreadedApp):
     """:func:`llm_app` served on loopback from its own thread."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.stub = LlmStub(reply=REPLY)
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, daemon=True)
 
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._runner = web.AppRunner(llm_app(self.stub))
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self._loop.run_forever()
-
-    def __enter__(self) -> LlmServer:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+    def make_app(self) -> web.Application:
+        return llm_app(self.stub)
 
 
 def _json(r: Any) -> Any:
