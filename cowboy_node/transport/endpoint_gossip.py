@@ -24,6 +24,7 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass
 
+from cowboy_node.transport.announcer import AnnouncementRefused, check_announcer, check_signature
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.netaddr import parse_host_port
@@ -40,12 +41,8 @@ MAX_URL_BYTES = 300
 """Longest RPC URL."""
 
 
-class EndpointRefused(ValueError):
-    """An announcement was not accepted; ``reason`` is a stable label."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+class EndpointRefused(AnnouncementRefused):
+    """An endpoint announcement was not accepted; ``reason`` is a stable label."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +123,11 @@ class EndpointBook:
             a = EndpointAnnouncement.decode(data)
         except DecodeError as e:
             raise EndpointRefused("malformed", str(e)) from None
-        index = self._index.get(a.validator_pubkey)
-        if index is None or a.validator_pubkey == self._me:
-            raise EndpointRefused("not_a_validator", "announcer is not another validator of the snapshot")
-        if index != sender:
-            raise EndpointRefused("wrong_sender", f"endpoint of validator {index} sent by validator {sender}")
+        check_announcer(self._index, self._me, a.validator_pubkey, sender, EndpointRefused)
         last = self._latest.get(a.validator_pubkey)
         if last is not None and a.sequence <= last.sequence:
             raise EndpointRefused("stale", f"sequence {a.sequence} is not above {last.sequence}")
-        if not ed25519.verify(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature):
-            raise EndpointRefused("bad_signature", "announcement signature does not verify")
+        check_signature(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature, EndpointRefused)
         self._latest[a.validator_pubkey] = a
         return a
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from cowboy_node.transport.announcer import AnnouncementRefused, check_announcer, check_signature
 from cowboy_node.types.presence import decode_presence, encode_presence
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
@@ -57,12 +58,8 @@ REFUSALS = ("malformed", "not_a_validator", "wrong_sender", "bad_signature", "st
 """Stable refusal reasons (metric label values)."""
 
 
-class GossipRefused(ValueError):
-    """An announcement was not accepted; ``reason`` is one of :data:`REFUSALS`."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+class GossipRefused(AnnouncementRefused):
+    """A presence announcement was not accepted; ``reason`` is one of :data:`REFUSALS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +140,14 @@ class PresenceGossip:
             present = a.present()
         except DecodeError as e:
             raise GossipRefused("malformed", str(e)) from None
-        index = self._index.get(a.validator_pubkey)
-        if index is None or a.validator_pubkey == self._me:
-            raise GossipRefused("not_a_validator", "announcer is not another validator of the snapshot")
-        if index != sender:
-            raise GossipRefused("wrong_sender", f"announcement of validator {index} sent by validator {sender}")
+        check_announcer(self._index, self._me, a.validator_pubkey, sender, GossipRefused)
         if a.height > head_height + MAX_HEIGHT_AHEAD:
             raise GossipRefused("from_the_future", f"height {a.height} is beyond head {head_height} + "
                                                    f"{MAX_HEIGHT_AHEAD}")
         last = self._latest.get(a.validator_pubkey)
         if last is not None and a.height <= last[0]:
             raise GossipRefused("stale", f"height {a.height} is not above the last accepted {last[0]}")
-        if not ed25519.verify(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature):
-            raise GossipRefused("bad_signature", "announcement signature does not verify")
+        check_signature(a.validator_pubkey, a.preimage(self._genesis_hash), a.signature, GossipRefused)
         self._latest[a.validator_pubkey] = (a.height, present)
         return a
 
