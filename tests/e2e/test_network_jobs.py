@@ -84,9 +84,11 @@ def _outsider_marks_present(net: Testnet, runners: list[RunnerProcess], timeout:
     assert all(wanted[k] <= seen[k] for k in wanted), (wanted, seen)
 
 
-def _submit(node: _ValidatorRpc, actor: str, url: str, verification: dict[str, Any], cid: str) -> bytes:
+def _submit(node: _ValidatorRpc, actor: str, url: str, verification: dict[str, Any], cid: str, *,
+            timeout_blocks: int = 200) -> bytes:
+    """The actor submits an HTTP job through ``node`` and returns its id."""
     doc = {"job_type": {"kind": "http", "url": url, "method": "GET"}, "verification": verification,
-           "max_price": "1000000", "timeout_blocks": 200,
+           "max_price": "1000000", "timeout_blocks": timeout_blocks,
            "callback": {"actor": actor, "handler": "on_result", "correlation_id": cid}}
     out = json.loads(cli("tx", "call", "--key", str(node.home / "keys" / "faucet.key"), "--actor", actor,
                          "--handler", "start", "--payload", "0x" + json.dumps(doc).encode().hex(), "--rpc", node.url,

@@ -23,14 +23,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cowboy_node.transport.presence_gossip import GOSSIP_TTL_BLOCKS
 from cowboy_node.types.presence import decode_presence
 from tests.e2e.netproc import Testnet
-from tests.e2e.test_network_jobs import _callback, _ValidatorRpc, _wait_all_sessions
+from tests.e2e.test_network_jobs import _callback, _submit, _ValidatorRpc, _wait_all_sessions
 from tests.integration.nodeproc import BIN, cli
 from tests.integration.runnerproc import ACTOR, BODY, HttpServer, RunnerProcess
 
@@ -43,18 +42,6 @@ RUNNERS = 4
 def _runner_cmd(*args: str) -> list[str]:
     exe = BIN / "cowboy-runner"
     return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "cowboy_runner.cli", *args]
-
-
-def _submit_job(node: _ValidatorRpc, actor: str, url: str, verification: dict[str, Any], cid: str) -> bytes:
-    """The actor submits an HTTP job; ``timeout_blocks`` 50 keeps the M > 1 commit phase (0.6 of it) short."""
-    doc = {"job_type": {"kind": "http", "url": url, "method": "GET"}, "verification": verification,
-           "max_price": "1000000", "timeout_blocks": 50,
-           "callback": {"actor": actor, "handler": "on_result", "correlation_id": cid}}
-    out = json.loads(cli("tx", "call", "--key", str(node.home / "keys" / "faucet.key"), "--actor", actor,
-                         "--handler", "start", "--payload", "0x" + json.dumps(doc).encode().hex(), "--rpc", node.url,
-                         "--wait", "--timeout", "60").stdout)
-    assert out["receipt"]["status"] == "success", out
-    return bytes.fromhex(out["result"][2:])
 
 
 def _present_in(net: Testnet, h: int, index: dict[str, int], size: int) -> set[str] | None:
@@ -117,7 +104,9 @@ def test_killed_runner_leaves_presence_and_m3_job_settles(tmp_path: Path) -> Non
             net.wait_for("a block marking all four runners present", all_present, 40, interval=0.2)
 
             url = f"http://127.0.0.1:{server.port}/price"
-            job = _submit_job(v1, actor, url, {"mode": "majority_vote", "runners": 3, "threshold": 2}, "m3")
+            # timeout_blocks 50 keeps the M > 1 commit phase (0.6 of it) short.
+            job = _submit(v1, actor, url, {"mode": "majority_vote", "runners": 3, "threshold": 2}, "m3",
+                          timeout_blocks=50)
             cb = _callback(v1, actor, "m3", 120)
             assert (cb[0], cb[1], cb[2]) == (job, True, BODY), cb
             assert server.hits == 3  # three committee members executed the M = 3 job
