@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,10 @@ from cowboy_node.cli.client_commands import (
     should_wait,
     submit,
 )
+from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.rejection import PARSER_LINE, PARSER_RULES, rejected_code
+from cowboy_node.execution.pvm import ActorRejected
 from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
@@ -156,7 +160,22 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
         args.cells_limit = 2 * len(source.encode("utf-8")) + len(args.payload) + ACTOR_CELLS_MARGIN
     address = to_checksum_address(derive_actor_address(sender, args.salt, source))
     tx_hash = submit(args, client, sk, sender, ins)
-    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra={"address": address})
+    return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra={"address": address},
+                  explain=lambda receipt: _parser_detail(receipt, source))
+
+
+def _parser_detail(receipt: dict[str, Any], source: str) -> str | None:
+    """Where this machine's parser puts a refusal the receipt reports without a line (``PARSER_RULES``)."""
+
+    code = str(receipt.get("error_code") or "")
+    if not any(code == rejected_code(rule, PARSER_LINE) for rule in PARSER_RULES):
+        return None
+    try:
+        CODE_CACHE.compile(source)
+    except ActorRejected as e:
+        where = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+        return f"line {e.line}: {e.rule}: {e.message} (this machine's parser, {where})"
+    return None
 
 
 @_run

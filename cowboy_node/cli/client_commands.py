@@ -370,10 +370,12 @@ def _post(client: RpcClient, tx_bytes: bytes, local_hash: str) -> str:
 
 
 def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra: dict[str, Any] | None = None,
-           from_receipt: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
+           from_receipt: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+           explain: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Print ``{**extra, "tx_hash"}``, or after waiting ``{..., "height", "receipt"}`` plus what
     ``from_receipt`` derives from the receipt; returns the exit code: :data:`EXIT_TX_FAILED` with an
-    ``"error": {"code", "message"}`` (and the error on stderr) when the receipt says the transaction failed."""
+    ``"error": {"code", "message"}`` (and the error on stderr) when the receipt says the transaction failed.
+    ``explain`` may add a local, non-consensus detail to a failure (``error.detail``, also on stderr)."""
     head = {**(extra or {}), "tx_hash": tx_hash}
     if not wait:
         _print_json(head)
@@ -385,8 +387,14 @@ def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra
         _error(f"timeout: {message}")
         return 1
     if receipt_failed(receipt):
-        _print_json({**head, "height": receipt.get("height"), "receipt": receipt, "error": failure_of(receipt)})
+        error = failure_of(receipt)
+        detail = explain(receipt) if explain is not None else None
+        if detail is not None:
+            error["detail"] = detail
+        _print_json({**head, "height": receipt.get("height"), "receipt": receipt, "error": error})
         print_failure(f"transaction {tx_hash}", receipt)
+        if detail is not None:
+            _error(f"local check: {detail}")
         return EXIT_TX_FAILED
     derived = from_receipt(receipt) if from_receipt is not None else {}
     _print_json({**head, "height": receipt.get("height"), "receipt": receipt, **derived})

@@ -11,6 +11,7 @@ from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.invoke import invoke
 from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address
+from cowboy_node.execution.actors.rejection import rejection_failure
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
@@ -33,27 +34,6 @@ TOPIC_DEPLOYED = "actor.deployed"
 """Event of a deployment: data ``{0: address, 1: creator, 2: source_hash}``."""
 TOPIC_RETURNED = "actor.returned"
 """Event of a successful CallActor: data is the CBOR byte string of the handler's return value (charged as cells)."""
-REJECTED = "actor_rejected"
-"""Prefix of the error code of a refused source: ``actor_rejected:<rule>:<line>``."""
-
-
-PARSER_RULES = frozenset({"syntax_error", "unsupported_construct"})
-"""Rejection rules whose message is CPython's parser text, which differs between interpreter versions:
-the receipt message names only the rule and line for them (the message is hashed into the receipts root)."""
-
-
-def rejected_message(e: ActorRejected) -> str:
-    """Receipt message of a refused source: deterministic whatever the interpreter."""
-    if e.rule in PARSER_RULES:
-        return f"line {e.line}: {e.rule}"
-    return f"line {e.line}: {e.rule}: {e.message}"
-
-
-def rejected_code(rule: str, line: int) -> str:
-    """Receipt error code of a refused source: it names the rule and line (matchable without the message)."""
-    return f"{REJECTED}:{rule}:{line}"
-
-
 def execute_deploy(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter, events: list[Event]) -> None:
     """DeployActor: compile, refuse an existing address, store record and source, run the init handler."""
     ins = tx.instruction
@@ -63,7 +43,7 @@ def execute_deploy(world: WorldState, tx: Transaction, ctx: BlockContext, meter:
     try:
         compiled = CODE_CACHE.compile(ins.source)
     except ActorRejected as e:
-        raise TxFailed(rejected_code(e.rule, e.line), rejected_message(e)) from None
+        raise rejection_failure(e) from None
     address = derive_actor_address(tx.sender, ins.salt, ins.source)
     if store.get_actor(world, address) is not None:
         raise TxFailed("actor_exists", f"an actor is already deployed at 0x{address.hex()}")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from cowboy_node.execution.actors import store
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.model import ActorRecord
+from cowboy_node.execution.actors.rejection import rejection_failure
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import ActorRejected
@@ -118,7 +119,7 @@ def upgrade(world: WorldState, meter: Meter, *, actor: bytes, new_code: bytes, e
     try:
         compiled = CODE_CACHE.compile(source)
     except ActorRejected as e:
-        raise TxFailed(f"actor_rejected:{e.rule}:{e.line}", f"line {e.line}: {e.rule}: {e.message}") from None
+        raise rejection_failure(e) from None
     record = store.get_actor(world, actor)
     if record is None:
         raise TxFailed("actor_not_found", f"no actor at 0x{actor.hex()}")

@@ -56,12 +56,12 @@ def test_a_huge_exception_message_is_truncated_to_the_fixed_bound() -> None:
     assert len(r.error_message.encode("utf-8")) <= MAX_ERROR_MESSAGE_BYTES
 
 
-def test_a_deploy_syntax_error_names_rule_and_line_without_the_parsers_text() -> None:
+def test_a_deploy_syntax_error_names_the_rule_without_the_parsers_line_or_text() -> None:
     env = make_env()
     r, _ = env.deploy("def handler(payload):\n    return (\n")
-    assert r.error_code is not None and r.error_code.startswith("actor_rejected:syntax_error:")
-    line = r.error_code.rsplit(":", 1)[1]
-    assert r.error_message == f"line {line}: syntax_error"
+    assert r.error_code == "actor_rejected:syntax_error:0"
+    assert r.error_message == ("syntax_error: the source is not valid Python 3.11 "
+                               "(the parser's line is not part of the receipt)")
 
 
 def test_a_transfer_failure_has_its_message() -> None:
