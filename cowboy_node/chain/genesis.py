@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.crypto import bls
 from cowboy_node.crypto import threshold as threshold_bls
-from cowboy_node.execution.pvm.version import PVM_VERSION, SUPPORTED_PVM_VERSIONS
+from cowboy_node.execution.pvm.version import PVM_VERSION, SUPPORTED_PVM_VERSIONS, interpreter_refusal
 from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
@@ -183,6 +184,14 @@ def _pvm_version(value: object, path: str) -> int:
         raise ConfigError(path, "pvm_version", f"PVM version {value} is not implemented by this node "
                                                f"(it implements {sorted(SUPPORTED_PVM_VERSIONS)}); upgrade the node")
     return value
+
+
+def check_interpreter(pvm_version: int, path: str | Path) -> None:
+    """Refuse (``ConfigError`` naming ``pvm_version``) to execute actors on an interpreter the chain's PVM
+    version is not validated on (``execution/pvm/version.py``); ``run`` and ``replay`` call it."""
+    why = interpreter_refusal(pvm_version, tuple(sys.version_info[:3]))
+    if why is not None:
+        raise ConfigError(str(path), "pvm_version", why)
 
 
 def _top_level_object(raw: bytes, path: str) -> dict[str, Any]:

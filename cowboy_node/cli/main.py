@@ -86,13 +86,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-execute the stored chain from genesis and compare every state root."""
-    from cowboy_node.chain.genesis import load_genesis  # lazily, like cmd_run: only replay needs LevelDB
+    from cowboy_node.chain.genesis import check_interpreter, load_genesis  # lazily: only replay needs LevelDB
     from cowboy_node.node.replay import replay
     from cowboy_node.state.leveldb import LevelDBStore
 
     try:
         cfg = load_config(Path(args.home))
         genesis = load_genesis(cfg.genesis_path)
+        check_interpreter(genesis.pvm_version, cfg.genesis_path)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

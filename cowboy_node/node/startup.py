@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.chain.genesis import load_genesis
+from cowboy_node.chain.genesis import check_interpreter, load_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
 from cowboy_node.consensus.journal import VoteJournal
@@ -128,6 +128,7 @@ async def run_node(home: Path) -> int:
         cfg = load_config(home)
         configure_logging(cfg.log_format, cfg.log_level)
         genesis = load_genesis(cfg.genesis_path)
+        check_interpreter(genesis.pvm_version, cfg.genesis_path)
         if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
             raise ConfigError(str(home / "config.toml"), "node.chain_id",
                               f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")

@@ -8,11 +8,16 @@ A PVM version fixes, for every validator whatever its Python interpreter:
 * the cost table (:mod:`costs`) and the limits' defaults (:mod:`limits`).
 
 A node refuses to start on a genesis whose ``pvm_version`` it does not implement (see
-``cowboy_node.chain.genesis``).  A new version is added, never an old one changed: the
-golden corpus in ``tests/vectors/determinism`` pins version 1 byte for byte.
+``cowboy_node.chain.genesis``), and on an interpreter the version has not been validated on
+(:func:`interpreter_refusal`): the data above is shipped, but CPython's builtins outside it still
+differ between minor versions (argument handling such as ``str.splitlines(None)``, exception
+texts such as ``max([])``'s), and those reach results, receipts and state.  A new version is added,
+never an old one changed: the golden corpus in ``tests/vectors/determinism`` pins version 1 byte for byte.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from cowboy_node.execution.pvm import grammar, unicode_tables
 
@@ -28,3 +33,21 @@ PINS: dict[int, dict[str, str]] = {
         "unicode_tables_sha256": unicode_tables.DATA_SHA256,
     },
 }
+#: CPython (major, minor) versions on which each PVM version's results are validated to be identical
+#: (the golden corpus plus ``scripts/pvm_interpreter_audit.py`` over the builtins it exposes). 3.12 and
+#: 3.13 replay the golden corpus, but the audit finds builtins that behave or word errors differently.
+VALIDATED_INTERPRETERS: dict[int, tuple[tuple[int, int], ...]] = {1: ((3, 11),)}
+
+
+def interpreter_refusal(pvm_version: int, version_info: Sequence[int]) -> str | None:
+    """Why this interpreter must not execute actors under ``pvm_version`` (``None`` when it may)."""
+    running = (version_info[0], version_info[1])
+    validated = VALIDATED_INTERPRETERS.get(pvm_version, ())
+    if running in validated:
+        return None
+    names = ", ".join(f"{major}.{minor}" for major, minor in validated) or "no interpreter"
+    here = ".".join(str(x) for x in version_info[:3])
+    return (f"PVM version {pvm_version} is validated on CPython {names} only and this node runs Python {here}: "
+            "builtins outside the pinned data differ between Python versions (argument handling, error texts) "
+            "and would make this validator compute other results than the network; run the node on "
+            f"Python {names}")

@@ -66,3 +66,52 @@ def test_node_refuses_to_start_on_an_unimplemented_version(tmp_path: Path, capsy
 
 def test_status_reports_the_chains_pvm_version() -> None:
     assert make_node().status()["pvm_version"] == 1
+
+
+# --- the interpreter a PVM version is validated on -------------------------------------------------------
+
+def test_version_1_runs_on_cpython_3_11_and_refuses_3_12_and_3_13() -> None:
+    from cowboy_node.execution.pvm.version import interpreter_refusal
+    assert interpreter_refusal(1, (3, 11, 7)) is None
+    for later in ((3, 12, 1), (3, 13, 0)):
+        why = interpreter_refusal(1, later)
+        assert why is not None and "validated on CPython 3.11 only" in why
+        assert f"runs Python {'.'.join(map(str, later))}" in why
+
+
+def test_node_run_and_replay_refuse_an_unvalidated_interpreter_naming_the_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from cowboy_node.execution.pvm import version
+    home = tmp_path / "home"
+    assert cli.main(["init", "--home", str(home), "--chain-id", "pvm-test-2"]) == 0
+    # a later startup check fails too, so that a run without the interpreter check stops at once (and fails
+    # the message assertion) instead of starting a node
+    cfg = home / "config.toml"
+    cfg.write_text(cfg.read_text().replace('chain_id = "pvm-test-2"', 'chain_id = "other-chain"'))
+    # pretend this interpreter's minor is not among the validated ones
+    monkeypatch.setitem(version.VALIDATED_INTERPRETERS, 1, ((3, sys.version_info[1] + 1),))
+    capsys.readouterr()
+    assert cli.main(["run", "--home", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert "genesis.json: pvm_version: PVM version 1 is validated on CPython" in err and "run the node on" in err
+    assert cli.main(["replay", "--home", str(home)]) == 1
+    assert "pvm_version: PVM version 1 is validated on CPython" in capsys.readouterr().err
+
+
+def test_the_refusal_is_needed_a_later_cpython_changes_a_builtins_behaviour() -> None:
+    # The premise of the check: ``str.splitlines`` with a non-int ``keepends`` raises on 3.11 and returns on
+    # 3.12+, and the PVM passes that call to CPython (methods.py: only bool/int keepends are pinned).
+    import subprocess
+    import sys
+
+    from tests.unit.execution.test_pvm_grammar import _other_pythons
+    others = _other_pythons()
+    if not others:
+        pytest.skip("needs a CPython >= 3.12 (PATH or ~/.pyenv/versions) to compare with")
+    code = "try:\n    'a\\nb'.splitlines(None)\n    print('returned')\nexcept TypeError:\n    print('raised')\n"
+    outcome = {py: subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=60,
+                                  check=True).stdout.strip() for py in [sys.executable, *others]}
+    assert outcome[sys.executable] == "raised"
+    assert {outcome[py] for py in others} == {"returned"}
