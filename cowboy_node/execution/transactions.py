@@ -28,6 +28,7 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.execution.validator_governance import execute_validator_approved
+from cowboy_node.execution.validator_set_activation import activate_validator_set
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt, bounded_message
@@ -56,6 +57,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 
 ACCOUNT_WRITE_CELLS = 64
 """Intrinsic cells for the sender's account update (nonce and fee debit)."""
@@ -238,6 +240,7 @@ EXECUTORS: dict[type, Executor] = {
     GovernanceSetParam: system_instructions.governance_set_param,
     ValidatorApproved: lambda world, tx, ctx, meter, events: execute_validator_approved(
         world, tx, ctx, meter, events, _run_governed),
+    ActivateValidatorSet: activate_validator_set,
 }
 """Instruction type → executor (one entry per instruction kind)."""
 

@@ -2,7 +2,7 @@
 
 On a chain whose ``ValidatorSetSnapshot(0)`` holds more than one validator, one account key must not be able to
 flip protocol flags or rewrite the fee and timer configuration on its own. The governed system instructions
-(``GOVERNED_KINDS``: 0x40–0x46) then run only inside a ValidatorApproved carrying Ed25519 approvals, over
+(``GOVERNED_KINDS``: 0x40–0x46, 0x48) then run only inside a ValidatorApproved carrying Ed25519 approvals, over
 :func:`~cowboy_protocol.types.instructions.approval_preimage`, from at least ``n − ⌊(n − 1)/3⌋`` (2f + 1)
 distinct validators of the snapshot; sent directly they fail with ``validator_approval_required``. With one
 validator the direct form keeps working (the system deployers are the authority, as before).
@@ -17,6 +17,10 @@ reverts with it, nonce included: the same approvals can be submitted again when 
 The inner instruction runs as the Governance system address (``0x…09``), which no key can sign for; an
 activation height, where the inner instruction has one (CIP-11 phase and parameters), is checked by its own
 rules.
+
+Approvals stay counted against ``ValidatorSetSnapshot(0)`` after a reconfiguration: an ActivateValidatorSet only
+changes which genesis consensus participants serve runners (``validator_set_activation.py``), never consensus
+membership, so the governing body — the consensus validators — is still the genesis set.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.timer_policy import TimerPolicy
+from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +295,10 @@ class UpdateTimerPolicy:
         return {"kind": self.NAME, "policy": self.policy.to_json()}
 
 
-GOVERNED_KINDS = frozenset({0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46})
+GOVERNED_KINDS = frozenset({0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x48})
 """System instructions that, on a chain with more than one validator, need the approval of the validator set
 (:class:`ValidatorApproved`): basefee and timer configuration, timer cancel/extend, timer policy, CIP-11 phase
-and parameters."""
+and parameters, validator-set activation (0x48)."""
 MAX_APPROVALS = 64
 """Most approvals a ValidatorApproved may carry (the largest static validator set)."""
 APPROVAL_DOMAIN = b"cowboy/governance-approval/v1"
@@ -365,7 +366,7 @@ Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | Transf
                | CancelTimer | ExtendTimer
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
                | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit | GovernanceSetPhase
-               | GovernanceSetParam | ValidatorApproved)
+               | GovernanceSetParam | ValidatorApproved | ActivateValidatorSet)
 
 _Decoder = Callable[[Mapping[int, Any]], Instruction]
 # kind -> (number of field keys, decoder). Append only.
@@ -390,6 +391,7 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     GovernanceSetPhase.KIND: (2, GovernanceSetPhase.from_fields),
     GovernanceSetParam.KIND: (3, GovernanceSetParam.from_fields),
     ValidatorApproved.KIND: (2, ValidatorApproved.from_fields),
+    ActivateValidatorSet.KIND: (2, ActivateValidatorSet.from_fields),
 }
 
 
