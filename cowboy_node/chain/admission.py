@@ -8,34 +8,85 @@ RPC accepts is what a block can include. Bad input raises ``TxInvalid`` /
 A reveal (``JobResultSubmit``) of a multi-runner job is also checked against the
 job's commit/reveal windows at head + 1 (:func:`check_reveal_window`): REST and
 the CIP-11 transport share this path, so an early reveal is never pooled.
+
+The governed configs the static checks read (basefees, limits, flags) are read once per committed head and
+reused until the head moves (:func:`head_context`): they are state at the head, so every admission at that
+head would read the same values. Signature recovery may have been done elsewhere (a worker process,
+``chain/sigpool.py``): :func:`admit` then takes its result and gives the same accept/reject decision and
+error as recovering here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool
+from cowboy_node.chain.sigpool import Recovered
 from cowboy_node.execution.block import begin_block
-from cowboy_node.execution.context import BlockEnv
+from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import load_job
-from cowboy_node.execution.system_state import get_account, get_chain_limits
+from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transactions import check_signature, check_static
 from cowboy_node.state.world import WorldState
+from cowboy_node.types.block import Block
 from cowboy_protocol.types.job_instructions import JobResultSubmit
 from cowboy_protocol.types.transaction import Transaction
 
 
-def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool) -> Transaction:
-    """Decode, validate and pool ``tx_bytes``; returns the pooled transaction."""
-    world = chain.world()
-    tx = Transaction.from_bytes(tx_bytes, max_body=get_chain_limits(world).max_tx_bytes)
-    env = BlockEnv(chain_id=chain.genesis.chain_id, height=chain.height + 1, timestamp_ms=0,
+@dataclass(frozen=True, slots=True)
+class HeadContext:
+    """The block context admission checks against, read once for one committed head."""
+
+    head: Block
+    """The head it was read at (compared by identity: a new head is a new object)."""
+    ctx: BlockContext
+    """``begin_block`` at head + 1 (never mutated: the static checks only read it)."""
+
+
+_head_contexts: WeakKeyDictionary[Chain, HeadContext] = WeakKeyDictionary()
+
+
+def head_context(chain: Chain) -> HeadContext:
+    """The admission context at ``chain``'s current head (read again only when the head has moved)."""
+    cached = _head_contexts.get(chain)
+    head = chain.head
+    if cached is not None and cached.head is head:
+        return cached
+    env = BlockEnv(chain_id=chain.genesis.chain_id, height=head.header.height + 1, timestamp_ms=0,
                    fee_recipient=bytes(20), beacon=b"", parent_beacon=b"")
-    ctx = begin_block(world, env)
+    fresh = HeadContext(head, begin_block(chain.world(), env))
+    _head_contexts[chain] = fresh
+    return fresh
+
+
+def check_recovered(tx: Transaction, recovered: Recovered) -> None:
+    """:func:`check_signature` given the recovery result instead of recovering (same codes and messages)."""
+    if isinstance(recovered, tuple):
+        raise TxInvalid(recovered[0], recovered[1], field="signature")
+    if recovered != tx.sender:
+        raise TxInvalid("bad_signature", "signature is not by the sender", field="signature")
+
+
+def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, recovered: Recovered | None = None) -> Transaction:
+    """Decode, validate and pool ``tx_bytes``; returns the pooled transaction.
+
+    ``recovered`` is the result of recovering the signer of these same bytes (``chain/sigpool.py``); without
+    it the signature is recovered here.
+    """
+    head = head_context(chain)
+    ctx = head.ctx
+    tx = Transaction.from_bytes(tx_bytes, max_body=ctx.limits.max_tx_bytes)
     check_static(tx, ctx)
-    check_signature(tx)
-    check_reveal_window(world, tx, chain.height + 1)
+    if recovered is None:
+        check_signature(tx)
+    else:
+        check_recovered(tx, recovered)
+    world = chain.world()
+    check_reveal_window(world, tx, ctx.env.height)
     account = get_account(world, tx.sender)
     if tx.nonce < account.nonce:
         raise TxInvalid("nonce_too_low", f"nonce {tx.nonce} already used (next is {account.nonce})", field="nonce")

@@ -1,0 +1,132 @@
+"""Signature recovery for admission in worker processes.
+
+Recovering a transaction's signer (secp256k1, ≈ 50 µs) is the largest single cost of admitting a transfer and
+needs no chain state, so a :class:`SignaturePool` does it for batches of ``tx_bytes`` in a
+``ProcessPoolExecutor`` while the node's own process admits, executes and commits. What a worker returns is a
+pure function of the bytes it was given (:func:`recover_batch`); the admission decision itself — static
+checks, nonce, balance, the mempool's rules — stays in the caller's process (``chain/admission.py``), which
+compares the recovered address with the sender it decodes. So the accept/reject decision, its error code and
+message, and every block built from the pool do not depend on which worker recovered what, or whether one did.
+
+Bounded: at most ``max_inflight`` batches are queued to the workers; :meth:`SignaturePool.submit` beyond that
+recovers in the calling process instead of queueing more (never an unbounded backlog, never a refusal).
+``workers = 0`` recovers in-process (no child processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.transaction import Transaction
+
+Recovered = bytes | tuple[str, str]
+"""Result for one transaction: the recovered 20-byte address, or ``(code, message)`` of the
+:class:`ValidationError` :meth:`Transaction.recover_sender` raised."""
+RecoveredOrUndecodable = Recovered | None
+"""``None``: the bytes do not decode (admission's own decode then raises the error it always did)."""
+
+MAX_WORKERS = 64
+"""Largest accepted pool size (the ``mempool.admission_workers`` config range)."""
+
+
+def recover_one(tx_bytes: bytes, max_body: int | None = None) -> RecoveredOrUndecodable:
+    """Decode ``tx_bytes`` and recover its signer (what admission's signature check computes)."""
+    try:
+        tx = Transaction.from_bytes(tx_bytes, max_body=max_body)
+    except (DecodeError, ValidationError):
+        return None
+    try:
+        return tx.recover_sender()
+    except ValidationError as e:
+        return (e.code, e.message)
+
+
+def recover_batch(batch: Sequence[bytes], max_body: int | None = None) -> list[RecoveredOrUndecodable]:
+    """:func:`recover_one` for each item, in order (the function the workers run)."""
+    return [recover_one(b, max_body) for b in batch]
+
+
+def _warm() -> int:
+    return 0
+
+
+class SignaturePool:
+    """Recovers transaction signers in ``workers`` processes (or in-process when ``workers == 0``)."""
+
+    def __init__(self, workers: int, *, max_inflight: int = 64) -> None:
+        """Start the workers (``spawn``: a forked child would inherit the node's threads and open files)."""
+        if not 0 <= workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be in 0..{MAX_WORKERS}, got {workers}")
+        if max_inflight < 1:
+            raise ValueError(f"max_inflight must be ≥ 1, got {max_inflight}")
+        self.workers = workers
+        self.max_inflight = max_inflight
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._closed = False
+        self._executor: ProcessPoolExecutor | None = None
+        if workers:
+            self._executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def warm_up(self) -> None:
+        """Start every worker now (the executor starts processes lazily) and wait until each answered."""
+        if self._executor is not None:
+            for f in [self._executor.submit(_warm) for _ in range(self.workers)]:
+                f.result()
+
+    @property
+    def inflight(self) -> int:
+        """Batches queued to or running in the workers."""
+        return self._inflight
+
+    def submit(self, batch: Sequence[bytes], max_body: int | None = None) -> Future[list[RecoveredOrUndecodable]]:
+        """Recover a batch; in-process (already done) when there are no workers or ``max_inflight`` are busy.
+
+        ``max_body``: a body longer than this is not decoded (``None`` for it; admission refuses it anyway).
+        """
+        items = list(batch)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("signature pool is closed")
+            queued = self._executor is not None and self._inflight < self.max_inflight
+            if queued:
+                self._inflight += 1
+        if not queued or self._executor is None:
+            done: Future[list[RecoveredOrUndecodable]] = Future()
+            done.set_result(recover_batch(items, max_body))
+            return done
+        fut = self._executor.submit(recover_batch, items, max_body)
+        fut.add_done_callback(self._finished)
+        return fut
+
+    def _finished(self, _: object) -> None:
+        with self._lock:
+            self._inflight -= 1
+
+    def recover(self, batch: Sequence[bytes], max_body: int | None = None) -> list[RecoveredOrUndecodable]:
+        """:meth:`submit` and wait."""
+        return self.submit(batch, max_body).result()
+
+    async def recover_async(self, batch: Sequence[bytes],
+                            max_body: int | None = None) -> list[RecoveredOrUndecodable]:
+        """:meth:`submit` and await without blocking the event loop."""
+        return await asyncio.wrap_future(self.submit(batch, max_body))
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (empty in-process)."""
+        ex = self._executor
+        procs = getattr(ex, "_processes", None) if ex is not None else None
+        return sorted(procs) if procs else []
+
+    def close(self) -> None:
+        """Stop the workers and wait for them to exit (queued batches are cancelled); idempotent."""
+        with self._lock:
+            self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None

@@ -1,0 +1,47 @@
+"""The signature pool with real worker processes: the same results as in-process, and close() ends the workers.
+
+Bounded: every wait has a timeout; the pool is closed (workers joined) in ``finally``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from cowboy_node.chain.sigpool import SignaturePool, recover_batch
+from tests.unit.chain.test_admission_pool import corpus
+
+RESULT_TIMEOUT_S = 60.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose: read its state where /proc exists.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def test_workers_recover_like_in_process_and_close_ends_them() -> None:
+    items = [raw for raw, _ in corpus()] * 20
+    pool = SignaturePool(2, max_inflight=4)
+    try:
+        pool.warm_up()
+        pids = pool.worker_pids()
+        assert len(pids) == 2 and os.getpid() not in pids
+        futures = [pool.submit(items[i:i + 50], max_body=131_072) for i in range(0, len(items), 50)]
+        assert pool.inflight <= 4
+        got = [r for f in futures for r in f.result(timeout=RESULT_TIMEOUT_S)]
+        assert got == recover_batch(items, max_body=131_072)
+    finally:
+        pool.close()
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    assert pool.worker_pids() == [] and pool.inflight == 0
