@@ -363,31 +363,40 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
 
     def _validator_set_json(self) -> dict[str, Any]:
         """The CIP-11 §5.4 snapshot runners compute ``Sub(R)`` from: the newest valid at the head (the genesis
-        set, epoch 0, until a ``ValidatorSetActivated`` reaches :meth:`activate_validator_set`)."""
-        if self._reconfiguration is None:
-            return self._snapshot_json(self.genesis_snapshot())
+        set, epoch 0, until an ActivateValidatorSet's ``ValidatorSetActivated`` height is reached)."""
         return self._snapshot_json(self.newest_snapshot())
 
     def validators(self) -> dict[str, Any]:
-        """``GET /validators``: the newest valid snapshot with each validator's genesis record."""
-        snap = self.newest_snapshot() if self._reconfiguration is not None else self.genesis_snapshot()
+        """``GET /validators``: the newest valid snapshot with each validator's genesis record and endpoints, and
+        (§5.3) the ``reconfiguration`` that governs the head with the same entries for both of its snapshots, so
+        a runner learns where the members of ``Sub_E ∪ Sub_{E+1}`` are."""
+        snap = self.newest_snapshot()
         records = {v.ed25519_public_key: (i, v) for i, v in enumerate(self.chain.genesis.validators)}
-        out = []
-        for key in snap.validators:
-            i, v = records.get(key, (None, None))
-            entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub,
-                                     "quic_endpoint": self.quic_advertise if key == self._ed_pub
-                                     else self.endpoints.endpoint(key),
-                                     "rpc_url": (self.rpc_advertise or None) if key == self._ed_pub
-                                     else self.endpoints.rpc_url(key)}
-            if v is not None:
-                entry.update(index=i, name=v.name, bls_share_index=v.bls_share_index,
-                             bls_public_key="0x" + v.bls_public_key.hex(),
-                             fee_recipient=to_checksum_address(v.fee_recipient))
-            out.append(entry)
-        return {"subset_epoch": snap.epoch, "validator_set_hash": "0x" + snap.set_hash.hex(),
-                "height": self.chain.height, "threshold": self.chain.genesis.threshold,
-                "group_public_key": "0x" + self.chain.genesis.group_public_key.hex(), "validators": out}
+        out = [self._validator_entry(key, records) for key in snap.validators]
+        doc: dict[str, Any] = {"subset_epoch": snap.epoch, "validator_set_hash": "0x" + snap.set_hash.hex(),
+                               "height": self.chain.height, "threshold": self.chain.genesis.threshold,
+                               "group_public_key": "0x" + self.chain.genesis.group_public_key.hex(),
+                               "validators": out}
+        rc = self._reconfiguration_json().get("reconfiguration")
+        if rc is not None:
+            for side in ("old", "new"):
+                rc[side]["validators"] = [self._validator_entry(bytes.fromhex(e["ed25519_public_key"][2:]), records)
+                                          for e in rc[side]["validators"]]
+            doc["reconfiguration"] = rc
+        return doc
+
+    def _validator_entry(self, key: bytes, records: dict[bytes, tuple[int, Any]]) -> dict[str, Any]:
+        i, v = records.get(key, (None, None))
+        entry: dict[str, Any] = {"ed25519_public_key": "0x" + key.hex(), "self": key == self._ed_pub,
+                                 "quic_endpoint": self.quic_advertise if key == self._ed_pub
+                                 else self.endpoints.endpoint(key),
+                                 "rpc_url": (self.rpc_advertise or None) if key == self._ed_pub
+                                 else self.endpoints.rpc_url(key)}
+        if v is not None:
+            entry.update(index=i, name=v.name, bls_share_index=v.bls_share_index,
+                         bls_public_key="0x" + v.bls_public_key.hex(),
+                         fee_recipient=to_checksum_address(v.fee_recipient))
+        return entry
 
     def consensus_evidence(self, limit: int) -> dict[str, Any]:
         """``GET /consensus/evidence``: the newest ``limit`` evidence records, newest last."""
@@ -401,11 +410,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
 
     def _reconfiguration_json(self) -> dict[str, Any]:
         """§5.3: the last ``ValidatorSetActivated(E+1, h)`` with the governed OVERLAP_BLOCKS at the head, so a
-        runner plans ``Sub_E ∪ Sub_{E+1}`` during the window (empty with the static genesis set)."""
-        rc = self._reconfiguration
+        runner plans ``Sub_E ∪ Sub_{E+1}`` during the window (empty while the chain has only the genesis set)."""
+        params = self.cip11_params()
+        rc = self.reconfiguration(params)
         if rc is None:
             return {}
-        overlap = self.cip11_params().OVERLAP_BLOCKS
+        overlap = params.OVERLAP_BLOCKS
         return {"reconfiguration": {"old": self._snapshot_json(rc.old), "new": self._snapshot_json(rc.new),
                                     "activation_height": rc.activation_height, "overlap_blocks": overlap,
                                     "cutoff_height": rc.cutoff(overlap)}}

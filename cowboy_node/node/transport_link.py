@@ -13,7 +13,7 @@ from cowboy_node.chain.chain import ChainError
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
 from cowboy_node.execution.runners import store
 from cowboy_node.execution.system_state import get_cip11_params
-from cowboy_node.execution.validator_set import get_snapshot
+from cowboy_node.execution.validator_set import get_snapshot, newest_epoch, reconfiguration_at, snapshots_at
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.transport.service import AssignmentInfo, TransactionRefused
 from cowboy_protocol.transport.enums import GoodbyeReason
@@ -44,7 +44,8 @@ class TransportLink:
     _ed_pub: bytes
     """This validator's raw Ed25519 peer_pubkey."""
     _reconfiguration: Reconfiguration | None = None
-    """The last ``ValidatorSetActivated`` (§5.3), set by :meth:`activate_validator_set`; None: genesis epoch 0."""
+    """A ``ValidatorSetActivated`` given to :meth:`activate_validator_set` (tests); None: follow the chain's
+    activation records (ActivateValidatorSet, ``execution/validator_set.py``)."""
     _genesis_snapshot: EpochSnapshot | None = None
     """``ValidatorSetSnapshot(0)`` once read from state (:meth:`genesis_snapshot`)."""
 
@@ -89,20 +90,36 @@ class TransportLink:
         return snap
 
     def activate_validator_set(self, snapshot: EpochSnapshot, activation_height: int) -> None:
-        """The ``ValidatorSetActivated(E+1, activation_height)`` hook (§5.3, §5.4). Nothing in the node calls it
-        yet: the validator set is the static genesis set until consensus/governance can change it (the
-        consensus work will call this when a new snapshot activates). The previous newest snapshot becomes epoch
-        E; from ``activation_height`` both are valid for OVERLAP_BLOCKS, then only ``snapshot``."""
+        """Override the chain's activation records with a local ``ValidatorSetActivated(E+1, activation_height)``
+        (tests of the transport with snapshots that no genesis could hold). The node itself follows the chain:
+        an executed ActivateValidatorSet (0x48) is picked up at the next read, no call needed."""
         prior = self._reconfiguration.new if self._reconfiguration is not None else self.genesis_snapshot()
         self._reconfiguration = Reconfiguration(prior, snapshot, activation_height)
+
+    def reconfiguration(self, params: Cip11Params | None = None) -> Reconfiguration | None:
+        """The ``ValidatorSetActivated(E+1, h)`` that governs the head (§5.3): the pending one before ``h``, the
+        active epoch's own during and after its window; None while the chain has only the genesis epoch."""
+        if self._reconfiguration is not None:
+            return self._reconfiguration
+        with self._tree_lock:
+            world = self.chain.world()
+            overlap = (params or get_cip11_params(world)).OVERLAP_BLOCKS
+            return reconfiguration_at(world, self.chain.height, overlap)
 
     def valid_snapshots(self, height: int | None = None,
                         params: Cip11Params | None = None) -> tuple[EpochSnapshot, ...]:
         """The snapshots valid at ``height`` (default: the head), oldest first, with the governed OVERLAP_BLOCKS
-        active at the head."""
+        active at the head: from the chain's ValidatorSetSnapshot / activation records
+        (:func:`cowboy_node.execution.validator_set.snapshots_at`)."""
         params = params or self.cip11_params()
         h = self.chain.height if height is None else height
-        return valid_snapshots(self.genesis_snapshot(), self._reconfiguration, h, params.OVERLAP_BLOCKS)
+        if self._reconfiguration is not None:
+            return valid_snapshots(self.genesis_snapshot(), self._reconfiguration, h, params.OVERLAP_BLOCKS)
+        with self._tree_lock:
+            world = self.chain.world()
+            if newest_epoch(world) > 0:
+                return snapshots_at(world, h, params.OVERLAP_BLOCKS)
+        return (self.genesis_snapshot(),)
 
     def newest_snapshot(self, height: int | None = None) -> EpochSnapshot:
         """The newest snapshot valid at ``height`` (what this validator offers when it must pick one)."""
