@@ -16,6 +16,7 @@ from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport, Obs
 from cowboy_node.execution.end_of_block import run_end_of_block
 from cowboy_node.execution.errors import InvalidBlock, TxInvalid
 from cowboy_node.execution.jobs.dispatch import process_pending
+from cowboy_node.execution.presence_certificates import derive_presence, mode_a_active
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import (
     get_basefee_config,
@@ -123,7 +124,12 @@ def start_block(world: WorldState, env: BlockEnv, *, strict_presence: bool = Tru
     (CIP-11 §9.2: at the start of the block, before any transaction). ``observe`` is kept in the context."""
     ctx = begin_block(world, env)
     ctx.observe = observe
-    ctx.present, ctx.registry_size = decode_block_presence(world, env, ctx.flags, strict=strict_presence)
+    if mode_a_active(world, ctx.flags, env.height):
+        # Mode A (§8.3 point 3): PresenceInput(H) comes from parent-state proofs; the proposer's field is ignored.
+        ctx.hard_exclude = True
+        ctx.present, ctx.registry_size = derive_presence(world, env.height), registry_size(world)
+    else:
+        ctx.present, ctx.registry_size = decode_block_presence(world, env, ctx.flags, strict=strict_presence)
     process_pending(world, ctx)
     return ctx
 

@@ -121,6 +121,9 @@ class BlockContext:
     malformed outside active Mode B, or while present-first is off)."""
     registry_size: int = 0
     """|registry(H−1)|: the PresenceInput index basis of this block."""
+    hard_exclude: bool = False
+    """CIP-11 Mode A effective for this block (§8.3–§8.4, guard included): ``present`` was derived from parent-state
+    presence proofs, and runners outside it are not selectable."""
     jobs_per_tx: dict[bytes, int] = field(default_factory=dict)
     """Jobs submitted so far by each transaction (the ``derive_job_id`` index)."""
     jobs_assigned: list[bytes] = field(default_factory=list)

@@ -25,6 +25,7 @@ from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.presence_certificates import submit_presence_certificate
 from cowboy_node.execution.runners import registry as runner_registry
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.execution.validator_governance import execute_validator_approved
@@ -49,6 +50,7 @@ from cowboy_protocol.types.instructions import (
     ValidatorApproved,
 )
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
+from cowboy_protocol.types.presence_instructions import SubmitPresenceCertificate
 from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
@@ -236,6 +238,7 @@ EXECUTORS: dict[type, Executor] = {
     JobSubmit: job_executors.execute_job_submit,
     JobResultCommit: job_executors.execute_result_commit,
     JobResultSubmit: job_executors.execute_result_submit,
+    SubmitPresenceCertificate: submit_presence_certificate,
     GovernanceSetPhase: system_instructions.governance_set_phase,
     GovernanceSetParam: system_instructions.governance_set_param,
     ValidatorApproved: lambda world, tx, ctx, meter, events: execute_validator_approved(

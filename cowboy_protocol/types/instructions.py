@@ -26,6 +26,7 @@ from cowboy_protocol.types.fields import (
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.params import BasefeeConfig, TimerConfig
+from cowboy_protocol.types.presence_instructions import SubmitPresenceCertificate
 from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
     RunnerHeartbeat,
@@ -363,7 +364,7 @@ class ValidatorApproved:
 
 
 Instruction = (Transfer | UpdateBasefeeConfig | DeployActor | CallActor | TransferActorOwnership | UpdateTimerConfig
-               | CancelTimer | ExtendTimer
+               | CancelTimer | ExtendTimer | SubmitPresenceCertificate
                | UpdateTimerPolicy | RunnerRegister | RunnerHeartbeat | RunnerUpdateCapabilities | RunnerUpdateRateCard
                | RunnerDeregister | JobSubmit | JobResultCommit | JobResultSubmit | GovernanceSetPhase
                | GovernanceSetParam | ValidatorApproved | ActivateValidatorSet)
@@ -388,6 +389,7 @@ _REGISTRY: dict[int, tuple[int, _Decoder]] = {
     JobSubmit.KIND: (1, JobSubmit.from_fields),
     JobResultCommit.KIND: (2, JobResultCommit.from_fields),
     JobResultSubmit.KIND: (4, JobResultSubmit.from_fields),
+    SubmitPresenceCertificate.KIND: (2, SubmitPresenceCertificate.from_fields),
     GovernanceSetPhase.KIND: (2, GovernanceSetPhase.from_fields),
     GovernanceSetParam.KIND: (3, GovernanceSetParam.from_fields),
     ValidatorApproved.KIND: (2, ValidatorApproved.from_fields),

@@ -115,6 +115,8 @@ def present_set(ctx: BlockContext, m: int) -> frozenset[int]:
     """Registry indices marked present for membership: empty unless present-first applies (§7.3 bound)."""
     if not ctx.flags.CIP11_PRESENT_FIRST_ENABLED:
         return frozenset()
+    if ctx.hard_exclude:  # Mode A: presence is consensus-verified, not proposer-set (§15.9), so no bound
+        return ctx.present
     # Membership-steering bound: with n > 1 validators, M > 1 committees are drawn over the full set.
     if ctx.env.n_validators > 1 and m > 1:
         return frozenset()
@@ -146,7 +148,7 @@ def _draw_from(world: WorldState, ctx: BlockContext, spec: JobSpecV1, candidates
         if r.index in present_idx:
             present.append(r)
             present_w.append(w)
-        else:
+        elif not ctx.hard_exclude:  # Mode A effective: a runner without a presence proof is not selectable
             fallback.append(r)
             fallback_w.append(w)
     cfg = get_runner_config(world)
@@ -199,7 +201,7 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     # M == 1: the selection index answers as the linear path would, without re-reading the registry
     # (docs/selection.md); None sends the job down the linear path (which also builds the error report).
     fast = None
-    if m == 1:
+    if m == 1 and not ctx.hard_exclude:  # the index keeps a fallback pool, which Mode A does not have
         with observed(ctx, "job_filter"):
             fast = selection_index.m1_selection(world, ctx, selection_request(spec), present_set(ctx, m))
     candidates: list[RunnerRecord] = []
