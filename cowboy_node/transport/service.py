@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.transport.presence import LocalPresence
@@ -60,6 +60,9 @@ from cowboy_protocol.transport.subset import EpochSnapshot, epoch_paired_valid, 
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 from cowboy_protocol.types.params import Cip11Params
 from cowboy_protocol.types.runner import Health
+
+if TYPE_CHECKING:
+    from cowboy_node.transport.workers.pool import WorkerPool
 
 log = get_logger("cowboy.transport")
 
@@ -199,6 +202,9 @@ class TransportConfig:
     """HardFailure threshold after a push (§10.6). None: the governed ACK_TIMEOUT_BLOCKS at the head."""
     subset_epoch: int = 0
     """Validator-set epoch offered in Hello (static set: 0)."""
+    workers: int = 1
+    """QUIC worker processes (``[quic] workers``): 1 terminates QUIC in this process; N > 1 in N worker
+    processes sharing the port (``transport/workers``), the sessions staying here."""
 
 
 class _RunnerConnection:
@@ -289,7 +295,7 @@ class TransportService:
         self.reveals = RevealHold()
         """Early reveals held until their window opens (§10.3)."""
         self._serials = itertools.count(1)
-        self._server: QuicFrameServer | None = None
+        self._server: QuicFrameServer | WorkerPool | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._stats_seen: dict[str, int] = {}  # QUIC adapter counter → value already reported as events
 
@@ -310,9 +316,19 @@ class TransportService:
             cert, key = generate_self_signed("cowboy-validator")
         reset_file = cfg.reset_key_file()
         reset_secret = ensure_reset_key(reset_file) if reset_file is not None else None
-        self._server = await start_server(cfg.host, cfg.port, handler_factory=lambda c: _RunnerConnection(self, c),
-                                          limits=cfg.limits, certificate_pem=cert, private_key_pem=key,
-                                          reset_secret=reset_secret)
+        if cfg.workers > 1:
+            from cowboy_node.transport.workers.pool import WorkerPool  # spawns processes: only when configured
+            pool = WorkerPool(host=cfg.host, port=cfg.port, workers=cfg.workers, limits=cfg.limits,
+                              certificate_pem=cert, private_key_pem=key,
+                              reset_secret=reset_secret or secrets.token_bytes(32),
+                              handler_factory=lambda c: _RunnerConnection(self, c), metrics=self.metrics)
+            await pool.start()
+            self._server = pool
+        else:
+            self._server = await start_server(cfg.host, cfg.port,
+                                              handler_factory=lambda c: _RunnerConnection(self, c),
+                                              limits=cfg.limits, certificate_pem=cert, private_key_pem=key,
+                                              reset_secret=reset_secret)
         self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
         log.info("transport listening", addr=f"{cfg.host}:{self.port}")
 

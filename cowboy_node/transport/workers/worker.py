@@ -1,0 +1,182 @@
+"""A QUIC worker process: terminates QUIC+TLS for its share of the runners and relays their frames.
+
+Started by :mod:`.pool` as ``python -m cowboy_node.transport.workers.worker --udp-fd U --ipc-fd C``: ``U`` is
+one socket of the validator's ``SO_REUSEPORT`` group (the kernel hashes each runner's 4-tuple onto one socket,
+so a connection's datagrams all reach the same worker), ``C`` its end of a Unix socketpair to the validator.
+The first message on ``C`` is CONFIG (certificate, key, stateless-reset secret, limits — kept off the command
+line). The worker runs the project's QUIC adapter (:class:`QuicFrameServer`, with every cap, Retry, rate limit
+and stateless reset of the in-process server) and holds no session state: each connection's TLS completion,
+frames and close go to the validator process (ipc OPEN / FRAME / CLOSED), and it sends, closes and marks
+authenticated what the validator tells it to (SEND / CLOSE / AUTHENTICATED). It exits when the channel closes
+(the validator stopped or died) after closing its connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+from aioquic.quic.configuration import QuicConfiguration
+
+from cowboy_node.transport.workers import ipc
+from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
+from cowboy_protocol.transport.framing import decode_frame
+from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer
+from cowboy_protocol.transport.quic_certs import load_certificate
+from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.quic_stream import ALPN
+
+log = logging.getLogger("cowboy.transport.worker")
+
+STATS_INTERVAL_S = 1.0
+"""How often the adapter counters go to the validator process."""
+
+
+class _Channel(asyncio.Protocol):
+    """The worker's end of the local channel; writes are coalesced into one send per loop iteration."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.decoder = ipc.Decoder()
+        self.transport: asyncio.Transport | None = None
+        self._out = bytearray()
+        self._flush_scheduled = False
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self.decoder.feed(data)
+        except ipc.IpcError:
+            log.exception("torn channel to the validator process")
+            self._close()
+            return
+        for m in messages:
+            self.worker.on_message(m)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def send(self, kind: ipc.Kind, conn: int, payload: bytes = b"") -> None:
+        self._out += ipc.encode(kind, conn, payload)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.transport is not None and not self.transport.is_closing() and self._out:
+            self.transport.write(bytes(self._out))
+        self._out.clear()
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Relayed:
+    """ConnectionHandler of one QUIC connection in the worker: everything goes to the validator process."""
+
+    __slots__ = ("channel", "number", "worker")
+
+    def __init__(self, worker: Worker, conn: FrameConnection) -> None:
+        self.worker = worker
+        self.channel = worker.channel
+        self.number = conn.connection_number
+
+    def on_open(self, conn: FrameConnection) -> None:
+        self.worker.conns[self.number] = conn
+        host, port = conn.peer
+        self.channel.send(ipc.Kind.OPEN, self.number, conn.channel_binding + f"{host}:{port}".encode())
+
+    def on_frame(self, frame: Frame) -> None:
+        self.channel.send(ipc.Kind.FRAME, self.number, encode_frame(frame))
+
+    def on_close(self, reason: str) -> None:
+        self.worker.conns.pop(self.number, None)
+        self.channel.send(ipc.Kind.CLOSED, self.number, reason.encode())
+
+
+class Worker:
+    """The worker's state: its QUIC server and the connections it relays."""
+
+    def __init__(self) -> None:
+        self.channel: _Channel
+        self.server: QuicFrameServer | None = None
+        self.conns: dict[int, FrameConnection] = {}
+        self.config: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def on_message(self, m: ipc.Message) -> None:
+        """Apply one message from the validator process (a message for a gone connection is dropped)."""
+        if m.kind is ipc.Kind.CONFIG:
+            if not self.config.done():
+                self.config.set_result(json.loads(m.payload))
+            return
+        conn = self.conns.get(m.conn)
+        if conn is None:
+            return
+        if m.kind is ipc.Kind.SEND:
+            # Already encoded (and checked) by the validator process: straight onto stream 0.
+            conn._proto.send_raw(m.payload)
+        elif m.kind is ipc.Kind.CLOSE:
+            goodbye = decode_frame(m.payload) if m.payload else None
+            conn.close(goodbye if isinstance(goodbye, Goodbye) else None)
+        elif m.kind is ipc.Kind.AUTHENTICATED:
+            conn.mark_authenticated()
+
+    def stats(self) -> bytes:
+        """The adapter counters as JSON."""
+        return json.dumps(self.server.stats.snapshot() if self.server is not None else {}).encode()
+
+
+async def run(udp_fd: int, ipc_fd: int) -> None:
+    """Serve until the channel to the validator closes."""
+    loop = asyncio.get_running_loop()
+    worker = Worker()
+    ipc_sock = socket.socket(fileno=ipc_fd)
+    _, worker.channel = await loop.create_connection(lambda: _Channel(worker), sock=ipc_sock)
+    cfg = await worker.config
+    limits = ServerLimits(**cfg["limits"])
+    qconf = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], idle_timeout=limits.idle_timeout_s)
+    qconf.certificate, qconf.private_key = load_certificate(cfg["certificate_pem"].encode(),
+                                                            cfg["private_key_pem"].encode())
+    udp = socket.socket(fileno=udp_fd)
+    _, server = await loop.create_datagram_endpoint(
+        lambda: QuicFrameServer(configuration=qconf, limits=limits, handler_factory=lambda c: _Relayed(worker, c),
+                                reset_secret=bytes.fromhex(cfg["reset_secret"])),
+        sock=udp)
+    worker.server = server
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.channel._close)
+    try:
+        while not worker.channel.closed.done():
+            worker.channel.send(ipc.Kind.STATS, 0, worker.stats())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(worker.channel.closed), STATS_INTERVAL_S)
+    finally:
+        server.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the worker process."""
+    parser = argparse.ArgumentParser(description="cowboy QUIC worker (started by the validator)")
+    parser.add_argument("--udp-fd", type=int, required=True)
+    parser.add_argument("--ipc-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("COWBOY_WORKER_LOG", "WARNING"), stream=sys.stderr)
+    asyncio.run(run(args.udp_fd, args.ipc_fd))
+
+
+if __name__ == "__main__":
+    main()
