@@ -25,7 +25,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
             "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
-    "quic": {"addr": str, "advertise": str},
+    "quic": {"addr": str, "advertise": str, "workers": int},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
@@ -39,6 +39,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
 _MIB = 1024 * 1024
 INT_BOUNDS: dict[str, tuple[int, int]] = {
     "node.block_time_ms": (50, 600_000),
+    "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
     "rpc.max_connections": (1, 1_048_576),
     "rpc.max_connections_per_ip": (1, 1_048_576),
@@ -137,6 +138,9 @@ class NodeConfig:
     """``HOST:PORT`` runners dial for this validator's QUIC transport, announced to the other validators and
     listed by ``GET /validators`` (default: ``quic.addr`` unless it is a wildcard address)."""
     """CIP-11 QUIC listen address (UDP)."""
+    quic_workers: int = 1
+    """QUIC worker processes (``[quic] workers``; docs/transport.md "QUIC worker processes"): 1 terminates QUIC in
+    the validator process; N > 1 in N processes sharing ``quic.addr`` (about one core each)."""
     metrics_addr: str = "127.0.0.1:9464"
     """Prometheus listen address."""
     metrics_enabled: bool = True
@@ -246,6 +250,7 @@ def load_config(home: Path) -> NodeConfig:
         rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
         quic_advertise=values.get("quic.advertise"),
+        quic_workers=values.get("quic.workers", 1),
         metrics_addr=values.get("metrics.addr", "127.0.0.1:9464"),
         metrics_enabled=values.get("metrics.enabled", True),
         log_format=values.get("log.format", "console"),
@@ -436,6 +441,9 @@ addr = "{quic_addr}"
 # HOST:PORT runners dial for this validator (announced to the other validators, listed by GET /validators).
 # Default: addr, unless addr is a wildcard address (0.0.0.0 or [::]); then set it.
 # advertise = "validator-0.example.net:4433"
+# Worker processes terminating QUIC+TLS (they share addr; sessions stay in the validator process). A validator
+# for ~5,000 runners wants 3-4 (docs/performance.md); 1 = QUIC in the validator process.
+# workers = 1
 
 [metrics]
 # Prometheus exposition at http://ADDR/metrics (namespace cowboy_).

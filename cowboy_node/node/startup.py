@@ -89,7 +89,8 @@ async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetr
     return net
 
 
-async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics) -> TransportService | None:
+async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics,
+                          workers: int = 1) -> TransportService | None:
     """Start the CIP-11 QUIC transport when the chain's ``CIP11_TRANSPORT_ENABLED`` flag is set (phase ≥ 1).
 
     The certificate is self-signed and kept in the home directory (identity is proven by the CIP-11 HelloAck,
@@ -101,7 +102,7 @@ async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeM
     vset = node.genesis_snapshot().set_hash
     transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
                                  config=TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE,
-                                                        key_path=home / QUIC_KEY_FILE))
+                                                        key_path=home / QUIC_KEY_FILE, workers=workers))
     await transport.start()
     node.transport = transport
     return transport
@@ -186,7 +187,7 @@ async def run_node(home: Path) -> int:
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
-        transport = await start_transport(node, home, cfg.quic_addr, metrics)
+        transport = await start_transport(node, home, cfg.quic_addr, metrics, cfg.quic_workers)
         if transport is not None:
             node.quic_advertise = advertised_quic(cfg)
             node.rpc_advertise = advertised_rpc(cfg) or ""
