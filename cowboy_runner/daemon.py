@@ -48,6 +48,7 @@ from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
+from cowboy_runner.reconfig import EpochLink, link_key, stale_links
 from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
 from cowboy_runner.sessions_plan import (
     Snapshot,
@@ -108,9 +109,14 @@ class Daemon:
         self.journal: Journal | None = None
         self.last_error = ""
         self.session_problems: tuple[str, ...] = ()
-        self._snapshot: Snapshot | None = None
-        """The validator-set snapshot read at start-up (the session plan is computed from it)."""
         """Subset validators the runner cannot open a session with (shown by ``status``)."""
+        self._snapshot: Snapshot | None = None
+        """The validator-set snapshot the session plan is computed from (start-up; then the newest ``/status`` of
+        the primary validator: a §5.3 reconfiguration is followed while running)."""
+        self._discovered: dict[bytes, tuple[str, int]] = {}
+        """QUIC endpoints learned from ``GET /validators`` (both snapshots of a published reconfiguration)."""
+        self._primary_status: dict[str, Any] | None = None
+        """The newest ``/status`` the head loop read from the primary validator (``runner.validator_rpc``)."""
         self.stopping = asyncio.Event()
         self._hb_sent_at: int | None = None
         self._connects_seen = 0
@@ -209,25 +215,38 @@ class Daemon:
             log.warning("cannot read GET /validators; using runner.toml endpoints only", error=str(e))
             return None
 
-    async def _plan_links(self) -> tuple[str, ...]:
-        """Create a :class:`Link` for each member of ``Sub(R)`` that has an endpoint and no link yet: endpoints
-        from runner.toml ``[validators]``, else those the validators announced (``GET /validators``). Returns
-        the problems of members still without an endpoint (also kept in ``session_problems``)."""
+    async def _plan_links(self, *, fetch: bool = True) -> tuple[str, ...]:
+        """Create a :class:`Link` for each member of the plan at the head (``Sub(R)``; §5.3 ``Sub_E ∪ Sub_{E+1}``
+        during a reconfiguration window) that has an endpoint and no link yet: endpoints from runner.toml
+        ``[validators]``, else those the validators announced (``GET /validators``, read again when ``fetch``).
+        Links the plan no longer holds are stopped and dropped (the §5.3 cutoff). Returns the problems of members
+        still without an endpoint (also kept in ``session_problems``)."""
         s, jobs, snapshot = self.settings, self.jobs, self._snapshot
         assert jobs is not None and snapshot is not None
         cip11 = self.params.get("cip11_params") or {}
-        doc = await self._validators_doc()
-        discovered, bad = discovered_endpoints(doc)
-        added = self.chain.add_fallbacks(discovered_rpc_urls(doc))
-        if added:
-            log.info("validator RPC fallbacks learned", added=added)
-        for problem in bad:
-            log.warning("ignoring a discovered validator endpoint", problem=problem)
+        if fetch:
+            doc = await self._validators_doc()
+            rc = (doc or {}).get("reconfiguration") or {}
+            entries = [*((doc or {}).get("validators") or []),
+                       *(((rc.get("old") or {}).get("validators") or []) if isinstance(rc, dict) else []),
+                       *(((rc.get("new") or {}).get("validators") or []) if isinstance(rc, dict) else [])]
+            discovered, bad = discovered_endpoints({"validators": entries})
+            self._discovered.update(discovered)
+            added = self.chain.add_fallbacks(discovered_rpc_urls(doc))
+            if added:
+                log.info("validator RPC fallbacks learned", added=added)
+            for problem in bad:
+                log.warning("ignoring a discovered validator endpoint", problem=problem)
         targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint,
-                                         {**discovered, **s.validator_endpoints}, height=jobs.head,
+                                         {**self._discovered, **s.validator_endpoints}, height=jobs.head,
                                          min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
                                          max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
-        have = {(lk.config.expected_validator, lk.config.subset_epoch) for lk in self.links}
+        for lk in stale_links(self.links, targets, snapshot):
+            log.info("closing a session the plan no longer holds", validator=(lk.config.expected_validator or
+                     b"").hex()[:16], subset_epoch=lk.config.subset_epoch, head=jobs.head)
+            lk.stop()
+            self.links.remove(lk)
+        have = {link_key(lk) for lk in self.links}
         for target in targets:
             epoch = target.snapshot or snapshot.epoch_snapshot()  # §5.3: the epoch this session offers
             if (target.validator, epoch.epoch) in have:
@@ -236,24 +255,70 @@ class Daemon:
                              validator_set=epoch.validators, expected_validator=target.validator,
                              subset_epoch=epoch.epoch,
                              ping_interval_s=self._ping_interval_s())
-            self.links.append(Link(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
-                                   on_assignment=self._on_assignment, on_cancel=self._on_cancel))
+            self.links.append(EpochLink(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
+                                        on_assignment=self._on_assignment, on_cancel=self._on_cancel))
             self.links[-1].unavailable = jobs.unavailable_kinds()
         self.session_problems = missing
         return missing
 
+    def _note_status(self, status: dict[str, Any]) -> None:
+        """Keep the head loop's ``/status`` when it came from the primary validator (a failed-over read names
+        another validator, whose key is not the one the plan's RPC endpoint reaches)."""
+        snap = self._snapshot
+        me = (status.get("validator") or {}).get("ed25519_public_key")
+        if snap is not None and me == "0x" + snap.rpc_validator.hex():
+            self._primary_status = status
+
+    def _follow_snapshot(self) -> bool:
+        """Take the snapshot of the newest primary ``/status`` when it differs (§5.3: a ``ValidatorSetActivated``
+        published while running); True if it changed. A malformed one is logged and ignored."""
+        status = self._primary_status
+        if status is None:
+            return False
+        try:
+            snap = snapshot_from_status(status)
+        except SnapshotError as e:
+            log.warning("ignoring the validator set in /status", error=str(e))
+            return False
+        if snap == self._snapshot:
+            return False
+        log.info("validator set changed", subset_epoch=snap.subset_epoch, reconfiguration=None
+                 if snap.reconfiguration is None else {"epoch": snap.reconfiguration.new.epoch,
+                                                       "activation_height": snap.reconfiguration.activation_height,
+                                                       "overlap_blocks": snap.overlap_blocks})
+        self._snapshot = snap
+        return True
+
     async def _discover_loop(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """While a subset member has no endpoint, ask ``GET /validators`` again every DISCOVERY_INTERVAL_S (the
-        validators announce their endpoints to each other within seconds of starting) and open the new
-        sessions."""
+        """Keep the sessions on plan while running: at each new head (and on a new snapshot in ``/status``, §5.3)
+        re-plan — open the sessions a reconfiguration adds, close those past the cutoff; while a subset member has
+        no endpoint, ask ``GET /validators`` again every DISCOVERY_INTERVAL_S (the validators announce their
+        endpoints to each other within seconds of starting)."""
         loop = asyncio.get_running_loop()
-        while self.session_problems:
-            await asyncio.sleep(DISCOVERY_INTERVAL_S)
-            before = len(self.links)
-            await self._plan_links()
-            for lk in self.links[before:]:
-                log.info("session planned from a discovered endpoint", validator=lk.config.expected_validator.hex()[:16]
-                         if lk.config.expected_validator else None, endpoint=f"{lk.config.host}:{lk.config.port}")
+        jobs = self.jobs
+        assert jobs is not None
+        planned_at, fetched_at = jobs.head, loop.time()
+        while True:
+            await asyncio.sleep(min(DISCOVERY_INTERVAL_S, self.block_time_s / 2))
+            changed = self._follow_snapshot()
+            fetch = changed or (bool(self.session_problems) and loop.time() - fetched_at >= DISCOVERY_INTERVAL_S)
+            if not (fetch or changed or jobs.head != planned_at):
+                continue
+            planned_at = jobs.head
+            if fetch:
+                fetched_at = loop.time()
+            before = set(map(id, self.links))
+            try:
+                await self._plan_links(fetch=fetch)
+            except Exception as e:  # a bad plan must not end the loop; the next head tries again
+                log.error("session planning failed", error=repr(e))
+                continue
+            for lk in self.links:
+                if id(lk) in before:
+                    continue
+                log.info("session planned", validator=lk.config.expected_validator.hex()[:16]
+                         if lk.config.expected_validator else None, subset_epoch=lk.config.subset_epoch,
+                         endpoint=f"{lk.config.host}:{lk.config.port}")
                 tasks.append(loop.create_task(lk.run()))
 
     async def _bootstrap_until_reachable(self) -> Snapshot:
@@ -384,6 +449,7 @@ class Daemon:
         while True:
             try:
                 status = await self.chain.head_status()  # fails over: the head must advance with our validator down
+                self._note_status(status)
                 self._set_basefees(status)
                 self._set_block_time(status)
                 height = int(status["height"])

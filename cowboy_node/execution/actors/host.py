@@ -33,6 +33,7 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.scheduler import timeout as cip1_timeout
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
 from cowboy_node.execution.timers import interval, schedule, watch
 from cowboy_node.execution.timers import store as timer_store
@@ -679,6 +680,28 @@ class Host:
         self._meter.charge_cycles(schedule.CANCEL_TIMER_CYCLES)
         return interval.cancel_interval(self._world, actor=self._frame.actor, timer_id=_timer_id(timer_id),
                                         fired=self._ctx.eob.fired_timers)
+
+    # --- CIP-1 (docs/timers.md §15; refused with timer_extension_disabled unless TimerPolicy.mode is CIP-1) --
+    def set_timeout(self, height: object, gba: object, handler: object = DEFAULT_HANDLER, data: object = b"",
+                    gas_limit: object = 0, expires_at: object = 0) -> bytes:
+        """Run ``handler(data)`` at or after block ``height``, priced each block it is due by the Gas Bidding
+        Agent ``gba`` (an actor whose ``get_gas_bid(context)`` returns the bid); every fee comes from this
+        actor's balance. ``0`` = protocol default for ``gas_limit`` / ``expires_at``. Returns the timer id."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        return cip1_timeout.set_timeout(
+            self._world, self._ctx, self._meter, actor=self._frame.actor, height=height,
+            gba=bytes(gba) if isinstance(gba, bytearray) else gba, handler=handler,
+            payload=bytes(data) if isinstance(data, bytearray) else data,
+            gas_limit=_default(gas_limit, 0), expires_at=_default(expires_at, 0))
+
+    def cancel_timeout(self, timer_id: object) -> bool:
+        """Remove this actor's pending CIP-1 timer: True if removed, False if there is none; another actor's
+        halts with ``timer_unauthorized``."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        tid = _timer_id(timer_id)
+        return cip1_timeout.cancel_timeout(self._world, self._meter, actor=self._frame.actor, timer_id=tid)
 
 
 def _default(value: object, sentinel: object) -> object:

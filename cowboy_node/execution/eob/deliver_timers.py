@@ -25,6 +25,7 @@ from cowboy_node.execution import mailbox
 from cowboy_node.execution.actors.invoke import run_timer_fire
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.scheduler.deliver import deliver as cip1_deliver
 from cowboy_node.execution.timers import deliver, globalbox, watch
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.model import Timer
@@ -32,6 +33,7 @@ from cowboy_node.execution.timers.policy import MODE_FIFO, TimerPolicy, get_time
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
+from cowboy_protocol.types.timer_policy import MODE_CIP1
 
 RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
 """Runs one timer fire: ``actors.invoke.run_timer_fire`` in the node, fakes in tests."""
@@ -47,11 +49,22 @@ def deliver_timers(world: WorldState, ctx: BlockContext, *, run_fire: RunFire | 
     """Run DeliverTimers for block ``ctx.env.height`` (see the module docstring)."""
     ctx.eob.modified_keys = tuple(world.changes())
     policy = get_timer_policy(world)
-    if policy.mode == MODE_FIFO:
+    if policy.mode in (MODE_FIFO, MODE_CIP1):  # CIP-1 keeps seeds/003 timers and watch hits as under FIFO
         _fifo(world, ctx, run_fire or default_run_fire(), lane_timer_cycles)
         _materialize_watch_hits(world, ctx, policy)
+        if policy.mode == MODE_CIP1:
+            _cip1(world, ctx, policy, run_fire or default_run_fire())
     else:
         _globalbox(world, ctx, policy)
+
+
+def _cip1(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire: RunFire) -> None:
+    """The CIP-1 scheduler's timers (``execution/scheduler/``, docs/timers.md §15), after the seeds/003 ones."""
+    rep = cip1_deliver(world, ctx, policy, run_fire)
+    ctx.eob.timers_fired += rep.executed
+    ctx.eob.timers_deferred += rep.deferred
+    ctx.eob.timers_expired += rep.expired
+    ctx.eob.timers_self_destructed += rep.dropped
 
 
 def _fifo(world: WorldState, ctx: BlockContext, run_fire: RunFire, lane_timer_cycles: int) -> None:

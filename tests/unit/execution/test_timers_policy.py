@@ -39,7 +39,7 @@ def test_absent_policy_reads_as_default_and_setter_round_trips() -> None:
     assert get_timer_policy(world) == p and world.get(KEY_TIMER_POLICY) == p.encode()
 
 
-@pytest.mark.parametrize("bad", [TimerPolicy(mode=2), TimerPolicy(max_fires_per_block=0),
+@pytest.mark.parametrize("bad", [TimerPolicy(mode=3), TimerPolicy(max_fires_per_block=0),
                                  TimerPolicy(max_fires_per_target=0), TimerPolicy(w_age=1 << 32)])
 def test_out_of_range_policies_are_rejected(bad: TimerPolicy) -> None:
     with pytest.raises(DecodeError):
