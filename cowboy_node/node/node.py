@@ -282,6 +282,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                                    basefee_cycles=h.cycle_basefee, basefee_cells=h.cell_basefee)
         # Recorded only now: a block that failed to build or commit adds nothing.
         self.metrics.observe_eob(prepared.result.eob)
+        self.metrics.observe_presence_certificates(block.transactions, prepared.result.receipts)
         tx_events = (e for r in prepared.result.receipts for e in r.events)
         for reason, n in count_terminal(itertools.chain(tx_events, prepared.result.block_events)).items():
             self.metrics.timers_terminal.labels(reason=reason).inc(n)

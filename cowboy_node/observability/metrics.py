@@ -21,9 +21,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 
 from cowboy_node.chain.mempool import EVICTION_REASONS as MEMPOOL_EVICTION_REASONS
+from cowboy_node.execution import presence_certificates
 from cowboy_node.execution.context import EobReport
 from cowboy_node.observability.job_activity import TRANSITIONS as JOB_TRANSITIONS
 from cowboy_node.observability.job_activity import JobActivity
+from cowboy_node.types.receipt import Receipt
+from cowboy_protocol.types.presence_instructions import SubmitPresenceCertificate
+from cowboy_protocol.types.transaction import Transaction
 
 NAMESPACE = "cowboy"
 
@@ -240,6 +244,13 @@ class NodeMetrics:
         self.push_latency_seconds = Histogram(
             "push_latency_seconds", "Assignment block commit to the runner's JobAck{Accepted}.", namespace=ns,
             registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+        self.presence_certificates = Counter(
+            "presence_certificates", "CIP-11 Mode A SubmitPresenceCertificate transactions in committed blocks, by "
+            "outcome: accepted, or the refusal code (mode_a_disabled, too_few_receipts, duplicate_receipt, "
+            "foreign_epoch, stale_receipt, bad_signature, not_in_subset, anchor_not_newer, ...).", ["outcome"],
+            namespace=ns, registry=r)
+        for code in ("accepted", *presence_certificates.REFUSAL_CODES):  # exported at 0 from the start
+            self.presence_certificates.labels(outcome=code)
         self.present_pool = Gauge(
             "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
             namespace=ns, registry=r)
@@ -266,6 +277,12 @@ class NodeMetrics:
         for section, seconds in activity.selection:
             self.job_selection.labels(phase=section.removeprefix("job_")).observe(seconds)
         self.present_pool.set(activity.present_pool)
+
+    def observe_presence_certificates(self, transactions: Iterable[Transaction], receipts: Iterable[Receipt]) -> None:
+        """Count the committed block's Mode A certificates by outcome (``cowboy_presence_certificates_total``)."""
+        for tx, receipt in zip(transactions, receipts, strict=True):
+            if isinstance(tx.instruction, SubmitPresenceCertificate):
+                self.presence_certificates.labels(outcome=receipt.error_code or "accepted").inc()
 
     def observe_mempool(self, pool: MempoolStats) -> None:
         """Mempool gauges, and ``cowboy_mempool_evicted_total`` brought up to the pool's cumulative ``evicted``."""
