@@ -16,6 +16,7 @@ from cowboy_node.execution.actors import sdk_bridge, store
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.frame import CallFrame, TxScope
 from cowboy_node.execution.actors.host import Host
+from cowboy_node.execution.actors.model import ActorRecord
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
@@ -92,6 +93,29 @@ def load_code(world: WorldState, source_hash: bytes) -> CompiledActor:
         raise TxFailed("actor_rejected", str(e)) from None
 
 
+_RECORDS_MAX = 1024
+_records: dict[bytes, ActorRecord] = {}
+"""Decoded actor records by their stored bytes (a node-local cache, never state)."""
+
+
+def _get_actor(world: WorldState, address: bytes) -> ActorRecord | None:
+    """``store.get_actor``, decoding each distinct stored record once.
+
+    The store is read on every run (a record can change), but decoding is a pure function of the bytes
+    and a block's timer fires and messages run the same few actors over and over.
+    """
+    raw = world.get(store.meta_key(address))
+    if raw is None:
+        return None
+    record = _records.get(raw)
+    if record is None:
+        record = ActorRecord.decode(raw)
+        if len(_records) >= _RECORDS_MAX:
+            _records.clear()
+        _records[raw] = record
+    return record
+
+
 def _ensure_headroom() -> None:
     depth = 0
     f = sys._getframe()
@@ -110,7 +134,7 @@ def run_frame(world: WorldState, ctx: BlockContext, frame: CallFrame, handler: s
     if frame.depth == 1:
         _ensure_headroom()
     meter.charge_cycles(INVOKE_CYCLES)
-    record = store.get_actor(world, frame.actor)
+    record = _get_actor(world, frame.actor)
     if record is None:
         raise TxFailed("actor_not_found", f"no actor at 0x{frame.actor.hex()}")
     if record.source_hash not in scope.loaded:

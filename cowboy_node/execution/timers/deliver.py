@@ -33,11 +33,11 @@ from dataclasses import dataclass, replace
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import get_account, get_timer_config, put_account
+from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import store
 from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.account import Account
+from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
 from cowboy_protocol.types.fields import encode_u128
@@ -98,6 +98,37 @@ class DeliveryReport:
     """GC budget used."""
     events: tuple[Event, ...]
     """The events appended to ``ctx.events``, in order."""
+
+
+class AccountCache:
+    """Reads and writes fee payers' accounts for one End-of-Block step, decoding each stored value once.
+
+    The store is always read (a handler may change any account), but when it still holds the bytes this
+    cache last wrote or decoded for that address, the decoded account is reused: decoding is a pure
+    function of the bytes. A burst of fires charged to one payer thus decodes nothing after the first.
+    Writes are exactly ``system_state.put_account``'s (same key, same canonical bytes).
+    """
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, tuple[bytes | None, Account]] = {}
+
+    def get(self, world: WorldState, address: bytes) -> Account:
+        """The account at ``address`` (a zero account if absent), as ``system_state.get_account``."""
+        raw = world.get(account_key(address))
+        hit = self._known.get(address)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        account = Account() if raw is None else Account.decode(raw)
+        self._known[address] = (raw, account)
+        return account
+
+    def put(self, world: WorldState, address: bytes, account: Account) -> None:
+        """Store ``account``, as ``system_state.put_account``."""
+        raw = account.encode()
+        world.set(account_key(address), raw)
+        self._known[address] = (raw, account)
 
 
 def max_cost(timer: Timer, cfg: TimerConfig, ctx: BlockContext) -> int:
@@ -235,6 +266,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
     lane_used = gc_used = 0
     deferred = removed_any = False
     first_left: tuple[int, int] | None = None
+    accounts = AccountCache()
     start = store.get_cursor(world)
     for height, seq, timer_id in store.iter_index(world, start):
         if height > current:
@@ -245,7 +277,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
         cost = max_cost(timer, cfg, ctx)
         available = 0
         if current <= timer.expires_at:
-            payer = get_account(world, timer.fee_payer)
+            payer = accounts.get(world, timer.fee_payer)
             available = payer.balance
             if available >= cost:
                 if fired and timer.gas_limit_per_fire > lane_timer_cycles - lane_used:
@@ -255,7 +287,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
                 store.remove_timer(world, timer)
                 removed_any = True
                 fired += 1
-                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, payer)
+                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, payer, accounts)
                 continue
         if gc_used + GC_CYCLES_PER_TIMER > cfg.gc_cycles_per_block:
             gc_deferred += 1
@@ -296,14 +328,18 @@ class ChargedRun:
 
 
 def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost: int, gas_limit: int,
-                cells_limit: int, run: Callable[[Meter], FireOutcome], payer: Account | None = None) -> ChargedRun:
+                cells_limit: int, run: Callable[[Meter], FireOutcome], payer: Account | None = None,
+                accounts: AccountCache | None = None) -> ChargedRun:
     """Pre-charge ``cost`` to ``fee_payer``, run the handler in a checkpoint (reverted on failure), refund the
     unused part and burn the rest (seeds/003 §6.3 steps 4–7; the same for Mailbox entries). Timers and Mailbox
     entries carry no priority fee: the whole actual cost is basefee, burned; tip 0. ``payer`` is the fee
-    payer's account as the caller just read it (saves reading it again; None: read here)."""
+    payer's account as the caller just read it (saves reading it again; None: read here); ``accounts`` the
+    step's :class:`AccountCache` (None: a fresh one)."""
+    if accounts is None:
+        accounts = AccountCache()
     if payer is None:
-        payer = get_account(world, fee_payer)
-    put_account(world, fee_payer, Account(payer.balance - cost, payer.nonce))
+        payer = accounts.get(world, fee_payer)
+    accounts.put(world, fee_payer, Account(payer.balance - cost, payer.nonce))
     meter = Meter(gas_limit, cells_limit)
     cp = world.checkpoint()
     try:
@@ -320,8 +356,8 @@ def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost:
     cycles = min(max(outcome.cycles_used, 0), gas_limit)
     cells = min(max(outcome.cells_used, 0), cells_limit)
     actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee
-    payer = get_account(world, fee_payer)
-    put_account(world, fee_payer, Account(payer.balance + cost - actual, payer.nonce))
+    payer = accounts.get(world, fee_payer)
+    accounts.put(world, fee_payer, Account(payer.balance + cost - actual, payer.nonce))
     ctx.burned += actual
     ctx.cycles_used += cycles
     ctx.cells_used += cells
@@ -329,11 +365,11 @@ def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost:
 
 
 def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
-          run_handler: RunHandler, events: list[Event], payer: Account) -> int:
+          run_handler: RunHandler, events: list[Event], payer: Account, accounts: AccountCache) -> int:
     """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
     run = charged_run(world, ctx, fee_payer=timer.fee_payer, cost=cost, gas_limit=timer.gas_limit_per_fire,
                       cells_limit=cfg.max_cells_per_fire, run=lambda meter: run_handler(world, route(timer), meter),
-                      payer=payer)
+                      payer=payer, accounts=accounts)
     outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
     if outcome.ok:
         events.extend(outcome.events)

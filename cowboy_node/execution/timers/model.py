@@ -81,7 +81,86 @@ class Timer:
     @classmethod
     def decode(cls, raw: bytes) -> Timer:
         """Strict decode of stored bytes (raises ``DecodeError`` / ``CodecError``)."""
-        return cls.from_cbor(decode(raw))
+        fast = _decode_canonical(raw)
+        return fast if fast is not None else cls.from_cbor(decode(raw))
+
+
+def _head(raw: bytes, pos: int, major: int) -> tuple[int, int]:
+    """``(argument, next position)`` of a shortest-form CBOR head of ``major`` at ``pos``.
+
+    Raises ``IndexError`` / ``ValueError`` for anything else (the caller falls back to the strict decoder).
+    """
+    ib = raw[pos]
+    if ib >> 5 != major:
+        raise ValueError("major type")
+    ai = ib & 0x1F
+    if ai < 24:
+        return ai, pos + 1
+    if ai > 27:
+        raise ValueError("additional info")
+    width = 1 << (ai - 24)
+    end = pos + 1 + width
+    if end > len(raw):
+        raise IndexError("truncated head")
+    arg = int.from_bytes(raw[pos + 1:end], "big")
+    if arg < (24 if width == 1 else 1 << (4 * width)):
+        raise ValueError("not shortest form")
+    return arg, end
+
+
+def _bytes_at(raw: bytes, pos: int, major: int, max_len: int) -> tuple[bytes, int]:
+    n, pos = _head(raw, pos, major)
+    end = pos + n
+    if n > max_len or end > len(raw):
+        raise ValueError("length")
+    return raw[pos:end], end
+
+
+def _decode_canonical(raw: bytes) -> Timer | None:
+    """The record, if ``raw`` is laid out exactly as :meth:`Timer.encode` writes it, else None.
+
+    A fire reads one record, and the generic decoder plus the field checks cost several times this
+    field-by-field walk of the one canonical layout (map of 9, keys 0..8 in order, shortest-form
+    heads, each field's type and bound as :meth:`Timer.from_cbor` checks it, nothing after the last
+    field). Whatever it does not accept goes to the strict decoder, which accepts it or raises the
+    usual error, so the result (value or error) is the strict decoder's for every input.
+    """
+    if type(raw) is not bytes:
+        return None
+    try:
+        if raw[0] != 0xA9 or raw[1] != 0x00 or raw[2] != 0x54:
+            return None
+        actor, pos = raw[3:23], 23
+        if len(actor) != ADDRESS_LEN or raw[pos] != 0x01:
+            return None
+        height, pos = _head(raw, pos + 1, 0)
+        if raw[pos] != 0x02:
+            return None
+        payload, pos = _bytes_at(raw, pos + 1, 2, MAX_PAYLOAD_BYTES)
+        if raw[pos] != 0x03:
+            return None
+        timer_id, pos = _bytes_at(raw, pos + 1, 2, MAX_TIMER_ID_BYTES)
+        if raw[pos] != 0x04:
+            return None
+        handler_raw, pos = _bytes_at(raw, pos + 1, 3, MAX_HANDLER_BYTES)
+        handler = handler_raw.decode("utf-8")
+        if raw[pos] != 0x05 or raw[pos + 1] != 0x54:
+            return None
+        fee_payer, pos = raw[pos + 2:pos + 22], pos + 22
+        if len(fee_payer) != ADDRESS_LEN or raw[pos] != 0x06:
+            return None
+        gas, pos = _head(raw, pos + 1, 0)
+        if raw[pos] != 0x07:
+            return None
+        expires_at, pos = _head(raw, pos + 1, 0)
+        if raw[pos] != 0x08:
+            return None
+        seq, pos = _head(raw, pos + 1, 0)
+    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    if pos != len(raw):
+        return None
+    return Timer(actor, height, payload, timer_id, handler, fee_payer, gas, expires_at, seq)
 
 
 def timer_id_preimage(actor_address: bytes, height: int, payload: bytes, nonce: int) -> bytes:

@@ -18,7 +18,6 @@ writes made by a transaction sit in its journal and are undone by a revert.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -96,16 +95,32 @@ def get_timer(world: WorldState, timer_id: bytes) -> Timer | None:
     return None if raw is None else Timer.decode(raw)
 
 
-@functools.lru_cache(maxsize=4096)
+_META_CACHE_MAX = 4096
+_meta_by_raw: dict[bytes, ActorTimerMeta] = {}
+"""Decoded counters by their stored bytes: decoding is a pure function of the (immutable) bytes, and a
+burst of one actor's fires reads back each time the value the previous fire wrote, so the writer
+records it here and the next read decodes nothing. Cleared when full (a node-local cache, never state)."""
+
+
+def _remember_meta(raw: bytes, meta: ActorTimerMeta) -> None:
+    if len(_meta_by_raw) >= _META_CACHE_MAX:
+        _meta_by_raw.clear()
+    _meta_by_raw[raw] = meta
+
+
 def _decode_meta(raw: bytes) -> ActorTimerMeta:
-    # A pure function of the bytes (the value is immutable): a burst of fires of one actor rewrites and
-    # re-reads the same few counter values, so decoding them once is enough.
-    return ActorTimerMeta.decode(raw)
+    meta = _meta_by_raw.get(raw)
+    if meta is None:
+        meta = ActorTimerMeta.decode(raw)
+        _remember_meta(raw, meta)
+    return meta
 
 
-@functools.lru_cache(maxsize=4096)
 def _encode_meta(live: int, next_nonce: int) -> bytes:
-    return ActorTimerMeta(live, next_nonce).encode()
+    meta = ActorTimerMeta(live, next_nonce)
+    raw = meta.encode()
+    _remember_meta(raw, meta)
+    return raw
 
 
 def get_meta(world: WorldState, actor: bytes) -> ActorTimerMeta:
@@ -147,7 +162,15 @@ def iter_index(world: WorldState, start: tuple[int, int] = (0, 0)) -> Iterator[t
     """
     for key, value in world.iterate(HEIGHT_PREFIX, start=height_key(*start)):
         height, seq = _split_height_key(key)
-        yield height, seq, expect_bytes(decode(value), "timer_index.timer_id", max_len=MAX_TIMER_ID_BYTES)
+        yield height, seq, _index_timer_id(value)
+
+
+def _index_timer_id(value: bytes) -> bytes:
+    """The timer id a height-index entry holds (canonical CBOR bytes of at most 256 bytes)."""
+    # Every id this node writes is 32 bytes: the canonical head of a 24..255-byte string is 0x58, len.
+    if len(value) > 2 and value[0] == 0x58 and value[1] == len(value) - 2 and value[1] >= 24:
+        return value[2:]
+    return expect_bytes(decode(value), "timer_index.timer_id", max_len=MAX_TIMER_ID_BYTES)
 
 
 def timers_at(world: WorldState, height: int) -> list[bytes]:
@@ -156,8 +179,7 @@ def timers_at(world: WorldState, height: int) -> list[bytes]:
     Reads only that height's index range (``get_timers_by_height``, §5.1).
     """
     prefix = HEIGHT_PREFIX + height.to_bytes(8, "big")
-    return [expect_bytes(decode(v), "timer_index.timer_id", max_len=MAX_TIMER_ID_BYTES)
-            for _k, v in world.iterate(prefix)]
+    return [_index_timer_id(v) for _k, v in world.iterate(prefix)]
 
 
 def actor_timers(world: WorldState, actor: bytes) -> list[tuple[bytes, int]]:
