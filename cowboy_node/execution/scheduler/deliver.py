@@ -48,6 +48,9 @@ RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
 """Runs one handler: ``actors.invoke.run_timer_fire`` in the node, fakes in tests."""
 TOPIC_BID_REFUSED = "cip1.bid_refused"
 """``{0: timer_id, 1: code, 2: gba_cycles, 3: gba_fee (u128 bytes), 4: dropped (bool)}``, emitter = owner."""
+TOPIC_BID = "cip1.bid"
+"""An accepted bid: ``{0: timer_id, 1: effective tip per cycle, 2: gba_cycles, 3: gba_fee (u128 bytes)}``,
+emitter = owner (the execution, if the budget admits it this block, follows as ``timer.fired``)."""
 
 
 @dataclass(slots=True)
@@ -114,12 +117,14 @@ def deliver(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire:
         st = stats.setdefault(t.actor, weights.BlockStats())
         st.attempted += 1
         st.max_lateness = max(st.max_lateness, h - t.height)
-        got = _bid(world, ctx, policy, cfg, call, t, usage, rep)
+        got, cycles, fee = _bid(world, ctx, policy, cfg, call, t, usage, rep)
         if isinstance(got, _Candidate):
             st.best_tip = max(st.best_tip, got.tip)
             candidates.append(_Candidate(timer_id, t, got.tip, got.max_cost))
+            events.append(Event(t.actor, TOPIC_BID, encode({0: timer_id, 1: got.tip, 2: cycles,
+                                                            3: encode_u128(fee)})))
             continue
-        code, cycles, fee = got
+        code = got
         dropped = code in bidding.BAD_GBA_CODES
         if dropped:
             queue.remove(world, timer_id, t)
@@ -140,8 +145,8 @@ def deliver(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire:
 
 
 def _bid(world: WorldState, ctx: BlockContext, policy: TimerPolicy, cfg: TimerConfig, call: BidCall,
-         t: Cip1Timer, usage: int, rep: Cip1Report) -> _Candidate | tuple[str, int, int]:
-    """Ask ``t``'s GBA: a candidate, or ``(code, gba_cycles, gba_fee)``."""
+         t: Cip1Timer, usage: int, rep: Cip1Report) -> tuple[_Candidate | str, int, int]:
+    """Ask ``t``'s GBA: ``(candidate or refusal code, gba_cycles, gba_fee)``."""
     cap = policy.cip1_gba_cycles
     bf = ctx.cycle_basefee
     acct = get_account(world, t.actor)
@@ -167,7 +172,7 @@ def _bid(world: WorldState, ctx: BlockContext, policy: TimerPolicy, cfg: TimerCo
     max_cost = t.gas_limit * (bf + tip) + cfg.max_cells_per_fire * ctx.cell_basefee
     if acct.balance - fee < max_cost:
         return bidding.E_BID_EXCEEDS_BALANCE, cycles, fee
-    return _Candidate(b"", t, tip, max_cost)
+    return _Candidate(b"", t, tip, max_cost), cycles, fee
 
 
 def _execute(world: WorldState, ctx: BlockContext, policy: TimerPolicy, cfg: TimerConfig, run_fire: RunFire,
