@@ -368,12 +368,16 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         return self._snapshot_json(self.newest_snapshot())
 
     def validators(self) -> dict[str, Any]:
-        """``GET /validators``: the newest valid snapshot with each validator's genesis record and endpoints, and
-        (§5.3) the ``reconfiguration`` that governs the head with the same entries for both of its snapshots, so
-        a runner learns where the members of ``Sub_E ∪ Sub_{E+1}`` are."""
+        """``GET /validators``: every consensus participant in ``ValidatorSetSnapshot(0)`` order (the positions
+        governance approvals are indexed by) with its genesis record, endpoints and ``in_snapshot`` (member of the
+        newest CIP-11 snapshot valid at the head, whose epoch and hash head the document); and (§5.3) the
+        ``reconfiguration`` that governs the head, with the same entries for both of its snapshots, so a runner
+        learns where the members of ``Sub_E ∪ Sub_{E+1}`` are."""
         snap = self.newest_snapshot()
         records = {v.ed25519_public_key: (i, v) for i, v in enumerate(self.chain.genesis.validators)}
-        out = [self._validator_entry(key, records) for key in snap.validators]
+        genesis = self.genesis_snapshot().validators
+        out = [{**self._validator_entry(key, records), "in_snapshot": key in snap.validators}
+               for key in (*genesis, *(k for k in snap.validators if k not in genesis))]
         doc: dict[str, Any] = {"subset_epoch": snap.epoch, "validator_set_hash": "0x" + snap.set_hash.hex(),
                                "height": self.chain.height, "threshold": self.chain.genesis.threshold,
                                "group_public_key": "0x" + self.chain.genesis.group_public_key.hex(),

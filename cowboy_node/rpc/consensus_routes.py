@@ -24,7 +24,8 @@ class ConsensusFacade(Protocol):
 
     def validators(self) -> dict[str, Any]:
         """``{"subset_epoch", "validator_set_hash", "height", "validators": [{"index", "name",
-        "ed25519_public_key", "bls_share_index", "bls_public_key", "fee_recipient", "self"}]}``."""
+        "ed25519_public_key", "bls_share_index", "bls_public_key", "fee_recipient", "self", "in_snapshot"}]}``
+        plus ``reconfiguration`` while a ``ValidatorSetActivated`` governs the head (docs/transport.md)."""
         ...
 
     def consensus_evidence(self, limit: int) -> dict[str, Any]:
