@@ -35,6 +35,7 @@ from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.transport.enums import Scheme
 from cowboy_protocol.transport.errors import SignatureError
+from cowboy_protocol.transport.preimages import presence_receipt_digest
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.subset import EpochSnapshot, select_snapshot, subset
 from cowboy_protocol.types.fields import decode_map, expect_uint
@@ -168,18 +169,52 @@ class _Candidate:
     peer_pubkey: bytes
 
 
+class _Derived:
+    """Values every receipt of one certificate shares, computed once (they depend on the runner key and the
+    snapshot only): the parsed runner key and its address, and ``Sub_epoch(R)`` per snapshot."""
+
+    __slots__ = ("keys", "subsets")
+
+    def __init__(self) -> None:
+        self.keys: dict[bytes, tuple[PubKey, bytes] | None] = {}
+        self.subsets: dict[tuple[bytes, int], frozenset[bytes]] = {}
+
+    def runner_key(self, wire: bytes) -> tuple[PubKey, bytes] | None:
+        if wire not in self.keys:
+            try:
+                k = PubKey.from_bytes(wire)
+                self.keys[wire] = (k, k.address()) if k.scheme is Scheme.SECP256K1 else None
+            except SignatureError:
+                self.keys[wire] = None
+        return self.keys[wire]
+
+    def parsed(self, wire: bytes) -> PubKey:
+        """The runner key of a receipt that passed the precheck."""
+        entry = self.keys[wire]
+        assert entry is not None
+        return entry[0]
+
+    def subset(self, runner_key: bytes, snap: EpochSnapshot, params: Cip11Params) -> frozenset[bytes]:
+        key = (runner_key, snap.epoch)
+        if key not in self.subsets:
+            self.subsets[key] = frozenset(subset(runner_key, snap.validators, min_subset=params.MIN_SUBSET,
+                                                 max_subset=params.MAX_SUBSET))
+        return self.subsets[key]
+
+
 def _precheck(r: PresenceReceipt, runner: bytes, runner_key: bytes | None, height: int, params: Cip11Params,
-              snapshots: tuple[EpochSnapshot, ...]) -> tuple[str | None, bytes]:
+              snapshots: tuple[EpochSnapshot, ...], derived: _Derived) -> tuple[str | None, bytes]:
     """Signature-free checks of one receipt: (reason or None, raw runner key it carries)."""
+    parsed = derived.runner_key(r.runner_pubkey)
     try:
-        rk = PubKey.from_bytes(r.runner_pubkey)
         vk = PubKey.from_bytes(r.validator_pubkey)
     except SignatureError:
         return R_MALFORMED, b""
-    if (rk.scheme is not Scheme.SECP256K1 or vk.scheme is not Scheme.ED25519 or len(r.validator_set_hash) != 32
+    if (parsed is None or vk.scheme is not Scheme.ED25519 or len(r.validator_set_hash) != 32
             or len(r.validator_signed) != Scheme.ED25519.signature_length):
         return R_MALFORMED, b""
-    if (runner_key is not None and rk.key != runner_key) or rk.address() != runner:
+    rk, address = parsed
+    if (runner_key is not None and rk.key != runner_key) or address != runner:
         return R_RUNNER_KEY, rk.key
     if not r.accepting_new:
         return R_NOT_ACCEPTING, rk.key
@@ -192,7 +227,7 @@ def _precheck(r: PresenceReceipt, runner: bytes, runner_key: bytes | None, heigh
         return R_FOREIGN_EPOCH, rk.key
     if vk.key not in snap.validators:
         return R_UNKNOWN_VALIDATOR, rk.key
-    if vk.key not in subset(rk.key, snap.validators, min_subset=params.MIN_SUBSET, max_subset=params.MAX_SUBSET):
+    if vk.key not in derived.subset(rk.key, snap, params):
         return R_NOT_IN_SUBSET, rk.key
     return None, rk.key
 
@@ -216,9 +251,10 @@ def submit_presence_certificate(world: WorldState, tx: Transaction, ctx: BlockCo
     dropped: dict[int, str] = {}
     buckets: dict[bytes, list[_Candidate]] = {}
     runner_key: bytes | None = None
+    derived = _Derived()
     for pos, r in enumerate(ins.receipts):
         meter.charge_cycles(PRESENCE_RECEIPT_PRECHECK_CYCLES)
-        reason, rk = _precheck(r, ins.runner, runner_key, height, params, snapshots)
+        reason, rk = _precheck(r, ins.runner, runner_key, height, params, snapshots, derived)
         if reason is not None:
             dropped[pos] = reason
             continue
@@ -234,7 +270,12 @@ def submit_presence_certificate(world: WorldState, tx: Transaction, ctx: BlockCo
                 dropped[c.position] = R_DUPLICATE
                 continue
             meter.charge_cycles(PRESENCE_RECEIPT_ED25519_VERIFY_CYCLES)
-            if ed25519.verify(peer, c.receipt.digest(ctx.env.chain_id), c.receipt.validator_signed):
+            r = c.receipt
+            # the keys were validated by the precheck: build the digest from them, not by re-parsing (curve check)
+            digest = presence_receipt_digest(ctx.env.chain_id, derived.parsed(r.runner_pubkey),
+                                             PubKey.validator(peer), r.subset_epoch, r.validator_set_hash,
+                                             r.block_height, r.nonce_echo, r.accepting_new)
+            if ed25519.verify(peer, digest, r.validator_signed):
                 retained.append(c)
                 found = True
             else:
