@@ -10,7 +10,8 @@ every check passed):
 5. payload ≤ 1 MiB, handler 1..256 UTF-8 bytes, ``gas_limit`` 1..``max_cycles_per_fire``, ``expires_at``
    in ``(current, current + max_ttl_blocks]``, fewer than ``max_timers_per_actor`` pending CIP-1 timers —
    the seeds/003 codes (docs/timers.md §5);
-6. charge cells = every byte written, then write (record, tier entry, counters, sequence).
+6. charge cells = every byte written, then write (record, tier entry, counters, sequence; the first timer
+   ever also starts the collection cursor at ``current + 1``).
 
 The owner pays every execution and GBA call from its own balance (no ``fee_payer``: seeds/004 §4.1).
 """
@@ -28,6 +29,7 @@ from cowboy_node.execution.timers import schedule as cip5
 from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
 from cowboy_node.state.world import WorldState
+from cowboy_protocol.codec import encode
 from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX
 from cowboy_protocol.types.timer_policy import MODE_CIP1
 
@@ -91,6 +93,8 @@ def set_timeout(world: WorldState, ctx: BlockContext, meter: Meter, *, actor: by
     timer = Cip1Timer(actor=actor, height=h, gba=gba, handler=handler, payload=payload, gas_limit=gas,
                       expires_at=expiry, seq=queue.next_seq(world))
     writes = queue.insert_writes(timer_id, timer, meta, current)
+    if world.get(model.KEY_CURSOR) is None:  # the first timer: collection starts above the current height
+        writes.append((model.KEY_CURSOR, encode(current + 1)))
     meter.charge_cells(sum(len(k) + len(v) for k, v in writes))
     for key, value in writes:
         world.set(key, value)

@@ -123,7 +123,9 @@ def test_set_timeout_writes_record_tier_entry_counters_and_charges_the_bytes() -
     assert world.get(queue.tier_key(20, 0, 10)) == tid
     assert queue.get_meta(world, A) == queue.Meta(1, 1)
     written = sum(len(k) + len(v) for k, v in queue.insert_writes(tid, t, queue.Meta(0, 0), 10))
-    assert meter.cycles_used == 200 and meter.cells_used == written
+    cursor = len(b"cip1/cur") + 1  # the first timer starts the collection cursor at 11 (CBOR 0x0b)
+    assert world.get(model.KEY_CURSOR) == b"\x0b"
+    assert meter.cycles_used == 200 and meter.cells_used == written + cursor
 
 
 @pytest.mark.parametrize(("kw", "code"), [
@@ -229,12 +231,16 @@ def test_maintenance_moves_at_most_maint_per_block_entries_per_block() -> None:
     assert gbas.calls == []
 
 
-def test_a_timer_is_delivered_at_its_height_even_if_maintenance_never_ran() -> None:
+def test_an_entry_maintenance_reaches_after_its_bucket_was_collected_goes_straight_to_the_backlog() -> None:
+    from cowboy_protocol.codec import encode
+
     world = cip1_world()
-    fund(world, A, RICH)
-    tid = timeout(world, A, 7_300)  # epoch queue
-    rep, _c, _r = run(world, 7_300, FakeGbas({gba_address(0): (bid(20, 1), None, 100)}))
-    assert rep.order == [tid]
+    tid = b"\x77" * 32
+    world.set(model.epoch_key(7_201, 3), tid)  # lagging: its height is below the collection cursor
+    world.set(model.KEY_CURSOR, encode(7_300))
+    assert queue.maintain(world, 7_300, 10) == 1
+    assert world.get(model.backlog_key(7_201, 3)) == tid and world.get(model.epoch_key(7_201, 3)) is None
+    assert queue.backlog_head(world, 5) == [(model.backlog_key(7_201, 3), tid)]
 
 
 def test_collection_after_a_gap_catches_up_64_heights_per_block_in_height_order() -> None:
