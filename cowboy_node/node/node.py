@@ -18,6 +18,7 @@ from typing import Any
 
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
+from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
@@ -236,8 +237,10 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         return nonce
 
     def _take_transactions(self) -> list[Transaction]:
-        """The mempool's ready transactions for the next block (nonces against the committed head)."""
-        return self.mempool.ready(self._account_nonce(), self.chain.genesis.limits.max_block_txs)
+        """The mempool's ready transactions for the next block (nonces against the committed head), no more than
+        the block can include (``chain/candidates.py``)."""
+        limit = candidate_limit(self.chain, self.chain.genesis.limits.max_block_txs)
+        return self.mempool.ready(self._account_nonce(), limit)
 
     def _inspect(self, prepared: PreparedBlock, env: BlockEnv,
                  observe: Observe | None) -> tuple[JobActivity, list[tuple[str, float]]]:

@@ -83,12 +83,12 @@ def _run(chain: Chain, items: list[bytes], recovered: list[object] | None) -> tu
     return out, pool
 
 
-def _build(chain: Chain, dev: DevGenesis, pool: Mempool) -> bytes:
+def _build(chain: Chain, dev: DevGenesis, pool: Mempool, limit: int = 100) -> bytes:
     key = dev.validator_key
     secret = bls.secret_key_from_bytes(key.bls_secret)
     world = chain.world()
     from cowboy_node.execution.system_state import get_account
-    ready = pool.ready(lambda a: get_account(world, a).nonce, 100)
+    ready = pool.ready(lambda a: get_account(world, a).nonce, limit)
     env = chain.env_for(timestamp_ms=chain.head.header.timestamp_ms + 1000, fee_recipient=FEE_RECIPIENT,
                         beacon=sign_beacon(secret, chain.head.header.round), presence_input=None,
                         consumed_seeds=hand_seeds_due(chain, secret))
