@@ -39,6 +39,7 @@ from typing import Any
 from cowboy_sdk import _compiler as _sdk_compiler
 from cowboy_sdk.errors import ContinuationLimitError, DeterminismError
 
+from cowboy_node.execution.actors import fsm_loops
 from cowboy_node.execution.pvm.errors import ActorRejected
 
 FSM_MODULE = "pvm_fsm"
@@ -255,6 +256,12 @@ def _lower_one(fn: ast.AsyncFunctionDef | ast.FunctionDef, deco: ast.expr, sourc
     compiler = _sdk_compiler.FSMCompiler()
     compiler._source = source
     try:
+        if fsm_loops.has_loop_await(fn):
+            compiler._validate(fn, fn.name)  # the SDK's rules first: 8 awaits at most, @bounded_loop present...
+            options = _sdk_compiler._save_options_src(timeout, guards)
+            init, resume, bound_deco = fsm_loops.lower(fn, compiler, options)
+            kept = [d for d in fn.decorator_list if d is not deco and d is not bound_deco]  # the bound is lowered
+            return _finish(fn, [_Rewrite().visit(init), _Rewrite().visit(resume)], kept, timeout, guards)
         _expand_taskgroups(fn)
         compiler._validate(fn, fn.name)
         _check_await_positions(fn)
@@ -274,7 +281,13 @@ def _lower_one(fn: ast.AsyncFunctionDef | ast.FunctionDef, deco: ast.expr, sourc
         legs = ast.parse(init_src + "\n" + resume_src).body
     except SyntaxError as e:  # a construct the SDK's generator cannot re-emit
         raise ActorRejected(line, "continuation_invalid", f"{fn.name!r}: cannot lower: {e.msg}") from None
-    legs = [_Groups(fn.name + "__resume").visit(_Rewrite().visit(leg)) for leg in legs]
+    return _finish(fn, [_Groups(fn.name + "__resume").visit(_Rewrite().visit(leg)) for leg in legs], kept, timeout,
+                   guards)
+
+
+def _finish(fn: ast.AsyncFunctionDef, legs: list[ast.stmt], kept: list[ast.expr], timeout: int,
+            guards: list[Any] | None) -> list[ast.stmt]:
+    """Mark the (rewritten) legs and give them the function's position."""
     init, resume = legs
     assert isinstance(init, ast.FunctionDef) and isinstance(resume, ast.FunctionDef)
     guards_node: ast.expr = ast.Constant(None) if guards is None else ast.List(

@@ -1,0 +1,53 @@
+# Continuations awaiting inside loops under @bounded_loop (lowered by the node: actors/fsm_loops.py).
+from cowboy_sdk import actor, bounded_loop, capture, public, runner
+
+
+@actor
+class Looper:
+    @public
+    @bounded_loop(max_iterations=5)
+    @runner.continuation
+    async def crawl(self, topics):
+        ctx = capture()
+        ctx.count = len(topics)
+        notes = {"seen": [], "meta": {"n": 0, "pairs": [[0, "start"]]}, "raw": b"\x00\xff"}
+        for topic in topics:
+            answer = await runner.llm(f"About {topic}", model="stub-model", max_tokens=8, timeout_blocks=10)
+            notes["seen"].append(answer.text)
+            notes["meta"]["n"] += 1
+            notes["meta"]["pairs"].append([topic, answer.text])
+            self.storage["notes"] = notes
+        final = await runner.http(f"http://127.0.0.1:9/done/{ctx.count}")
+        self.storage["final"] = [final.data, notes["meta"]["n"]]
+        return b"done"
+
+    @public
+    @bounded_loop(max_iterations=2)
+    @runner.continuation
+    async def capped(self, n):
+        got = []
+        for i in range(n):
+            page = await runner.http(f"http://127.0.0.1:9/page/{i}")
+            got.append(page.data)
+            self.storage["got"] = got
+        return b"ok"
+
+    @public
+    @bounded_loop(max_iterations=10)
+    @runner.continuation
+    async def until(self, target):
+        total = 0
+        step = 0
+        while total < target:
+            step += 1
+            part = await runner.http(f"http://127.0.0.1:9/step/{step}")
+            total += part.data["add"]
+            if total % 2 == 1:
+                note = await runner.llm(f"odd {total}", model="stub-model", max_tokens=8)
+                odd = self.storage.get("odd", [])
+                odd.append(note.text)
+                self.storage["odd"] = odd
+            elif total > 100:
+                break
+        self.storage["total"] = [total, step]
+        return b"ok"
