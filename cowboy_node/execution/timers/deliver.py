@@ -35,7 +35,7 @@ from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import store
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer, encode_indexed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event
@@ -126,7 +126,7 @@ class AccountCache:
 
     def put(self, world: WorldState, address: bytes, account: Account) -> None:
         """Store ``account``, as ``system_state.put_account``."""
-        raw = account.encode()
+        raw = encode_indexed(encode_u128(account.balance), account.nonce)  # = account.encode(), faster
         world.set(account_key(address), raw)
         self._known[address] = (raw, account)
 
@@ -374,6 +374,6 @@ def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, 
     if outcome.ok:
         events.extend(outcome.events)
     events.append(Event(timer.actor_address, TOPIC_FIRED,
-                        encode({0: timer.timer_id, 1: outcome.ok, 2: cycles, 3: cells, 4: encode_u128(actual),
-                                5: outcome.error_code})))
+                        encode_indexed(timer.timer_id, outcome.ok, cycles, cells, encode_u128(actual),
+                                       outcome.error_code)))
     return cycles

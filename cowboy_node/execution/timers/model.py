@@ -85,6 +85,24 @@ class Timer:
         return fast if fast is not None else cls.from_cbor(decode(raw))
 
 
+_MAP_HEADS = tuple(bytes([0xA0 | n]) for n in range(24))
+_KEY_BYTES = tuple(bytes([k]) for k in range(24))
+
+
+def encode_indexed(*values: object) -> bytes:
+    """``encode({0: values[0], 1: values[1], ...})`` for at most 23 values, byte for byte.
+
+    The keys 0..22 encode as the single bytes 0x00..0x16, so the canonical (key-sorted) order is the
+    argument order and each entry is that byte followed by ``encode(value)``; this skips the generic map
+    path (key encoding and sorting), which is most of the cost of the small maps a fire writes.
+    """
+    parts = [_MAP_HEADS[len(values)]]
+    for key, value in enumerate(values):
+        parts.append(_KEY_BYTES[key])
+        parts.append(encode(value))
+    return b"".join(parts)
+
+
 def _head(raw: bytes, pos: int, major: int) -> tuple[int, int]:
     """``(argument, next position)`` of a shortest-form CBOR head of ``major`` at ``pos``.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cowboy_node.execution.timers.model import MAX_TIMER_ID_BYTES, Timer
+from cowboy_node.execution.timers.model import MAX_TIMER_ID_BYTES, Timer, encode_indexed
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
@@ -76,7 +76,7 @@ class ActorTimerMeta:
 
     def encode(self) -> bytes:
         """Canonical CBOR bytes."""
-        return encode({0: self.live, 1: self.next_nonce})
+        return encode_indexed(self.live, self.next_nonce)
 
     @classmethod
     def decode(cls, raw: bytes) -> ActorTimerMeta:

@@ -223,3 +223,42 @@ def test_run_reads_the_current_actor_record() -> None:
     assert invoke._get_actor(world, addr) == second
     actor_store.put_actor(world, addr, first)
     assert invoke._get_actor(world, addr) == first
+
+
+# -- small maps a fire writes ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("values", [
+    (),
+    (0,),
+    (TID, True, 300, 40, (3_080).to_bytes(16, "big"), None),
+    (TID, False, 0, (1 << 64) - 1, bytes(16), "out_of_cycles"),
+    (5, 9),
+    (-1, "é", 1.5, [1, 2], {3: b"x"}),
+    tuple(range(23)),
+])
+def test_encode_indexed_is_the_generic_encoding_of_the_int_keyed_map(values: tuple[object, ...]) -> None:
+    from cowboy_node.execution.timers.model import encode_indexed
+    from cowboy_protocol.codec import encode
+
+    assert encode_indexed(*values) == encode(dict(enumerate(values)))
+
+
+def test_fired_event_data_golden() -> None:
+    from cowboy_node.execution.timers.model import encode_indexed
+
+    # {0: id, 1: false, 2: 1100, 3: 0, 4: u128 0, 5: "boom"}, by hand
+    golden = (bytes.fromhex("a6" "005820") + TID + bytes.fromhex("01f4" "0219044c" "0300" "0450") + bytes(16)
+              + bytes.fromhex("0564") + b"boom")
+    assert encode_indexed(TID, False, 1_100, 0, bytes(16), "boom") == golden
+
+
+@pytest.mark.parametrize("account", [Account(), Account(1, 0), Account((1 << 128) - 1, (1 << 64) - 1),
+                                     Account(10**30, 23), Account(7, 24)])
+def test_account_cache_writes_what_put_account_writes(account: Account) -> None:
+    from cowboy_node.execution.timers.deliver import AccountCache
+    from cowboy_node.types.account import account_key
+
+    world = setup_world()
+    AccountCache().put(world, PAYER, account)
+    assert world.get(account_key(PAYER)) == account.encode()
+    assert AccountCache().get(world, PAYER) == account == get_account(world, PAYER)
