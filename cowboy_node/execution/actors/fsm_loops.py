@@ -20,10 +20,12 @@ continuation — an initial leg ``f(self, ...)`` and ``f__resume(self, msg)`` �
   The resume leg loads the record, deletes it (a later await saves it again), restores the locals and drives.
 
 Record layout: the SDK's ``__continuation:<cid>`` record unchanged, its ``ctx`` holding the ``capture()``
-fields plus one extra key :data:`LOOP_KEY`, a map from local name to value (only names bound at the await;
-``_cowboy_n`` the iterations started so far, ``_cowboy_it<i>``/``_cowboy_ix<i>`` loop ``i``'s materialised
-iterable — ``{'range': [start, stop, step]}`` or ``{'items': [...]}`` — and its next index). Locals must be
-storable as ``capture()`` values (a ``RunnerResult`` comes back as its ``.raw``, a tuple as a list).
+fields plus one extra key, ``fsm_carry.LOOP_KEY``: ``{'locals': {name: value}, 'results': [name]}`` (see
+``fsm_carry``; only names bound at the await). Besides the function's own locals, ``_cowboy_n`` is the number of
+iterations started so far and ``_cowboy_it<i>``/``_cowboy_ix<i>`` are loop ``i``'s materialised iterable —
+``{'range': [start, stop, step]}`` or ``{'items': [...]}`` — and its next index. Locals are carried as the SDK's
+implicit carry carries them (a value ``capture()`` refuses is left behind: reading it after the await raises
+``NameError``; a tuple comes back as a list); a ``RunnerResult`` comes back as a ``RunnerResult``.
 
 Accepted await positions: a whole statement (``x = await runner.<job>(...)`` / ``await runner.<job>(...)``) at
 the top level, in the body of a ``for``/``while`` loop (loops nest), or in an ``if``/``elif``/``else`` branch
@@ -41,10 +43,9 @@ from typing import Any
 
 from cowboy_sdk import _compiler as _sdk_compiler
 
+from cowboy_node.execution.actors.fsm_carry import LOOP_KEY
 from cowboy_node.execution.pvm.errors import ActorRejected
 
-LOOP_KEY = "__cowboy_loop__"
-"""Key of the continuation record's ``ctx`` holding the lowered function's locals."""
 DEFAULT_MAX_ITERATIONS = 1000
 """``bounded_loop()``'s default ``max_iterations``."""
 _PREFIX = "_cowboy"
@@ -326,10 +327,8 @@ class _Driver:
         save = [f"{_PREFIX}_L = {{}}"]
         for name in self.saved:
             save.append(f"try:\n    {_PREFIX}_L[{name!r}] = {name}\nexcept NameError:\n    pass")
-        save.append(f"{_PREFIX}_rec = {self.capture_var + '.to_dict()' if self.capture_var else '{}'}")
-        save.append(f"{_PREFIX}_rec[{LOOP_KEY!r}] = {_PREFIX}_L")
-        save.append(f"_cowboy_cont.save_cont({_PREFIX}_cid, state={state}, ctx={_PREFIX}_rec, "
-                    f"handler={self.resume!r}{self.options})")
+        save.append(f"_cowboy_cont.save_cont({_PREFIX}_cid, state={state}, ctx=_cowboy_runner.carry_locals("
+                    f"{self.capture_var or 'None'}, {_PREFIX}_L), handler={self.resume!r}{self.options})")
         save.append(f"_cowboy_ph.send_message(_cowboy_runner.RUNNER_ADDRESS, _cowboy_codec.encode({{"
                     f"'kind': 'runner_job', 'job_type': {point.job_type!r}, 'payload': _cowboy_runner._job_payload("
                     f"{point.job_type!r}, SLOT_args, SLOT_kwargs), 'cid': {_PREFIX}_cid, "
@@ -369,10 +368,9 @@ def lower(fn: ast.AsyncFunctionDef, compiler: Any, options: str) -> tuple[ast.Fu
                f"if _cowboy_runner._chain_failure_ends({_PREFIX}_cid, {_PREFIX}_result, "
                f"{tuple(range(driver.states))!r}):\n    return None",
                f"{_PREFIX}_record = _cowboy_cont.load_cont({_PREFIX}_cid)",
-               f"{_PREFIX}_rec = {_PREFIX}_record['ctx'].to_dict()",
-               f"{_PREFIX}_L = {_PREFIX}_rec.pop({LOOP_KEY!r})"]
+               f"{_PREFIX}_F, {_PREFIX}_L = _cowboy_runner.restore_locals({_PREFIX}_record['ctx'])"]
     if capture_var:
-        restore.append(f"{capture_var} = _cowboy_cont.capture()\n{capture_var}.update({_PREFIX}_rec)")
+        restore.append(f"{capture_var} = _cowboy_cont.capture()\n{capture_var}.update({_PREFIX}_F)")
     restore.append(f"{_PREFIX}_resume = {_PREFIX}_record['state']")
     restore.append(f"_cowboy_cont.delete_cont({_PREFIX}_cid)")
     for name in driver.saved:

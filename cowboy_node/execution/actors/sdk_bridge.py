@@ -38,6 +38,7 @@ from cowboy_sdk.bounded_loop import BoundedRange, bounded_loop, check_iteration
 from cowboy_sdk.events import emit as _untyped_emit
 from cowboy_sdk.events import on_event as _untyped_on_event
 
+from cowboy_node.execution.actors import fsm_carry
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.pvm import costs
 from cowboy_node.execution.pvm import ctx as pvm_ctx
@@ -367,6 +368,8 @@ FSM_VIEW: Mapping[str, object] = types.MappingProxyType({
     "send_group": _send_group,
     "collect_group": _collect_group,
     "task_handle": _task_handle,
+    "carry_locals": _entry(fsm_carry.carry_locals),
+    "restore_locals": _entry(fsm_carry.restore_locals),
 })
 """``cowboy_sdk.pvm_fsm``: the helpers the lowered continuation legs import (SDK functions, charged)."""
 

@@ -67,10 +67,10 @@ def test_a_loop_of_three_awaits_resumes_three_times_and_stores_every_result_in_o
     record = _record(net, actor, cid)
     # the SDK's record: state = the await, ctx = the capture() fields + the lowered function's locals
     assert record["state"] == 0 and record["handler"] == "crawl__resume"
-    assert record["ctx"] == {"count": 3, LOOP_KEY: {
+    assert record["ctx"] == {"count": 3, LOOP_KEY: {"results": [], "locals": {
         "_cowboy_it0": {"items": ["x", "y", "z"]}, "_cowboy_ix0": 1, "_cowboy_n": 1,
         "notes": {"seen": [], "meta": {"n": 0, "pairs": [[0, "start"]]}, "raw": b"\x00\xff"},
-        "topic": "x", "topics": ["x", "y", "z"]}}
+        "topic": "x", "topics": ["x", "y", "z"]}}}
 
     prompts = ["About x"]
     for i, text in enumerate(["one", "two", "three"]):
@@ -83,7 +83,9 @@ def test_a_loop_of_three_awaits_resumes_three_times_and_stores_every_result_in_o
         if i < 2:
             assert isinstance(spec, LlmJob)
             prompts.append(spec.prompt)
-            assert _record(net, actor, cid)["ctx"][LOOP_KEY]["_cowboy_ix0"] == i + 2
+            saved = _record(net, actor, cid)["ctx"][LOOP_KEY]
+            assert saved["locals"]["_cowboy_ix0"] == i + 2
+            assert saved["results"] == ["answer"] and saved["locals"]["answer"] == ["one", "two"][i]
     assert prompts == ["About x", "About y", "About z"]
     assert isinstance(spec, HttpJob) and spec.url == "http://127.0.0.1:9/done/3"  # the await after the loop
     assert _record(net, actor, cid)["state"] == 1
@@ -102,14 +104,16 @@ def test_the_loop_record_bytes_are_the_sdk_record_with_the_locals_map() -> None:
     _call(net, actor, "capped", 3)
     [(_, rec)] = _pending_sdk_jobs(net)
     raw = get_state(net.chain.world(), actor, CONT + rec.cid) or b""
-    # ctx = {"__cowboy_loop__": {"i": 0, "n": 3, "got": [], "_cowboy_n": 1, "_cowboy_it0": {"range": [0, 3, 1]},
-    # "_cowboy_ix0": 1}}, written by hand as canonical CBOR (keys ordered by their encoded bytes)
+    # ctx = {"__cowboy_loop__": {"locals": {"i": 0, "n": 3, "got": [], "_cowboy_n": 1,
+    # "_cowboy_it0": {"range": [0, 3, 1]}, "_cowboy_ix0": 1}, "results": []}}, written by hand as canonical CBOR
+    # (map keys ordered by their encoded bytes)
     cowboy = "5f636f77626f795f"  # "_cowboy_"
-    ctx = ("a1" + "6f" + b"__cowboy_loop__".hex() + "a6"
+    ctx = ("a1" + "6f" + b"__cowboy_loop__".hex() + "a2" + "66" + b"locals".hex() + "a6"
            + "6169" + "00" + "616e" + "03" + "63" + b"got".hex() + "80"
            + "69" + cowboy + "6e" + "01"
            + "6b" + cowboy + "697430" + "a1" + "65" + b"range".hex() + "83" + "000301"
-           + "6b" + cowboy + "697830" + "01")
+           + "6b" + cowboy + "697830" + "01"
+           + "67" + b"results".hex() + "80")
     assert ("63" + b"ctx".hex() + ctx) in raw.hex()
     assert _record(net, actor, rec.cid)["state"] == 0
 
@@ -130,7 +134,7 @@ def test_exceeding_max_iterations_raises_loop_bound_exceeded_and_sends_nothing_m
     # that leg ran iteration 2's tail before it raised; all its writes revert (a raising call's do), the record's
     # deletion included: the record stays where iteration 2 suspended
     assert _state(net, actor, "got") == [{"p": 0}]
-    assert _record(net, actor, rec.cid)["ctx"][LOOP_KEY]["_cowboy_n"] == 2
+    assert _record(net, actor, rec.cid)["ctx"][LOOP_KEY]["locals"]["_cowboy_n"] == 2
 
 
 def test_exactly_max_iterations_complete() -> None:
@@ -164,6 +168,23 @@ def test_a_failing_job_mid_loop_ends_the_continuation() -> None:
     notes = _state(net, actor, "notes")
     assert isinstance(notes, dict) and notes["seen"] == ["one"]
     assert _state(net, actor, "final") is None
+
+
+def test_a_runner_result_local_keeps_working_and_an_unstorable_dead_local_does_not_stop_the_loop() -> None:
+    net, actor = _net(LOOPER)
+    _call(net, actor, "digest", 2)
+    job, rec, _ = _only_job(net)
+    saved = _record(net, actor, rec.cid)["ctx"][LOOP_KEY]["locals"]
+    assert list(saved["store"]) == ["__cowboy_uncarried__"]  # the SDK carry's marker for a refused value
+    _reveal(net, job, b'{"title": "T", "body": "b"}')
+    for i, text in enumerate(["l0", "l1"]):
+        job, rec, spec = _only_job(net)
+        assert isinstance(spec, LlmJob) and spec.prompt.startswith(f"Line {i} of ")
+        _reveal(net, job, text.encode())
+    # page (a RunnerResult bound before the loop) still had .data after every later await
+    assert _state(net, actor, "lines") == ["l0/T", "l1/T"]
+    assert _state(net, actor, "started") is True
+    assert _conts(net, actor) == []
 
 
 def _callback(job_id: bytes, cid: bytes) -> bytes:
@@ -272,3 +293,30 @@ def test_unsupported_await_positions_stay_refused(body: str) -> None:
 ])
 def test_statements_a_resume_leg_could_not_restore_are_refused(body: str, rule: str) -> None:
     assert _refusal(body).rule == rule
+
+
+_SEED_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from tests.unit.execution.test_sdk_loop_continuations import LOOPER, _call, _net, _only_job, _reveal
+net, actor = _net(LOOPER)
+_call(net, actor, "crawl", ["b", "a"])
+for reply in (b"1", b"2", b'{{"z": 1, "a": [1, 2]}}'):
+    job, _, _ = _only_job(net)
+    _reveal(net, job, reply)
+print(net.chain.head.header.state_root.hex())
+"""
+
+
+def test_state_roots_do_not_depend_on_the_hash_seed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[3])
+    roots = set()
+    for seed in ("0", "7"):
+        proc = subprocess.run([sys.executable, "-c", _SEED_SCRIPT.format(root=root)], capture_output=True,
+                              text=True, check=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
+        roots.add(proc.stdout.strip())
+    assert len(roots) == 1 and len(next(iter(roots))) == 64

@@ -51,3 +51,17 @@ class Looper:
                 break
         self.storage["total"] = [total, step]
         return b"ok"
+
+    @public
+    @bounded_loop(max_iterations=3)
+    @runner.continuation
+    async def digest(self, n):
+        store = self.storage  # not storable: left behind at the await, never read after it
+        store["started"] = True
+        page = await runner.http("http://127.0.0.1:9/index")
+        lines = []
+        for i in range(n):
+            line = await runner.llm(f"Line {i} of {page.text}", model="stub-model", max_tokens=8)
+            lines.append(line.text + "/" + page.data["title"])
+        self.storage["lines"] = lines
+        return b"ok"
