@@ -30,7 +30,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "log": {"format": str, "level": str},
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
-                "queued_lifetime_s": int, "journal": bool},
+                "queued_lifetime_s": int, "journal": bool, "admission_workers": int},
     "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
     "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int},
     "ui": {"peers": list, "cors_origins": list},
@@ -60,6 +60,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "mempool.max_queued": (1, 1_000_000),  # above mempool.max_txs it binds no more than max_txs
     "mempool.max_queued_per_sender": (1, 10_000),  # above mempool.max_txs_per_sender it binds no more than that
     "mempool.queued_lifetime_s": (1, 86_400),
+    "mempool.admission_workers": (0, 64),  # 0: signatures recovered in the validator process
     "p2p.max_message_bytes": (64 * 1024, 64 * _MIB),
     "consensus.delta_ms": (0, 600_000),  # 0: automatic
     "consensus.skip_timeout_views": (0, 100_000),  # 0: never skip a silent leader
@@ -168,6 +169,9 @@ class NodeConfig:
     """Seconds a transaction may stay queued before it is dropped (1..86400)."""
     mempool_journal: bool = True
     """Journal admitted transactions to ``DATA/mempool.journal`` and re-admit them at start-up."""
+    mempool_admission_workers: int = 0
+    """Processes recovering the signatures of RPC-submitted transactions (``chain/sigpool.py``); 0 recovers them
+    in the validator process."""
     p2p_addr: str = DEFAULT_P2P_ADDR
     """UDP listen address of the validator peer layer (QUIC between validators)."""
     p2p_peers: tuple[PeerAddress, ...] = ()
@@ -264,6 +268,7 @@ def load_config(home: Path) -> NodeConfig:
         mempool_max_queued_per_sender=values.get("mempool.max_queued_per_sender", 16),
         mempool_queued_lifetime_s=values.get("mempool.queued_lifetime_s", 600),
         mempool_journal=values.get("mempool.journal", True),
+        mempool_admission_workers=values.get("mempool.admission_workers", 0),
         p2p_addr=values.get("p2p.addr", DEFAULT_P2P_ADDR),
         p2p_peers=parse_peers(values.get("p2p.peers", []), path=p),
         p2p_max_message_bytes=values.get("p2p.max_message_bytes", 8 * _MIB),
@@ -473,6 +478,9 @@ max_queued_per_sender = 16
 queued_lifetime_s = 600
 # Journal admitted transactions to DATA/mempool.journal and re-admit them at start-up (survives kill -9).
 journal = true
+# Processes that recover the signatures of submitted transactions in batches (0..64; 0 = in this process).
+# Worth 1 on a validator with a spare core under heavy submission load (docs/performance.md, throughput).
+# admission_workers = 0
 
 [p2p]
 # Validator peer layer (QUIC over UDP between the validators of the static set).

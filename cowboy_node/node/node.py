@@ -16,12 +16,14 @@ import threading
 import time
 from typing import Any
 
-from cowboy_node.chain.admission import admit
+from cowboy_node.chain.admission import admit, head_context
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
+from cowboy_node.chain.sigbatch import SignatureBatcher
+from cowboy_node.chain.sigpool import Recovered, SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -84,7 +86,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
-                 skip_timeout_views: int = 10, journal: VoteJournal | None = None) -> None:
+                 skip_timeout_views: int = 10, journal: VoteJournal | None = None,
+                 admission_workers: int = 0) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -126,6 +129,10 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         appends to it and every block commit syncs it."""
         self.transport: TransportService | None = None
         """The CIP-11 transport, attached by the runner when ``CIP11_TRANSPORT_ENABLED`` (None: no sessions)."""
+        self.signature_pool: SignaturePool | None = SignaturePool(admission_workers) if admission_workers else None
+        """Worker processes recovering RPC submissions' signers (``[mempool] admission_workers``; None: in-process).
+        Workers start on the first submission; :meth:`run` and :meth:`close` stop them."""
+        self._signature_batcher: SignatureBatcher | None = None
         self.genesis_snapshot()  # read (and checked) now, so later reads on the event loop never wait for the lock
         self._genesis_hash = chain.genesis.hash()
         self.presence_gossip = PresenceGossip(
@@ -210,16 +217,26 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.consensus.request_stop()
 
     def close(self) -> None:
-        """Release the builder thread of a node whose :meth:`run` was never started (tests)."""
+        """Release the builder thread of a node whose :meth:`run` was never started (tests), and the signature
+        pool's workers."""
         self.consensus.close()
+        self._close_signature_pool()
+
+    def _close_signature_pool(self) -> None:
+        pool, self.signature_pool, self._signature_batcher = self.signature_pool, None, None
+        if pool is not None:
+            pool.close()
 
     @property
     def _stopping(self) -> bool:
         return self.consensus.stopping
 
     async def run(self) -> None:
-        """Run consensus (propose, vote, commit) until stopped."""
-        await self.consensus.run()
+        """Run consensus (propose, vote, commit) until stopped; then stop the signature pool's workers."""
+        try:
+            await self.consensus.run()
+        finally:
+            self._close_signature_pool()
 
     async def produce_block(self) -> None:
         """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""
@@ -299,12 +316,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
 
     # -- RPC facade -----------------------------------------------------------------
-    def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
-        """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
+    def submit_transaction(self, tx_bytes: bytes, recovered: Recovered | None = None) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`; ``recovered``: the signer, recovered elsewhere."""
         if self._stopping:
             raise RpcError(503, "shutting_down", "node is shutting down")
         try:
-            tx = admit(tx_bytes, self.chain, self.mempool)
+            tx = admit(tx_bytes, self.chain, self.mempool, recovered=recovered)
         except (TxInvalid, MempoolError, ValidationError) as e:
             self.metrics.txs_rejected.labels(code=e.code).inc()
             if e.code in ("mempool_full", "queued_full") and self.metrics.mempool_refused_full():
@@ -320,6 +337,17 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             net.broadcast(CH_TXS, tx_bytes)
         self.metrics.observe_mempool(self.mempool)
         return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
+
+    async def submit_transaction_async(self, tx_bytes: bytes) -> dict[str, Any]:
+        """:meth:`submit_transaction`, the signer recovered by the signature pool first when there is one
+        (submissions of one loop iteration share a batch); same answers and errors as without the pool."""
+        pool = self.signature_pool
+        if pool is None or self._stopping:
+            return self.submit_transaction(tx_bytes)
+        if self._signature_batcher is None:
+            self._signature_batcher = SignatureBatcher(pool)
+        recovered = await self._signature_batcher.recover(tx_bytes, head_context(self.chain).ctx.limits.max_tx_bytes)
+        return self.submit_transaction(tx_bytes, recovered)
 
     def _mempool_after_commit(self) -> None:
         """After a block commit: expire old queued transactions, sync the mempool journal (compacting it once it

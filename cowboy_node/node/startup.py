@@ -158,7 +158,8 @@ async def run_node(home: Path) -> int:
         node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
                     metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
                     skip_timeout_views=cfg.consensus_skip_timeout_views,
-                    journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE))
+                    journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
+                    admission_workers=cfg.mempool_admission_workers)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
