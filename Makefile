@@ -108,6 +108,7 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/runner_capacity.py --pairs 4
 	$(VPY) bench/consensus.py
 	$(VPY) bench/sdk_continuations.py
+	$(VPY) bench/cip1_scheduler.py
 
 soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady load; JSON with goal verdicts
 	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
