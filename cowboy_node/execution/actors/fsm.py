@@ -20,9 +20,12 @@ expects (``_is_continuation``), the resume leg likewise (``_is_continuation_resu
 What the SDK refuses is refused at deploy with rule ``continuation_invalid`` and the SDK's own
 message (more than 8 awaits, ``yield``, awaits in nested functions, a non-literal
 ``timeout_blocks``...). Awaits must be direct top-level statements (``x = await ...`` or
-``await ...``), as ``cowboy_sdk.bounded_loop`` documents: an await inside a loop, branch,
-``with`` or ``try`` is rule ``continuation_await_position``. A top-level ``async with TaskGroup() as tg:``
-whose body only creates tasks (``h = tg.create_task(runner.<job>(...))``) is one await point: every task
+``await ...``), as ``cowboy_sdk.bounded_loop`` documents: an await inside a branch, ``with`` or
+``try`` is rule ``continuation_await_position``. A function awaiting inside a ``for``/``while`` loop
+(``@bounded_loop(max_iterations=N)`` required, the SDK's rule 8) is lowered by the node instead
+(``fsm_loops.py``: same leg shape, the loop's position and locals in the record).
+A top-level ``async with TaskGroup() as tg:`` whose body only creates tasks
+(``h = tg.create_task(runner.<job>(...))``) is one await point: every task
 is sent at once (``TaskGroup._submit_all``'s bytes, ``task_index``/``total_tasks``), the replies are
 gathered in the SDK's ``__taskgroup_barrier:<cid>`` state, and the leg after it runs once the last one
 arrived, with ``h.result()`` the task's ``RunnerResult`` (creation order); any other shape is rule
@@ -210,8 +213,8 @@ def _check_await_positions(fn: ast.AsyncFunctionDef | ast.FunctionDef) -> None:
                 raise ActorRejected(node.lineno, "continuation_await_position",
                                     f"{fn.name!r}: await must be a top-level statement of the continuation "
                                     "(x = await runner.<job>(...) or await runner.<job>(...)); awaits inside "
-                                    "loops, branches, with/try blocks or expressions are unsupported "
-                                    "(cowboy_sdk.bounded_loop)")
+                                    "branches (outside a @bounded_loop loop), with/try blocks or expressions are "
+                                    "unsupported (cowboy_sdk.bounded_loop)")
 
 
 class _Rewrite(ast.NodeTransformer):

@@ -244,6 +244,31 @@ def test_break_after_a_resume_leaves_the_loop() -> None:
     assert _pending_sdk_jobs(net) == [] and _conts(net, actor) == []
 
 
+@pytest.mark.parametrize(("rows", "prompts", "error"), [(2, ["0a", "0b", "1a"], None), (3, ["0a", "0b", "1a"], True)])
+def test_nested_loops_resume_inside_the_inner_loop_and_count_every_iteration(rows: int, prompts: list[str],
+                                                                             error: bool | None) -> None:
+    net, actor = _net(LOOPER)
+    _call(net, actor, "grid", rows)  # BoundedRange(rows) x ["a", "b"], max_iterations=6
+    seen: list[str] = []
+    done: set[bytes] = set()
+    p = None
+    while _pending_sdk_jobs(net):
+        job, _, spec = _only_job(net)
+        if job in done:  # a raising leg's writes revert, its job's sdkjob/ record with them: nothing new was sent
+            break
+        assert isinstance(spec, LlmJob)
+        seen.append(spec.prompt)
+        done.add(job)
+        p = _reveal(net, job, spec.prompt.upper().encode())
+    assert seen == prompts
+    if error:  # outer 3 is the 7th started iteration (0, 0a, 0b, 1, 1a, 1b-continued, 2)
+        assert p is not None and _deliveries(p) == [(False, "handler_error")]
+        assert _state(net, actor, "cells") is None
+    else:
+        assert _state(net, actor, "cells") == ["0A", "0B", "1A"]
+        assert _conts(net, actor) == []
+
+
 _HEAD = ("from cowboy_sdk import TaskGroup, actor, bounded_loop, public, runner\n\n@actor\nclass A:\n    @public\n"
          "{deco}    @runner.continuation\n    async def f(self, items):\n")
 _BOUNDED = "    @bounded_loop(max_iterations=4)\n"

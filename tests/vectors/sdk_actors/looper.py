@@ -1,5 +1,5 @@
 # Continuations awaiting inside loops under @bounded_loop (lowered by the node: actors/fsm_loops.py).
-from cowboy_sdk import actor, bounded_loop, capture, public, runner
+from cowboy_sdk import BoundedRange, actor, bounded_loop, capture, public, runner
 
 
 @actor
@@ -64,4 +64,18 @@ class Looper:
             line = await runner.llm(f"Line {i} of {page.text}", model="stub-model", max_tokens=8)
             lines.append(line.text + "/" + page.data["title"])
         self.storage["lines"] = lines
+        return b"ok"
+
+    @public
+    @bounded_loop(max_iterations=6)
+    @runner.continuation
+    async def grid(self, rows):
+        cells = []
+        for r in BoundedRange(rows):
+            for c in ["a", "b"]:
+                if c == "b" and r == 1:
+                    continue
+                cell = await runner.llm(f"{r}{c}", model="stub-model", max_tokens=8)
+                cells.append(cell.text)
+        self.storage["cells"] = cells
         return b"ok"
