@@ -96,11 +96,9 @@ def encode_indexed(*values: object) -> bytes:
     argument order and each entry is that byte followed by ``encode(value)``; this skips the generic map
     path (key encoding and sorting), which is most of the cost of the small maps a fire writes.
     """
-    parts = [_MAP_HEADS[len(values)]]
-    for key, value in enumerate(values):
-        parts.append(_KEY_BYTES[key])
-        parts.append(encode(value))
-    return b"".join(parts)
+    if len(values) == 2:  # accounts and per-actor counters
+        return b"\xa2\x00" + encode(values[0]) + b"\x01" + encode(values[1])
+    return _MAP_HEADS[len(values)] + b"".join([_KEY_BYTES[k] + encode(v) for k, v in enumerate(values)])
 
 
 def _head(raw: bytes, pos: int, major: int) -> tuple[int, int]:
