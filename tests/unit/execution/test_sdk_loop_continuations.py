@@ -137,15 +137,25 @@ def test_exceeding_max_iterations_raises_loop_bound_exceeded_and_sends_nothing_m
     assert _record(net, actor, rec.cid)["ctx"][LOOP_KEY]["locals"]["_cowboy_n"] == 2
 
 
-def test_exactly_max_iterations_complete() -> None:
+def test_exactly_max_iterations_complete_and_every_save_keeps_the_decorator_options() -> None:
     net, actor = _net(LOOPER)
-    _call(net, actor, "capped", 2)
+    _call(net, actor, "capped", 2)  # @runner.continuation(timeout_blocks=500, guard_keys=["cfg"])
     for i in range(2):
-        job, _, _ = _only_job(net)
+        job, rec, _ = _only_job(net)
+        record = _record(net, actor, rec.cid)
+        assert record["timeout_at_block"] == record["created_at_block"] + 500 == net.chain.height + 500
+        assert record["guard_hashes"] == {b"cfg".hex(): None}
         p = _reveal(net, job, f'{{"p": {i}}}'.encode())
         assert _deliveries(p) == [(True, None)]
     assert _state(net, actor, "got") == [{"p": 0}, {"p": 1}]
     assert _conts(net, actor) == [] and _pending_sdk_jobs(net) == []
+
+
+def test_a_loop_that_never_runs_finishes_in_the_initial_leg() -> None:
+    net, actor = _net(LOOPER)
+    p = _call(net, actor, "capped", 0)
+    assert _pending_sdk_jobs(net) == [] and _conts(net, actor) == []
+    assert p.result.receipts[0].error_code is None
 
 
 def test_a_failing_job_mid_loop_ends_the_continuation() -> None:

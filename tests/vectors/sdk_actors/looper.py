@@ -23,7 +23,7 @@ class Looper:
 
     @public
     @bounded_loop(max_iterations=2)
-    @runner.continuation
+    @runner.continuation(timeout_blocks=500, guard_keys=["cfg"])
     async def capped(self, n):
         got = []
         for i in range(n):
