@@ -541,6 +541,7 @@ class Daemon:
         doc.update({
             "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
             "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
+                          "subset_epoch": lk.config.subset_epoch,
                           "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
                           "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
                           "unavailable_kinds": sorted(lk.unavailable), "capability_deltas": lk.deltas_sent,
