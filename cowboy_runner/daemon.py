@@ -48,6 +48,7 @@ from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
+from cowboy_runner.presence_certificates import PresenceCertifier, certificate_cycles, mode_a_requested
 from cowboy_runner.reconfig import EpochLink, link_key, stale_links
 from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
 from cowboy_runner.sessions_plan import (
@@ -59,7 +60,7 @@ from cowboy_runner.sessions_plan import (
     snapshot_from_status,
 )
 from cowboy_runner.status import remove_pid, write_pid, write_status
-from cowboy_runner.txbuild import Fees, build_heartbeat
+from cowboy_runner.txbuild import Fees, build_heartbeat, build_tx
 
 log = structlog.get_logger("cowboy.runner.daemon")
 
@@ -119,6 +120,8 @@ class Daemon:
         """The newest ``/status`` the head loop read from the primary validator (``runner.validator_rpc``)."""
         self.stopping = asyncio.Event()
         self._hb_sent_at: int | None = None
+        self.presence = PresenceCertifier(key.address)
+        """Mode A receipts and certificates (CIP-11 §8.3); idle unless the chain sets PRESENCE_HARD_EXCLUDE_ENABLED."""
         self._connects_seen = 0
         self._ticked = -1
 
@@ -256,7 +259,8 @@ class Daemon:
                              subset_epoch=epoch.epoch,
                              ping_interval_s=self._ping_interval_s())
             self.links.append(EpochLink(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
-                                        on_assignment=self._on_assignment, on_cancel=self._on_cancel))
+                                        on_assignment=self._on_assignment, on_cancel=self._on_cancel,
+                                        on_receipt=self.presence.add))
             self.links[-1].unavailable = jobs.unavailable_kinds()
         self.session_problems = missing
         return missing
@@ -459,6 +463,7 @@ class Daemon:
                     self._apply_params(await self.chain.params())  # governed constants at the new head
                     await jobs.tick(height)
                     await self._heartbeat(height)
+                    await self._presence_certificate(height)
             except (ApiError, NodeUnreachable) as e:
                 self.last_error = f"validator API: {e}"
                 log.warning("validator API error", error=str(e))
@@ -512,6 +517,31 @@ class Daemon:
         except (ApiError, NodeUnreachable) as e:
             self.metrics.heartbeats.labels(outcome="error").inc()
             log.warning("on-chain heartbeat not submitted", error=str(e))
+
+    async def _presence_certificate(self, height: int) -> None:
+        """Mode A (CIP-11 §8.3): while the chain requests it, ask every validator for PresenceReceipts and submit a
+        SubmitPresenceCertificate once half the last proof's TTL has passed (docs/protocol.md §8.5)."""
+        want = mode_a_requested(self.params)
+        for lk in self.links:
+            lk.set_want_receipts(want)
+        if not want:
+            return
+        p = self.params.get("cip11_params") or {}
+        cert = self.presence.next_certificate(height, t_hard=int(p.get("T_HARD", 0)),
+                                              freshness=int(p.get("RECEIPT_FRESHNESS_BLOCKS", 30)),
+                                              ttl=int(p.get("PRESENCE_PROOF_TTL_BLOCKS", 60)))
+        if cert is None:
+            return
+        try:
+            nonce = await self.chain.next_nonce(self.key.address)
+            tx = build_tx(self.key, self.chain_id, cert, nonce=nonce, fees=self.fees(),
+                          cycles_limit=certificate_cycles(len(cert.receipts)))
+            await self.chain.submit(tx.to_bytes())
+            self.presence.submitted(cert)
+            log.info("presence certificate submitted", height=height, receipts=len(cert.receipts),
+                     anchor=self.presence.last_anchor)
+        except (ApiError, NodeUnreachable) as e:
+            log.warning("presence certificate not submitted", error=str(e))
 
     async def _status_loop(self) -> None:
         while True:

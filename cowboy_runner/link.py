@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.errors import LocalProtocolError
-from cowboy_protocol.transport.frames import AckStatus, Goodbye, JobAssignment
+from cowboy_protocol.transport.frames import AckStatus, Goodbye, JobAssignment, PresenceReceiptFrame
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
@@ -33,6 +33,7 @@ from cowboy_protocol.transport.session import (
     Closed,
     Event,
     PongReceived,
+    PresenceReceiptReceived,
 )
 from cowboy_runner.schedule import backoff_delay
 
@@ -80,12 +81,16 @@ class Link:
 
     def __init__(self, key: SessionKey, config: LinkConfig, *, height: Callable[[], int],
                  on_assignment: AssignmentHandler, on_cancel: Callable[[bytes], None] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 on_receipt: Callable[[PresenceReceiptFrame], None] | None = None) -> None:
         self.key = key
         self.config = config
         self.height = height
         self.on_assignment = on_assignment
         self.on_cancel = on_cancel
+        self.on_receipt = on_receipt
+        self.want_receipts = False
+        """Mode A (CIP-11 §8.3): ask the validator for PresenceReceipts on every session (``set_want_receipts``)."""
         self.rng = rng or random.Random()
         self.session: RunnerSession | None = None
         self.conn: ClientConnection | None = None
@@ -135,6 +140,17 @@ class Link:
         s = self.session
         if s is not None and not s.closed and self.authenticated.is_set():
             s.backpressure(accepting, self.height())
+            self._flush()
+
+    def set_want_receipts(self, want: bool) -> None:
+        """Start or stop asking this validator for Mode A PresenceReceipts (now on a live session, and on every
+        later one)."""
+        if want == self.want_receipts:
+            return
+        self.want_receipts = want
+        s = self.session
+        if s is not None and not s.closed and self.authenticated.is_set():
+            s.request_presence_receipts(want)
             self._flush()
 
     def set_unavailable(self, kinds: frozenset[str]) -> None:
@@ -266,6 +282,11 @@ class Link:
                 self.authenticated.set()
                 log.info("session authenticated with validator %s", ev.peer_pubkey.key.hex()[:16])
                 self._send_delta(add=frozenset(), remove=self.unavailable)
+                if self.want_receipts and self.session is not None:
+                    self.session.request_presence_receipts(True)
+            elif isinstance(ev, PresenceReceiptReceived):
+                if self.on_receipt is not None:
+                    self.on_receipt(ev.receipt)
             elif isinstance(ev, AssignmentReceived):
                 self._spawn(self.on_assignment(self, ev.frame))
             elif isinstance(ev, AssignmentRejected):

@@ -71,6 +71,10 @@ class FrameType(IntEnum):
     """Runner → validator: accepting new work or not."""
     CAPABILITY_DELTA = 0x13
     """Runner → validator advisory capability / entitlement change."""
+    PRESENCE_RECEIPT_REQUEST = 0x14
+    """Runner → validator (project extension for CIP-11 §8.3, Mode A): send PresenceReceipts with the pongs."""
+    PRESENCE_RECEIPT = 0x15
+    """Validator → runner (project extension for CIP-11 §8.3, Mode A): a signed, chain-verifiable PresenceReceipt."""
     JOB_ASSIGNMENT = 0x20
     """Validator → runner on a new stream: the signed push."""
     JOB_ACK = 0x21

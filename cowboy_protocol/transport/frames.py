@@ -55,6 +55,8 @@ __all__ = [
     "JobProgress",
     "JobResult",
     "JobResultCommit",
+    "PresenceReceiptFrame",
+    "PresenceReceiptRequest",
     "check_version",
     "decode_payload",
     "encode_frame",
@@ -408,6 +410,48 @@ class CapabilityDelta(Frame):
 
 
 @dataclass(frozen=True, slots=True)
+class PresenceReceiptRequest(Frame):
+    """0x14, runner → validator (project extension; CIP-11 §8.3: the validator issues a PresenceReceipt "alongside
+    its HeartbeatPong when a runner indicates it will seek a Mode-A certificate"). Unsigned like JobProgress: it
+    rides the authenticated connection, and its only effect is that the validator signs receipts for this runner."""
+
+    FRAME_TYPE = FrameType.PRESENCE_RECEIPT_REQUEST
+    DECODERS = (_bool,)
+    enabled: bool
+    """True: answer every following valid HeartbeatPing with a PresenceReceipt too; False: stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceReceiptFrame(Frame):
+    """0x15, validator → runner, after the HeartbeatPong it accompanies: one Mode A PresenceReceipt (CIP-11 §8.3).
+
+    The body is exactly the on-chain ``PresenceReceipt`` map (docs/protocol.md §8.5), so the runner can put it in
+    a SubmitPresenceCertificate unchanged. Keys, epoch and hash are the connection's; ``block_height`` is the
+    validator's head; ``nonce_echo`` the ping's nonce; the signature is the chain-id-bound receipt digest."""
+
+    FRAME_TYPE = FrameType.PRESENCE_RECEIPT
+    SIGNATURE_FIELD = "validator_signed"
+    DECODERS = (_pubkey(Role.RUNNER), _pubkey(Role.VALIDATOR), _u64, _hash32, _u64, _u64, _bool,
+                _sig(Role.VALIDATOR))
+    runner_pubkey: PubKey
+    """The connection's runner key."""
+    validator_pubkey: PubKey
+    """The signing validator's peer key."""
+    subset_epoch: int
+    """The connection's subset_epoch."""
+    validator_set_hash: bytes
+    """The connection's validator_set_hash."""
+    block_height: int
+    """The validator's head height when it answered the ping."""
+    nonce_echo: int
+    """The nonce of the ping answered."""
+    accepting_new: bool
+    """False while the runner is backpressured (such a receipt never counts on chain)."""
+    validator_signed: bytes
+    """Ed25519 signature over the presence-receipt digest (docs/protocol.md §8.3)."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobAssignment(Frame):
     """0x20, validator → runner on a new stream (§10.1).
 
@@ -530,8 +574,9 @@ class Goodbye(Frame):
 
 FRAME_CLASSES: dict[FrameType, type[Frame]] = {
     cls.FRAME_TYPE: cls
-    for cls in (Hello, HelloAck, HeartbeatPing, HeartbeatPong, BackpressureSignal, CapabilityDelta, JobAssignment,
-                JobAck, JobProgress, JobResult, JobCancel, JobResultCommit, Goodbye)
+    for cls in (Hello, HelloAck, HeartbeatPing, HeartbeatPong, BackpressureSignal, CapabilityDelta,
+                PresenceReceiptRequest, PresenceReceiptFrame, JobAssignment, JobAck, JobProgress, JobResult, JobCancel,
+                JobResultCommit, Goodbye)
 }
 """Type byte → frame class, one entry per §12.2 row."""
 

@@ -37,14 +37,18 @@ from cowboy_protocol.transport.frames import (
     JobProgress,
     JobResult,
     JobResultCommit,
+    PresenceReceiptFrame,
+    PresenceReceiptRequest,
 )
 from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     RunnerKey,
+    presence_receipt_digest,
     sign_hello_ack,
     validator_set_hash,
     verify_assignment,
     verify_hello_ack,
+    verify_signature,
 )
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.session import (
@@ -56,6 +60,7 @@ from cowboy_protocol.transport.session import (
     CancelReceived,
     Event,
     PongReceived,
+    PresenceReceiptReceived,
     SessionBase,
     SessionState,
     check_32,
@@ -147,6 +152,12 @@ class RunnerSession(SessionBase):
         self._outstanding = (nonce, now)
         return nonce
 
+    def request_presence_receipts(self, enabled: bool = True) -> None:
+        """Queue a PresenceReceiptRequest (Mode A, CIP-11 §8.3): the validator then sends a PresenceReceipt with
+        every pong until asked to stop."""
+        self._require_local_auth("request_presence_receipts")
+        self._outbound.append(PresenceReceiptRequest(enabled))
+
     def backpressure(self, accepting_new: bool, height: int) -> None:
         """Queue a signed BackpressureSignal (§6.4)."""
         self._require_local_auth("backpressure")
@@ -233,6 +244,8 @@ class RunnerSession(SessionBase):
             return self._on_assignment(ctx, frame)
         if isinstance(frame, JobCancel):
             return self._on_cancel(frame)
+        if isinstance(frame, PresenceReceiptFrame):
+            return self._on_receipt(ctx, frame)
         raise protocol_error("unexpected_frame", f"{type(frame).__name__} is not sent to a runner")
 
     def _on_hello(self, hello: Hello) -> list[Event]:
@@ -270,6 +283,23 @@ class RunnerSession(SessionBase):
         sent_at = self._outstanding[1]
         self._outstanding = None
         return [PongReceived(echo, now - sent_at, pong.accepting_new, pong.block_height)]
+
+    def _on_receipt(self, ctx: ConnectionContext, frame: PresenceReceiptFrame) -> list[Event]:
+        # Only a receipt the chain would accept from this validator for us is worth keeping: the connection's keys
+        # and epoch pair, signed for this chain (a validator sending anything else is misbehaving: AuthFailed).
+        if (frame.runner_pubkey != ctx.runner_pubkey or frame.validator_pubkey != ctx.validator_pubkey
+                or frame.subset_epoch != ctx.subset_epoch or frame.validator_set_hash != ctx.validator_set_hash):
+            raise protocol_error("receipt_binding", "PresenceReceipt not bound to this connection",
+                                 GoodbyeReason.AUTH_FAILED)
+        digest = presence_receipt_digest(ctx.chain_id, frame.runner_pubkey, frame.validator_pubkey, frame.subset_epoch,
+                                         frame.validator_set_hash, frame.block_height, frame.nonce_echo,
+                                         frame.accepting_new)
+        try:
+            verify_signature(Role.VALIDATOR, ctx.validator_pubkey, digest, frame.validator_signed)
+        except TransportError:
+            raise protocol_error("receipt_signature", "PresenceReceipt signature does not verify",
+                                 GoodbyeReason.AUTH_FAILED) from None
+        return [PresenceReceiptReceived(frame)]
 
     def _on_assignment(self, ctx: ConnectionContext, frame: JobAssignment) -> list[Event]:
         try:

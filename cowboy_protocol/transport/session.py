@@ -36,6 +36,7 @@ from cowboy_protocol.transport.frames import (
     Goodbye,
     Hello,
     JobAssignment,
+    PresenceReceiptFrame,
     check_version,
 )
 from cowboy_protocol.transport.preimages import ConnectionContext, Signer, sign_frame, verify_frame
@@ -57,6 +58,7 @@ __all__ = [
     "Closed",
     "Event",
     "PongReceived",
+    "PresenceReceiptReceived",
     "PresenceRefreshed",
     "PresenceWithdrawn",
     "ProgressReceived",
@@ -212,6 +214,14 @@ class PongReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class PresenceReceiptReceived:
+    """Runner side: a verified Mode A PresenceReceipt from this connection's validator (CIP-11 §8.3)."""
+
+    receipt: PresenceReceiptFrame
+    """The frame; its body is the on-chain PresenceReceipt map."""
+
+
+@dataclass(frozen=True, slots=True)
 class AssignmentReceived:
     """Runner side: a JobAssignment that passed every §10.1 check this session can make; the daemon acks it."""
 
@@ -256,7 +266,7 @@ class Closed:
 
 Event = (Authenticated | PresenceRefreshed | PresenceWithdrawn | BackpressureReceived | CapabilityDeltaReceived
          | AckReceived | AckTimedOut | ResultFrame | ResultDropped | ProgressReceived | PongReceived
-         | AssignmentReceived | AssignmentRejected | CancelReceived | Closed)
+         | PresenceReceiptReceived | AssignmentReceived | AssignmentRejected | CancelReceived | Closed)
 """Anything a session reports to its owner."""
 
 

@@ -37,10 +37,13 @@ from cowboy_protocol.transport.frames import (
     JobProgress,
     JobResult,
     JobResultCommit,
+    PresenceReceiptFrame,
+    PresenceReceiptRequest,
 )
 from cowboy_protocol.transport.preimages import (
     ConnectionContext,
     ValidatorKey,
+    presence_receipt_digest,
     sign_heartbeat_pong,
     sign_hello_ack,
     verify_heartbeat_ping,
@@ -153,6 +156,7 @@ class ValidatorSession(SessionBase):
         self._admission: Admission | None = None
         self._last_ping_nonce: int | None = None
         self._accepting_new = True  # a fresh handshake restores capacity (§6.4)
+        self._receipts_requested = False  # Mode A: the runner asked for PresenceReceipts (CIP-11 §8.3)
         self._jobs: dict[bytes, _Job] = {}
 
     # --- public API ---
@@ -247,6 +251,10 @@ class ValidatorSession(SessionBase):
             return self._on_ping(frame, now)
         if isinstance(frame, BackpressureSignal):
             return self._on_backpressure(frame, now)
+        if isinstance(frame, PresenceReceiptRequest):
+            self._take_control(now)
+            self._receipts_requested = frame.enabled
+            return []
         if isinstance(frame, CapabilityDelta):
             self._take_control(now)
             self._verify(frame, Role.RUNNER)
@@ -306,6 +314,12 @@ class ValidatorSession(SessionBase):
         self._last_ping_nonce = ping.nonce
         height = self._height()
         self._outbound.append(sign_heartbeat_pong(ctx, self._key, ping.nonce, self._accepting_new, height))
+        if self._receipts_requested:  # §8.3: the receipt goes alongside the pong, at this validator's head height
+            digest = presence_receipt_digest(ctx.chain_id, ctx.runner_pubkey, ctx.validator_pubkey, ctx.subset_epoch,
+                                             ctx.validator_set_hash, height, ping.nonce, self._accepting_new)
+            self._outbound.append(PresenceReceiptFrame(ctx.runner_pubkey, ctx.validator_pubkey, ctx.subset_epoch,
+                                                       ctx.validator_set_hash, height, ping.nonce,
+                                                       self._accepting_new, self._key.sign(digest)))
         return [PresenceRefreshed(self._runner_index(), self._accepting_new, height)]
 
     def _take_control(self, now: float) -> None:

@@ -42,6 +42,8 @@ from cowboy_protocol.transport.frames import (
     JobProgress,
     JobResult,
     JobResultCommit,
+    PresenceReceiptFrame,
+    PresenceReceiptRequest,
     decode_payload,
     encode_frame,
 )
@@ -81,6 +83,8 @@ FRAMES: dict[str, Frame] = {
     "frame/HeartbeatPong": HeartbeatPong(7, True, 1000, SIG64),
     "frame/BackpressureSignal": BP,
     "frame/CapabilityDelta": CD,
+    "frame/PresenceReceiptRequest": PresenceReceiptRequest(True),
+    "frame/PresenceReceiptFrame": PresenceReceiptFrame(R_PK, V_PK, 0, VSH, 1000, 7, True, SIG64),
     "frame/JobAssignment": JobAssignment(JOB, SPEC, keccak256(SPEC), 100, AH, 160, R_PK, V_PK, SIG64),
     "frame/JobAck/accepted": JobAck(JOB, AH, AckStatus.accepted(), SIG65),
     "frame/JobAck/duplicate": JobAck(JOB, AH, AckStatus.duplicate(), SIG65),

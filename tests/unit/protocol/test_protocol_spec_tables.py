@@ -89,7 +89,9 @@ def test_frame_type_table_is_cip11_12_2() -> None:
     assert _members(FrameType) == {
         "HELLO": 0x01, "HELLO_ACK": 0x02, "HEARTBEAT_PING": 0x10, "HEARTBEAT_PONG": 0x11,
         "BACKPRESSURE_SIGNAL": 0x12, "CAPABILITY_DELTA": 0x13, "JOB_ASSIGNMENT": 0x20, "JOB_ACK": 0x21,
-        "JOB_PROGRESS": 0x22, "JOB_RESULT": 0x23, "JOB_CANCEL": 0x24, "JOB_RESULT_COMMIT": 0x25, "GOODBYE": 0xF0}
+        "JOB_PROGRESS": 0x22, "JOB_RESULT": 0x23, "JOB_CANCEL": 0x24, "JOB_RESULT_COMMIT": 0x25, "GOODBYE": 0xF0,
+        # project extension for §8.3 Mode A receipts (no §12.2 row; docs/protocol.md §8.5)
+        "PRESENCE_RECEIPT_REQUEST": 0x14, "PRESENCE_RECEIPT": 0x15}
 
 
 def test_job_kind_table_is_cip11_9_4_for_every_job_type() -> None:

@@ -14,7 +14,7 @@ PINNED: dict[type[IntEnum], dict[str, int]] = {
     FrameType: {"HELLO": 0x01, "HELLO_ACK": 0x02, "HEARTBEAT_PING": 0x10, "HEARTBEAT_PONG": 0x11,
                 "BACKPRESSURE_SIGNAL": 0x12, "CAPABILITY_DELTA": 0x13, "JOB_ASSIGNMENT": 0x20, "JOB_ACK": 0x21,
                 "JOB_PROGRESS": 0x22, "JOB_RESULT": 0x23, "JOB_CANCEL": 0x24, "JOB_RESULT_COMMIT": 0x25,
-                "GOODBYE": 0xF0},
+                "GOODBYE": 0xF0, "PRESENCE_RECEIPT_REQUEST": 0x14, "PRESENCE_RECEIPT": 0x15},
     AckKind: {"ACCEPTED": 0x01, "DUPLICATE": 0x02, "REJECT": 0x03},
     RejectReason: {"UNVERIFIABLE_ASSIGNMENT": 0x01, "AT_CAPACITY": 0x02, "UNSUPPORTED_JOB_TYPE": 0x03,
                    "DRAINING": 0x04, "INTERNAL": 0x05},

@@ -30,6 +30,8 @@ from cowboy_protocol.transport.frames import (
     JobProgress,
     JobResult,
     JobResultCommit,
+    PresenceReceiptFrame,
+    PresenceReceiptRequest,
     check_version,
     encode_frame,
 )
@@ -69,6 +71,10 @@ GOLDEN: list[tuple[str, Frame, bytes]] = [
     ("capability_delta", CapabilityDelta(("http", "llm"), (), (b"\x33" * 32,), (), 23, SIG65), _golden(
         "0000007b", "13", "a6", "00826468747470636c6c6d", "0180", "02815820" + "33" * 32, "0380", "0417",
         "05", SIG65_CBOR)),
+    ("presence_receipt_request", PresenceReceiptRequest(True), _golden("00000004", "14", "a1", "00f5")),
+    ("presence_receipt", PresenceReceiptFrame(RPK, VPK, 2, b"\x11" * 32, 24, 5, True, SIG64), _golden(
+        "000000ba", "15", "a8", "00", RPK_CBOR, "01", VPK_CBOR, "0202", "035820" + "11" * 32, "041818", "0505",
+        "06f5", "07", SIG64_CBOR)),
     ("job_assignment", JobAssignment(JOB, b"\xa1\x00\x00", b"\xcd" * 32, 100, AH, 65536, RPK, VPK, SIG64), _golden(
         "00000105", "20", "a9", "00", JOB_CBOR, "0143a10000", "025820" + "cd" * 32, "031864",
         "04", AH_CBOR, "051a00010000", "06", RPK_CBOR, "07", VPK_CBOR, "08", SIG64_CBOR)),
