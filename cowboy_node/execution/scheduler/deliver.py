@@ -16,8 +16,11 @@ For block ``h`` (epoch ``e``), with the policy and ``TimerConfig`` read once:
    of a block is always admitted). An execution pre-charges ``gas_limit·(basefee + tip) + max_cells_per_fire ·
    cell basefee`` to the owner (if its balance is short the timer is deferred), runs the handler in a
    checkpoint, burns the basefee part of what it used, pays ``cycles · tip`` to the proposer and refunds the
-   rest (``timer.fired``, fee = burn + tip). Everything not executed stays due: next block it is bid again.
-5. **Weights**: each actor with timers attempted adds this block's score (``weights.py``).
+   rest (``timer.fired``, fee = burn + tip).
+5. **Carry-over**: every timer attempted and not run moves to ``(h + 1, seq)`` in the backlog, behind the due
+   timers the bid window did not reach, so each due timer is bid on in turn however many others are deferred
+   block after block (a deferring actor cannot hold the window).
+6. **Weights**: each actor with timers attempted adds this block's score (``weights.py``).
 
 A timer whose handler fails is not retried (it was removed before running, as in seeds/003).
 """
@@ -104,6 +107,7 @@ def deliver(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire:
     stats: dict[bytes, weights.BlockStats] = {}
     events: list[Event] = []
     candidates: list[_Candidate] = []
+    visited: list[tuple[bytes, bytes, int]] = []
     for key, timer_id in queue.backlog_head(world, policy.cip1_max_bids_per_block):
         t = queue.get_timer(world, timer_id)
         if t is None:
@@ -114,6 +118,7 @@ def deliver(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire:
             rep.expired += 1
             events.append(Event(t.actor, TOPIC_EXPIRED, encode({0: timer_id, 1: t.expires_at, 2: h})))
             continue
+        visited.append((key, timer_id, t.seq))
         st = stats.setdefault(t.actor, weights.BlockStats())
         st.attempted += 1
         st.max_lateness = max(st.max_lateness, h - t.height)
@@ -135,6 +140,9 @@ def deliver(world: WorldState, ctx: BlockContext, policy: TimerPolicy, run_fire:
         events.append(Event(t.actor, TOPIC_BID_REFUSED,
                             encode({0: timer_id, 1: code, 2: cycles, 3: encode_u128(fee), 4: dropped})))
     _execute(world, ctx, policy, cfg, run_fire, epoch, candidates, stats, events, rep)
+    for key, timer_id, seq in visited:  # still due: carried over behind the entries not visited this block
+        if world.get(key) == timer_id:
+            queue.carry_over(world, key, timer_id, seq, h + 1)
     for actor in sorted(stats):
         if stats[actor].attempted:
             weights.record_block(world, actor, epoch, policy, stats[actor], cycle_basefee=ctx.cycle_basefee)

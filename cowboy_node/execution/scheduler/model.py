@@ -42,6 +42,8 @@ OVERFLOW_PREFIX = b"cip1/o/"
 """Tier 3: ``cip1/o/<H u64><seq u64>`` → timer id (ordered by height; in the merkleized state tree)."""
 BACKLOG_PREFIX = b"cip1/q/"
 """Due timers not yet run: ``cip1/q/<H u64><seq u64>`` → timer id (oldest trigger first)."""
+DEFER_PREFIX = b"cip1/d/"
+"""``cip1/d/<seq u64>`` → height of the backlog key of a timer carried over (absent: its trigger height)."""
 META_PREFIX = b"cip1/m/"
 """``cip1/m/<actor>`` → ``{0: live, 1: next_nonce}``."""
 WEIGHT_PREFIX = b"cip1/w/"
@@ -84,6 +86,10 @@ def overflow_key(height: int, seq: int) -> bytes:
 
 def backlog_key(height: int, seq: int) -> bytes:
     return BACKLOG_PREFIX + height.to_bytes(8, "big") + seq.to_bytes(8, "big")
+
+
+def defer_key(seq: int) -> bytes:
+    return DEFER_PREFIX + seq.to_bytes(8, "big")
 
 
 def split_tail(key: bytes) -> tuple[int, int]:

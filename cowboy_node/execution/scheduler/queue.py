@@ -92,10 +92,15 @@ def _entry_keys(timer: Cip1Timer) -> tuple[bytes, ...]:
 
 def remove(world: WorldState, timer_id: bytes, timer: Cip1Timer) -> None:
     """Delete the timer everywhere: its queue entry (whichever tier holds it), record, and live count."""
-    for key in _entry_keys(timer):
-        if world.get(key) is not None:
-            world.delete(key)
-            break
+    moved = world.get(model.defer_key(timer.seq))
+    if moved is not None:  # carried over: its backlog key is at the height it was carried to
+        world.delete(model.defer_key(timer.seq))
+        world.delete(model.backlog_key(expect_uint(decode(moved), "cip1_defer"), timer.seq))
+    else:
+        for key in _entry_keys(timer):
+            if world.get(key) is not None:
+                world.delete(key)
+                break
     world.delete(model.record_key(timer_id))
     meta = get_meta(world, timer.actor)
     world.set(model.meta_key(timer.actor), encode_meta(Meta(max(meta.live - 1, 0), meta.next_nonce)))
@@ -160,6 +165,15 @@ def collect(world: WorldState, current: int, limit: int) -> int:
     if h != start or world.get(model.KEY_CURSOR) is None:
         world.set(model.KEY_CURSOR, encode(h))
     return moved
+
+
+def carry_over(world: WorldState, key: bytes, timer_id: bytes, seq: int, height: int) -> None:
+    """Move a visited, still-due backlog entry behind the entries not yet visited: to ``(height, seq)``, so every
+    due timer reaches the bid window however many others are deferred block after block."""
+    new = model.backlog_key(height, seq)
+    if new != key:
+        _move(world, key, new, timer_id)
+        world.set(model.defer_key(seq), encode(height))
 
 
 def backlog_head(world: WorldState, limit: int) -> list[tuple[bytes, bytes]]:

@@ -428,6 +428,23 @@ def test_a_bid_for_the_backlog_is_asked_for_at_most_max_bids_per_block_timers_ol
     assert rep.order == [later] and len(gbas.calls) == 3 and all(queue.get_timer(world, t) is None for t in first)
 
 
+def test_deferred_timers_are_carried_behind_the_unvisited_so_they_cannot_hold_the_bid_window() -> None:
+    world = cip1_world(TimerPolicy(mode=MODE_CIP1, cip1_max_bids_per_block=2))
+    fund(world, A, RICH)
+    fund(world, B, RICH)
+    stuck = [timeout(world, A, 19, gba=0) for _ in range(3)]  # A's GBA bids below the basefee, every block
+    waiting = timeout(world, B, 20, gba=1)
+    gbas = FakeGbas({gba_address(0): (bid(9, 1), None, 10), gba_address(1): (bid(20, 1), None, 10)})
+    orders = [run(world, h, gbas)[0].order for h in (20, 21)]
+    assert orders == [[], [waiting]]  # block 20 asks two of A's; block 21 the third and B's
+    asked = [gba for gba, _c, _cap in gbas.calls]
+    assert asked == [gba_address(0)] * 3 + [gba_address(1)]
+    # a carried-over timer is still found and removed by cancel (its carried key and locator go too)
+    assert cancel_timeout(world, Meter(1_000, 0), actor=A, timer_id=stuck[0]) is True
+    assert [v for _k, v in world.iterate(model.BACKLOG_PREFIX)] == stuck[1:]  # at (21, seq 1), (22, seq 2)
+    assert world.get(model.defer_key(0)) is None and len(list(world.iterate(model.DEFER_PREFIX))) == 2
+
+
 # -- determinism -----------------------------------------------------------------------------------
 
 SCRIPT = """
