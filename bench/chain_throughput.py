@@ -94,7 +94,7 @@ class _Setup:
                                       entropy=bytes(range(96)))
         self.chain = Chain(LevelDBStore(path), self.dev.genesis)
         per_sender = (n_txs + n_senders - 1) // n_senders
-        self.txs = []
+        self.txs: list[bytes] = []
         for j in range(per_sender):
             for k, a in zip(keys, addrs, strict=True):
                 if len(self.txs) < n_txs:
@@ -240,6 +240,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=250, help="transactions per signature-pool batch")
     ap.add_argument("--inflight", type=int, default=8, help="batches queued to the pool at most")
     ap.add_argument("--state-sizes", default="10000,100000,1000000")
+    ap.add_argument("--validators", type=int, default=1,
+                    help="N > 1: also drive a real N-validator loopback network (bench/chain_throughput_network.py)")
+    ap.add_argument("--net-txs", type=int, default=6_000)
+    ap.add_argument("--net-senders", type=int, default=200)
+    ap.add_argument("--net-block-ms", type=int, default=500)
+    ap.add_argument("--net-workers", type=int, default=0, help="[mempool] admission_workers of every validator")
+    ap.add_argument("--net-concurrency", type=int, default=32, help="concurrent POST /submit lanes")
+    ap.add_argument("--net-timeout", type=float, default=180.0, help="seconds for submission and inclusion")
+    ap.add_argument("--poll-ms", type=int, default=20, help="/status poll interval of the finalization timing")
+    ap.add_argument("--net-keep", action="store_true", help="keep the validator homes (and their logs)")
     args = ap.parse_args()
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -259,6 +269,15 @@ def main() -> None:
         out["goal_2000_tps_met"] = new["end_to_end_tps"] >= 2000
         out["goal_10000_tps_met"] = new["end_to_end_tps"] >= 10_000
         out["load_average"] = os.getloadavg()
+    if args.validators > 1:
+        from bench.chain_throughput_network import network_run
+
+        net = network_run(args)
+        out["network"] = net
+        single = out["pipelined"]["end_to_end_tps"]  # type: ignore[index]
+        out["ratio_network_tps_to_single_validator"] = (net["transfers_per_s"] / single
+                                                        if net.get("transfers_per_s") else None)
+        out["load_average_after_network"] = os.getloadavg()
     sizes = [int(s) for s in args.state_sizes.split(",") if s]
     if sizes:
         from bench.state_root import measure

@@ -1,0 +1,170 @@
+"""The ``--validators N`` segment of ``bench/chain_throughput.py``: transfers/s through a real N-validator network.
+
+``cowboy-node testnet`` homes on loopback (real ``cowboy-node run`` processes, no proxies), with ``--net-senders``
+bench accounts added to the genesis balances of every home before the first start (the data directories are
+still empty, so every validator derives the same genesis). Each sender's transfers are POSTed to one validator
+(sender ``s`` → validator ``s mod N``) in nonce order by ``--net-concurrency`` client tasks; validators gossip
+them to each other. Measured:
+
+- transfers/s: transfers included ÷ (wall time of the first POST → the first poll that saw the block holding the
+  last one), read from validator 0's finalized blocks;
+- proposal→finalization: for every block of the window and every validator, (first time that validator's
+  ``/status`` showed the height, polled every ``--poll-ms``) − the block's ``timestamp_ms`` (the proposer's
+  clock, the same host), p50/p99 — the definition of ``bench/consensus.py``.
+
+Bounded: every wait has a deadline (``--net-timeout``); the validators are stopped (SIGTERM, then SIGKILL) in a
+``finally``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.bench_harness import percentile, summary_ms
+from bench.consensus import Conn, Poller, stop_all
+from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.types.instructions import Transfer
+from cowboy_protocol.types.transaction import Transaction
+from tests.e2e.netproc import Testnet
+
+SINK = bytes(19) + b"\x43"
+
+
+def _fund(net: Testnet, addrs: list[bytes]) -> None:
+    """Add ``addrs`` to the genesis balances of every home (before any validator has started)."""
+    for v in net.validators:
+        path = v.home / "genesis.json"
+        g = json.loads(path.read_text())
+        for a in addrs:
+            g["balances"][to_checksum_address(a)] = str(10**24)
+        path.write_text(json.dumps(g, indent=2))
+
+
+def _set_workers(net: Testnet, workers: int) -> None:
+    for v in net.validators:
+        path = v.home / "config.toml"
+        text = path.read_text()
+        assert "# admission_workers = 0" in text, "config.toml template changed"
+        path.write_text(text.replace("# admission_workers = 0", f"admission_workers = {workers}"))
+
+
+def _sign(chain_id: str, n_txs: int, n_senders: int) -> list[list[bytes]]:
+    """Per sender, its transfers in nonce order."""
+    keys = [(i + 50_000).to_bytes(32, "big") for i in range(n_senders)]
+    per = (n_txs + n_senders - 1) // n_senders
+    out: list[list[bytes]] = [[] for _ in keys]
+    count = 0
+    for j in range(per):
+        for s, k in enumerate(keys):
+            if count == n_txs:
+                break
+            out[s].append(Transaction(
+                chain_id=chain_id, nonce=j, sender=private_key_to_address(k), instruction=Transfer(to=SINK, amount=1),
+                cycles_limit=20_000, cells_limit=1_000, max_fee_per_cycle=200_000, max_priority_fee_per_cycle=10,
+                max_fee_per_cell=200_000, max_priority_fee_per_cell=10).signed(k).to_bytes())
+            count += 1
+    return out
+
+
+async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: int,
+                  deadline: float) -> dict[str, int]:
+    """POST every transfer (sender ``s`` to ``urls[s % N]``, in nonce order); counts of answers by code."""
+    codes: dict[str, int] = {}
+    lanes: list[list[int]] = [list(range(i, len(per_sender), concurrency)) for i in range(concurrency)]
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30)) as session:
+        async def lane(senders: list[int]) -> None:
+            depth = max((len(per_sender[s]) for s in senders), default=0)
+            for j in range(depth):
+                for s in senders:
+                    if j >= len(per_sender[s]) or time.monotonic() > deadline:
+                        continue
+                    async with session.post(urls[s % len(urls)] + "/submit", data=per_sender[s][j],
+                                            headers={"Content-Type": "application/octet-stream"}) as r:
+                        body = await r.json()
+                        code = "accepted" if r.status == 200 else str(body.get("code", r.status))
+                        codes[code] = codes.get(code, 0) + 1
+
+        await asyncio.gather(*(lane(s) for s in lanes if s))
+    return codes
+
+
+def network_run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the network, drive it, stop it; the segment's report."""
+    rep: dict[str, Any] = {"validators": args.validators, "block_time_ms": args.net_block_ms,
+                           "admission_workers": args.net_workers, "txs": args.net_txs, "senders": args.net_senders}
+    with tempfile.TemporaryDirectory(prefix="throughput-net-") as tmp:
+        if args.net_keep:  # the homes (node.log) outlive the run, for a look at what the validators did
+            tmp = tempfile.mkdtemp(prefix="throughput-net-kept-")
+            rep["homes"] = tmp
+        net = Testnet.create(Path(tmp), n=args.validators, block_time_ms=args.net_block_ms, proxied=False)
+        pollers: list[Poller] = []
+        try:
+            keys = [(i + 50_000).to_bytes(32, "big") for i in range(args.net_senders)]
+            _fund(net, [private_key_to_address(k) for k in keys])
+            if args.net_workers:
+                _set_workers(net, args.net_workers)
+            chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]
+            per_sender = _sign(chain_id, args.net_txs, args.net_senders)
+            net.start(timeout=60)
+            net.wait_heights(2, 90)
+            urls = [v.rpc_url for v in net.validators]
+            pollers = [Poller(u.removeprefix("http://"), args.poll_ms / 1000) for u in urls]
+            for p in pollers:
+                p.start()
+            conn0 = Conn(urls[0].removeprefix("http://"))
+            start_height = int(conn0.json("/status")["height"])
+            deadline = time.monotonic() + args.net_timeout
+            t0 = time.time()
+            codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline))
+            submit_s = time.time() - t0
+            accepted = codes.get("accepted", 0)
+            included = 0
+            h = start_height
+            last_seen: float | None = None
+            blocks: dict[int, dict[str, Any]] = {}
+            while included < accepted and time.monotonic() < deadline:
+                top = int(conn0.json("/status")["height"])
+                while h < top:
+                    h += 1
+                    b = conn0.json(f"/block/{h}")
+                    blocks[h] = b
+                    included += len(b.get("transactions", []))
+                    last_seen = pollers[0].height_seen.get(h, time.time())
+                time.sleep(0.05)
+            for p in pollers:
+                p.join()
+            rep["answers"] = codes
+            rep["included"] = included
+            rep["submit_s"] = round(submit_s, 3)
+            if last_seen is not None and included:
+                rep["wall_s"] = round(last_seen - t0, 3)
+                rep["transfers_per_s"] = included / (last_seen - t0)
+                rep["submitted_per_s"] = accepted / submit_s
+            fin = [seen - b["timestamp_ms"] / 1000
+                   for p in pollers for hh, b in blocks.items() if (seen := p.height_seen.get(hh)) is not None]
+            rep["proposal_to_finalization"] = summary_ms(fin)
+            rep["proposal_to_finalization_p50_ms"] = None if not fin else round(1000 * (percentile(fin, 50) or 0), 1)
+            rep["blocks"] = len(blocks)
+            rep["max_txs_per_block"] = max((len(b.get("transactions", [])) for b in blocks.values()), default=0)
+            rep["goal_5000_tps_met"] = rep.get("transfers_per_s", 0) >= 5_000
+            rep["goal_p50_250ms_met"] = (rep["proposal_to_finalization_p50_ms"] or 1e9) <= 250
+        except (OSError, RuntimeError, AssertionError, http.client.HTTPException, aiohttp.ClientError) as e:
+            rep["error"] = f"{type(e).__name__}: {e}"[:2000]
+        finally:
+            for p in pollers:
+                p.join()
+            notes = stop_all(net)
+            if notes:
+                rep["stop_notes"] = notes
+    return rep
