@@ -207,17 +207,25 @@ def run_message(world: WorldState, ctx: BlockContext, *, sender: bytes, target: 
     return _outcome(world, ctx, frame, MESSAGE_HANDLER, payload, meter)
 
 
-def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target: bytes, handler: str,
-                 payload: bytes, meter: Meter) -> FireOutcome:
-    """Deliver a finished job's result to ``target.handler(payload)`` (sender = the Job Dispatcher).
+def take_sdk_reply(world: WorldState, *, sender: bytes, target: bytes, payload: bytes) -> sdk_jobs.Reply | None:
+    """The SDK reply of a job callback entry, consuming its ``sdkjob/`` record; None if it is not one.
 
-    A cowboy_sdk runner job (``jobs/sdk_jobs.py``) gets the SDK's reply shape instead, delivered as the
-    actor's own deferred work (sender = the actor: the SDK's resume legs accept only intra-actor calls),
-    or is dropped with a ``runner.reply_dropped`` event when its continuation is gone.
+    The caller runs this *outside* the handler's checkpoint, so the record is gone even when the resume leg
+    then fails and its writes are reverted: a job resumes its continuation at most once.
     """
     # only the Job Dispatcher's callbacks are job replies (an event delivery, also a named-handler entry, is
     # sent by its emitter and must never be read as one: its payload is the emitter's)
-    reply = sdk_jobs.reply_for(world, payload, target) if sender == JOB_DISPATCHER else None
+    return sdk_jobs.reply_for(world, payload, target) if sender == JOB_DISPATCHER else None
+
+
+def run_callback(world: WorldState, ctx: BlockContext, *, sender: bytes, target: bytes, handler: str,
+                 payload: bytes, meter: Meter, reply: sdk_jobs.Reply | None = None) -> FireOutcome:
+    """Deliver a finished job's result to ``target.handler(payload)`` (sender = the Job Dispatcher).
+
+    A cowboy_sdk runner job (``reply`` from :func:`take_sdk_reply`) gets the SDK's reply shape instead,
+    delivered as the actor's own deferred work (sender = the actor: the SDK's resume legs accept only
+    intra-actor calls), or is dropped with a ``runner.reply_dropped`` event when its continuation is gone.
+    """
     if reply is not None:
         if reply.payload is None:
             events = () if reply.dropped is None else (reply.dropped,)

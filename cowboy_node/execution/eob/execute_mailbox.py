@@ -31,8 +31,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cowboy_node.execution import mailbox
-from cowboy_node.execution.actors.invoke import run_callback, run_message, run_timer_fire
+from cowboy_node.execution.actors.invoke import run_callback, run_message, run_timer_fire, take_sdk_reply
 from cowboy_node.execution.context import BlockContext
+from cowboy_node.execution.jobs.sdk_jobs import Reply
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, get_timer_config
 from cowboy_node.execution.timers import deliver, watch
@@ -87,12 +88,16 @@ def execute_mailbox(world: WorldState, ctx: BlockContext, *, run_fire: RunFire |
         visited += 1
         next_head = seq + 1
         mailbox.remove(world, seq, entry)
+        # an SDK job's reply consumes its record before the handler's checkpoint (exactly once, even if the
+        # resume leg fails or the entry is dropped unpaid)
+        reply = (take_sdk_reply(world, sender=entry.sender, target=entry.target, payload=entry.payload)
+                 if entry.kind == mailbox.KIND_JOB_CALLBACK else None)
         cost = entry.gas_limit * ctx.cycle_basefee + cells_limit * ctx.cell_basefee
         available = get_account(world, entry.fee_payer).balance
         if available < cost:
             _drop(world, ctx, entry, cost, available)
             continue
-        used += _run(world, ctx, seq, entry, cost, cells_limit, run_fire, run_message)
+        used += _run(world, ctx, seq, entry, cost, cells_limit, run_fire, run_message, reply)
         ctx.eob.mailbox_delivered += 1
     head = left_at if left_at is not None else next_head
     if head is not None:
@@ -115,11 +120,11 @@ def _drop(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry, cos
 
 
 def _run(world: WorldState, ctx: BlockContext, seq: int, entry: mailbox.MailboxEntry, cost: int, cells_limit: int,
-         run_fire: RunFire | None, run_message: RunMessage | None) -> int:
+         run_fire: RunFire | None, run_message: RunMessage | None, reply: Reply | None) -> int:
     """Pre-charge, execute, refund, burn; returns the cycles used."""
     run = deliver.charged_run(world, ctx, fee_payer=entry.fee_payer, cost=cost, gas_limit=entry.gas_limit,
                               cells_limit=cells_limit,
-                              run=lambda meter: _dispatch(world, ctx, entry, meter, run_fire, run_message))
+                              run=lambda meter: _dispatch(world, ctx, entry, meter, run_fire, run_message, reply))
     outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
     if outcome.ok:
         ctx.events.extend(outcome.events)
@@ -135,7 +140,7 @@ def _run(world: WorldState, ctx: BlockContext, seq: int, entry: mailbox.MailboxE
 
 
 def _dispatch(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry, meter: Meter,
-              run_fire: RunFire | None, run_message: RunMessage | None) -> FireOutcome:
+              run_fire: RunFire | None, run_message: RunMessage | None, reply: Reply | None) -> FireOutcome:
     if entry.kind == mailbox.KIND_TIMER:
         fire = run_fire or _default_run_fire()
         timer = Timer(actor_address=entry.target, height=entry.height, payload=entry.payload,
@@ -144,6 +149,6 @@ def _dispatch(world: WorldState, ctx: BlockContext, entry: mailbox.MailboxEntry,
         return fire(world, ctx, deliver.route(timer), meter)
     if entry.kind == mailbox.KIND_JOB_CALLBACK:
         return run_callback(world, ctx, sender=entry.sender, target=entry.target, handler=entry.handler,
-                            payload=entry.payload, meter=meter)
+                            payload=entry.payload, meter=meter, reply=reply)
     send = run_message or _default_run_message()
     return send(world, ctx, sender=entry.sender, target=entry.target, payload=entry.payload, meter=meter)
