@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from cowboy_node.execution.system_state import get_cip11_params
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.transport.subset import EpochSnapshot, Reconfiguration, select_snapshot, valid_snapshots
+from cowboy_protocol.transport.subset import EpochSnapshot, Reconfiguration, select_snapshot
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import decode_map, expect_bytes, expect_uint
 
@@ -181,8 +181,11 @@ def snapshots_at(world: WorldState, height: int, overlap_blocks: int | None = No
     activation until the previous window has closed, so this only matters if OVERLAP_BLOCKS is raised later).
     ``overlap_blocks`` defaults to the governed OVERLAP_BLOCKS in ``world``."""
     overlap = get_cip11_params(world).OVERLAP_BLOCKS if overlap_blocks is None else overlap_blocks
-    current = _snapshot(world, active_epoch_at(world, height))
-    return valid_snapshots(current, reconfiguration_at(world, height, overlap), height, overlap)
+    epoch = active_epoch_at(world, height)
+    current = _snapshot(world, epoch)
+    if epoch == 0 or height >= _activation_height(world, epoch) + overlap:
+        return (current,)
+    return (_snapshot(world, epoch - 1), current)  # h ≤ height < h + OVERLAP_BLOCKS: the window
 
 
 def active_snapshot_at(world: WorldState, height: int, overlap_blocks: int | None = None) -> EpochSnapshot:

@@ -46,6 +46,9 @@ class TransportLink:
     _reconfiguration: Reconfiguration | None = None
     """A ``ValidatorSetActivated`` given to :meth:`activate_validator_set` (tests); None: follow the chain's
     activation records (ActivateValidatorSet, ``execution/validator_set.py``)."""
+    _valid_cache: tuple[tuple[int, int, int], tuple[EpochSnapshot, ...]] | None = None
+    """``((head, height, OVERLAP_BLOCKS), snapshots)`` of the last chain read: the records change only with a new
+    head (a committed block), so admissions at one head share one read."""
     _genesis_snapshot: EpochSnapshot | None = None
     """``ValidatorSetSnapshot(0)`` once read from state (:meth:`genesis_snapshot`)."""
 
@@ -115,11 +118,16 @@ class TransportLink:
         h = self.chain.height if height is None else height
         if self._reconfiguration is not None:
             return valid_snapshots(self.genesis_snapshot(), self._reconfiguration, h, params.OVERLAP_BLOCKS)
+        key = (self.chain.height, h, params.OVERLAP_BLOCKS)
+        cached = self._valid_cache
+        if cached is not None and cached[0] == key:  # one state read per head, not one per Hello
+            return cached[1]
         with self._tree_lock:
             world = self.chain.world()
-            if newest_epoch(world) > 0:
-                return snapshots_at(world, h, params.OVERLAP_BLOCKS)
-        return (self.genesis_snapshot(),)
+            valid = snapshots_at(world, h, params.OVERLAP_BLOCKS) if newest_epoch(world) > 0 else None
+        valid = valid or (self.genesis_snapshot(),)
+        self._valid_cache = (key, valid)
+        return valid
 
     def newest_snapshot(self, height: int | None = None) -> EpochSnapshot:
         """The newest snapshot valid at ``height`` (what this validator offers when it must pick one)."""

@@ -19,6 +19,7 @@ from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Receipt
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.keccak import keccak256
+from cowboy_protocol.transport.subset import valid_snapshots
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.instructions import (
     GOVERNED_KINDS,
@@ -199,3 +200,24 @@ def test_genesis_only_chain_has_one_snapshot_and_no_reconfiguration() -> None:
 def test_the_record_decoder_refuses_other_bytes() -> None:
     with pytest.raises(DecodeError):
         vs.ValidatorSetActivation.decode(bytes.fromhex("a1" "00" "01"))
+
+
+def test_published_reconfiguration_gives_the_same_snapshots_as_the_helper() -> None:
+    # What /status publishes (reconfiguration_at, replayed by runners through valid_snapshots) and what admission
+    # uses (snapshots_at) agree at every height across two activations.
+    env = _Env()
+    set_cip11_params(env.world, replace(get_cip11_params(env.world), OVERLAP_BLOCKS=5))
+    h1 = NOW + 2
+    assert env.approved(ActivateValidatorSet((KEYS[0], KEYS[1]), h1)).status == STATUS_SUCCESS
+    env.advance_to(h1 + 5)
+    h2 = h1 + 9
+    assert env.approved(ActivateValidatorSet((KEYS[0], KEYS[1], KEYS[3]), h2)).status == STATUS_SUCCESS
+    epochs = []
+    for H in range(NOW, h2 + 8):
+        rc = vs.reconfiguration_at(env.world, H)
+        assert rc is not None
+        replayed = valid_snapshots(vs.active_snapshot_at(env.world, H), rc, H, 5)
+        assert replayed == vs.snapshots_at(env.world, H), H
+        epochs.append([s.epoch for s in replayed])
+    assert epochs[h1 - 1 - NOW] == [0] and epochs[h1 - NOW] == [0, 1] and epochs[h1 + 5 - NOW] == [1]
+    assert epochs[h2 - 1 - NOW] == [1] and epochs[h2 - NOW] == [1, 2] and epochs[h2 + 5 - NOW] == [2]
