@@ -5,19 +5,28 @@ garbage or bid above the owner's balance — each a typed outcome at a bounded c
 
 from __future__ import annotations
 
+import pytest
+
 from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.actors.frame import CallFrame, TxScope
+from cowboy_node.execution.actors.host import Host
 from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.scheduler import queue
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.timers.policy import get_timer_policy
 from cowboy_node.state.memory import MemoryStore
+from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import STATUS_SUCCESS, Event, Receipt
 from cowboy_protocol.codec import decode
 from cowboy_protocol.types.instructions import CallActor, DeployActor, UpdateTimerPolicy
 from cowboy_protocol.types.timer_policy import MODE_CIP1, TimerPolicy
 from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx, transfer
 from tests.unit.chain.test_chain import produce
+from tests.unit.eob_helpers import make_ctx
+from tests.unit.execution.cip1_helpers import cip1_world, gba_address, owner
 
 OWNER_SRC = '''import pvm_host
 
@@ -186,3 +195,41 @@ def test_bad_gbas_get_typed_outcomes_at_bounded_cost_and_blocks_keep_coming() ->
     assert queue.get_meta(net.chain.world(), net.owner).live == 0
     assert net.chain.height == 7
 
+
+
+
+# --- the host calls on a bare Host: exact metering and refusals -------------------------------------------
+
+def _host(world: WorldState, actor: bytes) -> tuple[Host, Meter]:
+    meter = Meter(10**9, 10**9)
+    frame = CallFrame(actor=actor, sender=actor, tx_sender=actor, tx_hash=bytes(32), depth=1)
+    return Host(world, make_ctx(10), frame, meter, [], TxScope(), actor, lambda *args: b""), meter
+
+
+def test_host_set_timeout_charges_200_cycles_and_the_bytes_written() -> None:
+    world = cip1_world()
+    host, meter = _host(world, owner(1))
+    before = dict(world.changes())
+    tid = host.set_timeout(20, bytearray(gba_address(0)), "on_timeout", bytearray(b"x"), 0, 0)
+    written = sum(len(k) + len(v) for k, v in world.changes().items() if v is not None and before.get(k) != v)
+    assert meter.cycles_used == 200 and meter.cells_used == written
+    t = queue.get_timer(world, tid)
+    assert t is not None
+    assert (t.gba, t.payload, t.gas_limit, t.expires_at) == (gba_address(0), b"x", 550_000, 10 + 2_592_000)
+    other, other_meter = _host(world, owner(2))
+    with pytest.raises(TxFailed) as e:
+        other.cancel_timeout(tid)
+    assert e.value.code == "timer_unauthorized" and other_meter.cycles_used == 200
+    assert host.cancel_timeout(tid) is True and host.cancel_timeout(tid) is False
+    assert meter.cycles_used == 600
+
+
+def test_host_set_timeout_refusals_are_typed_and_cost_200_cycles() -> None:
+    host, meter = _host(cip1_world(TimerPolicy()), owner(1))
+    with pytest.raises(TxFailed) as e:
+        host.set_timeout(20, gba_address(0))
+    assert e.value.code == "timer_extension_disabled" and meter.cycles_used == 200
+    host, meter = _host(cip1_world(), owner(1))
+    with pytest.raises(TxFailed) as e:
+        host.set_timeout(20, gba_address(0), "h", b"", False)  # a bool is not a gas limit
+    assert e.value.code == "timer_invalid_input" and meter.cycles_used == 200
