@@ -5,6 +5,11 @@ garbage or bid above the owner's balance — each a typed outcome at a bounded c
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from cowboy_node.chain.chain import Chain
@@ -233,3 +238,24 @@ def test_host_set_timeout_refusals_are_typed_and_cost_200_cycles() -> None:
     with pytest.raises(TxFailed) as e:
         host.set_timeout(20, gba_address(0), "h", b"", False)  # a bool is not a gas limit
     assert e.value.code == "timer_invalid_input" and meter.cycles_used == 200
+
+
+CHAIN_SCRIPT = """
+from tests.unit.execution.test_cip1_actors import Net
+net = Net()
+net.block(net.schedule("loop", 4), net.schedule("raise", 4), net.schedule("garbage", 4),
+          net.schedule("greedy", 4, 6), net.schedule("good", 4), net.schedule("good", 5))
+for _ in range(5):
+    net.block()
+print(net.chain.head.header.state_root.hex(), net.chain.head.hash().hex())
+"""
+
+
+def test_a_cip1_chain_with_pvm_gbas_has_the_same_roots_under_two_hash_seeds() -> None:
+    root = Path(__file__).resolve().parents[3]
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        outs.append(subprocess.run([sys.executable, "-c", CHAIN_SCRIPT], cwd=root, env=env, capture_output=True,
+                                   text=True, check=True, timeout=180).stdout)
+    assert outs[0] == outs[1] and len(outs[0].split()) == 2
