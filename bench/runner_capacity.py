@@ -32,7 +32,18 @@ The default sizes stop at 500: on the shared 2-core machine the Python client an
 core at 1,000 runners, handshakes of late joiners then exceed the 10 s auth timeout, and the figures would
 measure starvation (``--runners 1000`` still runs; failed connections are reported as ``connect_failures``).
 
+``--workers K1,K2,…`` (QUIC worker processes, issue 20 item 3) measures the node's transport alone, once per K,
+with the ``--runners`` clients split over ``--client-procs`` client processes (each its own event loop and
+core share): the server child runs :class:`TransportService` with ``TransportConfig(workers=K)`` (K = 1: QUIC in
+the validator process, today's default; K ≥ 2: K worker processes on one ``SO_REUSEPORT`` port). Reported per K:
+heartbeats answered in the window (and the share of those expected at 1 Hz), heartbeat round-trip p50/p99 as
+the clients see it (ping sent → pong received, so it includes the clients' own loop delay on a shared machine),
+CPU per heartbeat and core share of the validator process and of the workers, RSS of each, and ratios to the
+first K of the list (the baseline of the same run). ``--profile-workers DIR`` writes a cProfile of every worker
+(the hot spots of aioquic's packet handling).
+
 Usage: python bench/runner_capacity.py [--runners 100,250,500] [--seconds 20] [--warmup-s 3] [--pairs K]
+       python bench/runner_capacity.py --workers 1,2 --runners 300 [--client-procs 2] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import secrets
 import statistics
@@ -54,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
 from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService
+from cowboy_node.transport.workers.pool import WorkerPool
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import HeartbeatPing, HeartbeatPong
@@ -137,29 +150,55 @@ class CountingMetrics:
         """Unused (no pushes)."""
 
 
-async def serve_transport(n: int) -> None:
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of process ``pid`` (seconds, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss_mib(pid: int | str = "self") -> float:
+    """Resident set size of process ``pid`` (MiB, from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def _worker_pids(service: TransportService) -> list[int]:
+    server = service._server
+    pids = server.pids() if isinstance(server, WorkerPool) else []
+    return [p for p in pids if p is not None]
+
+
+async def serve_transport(n: int, workers: int = 1) -> None:
     """Child process: the node's TransportService for ``n`` registered runners; CPU between start and stop."""
     metrics = CountingMetrics()
     link = StaticRegistry([private_key_to_address(sk) for sk in runner_keys(n, KEY_BASE)])
     limits = ServerLimits(max_half_open=100_000, retry_threshold=100_000, hello_rate_per_peer=100_000.0,
                           hello_burst_per_peer=100_000)
     service = TransportService(link, VALIDATOR, validator_set_hash=validator_set_hash(VSET),
-                               config=TransportConfig(port=0, limits=limits), metrics=metrics)
+                               config=TransportConfig(port=0, limits=limits, workers=workers), metrics=metrics)
     await service.start()
     print(service.port, flush=True)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     started, pings0 = 0.0, 0
+    workers0: dict[int, float] = {}
     while line := (await reader.readline()).strip():
         pings = metrics.events.get("frame:HeartbeatPing", 0)
         if line == b"start":
             started, pings0 = time.process_time(), pings
+            workers0 = {pid: _proc_cpu_s(pid) for pid in _worker_pids(service)}
             print("ok", flush=True)
         elif line == b"stop":
-            print(json.dumps({"cpu_s": time.process_time() - started, "server_pings": pings - pings0,
+            cpu = time.process_time() - started
+            worker_cpu = [round(_proc_cpu_s(pid) - c0, 3) for pid, c0 in workers0.items()]
+            print(json.dumps({"cpu_s": cpu, "server_pings": pings - pings0,
                               "connected": metrics.connected, "present": metrics.present,
-                              "admitted": metrics.events.get("handshake:admitted", 0)}), flush=True)
+                              "admitted": metrics.events.get("handshake:admitted", 0),
+                              "worker_cpu_s": worker_cpu, "rss_mib": _proc_rss_mib(),
+                              "worker_rss_mib": [_proc_rss_mib(pid) for pid in workers0]}), flush=True)
     await service.stop()
 
 
@@ -171,6 +210,10 @@ class Client:
     conn: ClientConnection
     session: RunnerSession | None
     pongs: int = 0
+    sent_nonce: int = -1
+    sent_at: float = 0.0
+    rtts: list[float] | None = None
+    """Ping → pong round trips (seconds) while measuring (``--workers`` mode)."""
 
 
 async def open_transport_client(port: int, sk: bytes) -> Client:
@@ -202,7 +245,8 @@ def send_ping(c: Client, nonce: int) -> None:
     if c.session is None:
         c.conn.send(HeartbeatPing(nonce, nonce, bytes(65)))
         return
-    c.session.ping(time.monotonic(), nonce)  # height: advances once a second, like the server's
+    c.sent_at = time.monotonic()
+    c.sent_nonce = c.session.ping(c.sent_at, nonce)  # height: advances once a second, like the server's
     for frame in c.session.take_outbound():
         c.conn.send(frame)
 
@@ -241,8 +285,11 @@ async def reader(c: Client) -> None:
     """Count pongs until the connection closes."""
     try:
         while True:
-            if isinstance(await c.conn.recv(), HeartbeatPong):
+            frame = await c.conn.recv()
+            if isinstance(frame, HeartbeatPong):
                 c.pongs += 1
+                if c.rtts is not None and frame.nonce_echo == c.sent_nonce:
+                    c.rtts.append(time.monotonic() - c.sent_at)
     except ConnectionClosed:
         return
 
@@ -426,6 +473,152 @@ async def run(sizes: list[int], seconds: float, warmup_s: float, pairs: int = 0)
                      "compare ratios, absolute runners-per-core figures are pessimistic")}
 
 
+# --- --workers mode: several client processes, one server per K --------------------------------------------
+async def client_child(port: int, total: int, start: int, count: int) -> None:
+    """Client process: ``count`` runners (keys ``start..start+count`` of ``total``) pinging at 1 Hz, phases
+    spread over the second across all client processes. Protocol on stdin/stdout: prints ``ready`` JSON once
+    connected; ``start`` begins the window, ``stop`` prints the window's pongs and round trips."""
+    loop = asyncio.get_running_loop()
+    sks = runner_keys(total, KEY_BASE)[start:start + count]
+    clients: list[Client] = []
+    tasks: list[asyncio.Task[None]] = []
+    stop = asyncio.Event()
+    failures = 0
+    for i in range(0, count, CONNECT_BATCH):
+        got = await asyncio.gather(*[open_transport_client(port, sk) for sk in sks[i:i + CONNECT_BATCH]],
+                                   return_exceptions=True)
+        for c in got:
+            if isinstance(c, BaseException):
+                failures += 1
+                continue
+            clients.append(c)
+            tasks.append(loop.create_task(reader(c)))
+            tasks.append(loop.create_task(pinger(c, (start + len(clients) - 1) / total, stop)))
+    print(json.dumps({"held": len(clients), "connect_failures": failures}), flush=True)
+    inp = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(inp), sys.stdin)
+    pongs0 = 0
+    while line := (await inp.readline()).strip():
+        if line == b"start":
+            pongs0 = sum(c.pongs for c in clients)
+            for c in clients:
+                c.rtts = []
+        elif line == b"stop":
+            rtts = [r for c in clients for r in (c.rtts or [])]
+            print(json.dumps({"pongs": sum(c.pongs for c in clients) - pongs0, "rtts_ms": [round(1000 * r, 3)
+                                                                                         for r in rtts],
+                              "held_at_stop": sum(1 for c in clients if not c.conn.closed)}), flush=True)
+    stop.set()
+    for c in clients:
+        c.conn.abort()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _quantile(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2)
+
+
+async def measure_workers(n: int, spec: str, seconds: float, warmup_s: float, client_procs: int,
+                          profile_dir: str | None) -> dict[str, Any]:
+    """One server with ``spec`` workers (``K``, or ``K-noack``: the workers' ACK piggyback off, the baseline of
+    that cut) and ``n`` runners over ``client_procs`` client processes."""
+    k = int(spec.split("-")[0])
+    env = dict(os.environ)
+    if spec.endswith("-noack"):
+        env["COWBOY_WORKER_ACK_PIGGYBACK"] = "0"
+    if profile_dir:
+        env["COWBOY_WORKER_PROFILE"] = str(Path(profile_dir) / f"k{k}")
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve-transport", str(n), "--workers", str(k), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, env=env)
+    assert server.stdin is not None and server.stdout is not None
+    clients: list[asyncio.subprocess.Process] = []
+    try:
+        port = int(await server.stdout.readline())
+        t_connect = time.monotonic()
+        share = -(-n // client_procs)
+        for p in range(client_procs):
+            start, count = p * share, max(0, min(share, n - p * share))
+            if count:
+                clients.append(await asyncio.create_subprocess_exec(
+                    sys.executable, __file__, "--client", str(port), "--runners", str(n), "--key-start", str(start),
+                    "--key-count", str(count), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
+        ready = [json.loads(await c.stdout.readline()) for c in clients if c.stdout is not None]
+        connect_s = time.monotonic() - t_connect
+        await asyncio.sleep(warmup_s)
+        server.stdin.write(b"start\n")
+        await server.stdin.drain()
+        await server.stdout.readline()
+        for c in clients:
+            assert c.stdin is not None
+            c.stdin.write(b"start\n")
+            await c.stdin.drain()
+        t0 = time.monotonic()
+        await asyncio.sleep(seconds)
+        for c in clients:
+            assert c.stdin is not None
+            c.stdin.write(b"stop\n")
+            await c.stdin.drain()
+        server.stdin.write(b"stop\n")
+        await server.stdin.drain()
+        report = json.loads(await server.stdout.readline())
+        wall = time.monotonic() - t0
+        got = [json.loads(await c.stdout.readline()) for c in clients if c.stdout is not None]
+    finally:
+        for c in clients:
+            if c.stdin is not None:
+                c.stdin.close()
+        await asyncio.gather(*(c.wait() for c in clients))
+        server.stdin.close()
+        await server.wait()
+    pongs = sum(g["pongs"] for g in got)
+    rtts = [r for g in got for r in g["rtts_ms"]]
+    held = sum(r["held"] for r in ready)
+    cpu_v, cpu_w = float(report["cpu_s"]), sum(report["worker_cpu_s"])
+    per = 1000 / max(pongs, 1)
+    return {"workers": spec, "runners": n, "held": held, "connect_failures": sum(r["connect_failures"] for r in ready),
+            "connect_s": round(connect_s, 1), "window_s": round(wall, 2), "heartbeats": pongs,
+            "heartbeats_answered_share": round(pongs / max(1.0, held * wall), 3),
+            "rtt_ms_p50": _quantile(rtts, 0.5), "rtt_ms_p99": _quantile(rtts, 0.99),
+            "validator_ms_per_heartbeat": round(cpu_v * per, 4), "workers_ms_per_heartbeat": round(cpu_w * per, 4),
+            "total_ms_per_heartbeat": round((cpu_v + cpu_w) * per, 4),
+            "validator_core_share": round(cpu_v / wall, 3),
+            "worker_core_shares": [round(c / wall, 3) for c in report["worker_cpu_s"]],
+            "validator_rss_mib": report["rss_mib"], "worker_rss_mib": report["worker_rss_mib"],
+            "present": report["present"]}
+
+
+async def run_workers(sizes: list[int], ks: list[str], seconds: float, warmup_s: float, client_procs: int,
+                      profile_dir: str | None) -> dict[str, Any]:
+    """Every K at every R; ratios to the first K (the baseline of this run)."""
+    results = []
+    for n in sizes:
+        rows = [await measure_workers(n, k, seconds, warmup_s, client_procs, profile_dir) for k in ks]
+        base = rows[0]
+        for r in rows[1:]:
+            r["vs_baseline"] = {
+                "baseline_workers": base["workers"],
+                "heartbeats_ratio": round(r["heartbeats"] / max(base["heartbeats"], 1), 3),
+                "rtt_p99_ratio": round((r["rtt_ms_p99"] or 0) / max(base["rtt_ms_p99"] or 0, 1e-9), 3),
+                "validator_ms_per_heartbeat_ratio": round(r["validator_ms_per_heartbeat"]
+                                                          / max(base["validator_ms_per_heartbeat"], 1e-9), 3),
+                "total_ms_per_heartbeat_ratio": round(r["total_ms_per_heartbeat"]
+                                                      / max(base["total_ms_per_heartbeat"], 1e-9), 3)}
+        results.append({"runners": n, "by_workers": rows})
+    return {"benchmark": "runner_capacity", "mode": "workers",
+            "params": {"runners": sizes, "workers": ks, "seconds": seconds, "warmup_s": warmup_s,
+                       "client_procs": client_procs, "heartbeat_hz": 1, "cores": os.cpu_count()},
+            "results": results,
+            "note": ("K = 1 is QUIC in the validator process (today's default); K >= 2 are worker processes. "
+                     "Clients run on the same machine (and it is shared with other work): round trips include "
+                     "the clients' own loop delays; compare ratios within a run")}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments; run the client (or, with --serve-transport, the child server)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -435,17 +628,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-s", type=float, default=3.0)
     parser.add_argument("--pairs", type=int, default=0,
                         help="K > 0: both servers up at once, K ABBA pairs of windows, median ratio")
+    parser.add_argument("--workers", help="K1,K2,...: the node's transport with K QUIC workers (1: in-process; "
+                                          "K-noack: workers without the ACK piggyback)")
+    parser.add_argument("--client-procs", type=int, default=2, help="client processes in --workers mode")
+    parser.add_argument("--profile-workers", metavar="DIR", help="cProfile every worker into DIR (--workers mode)")
+    parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--key-start", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--key-count", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quiet_logs()
+    _raise_nofile(2 * int(max(args.runners.split(","), key=int)) + 256)
     if args.serve_transport is not None:
-        asyncio.run(serve_transport(args.serve_transport))
+        asyncio.run(serve_transport(args.serve_transport, int(args.workers or "1")))
         return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # one UDP socket per client connection
+    if args.client is not None:
+        asyncio.run(client_child(args.client, int(args.runners), args.key_start, args.key_count))
+        return
+    if args.workers is not None:
+        ks = args.workers.split(",")
+        sizes = [int(x) for x in args.runners.split(",")]
+        print(json.dumps(asyncio.run(run_workers(sizes, ks, args.seconds, args.warmup_s, args.client_procs,
+                                                 args.profile_workers)), indent=2))
+        return
     sizes = [int(x) for x in args.runners.split(",")]
-    want = min(hard, max(soft, 2 * max(sizes) + 256))
+    print(json.dumps(asyncio.run(run(sizes, args.seconds, args.warmup_s, args.pairs)), indent=2))
+
+
+def _raise_nofile(want: int) -> None:
+    """One UDP socket per client connection: raise the soft fd limit as far as the hard one allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, want))
     if want > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    print(json.dumps(asyncio.run(run(sizes, args.seconds, args.warmup_s, args.pairs)), indent=2))
 
 
 if __name__ == "__main__":

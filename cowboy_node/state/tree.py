@@ -35,14 +35,22 @@ long prefix).
 
 Storage (not consensus)
 -----------------------
-Nodes live in the store under ``prefix ‖ path``: ``path`` is one byte holding
-the nibble count, then the nibbles packed two per byte (a final odd nibble in
-the high half, low half zero). Leaf records are ``0x00 ‖ H(k) ‖ H(v) ‖ v``
-(the leaf hash covers the first 65 bytes; the value is kept so proofs can
-return it); internal records are exactly the hashed bytes
-``0x01 ‖ bitmap ‖ hashes``. The committed root hash is stored at
-``prefix ‖ 0xff``. ``prepare`` reads only nodes on the paths of the changed
-keys (``O(changes · log16(keys))``) and re-hashes each touched node once.
+Internal nodes live in the store under ``prefix ‖ path``: ``path`` is one byte
+holding the nibble count, then the nibbles packed two per byte (a final odd
+nibble in the high half, low half zero). An internal record is the hashed bytes
+``0x01 ‖ bitmap ‖ hashes`` followed by ``leafmap ‖ khs``: ``leafmap`` (big-endian
+u16, a subset of ``bitmap``) marks the children that are leaves and ``khs`` are
+those leaves' key hashes ``H(k)`` in nibble order. Leaves are stored by key
+hash, not by position: ``prefix ‖ 0xfe ‖ H(k)`` holds ``H(v) ‖ v`` (so a proof
+can return the value). The root pointer ``prefix ‖ 0xff`` holds the root hash,
+followed by the root leaf's key hash when the root is a single leaf.
+
+So ``prepare`` never reads a leaf record (a parent knows each leaf child's key
+hash and leaf hash), and a leaf that moves when a sibling is inserted or
+deleted is neither rewritten nor re-hashed; only a changed key's own leaf
+record is written. ``prepare`` reads only the internal nodes on the paths of
+the changed keys (``O(changes · log16(keys))``, from the pinned node cache when
+warm) and re-hashes each touched internal node once.
 
 Proofs
 ------
@@ -148,10 +156,10 @@ def keccak256(data: bytes) -> bytes:
 EMPTY_ROOT = _keccak_public(b"cowboy-state-empty-v1")
 """Root of the empty tree."""
 
-_LEAF = 0
 _LEAF_TAG = b"\x00"
 _INTERNAL_TAG = b"\x01"
 _ROOT_KEY = b"\xff"
+_LEAF_KEY = b"\xfe"
 _MAX_DEPTH = 64
 _DEPTH = [bytes((d,)) for d in range(_MAX_DEPTH + 2)]
 _BYTE = [bytes((b,)) for b in range(256)]
@@ -177,15 +185,12 @@ def _child_path(kh: bytes, depth: int, n: int) -> bytes:
 
 # -- update machinery ---------------------------------------------------------------------------
 class _Leaf:
-    """A leaf during ``prepare``; ``at`` is where it is already stored unchanged (None: must be written)."""
+    """A leaf as its parent sees it: the key hash and the leaf hash (its record lives at ``L ‖ kh``)."""
 
-    __slots__ = ("at", "hash", "kh", "value", "vh")
+    __slots__ = ("hash", "kh")
 
-    def __init__(self, kh: bytes, vh: bytes, value: bytes, at: bytes | None, leaf_hash: bytes) -> None:
+    def __init__(self, kh: bytes, leaf_hash: bytes) -> None:
         self.kh = kh
-        self.vh = vh
-        self.value = value
-        self.at = at
         self.hash = leaf_hash
 
 
@@ -195,27 +200,69 @@ class _Unchanged:
 
 _UNCHANGED = _Unchanged()
 _Result = _Leaf | bytes | _Unchanged | None
-"""A subtree after the changes: one leaf (to be placed by the caller), an internal
+"""A subtree after the changes: one leaf (the caller puts it in its slot), an internal
 node's hash (node already recorded), unchanged, or empty."""
 _Change = tuple[bytes, bytes | None, bytes | None]
 """(key hash, value hash, value); both None for a delete."""
 
 
-class _NodeCache:
-    """Bounded cache of committed node records by path (capacity 0 disables it).
+def _splice(rec: bytes, changed: list[tuple[int, _Leaf | bytes | None]]) -> tuple[bytes, bytes]:
+    """The internal record ``rec`` with its children at the ``changed`` nibbles (ascending) replaced
+    (None: removed), in one pass; returns (hashed part, whole record).
 
-    Internal nodes are *pinned* in ``inner`` (up to ``pinned`` records, never evicted): every write walks
-    the internal nodes above its leaf, they are few (about one per ten keys) and small, so keeping all of
-    them makes a block's tree reads one leaf per changed key, whatever the key count. Leaves go to an
-    approximate LRU made of two plain dicts (cheaper than an OrderedDict at a million entries): new and
-    recently used records live in ``hot``; when ``hot`` reaches half the capacity it becomes ``cold`` and
-    the previous ``cold`` is dropped. A hit in ``cold`` moves the record back to ``hot``.
+    The result may have no child or a lone leaf child; the caller decides what that means.
+    """
+    bitmap = old_b = (rec[1] << 8) | rec[2]
+    end = 3 + 32 * bitmap.bit_count()
+    leafmap = old_l = (rec[end] << 8) | rec[end + 1]
+    hparts: list[bytes] = [_INTERNAL_TAG, b""]
+    kparts: list[bytes] = [b""]
+    hpos = 3
+    kpos = end + 2
+    for n, r in changed:
+        bit = _BIT[n]
+        off = 3 + 32 * (old_b & _BELOW[n]).bit_count()
+        koff = end + 2 + 32 * (old_l & _BELOW[n]).bit_count()
+        hparts.append(rec[hpos:off])
+        kparts.append(rec[kpos:koff])
+        hpos = off + 32 if old_b & bit else off
+        kpos = koff + 32 if old_l & bit else koff
+        if r is None:
+            bitmap &= ~bit
+            leafmap &= ~bit
+        elif isinstance(r, _Leaf):
+            bitmap |= bit
+            leafmap |= bit
+            hparts.append(r.hash)
+            kparts.append(r.kh)
+        else:
+            bitmap |= bit
+            leafmap &= ~bit
+            hparts.append(r)
+    hparts.append(rec[hpos:end])
+    kparts.append(rec[kpos:])
+    hparts[1] = bitmap.to_bytes(2, "big")
+    kparts[0] = leafmap.to_bytes(2, "big")
+    hashed = b"".join(hparts)
+    return hashed, hashed + b"".join(kparts)
+
+
+class _NodeCache:
+    """Bounded cache of committed internal-node records by path (capacity 0 disables it).
+
+    Leaf records are never needed by ``prepare`` (a parent record carries its leaf children's key
+    hashes), so only internal nodes are cached. They are *pinned* in ``inner`` (up to ``capacity``
+    records, never evicted): every write walks the internal nodes above its slot, and they are few
+    (about one per three keys) and small. Past that bound, records go to an approximate LRU of up to
+    ``capacity`` more, made of two plain dicts (cheaper than an OrderedDict): new and recently used
+    records live in ``hot``; when ``hot`` reaches half the capacity it becomes ``cold`` and the previous
+    ``cold`` is dropped. A hit in ``cold`` moves the record back to ``hot``.
     """
 
-    def __init__(self, capacity: int, pinned: int | None = None) -> None:
+    def __init__(self, capacity: int) -> None:
         self.capacity = max(0, capacity)
         self._gen = max(1, self.capacity // 2)
-        self.pinned = (4 * self.capacity if pinned is None else pinned) if self.capacity else 0
+        self.pinned = self.capacity
         self.inner: dict[bytes, bytes] = {}
         self.hot: dict[bytes, bytes] = {}
         self.cold: dict[bytes, bytes] = {}
@@ -234,10 +281,10 @@ class _NodeCache:
     def put(self, path: bytes, rec: bytes) -> None:
         if not self.capacity:
             return
-        if rec[0] != _LEAF and (len(self.inner) < self.pinned or path in self.inner):
-            self.inner[path] = rec
+        inner = self.inner
+        if len(inner) < self.pinned or path in inner:
+            inner[path] = rec
             return
-        self.inner.pop(path, None)  # a path that held an internal node may now hold a leaf
         hot = self.hot
         hot[path] = rec
         if len(hot) >= self._gen:
@@ -249,27 +296,19 @@ class _NodeCache:
         self.hot.pop(path, None)
         self.cold.pop(path, None)
 
-    def apply(self, nodes: Mapping[bytes, bytes], gone: tuple[bytes, ...], ops: tuple[WriteOp, ...],
-              root_key: bytes) -> None:
-        """Adopt a committed update (``nodes``/``gone``, or ``ops`` when those are absent)."""
-        if not nodes and not gone:  # an update built by hand: derive from ops
-            nodes = {k: v for k, v in ops if v is not None and k != root_key}
-            gone = tuple(k for k, v in ops if v is None)
+    def apply(self, nodes: Mapping[bytes, bytes], gone: tuple[bytes, ...]) -> None:
+        """Adopt a committed update's internal-node writes ``nodes`` and deletes ``gone``."""
         for key in gone:
             self.drop(key)
         if not self.capacity:
             return
-        inner, hot, cold, pinned = self.inner, self.hot, self.cold, self.pinned
+        inner, hot, pinned = self.inner, self.hot, self.pinned
         for path, rec in nodes.items():
-            if rec[0] != _LEAF and (len(inner) < pinned or path in inner):
+            if len(inner) < pinned or path in inner:
                 inner[path] = rec
-                if path in hot or path in cold:  # it held a leaf before
-                    hot.pop(path, None)
-                    cold.pop(path, None)
             else:
-                if path in inner:
-                    del inner[path]
                 hot[path] = rec
+                self.cold.pop(path, None)
         if len(hot) >= self._gen:
             self.cold = hot
             self.hot = {}
@@ -286,24 +325,27 @@ class _NodeCache:
 class _Batch:
     """Node writes and deletes accumulated by one ``prepare``.
 
-    Every node recorded in ``writes`` is a node of the new tree at its final
-    path; ``deletes`` holds paths whose old node is gone or moved (a write to
-    the same path wins).
+    ``writes``/``deletes`` are internal-node records by path: every record in ``writes`` is a node of
+    the new tree at its final path; ``deletes`` holds paths whose node is gone (a write to the same path
+    wins). ``leaf_ops`` are the leaf-record writes and deletes by store key, one per changed key.
     """
 
-    __slots__ = ("cache", "deletes", "dtab", "h", "skip", "store_get", "writes")
+    __slots__ = ("cache", "deletes", "dtab", "h", "leaf_ops", "lkey", "skip", "store_get", "writes")
 
-    def __init__(self, cache: _NodeCache, store_get: Callable[[bytes], bytes | None], dtab: list[bytes]) -> None:
+    def __init__(self, cache: _NodeCache, store_get: Callable[[bytes], bytes | None], dtab: list[bytes],
+                 leaf_prefix: bytes) -> None:
         self.cache = cache
         self.store_get = store_get
         self.dtab = dtab
         self.skip = len(dtab[0])
+        self.lkey = leaf_prefix
         self.h = _new_hasher()
         self.writes: dict[bytes, bytes] = {}
         self.deletes: set[bytes] = set()
+        self.leaf_ops: dict[bytes, bytes | None] = {}
 
     def read(self, path: bytes) -> bytes:
-        """Committed node at ``path`` (it must exist)."""
+        """Committed internal node at ``path`` (it must exist)."""
         cache = self.cache
         rec = cache.inner.get(path)
         if rec is not None:
@@ -315,156 +357,132 @@ class _Batch:
                 rec = self.store_get(path)
                 if rec is None:
                     raise TreeError(f"state tree node {path.hex()} is missing")
+                if rec[0] != 1:
+                    raise TreeError(f"state tree node {path.hex()} is corrupt")
             cache.put(path, rec)
         return rec
 
-    def stored_leaf(self, rec: bytes, at: bytes) -> _Leaf:
-        return _Leaf(rec[1:33], rec[33:65], rec[65:], at, self.h(rec[:65]))
+    def child_path(self, depth: int, here: bytes, n: int) -> bytes:
+        """Storage path of child ``n`` of the node at ``here`` (``depth`` nibbles)."""
+        if depth & 1:
+            return self.dtab[depth + 1] + here[self.skip:-1] + _BYTE[here[-1] | n]
+        return self.dtab[depth + 1] + here[self.skip:] + _BYTE[n << 4]
 
     def new_leaf(self, kh: bytes, vh: bytes, value: bytes) -> _Leaf:
-        return _Leaf(kh, vh, value, None, self.h(_LEAF_TAG + kh + vh))
-
-    def place(self, leaf: _Leaf, path: bytes) -> None:
-        """Record ``leaf`` at its final ``path``."""
-        if leaf.at == path:
-            self.deletes.discard(path)
-            return
-        self.writes[path] = _LEAF_TAG + leaf.kh + leaf.vh + leaf.value
-        if leaf.at is not None:
-            self.deletes.add(leaf.at)
+        """A new or changed leaf: records its leaf-record write."""
+        self.leaf_ops[self.lkey + kh] = vh + value
+        return _Leaf(kh, self.h(_LEAF_TAG + kh + vh))
 
     # `items` is sorted by key hash; items[lo:hi] share the first `depth` nibbles and
     # `here` is the storage path of that prefix.
-    def update(self, depth: int, here: bytes, rec: bytes | None, items: list[_Change], lo: int,
-               hi: int) -> _Result:
-        """Apply items[lo:hi] to the subtree ``rec`` (None: empty) stored at ``here``."""
-        if rec is None:
-            leaves = [self.new_leaf(kh, vh, v) for kh, vh, v in items[lo:hi] if v is not None and vh is not None]
-            if len(leaves) <= 1:
-                return leaves[0] if leaves else _UNCHANGED
-            return self.build(depth, here, leaves)
-        if rec[0] == _LEAF:
-            return self.update_leaf(depth, here, rec, items, lo, hi)
-        return self.update_internal(depth, here, rec, items, lo, hi)
+    def update_empty(self, depth: int, here: bytes, items: list[_Change], lo: int, hi: int) -> _Result:
+        """Apply items[lo:hi] to the empty slot at ``here`` (deletes are no-ops there)."""
+        leaves = [self.new_leaf(kh, vh, v) for kh, vh, v in items[lo:hi] if v is not None and vh is not None]
+        if len(leaves) <= 1:
+            return leaves[0] if leaves else _UNCHANGED
+        return self.build(depth, here, leaves)
 
-    def update_leaf(self, depth: int, here: bytes, rec: bytes, items: list[_Change], lo: int,
+    def update_leaf(self, depth: int, here: bytes, kh0: bytes, h0: bytes, items: list[_Change], lo: int,
                     hi: int) -> _Result:
-        if hi - lo == 1:
-            return self.leaf1(depth, here, rec, items[lo])
-        kh0 = rec[1:33]
-        vh0 = rec[33:65]
+        """Apply items[lo:hi] to the slot at ``here`` holding the leaf (``kh0``, hash ``h0``)."""
         leaves: list[_Leaf] = []
         found = False
-        unchanged = True
+        changed = False
         for kh, vh, v in items[lo:hi]:
             if kh == kh0:
                 found = True
                 if v is None or vh is None:
-                    unchanged = False
-                elif vh == vh0:
-                    leaves.append(self.stored_leaf(rec, here))
-                else:
-                    unchanged = False
-                    leaves.append(self.new_leaf(kh, vh, v))
+                    self.leaf_ops[self.lkey + kh] = None
+                    changed = True
+                    continue
+                nh = self.h(_LEAF_TAG + kh + vh)
+                if nh != h0:
+                    self.leaf_ops[self.lkey + kh] = vh + v
+                    changed = True
+                leaves.append(_Leaf(kh, nh))
             elif v is not None and vh is not None:
-                unchanged = False
+                changed = True
                 leaves.append(self.new_leaf(kh, vh, v))
-        if unchanged:
+        if not changed:
             return _UNCHANGED
         if not found:
-            leaves.insert(bisect_left([x.kh for x in leaves], kh0), self.stored_leaf(rec, here))
-        self.deletes.add(here)
+            leaves.insert(bisect_left([x.kh for x in leaves], kh0), _Leaf(kh0, h0))
         if len(leaves) <= 1:
             return leaves[0] if leaves else None
         return self.build(depth, here, leaves)
 
-    def leaf1(self, depth: int, here: bytes, rec: bytes, item: _Change) -> _Result:
-        """One change meets the leaf ``rec`` stored at ``here`` (the common case)."""
+    def leaf1(self, depth: int, here: bytes, n: int, kh0: bytes, h0: bytes, item: _Change) -> _Result:
+        """One change meets the leaf (``kh0``, ``h0``) in child slot ``n`` of the node at ``here``."""
         kh, vh, v = item
-        kh0 = rec[1:33]
         if kh == kh0:
-            if vh is None or v is None:
-                self.deletes.add(here)
+            if v is None or vh is None:
+                self.leaf_ops[self.lkey + kh] = None
                 return None
-            if vh == rec[33:65]:
+            nh = self.h(_LEAF_TAG + kh + vh)
+            if nh == h0:
                 return _UNCHANGED
-            self.deletes.add(here)  # the new leaf may end up elsewhere
-            return self.new_leaf(kh, vh, v)
-        if vh is None or v is None:
+            self.leaf_ops[self.lkey + kh] = vh + v
+            return _Leaf(kh, nh)
+        if v is None or vh is None:
             return _UNCHANGED
-        self.deletes.add(here)
-        old = self.stored_leaf(rec, here)
         new = self.new_leaf(kh, vh, v)
-        return self.build(depth, here, [old, new] if kh0 < kh else [new, old])
+        old = _Leaf(kh0, h0)  # it moves down; its record (by key hash) stays as it is
+        return self.build(depth + 1, self.child_path(depth, here, n), [old, new] if kh0 < kh else [new, old])
 
     def single(self, depth: int, here: bytes, rec: bytes, item: _Change) -> _Result:
         """One change below the internal node ``rec`` at ``here``: walk down, then splice up."""
-        kh, vh, v = item
+        kh = item[0]
         read = self.read
-        dtab = self.dtab
-        skip = self.skip
-        frames: list[tuple[int, bytes, bytes, int, int, bytes]] = []
+        frames: list[tuple[bytes, bytes, int, int, int, int]] = []
         r: _Result
         while True:
             bitmap = (rec[1] << 8) | rec[2]
-            if depth & 1:
-                n = kh[depth >> 1] & 15
-                cpath = dtab[depth + 1] + here[skip:-1] + _BYTE[here[-1] | n]
-            else:
-                n = kh[depth >> 1] >> 4
-                cpath = dtab[depth + 1] + here[skip:] + _BYTE[n << 4]
-            frames.append((depth, here, rec, bitmap, n, cpath))
-            if not bitmap & _BIT[n]:
+            n = kh[depth >> 1] & 15 if depth & 1 else kh[depth >> 1] >> 4
+            bit = _BIT[n]
+            end = 3 + 32 * bitmap.bit_count()
+            leafmap = (rec[end] << 8) | rec[end + 1]
+            frames.append((here, rec, bitmap, end, leafmap, n))
+            if not bitmap & bit:
+                vh, v = item[1], item[2]
                 if v is None or vh is None:
                     return _UNCHANGED
                 r = self.new_leaf(kh, vh, v)
                 break
-            child = read(cpath)
-            depth += 1
-            if child[0] == _LEAF:
-                r = self.leaf1(depth, cpath, child, item)
-                if isinstance(r, _Unchanged):
+            if leafmap & bit:
+                ko = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+                ho = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                r = self.leaf1(depth, here, n, rec[ko:ko + 32], rec[ho:ho + 32], item)
+                if r is _UNCHANGED:
                     return r
                 break
-            here = cpath
-            rec = child
+            here = self.child_path(depth, here, n)
+            rec = read(here)
+            depth += 1
         writes = self.writes
         h = self.h
-        for depth, here, rec, bitmap, n, cpath in reversed(frames):
+        for here, rec, bitmap, end, leafmap, n in reversed(frames):
             bit = _BIT[n]
-            others = bitmap & ~bit
-            if r is None:
-                if others & (others - 1):  # two or more children remain: cut child n out
-                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                    out = _INTERNAL_TAG + others.to_bytes(2, "big") + rec[3:off] + rec[off + 32:]
-                    writes[here] = out
-                    r = h(out)
-                else:  # may leave a lone leaf that moves up
-                    r = self.finish(depth, here, rec, bitmap, [(n, r)])
-            elif others:  # child n stays next to other children: splice its hash in
-                if isinstance(r, _Leaf):
-                    self.place(r, cpath)
-                    hn = r.hash
-                else:
-                    assert isinstance(r, bytes)
-                    hn = r
+            # Same kind of child in the same slot (internal -> internal, or a leaf's new value): only its
+            # hash changes. Anything else (added, removed, split, collapsed) goes through finish().
+            assert not isinstance(r, _Unchanged)
+            if bitmap & bit and ((isinstance(r, bytes) and not leafmap & bit)
+                                 or (isinstance(r, _Leaf) and leafmap & bit)):
                 off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                if bitmap & bit:
-                    out = rec[:off] + hn + rec[off + 32:]
-                else:
-                    out = _INTERNAL_TAG + (bitmap | bit).to_bytes(2, "big") + rec[3:off] + hn + rec[off:]
-                writes[here] = out
-                r = h(out)
-            else:  # child n is the only child
-                assert not isinstance(r, _Unchanged)
-                r = self.finish(depth, here, rec, bitmap, [(n, r)])
+                hashed = rec[:off] + (r if isinstance(r, bytes) else r.hash) + rec[off + 32:end]
+                writes[here] = hashed + rec[end:]
+                r = h(hashed)
+            else:
+                r = self.finish(here, rec, [(n, r)])
         return r
 
     def update_internal(self, depth: int, here: bytes, rec: bytes, items: list[_Change], lo: int,
                         hi: int) -> _Result:
+        """Apply items[lo:hi] to the internal node ``rec`` stored at ``here``."""
         if hi - lo == 1:
             return self.single(depth, here, rec, items[lo])
         bitmap = (rec[1] << 8) | rec[2]
+        end = 3 + 32 * bitmap.bit_count()
+        leafmap = (rec[end] << 8) | rec[end + 1]
         half = depth >> 1
         odd = depth & 1
         # a child's path is `cbase` plus one byte holding the last nibble (pair)
@@ -474,8 +492,8 @@ class _Batch:
         else:
             cbase = self.dtab[depth + 1] + here[self.skip:]
             hib = 0
-        read = self.read
         changed: list[tuple[int, _Leaf | bytes | None]] = []
+        r: _Result
         i = lo
         while i < hi:
             b = items[i][0][half]
@@ -487,88 +505,40 @@ class _Batch:
             else:
                 while j < hi and items[j][0][half] >> 4 == n:
                     j += 1
+            bit = _BIT[n]
             cpath = cbase + _BYTE[hib | n if odd else n << 4]
-            if bitmap & _BIT[n]:
-                child = read(cpath)
-                if child[0] == _LEAF:
-                    r = self.update_leaf(depth + 1, cpath, child, items, i, j)
-                else:
-                    r = self.update_internal(depth + 1, cpath, child, items, i, j)
+            if not bitmap & bit:
+                r = self.update_empty(depth + 1, cpath, items, i, j)
+            elif leafmap & bit:
+                ko = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+                ho = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                r = self.update_leaf(depth + 1, cpath, rec[ko:ko + 32], rec[ho:ho + 32], items, i, j)
             else:
-                r = self.update(depth + 1, cpath, None, items, i, j)
+                r = self.update_internal(depth + 1, cpath, self.read(cpath), items, i, j)
             if not isinstance(r, _Unchanged):
                 changed.append((n, r))
             i = j
         if not changed:
             return _UNCHANGED
-        return self.finish(depth, here, rec, bitmap, changed)
+        return self.finish(here, rec, changed)
 
-    def finish(self, depth: int, here: bytes, rec: bytes, bitmap: int,
-               changed: list[tuple[int, _Leaf | bytes | None]]) -> _Leaf | bytes | None:
-        """Rebuild the internal node ``rec`` at ``here`` with the ``changed`` children."""
-        if depth & 1:
-            cbase = self.dtab[depth + 1] + here[self.skip:-1]
-            hib = here[-1]
-            odd = True
-        else:
-            cbase = self.dtab[depth + 1] + here[self.skip:]
-            hib = 0
-            odd = False
-        new_bitmap = bitmap
-        for n, r in changed:
-            if r is None:
-                new_bitmap &= ~_BIT[n]
-            else:
-                new_bitmap |= _BIT[n]
-        if not new_bitmap:
+    def finish(self, here: bytes, rec: bytes, changed: list[tuple[int, _Leaf | bytes | None]]) -> _Leaf | bytes | None:
+        """Rebuild the internal node ``rec`` at ``here`` with the ``changed`` children.
+
+        A node left without children disappears; one left with a lone leaf child disappears and the
+        leaf moves up (its record, stored by key hash, is not rewritten).
+        """
+        hashed, rec = _splice(rec, changed)
+        bitmap = (rec[1] << 8) | rec[2]
+        if not bitmap:
             self.deletes.add(here)
             return None
-        if not new_bitmap & (new_bitmap - 1):  # exactly one child left
-            n1 = new_bitmap.bit_length() - 1
-            only: _Leaf | bytes | None = None
-            for n, r in changed:
-                if n == n1:
-                    only = r
-                    break
-            else:
-                cpath = cbase + _BYTE[hib | n1 if odd else n1 << 4]
-                child = self.read(cpath)
-                if child[0] == _LEAF:
-                    only = self.stored_leaf(child, cpath)
-            if isinstance(only, _Leaf):
-                self.deletes.add(here)  # a lone leaf moves up
-                return only
-        if new_bitmap == bitmap:  # same children: splice the new hashes in
-            buf = bytearray(rec)
-            for n, r in changed:
-                off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                if isinstance(r, _Leaf):
-                    self.place(r, cbase + _BYTE[hib | n if odd else n << 4])
-                    buf[off:off + 32] = r.hash
-                elif r is not None:
-                    buf[off:off + 32] = r
-            out = bytes(buf)
-            self.writes[here] = out
-            return self.h(out)
-        new_hashes: dict[int, bytes] = {}
-        for n, r in changed:
-            if isinstance(r, _Leaf):
-                self.place(r, cbase + _BYTE[hib | n if odd else n << 4])
-                new_hashes[n] = r.hash
-            elif r is not None:
-                new_hashes[n] = r
-        parts = [_INTERNAL_TAG, new_bitmap.to_bytes(2, "big")]
-        off = 3
-        for n in range(16):
-            bit = _BIT[n]
-            if new_bitmap & bit:
-                h = new_hashes.get(n)
-                parts.append(rec[off:off + 32] if h is None else h)
-            if bitmap & bit:
-                off += 32
-        out = b"".join(parts)
-        self.writes[here] = out
-        return self.h(out)
+        end = len(hashed)
+        if not bitmap & (bitmap - 1) and (rec[end] | rec[end + 1]):
+            self.deletes.add(here)
+            return _Leaf(rec[end + 2:end + 34], rec[3:35])
+        self.writes[here] = rec
+        return self.h(hashed)
 
     def build(self, depth: int, here: bytes, leaves: list[_Leaf]) -> bytes:
         """The canonical internal node at ``here`` for ``leaves`` (>= 2, sorted by key hash)."""
@@ -583,7 +553,9 @@ class _Batch:
             cbase = self.dtab[depth + 1] + here[self.skip:]
             hib = 0
         bitmap = 0
+        leafmap = 0
         hashes: list[bytes] = []
+        khs: list[bytes] = []
         count = len(leaves)
         i = 0
         while i < count:
@@ -595,18 +567,19 @@ class _Batch:
                 if (b & 15 if odd else b >> 4) != n:
                     break
                 j += 1
-            bitmap |= _BIT[n]
-            cpath = cbase + _BYTE[hib | n if odd else n << 4]
+            bit = _BIT[n]
+            bitmap |= bit
             if j == i + 1:
                 leaf = leaves[i]
-                self.place(leaf, cpath)
+                leafmap |= bit
                 hashes.append(leaf.hash)
+                khs.append(leaf.kh)
             else:
-                hashes.append(self.build(depth + 1, cpath, leaves[i:j]))
+                hashes.append(self.build(depth + 1, cbase + _BYTE[hib | n if odd else n << 4], leaves[i:j]))
             i = j
-        out = _INTERNAL_TAG + bitmap.to_bytes(2, "big") + b"".join(hashes)
-        self.writes[here] = out
-        return self.h(out)
+        hashed = _INTERNAL_TAG + bitmap.to_bytes(2, "big") + b"".join(hashes)
+        self.writes[here] = hashed + leafmap.to_bytes(2, "big") + b"".join(khs)
+        return self.h(hashed)
 
 
 # -- public API ---------------------------------------------------------------------------------
@@ -617,13 +590,13 @@ class TreeUpdate:
     root: bytes
     """State root after the changes."""
     ops: tuple[WriteOp, ...]
-    """Node deletes, node writes and the stored root pointer (each key once)."""
+    """Internal-node deletes and writes, leaf-record writes and deletes, then the root pointer (each key once)."""
     base_root: bytes = field(default=b"", compare=False)
     """Committed root the update was computed against (``commit`` checks it)."""
     nodes: Mapping[bytes, bytes] = field(default_factory=dict, compare=False, repr=False)
-    """The node writes of ``ops`` by store key (``commit`` caches them; do not modify)."""
+    """The internal-node writes of ``ops`` by store key (``commit`` caches them; do not modify)."""
     gone: tuple[bytes, ...] = field(default=(), compare=False, repr=False)
-    """The node deletes of ``ops``."""
+    """The internal-node deletes of ``ops``."""
 
 
 @dataclass(frozen=True)
@@ -767,9 +740,10 @@ class StateTree:
     :meth:`prepare` computes the effect of changes against the committed tree
     without writing; the caller writes ``update.ops`` (inside its own atomic
     batch) and then calls :meth:`commit`. Until then the tree keeps answering
-    for the previously committed state. ``cache_size`` bounds the leaf-record
-    cache; internal nodes are pinned in memory up to ``4 × cache_size`` of them
-    (0 disables both); results never depend on either.
+    for the previously committed state. ``cache_size`` bounds the internal-node
+    cache: up to ``cache_size`` records pinned in memory plus up to as many in an
+    LRU (0 disables it); results never depend on it. ``prepare`` never reads a
+    leaf record.
     """
 
     def __init__(self, store: StateStore, prefix: bytes, *, cache_size: int = 1_000_000) -> None:
@@ -777,17 +751,24 @@ class StateTree:
         self._prefix = bytes(prefix)
         self._dtab = [self._prefix + d for d in _DEPTH]
         self._root_key = self._prefix + _ROOT_KEY
+        self._leaf_prefix = self._prefix + _LEAF_KEY
         self._cache = _NodeCache(cache_size)
         self._lock = threading.Lock()
-        self._root = self._load_root()
+        self._root, self._root_leaf = self._load_root()
 
-    def _load_root(self) -> bytes:
-        raw = self._store.get(self._root_key)
+    def _load_root(self) -> tuple[bytes, bytes | None]:
+        return self._parse_pointer(self._store.get(self._root_key))
+
+    @staticmethod
+    def _parse_pointer(raw: bytes | None) -> tuple[bytes, bytes | None]:
+        """(root hash, key hash of the root leaf when the root is a single leaf)."""
         if raw is None:
-            return EMPTY_ROOT
-        if len(raw) != 32:
-            raise TreeError("stored state root pointer is corrupt")
-        return raw
+            return EMPTY_ROOT, None
+        if len(raw) == 32:
+            return raw, None
+        if len(raw) == 64:
+            return raw[:32], raw[32:]
+        raise TreeError("stored state root pointer is corrupt")
 
     def _read(self, key: bytes) -> bytes:
         rec = self._cache.get(key)
@@ -795,7 +776,15 @@ class StateTree:
             rec = self._store.get(key)
             if rec is None:
                 raise TreeError(f"state tree node {key.hex()} is missing")
+            if rec[0] != 1:
+                raise TreeError(f"state tree node {key.hex()} is corrupt")
             self._cache.put(key, rec)
+        return rec
+
+    def _read_leaf(self, kh: bytes) -> bytes:
+        rec = self._store.get(self._leaf_prefix + kh)
+        if rec is None or len(rec) < 32:
+            raise TreeError(f"state tree leaf {kh.hex()} is missing")
         return rec
 
     def root(self) -> bytes:
@@ -820,26 +809,32 @@ class StateTree:
         for i in range(1, len(items)):
             if items[i - 1][0] == items[i][0]:
                 raise TreeError("two distinct keys with the same keccak256 hash")
-        base = self._root
-        batch = _Batch(self._cache, self._store.get, self._dtab)
-        root = base
+        base, base_leaf = self._root, self._root_leaf
+        batch = _Batch(self._cache, self._store.get, self._dtab, self._leaf_prefix)
+        root, root_leaf = base, base_leaf
         if items:
             top = self._dtab[0]
-            rec = None if base == EMPTY_ROOT else batch.read(top)
-            r = batch.update(0, top, rec, items, 0, len(items))
+            r: _Result
+            if base == EMPTY_ROOT:
+                r = batch.update_empty(0, top, items, 0, len(items))
+            elif base_leaf is not None:
+                r = batch.update_leaf(0, top, base_leaf, base, items, 0, len(items))
+            else:
+                r = batch.update_internal(0, top, batch.read(top), items, 0, len(items))
             if r is None:
-                root = EMPTY_ROOT
+                root, root_leaf = EMPTY_ROOT, None
             elif isinstance(r, _Leaf):
-                batch.place(r, top)
-                root = r.hash
+                root, root_leaf = r.hash, r.kh
             elif isinstance(r, bytes):
-                root = r
+                root, root_leaf = r, None
         writes = batch.writes
         gone = tuple(sorted(k for k in batch.deletes if k not in writes))
-        # Deterministic order: sorted deletes, then writes in walk order, then the root pointer.
+        # Deterministic order: sorted node deletes, node writes in walk order, leaf ops in key-hash order
+        # (items are sorted), then the root pointer.
         ops: list[WriteOp] = [(k, None) for k in gone]
         ops.extend(writes.items())
-        ops.append((self._root_key, root))
+        ops.extend(batch.leaf_ops.items())
+        ops.append((self._root_key, root if root_leaf is None else root + root_leaf))
         return TreeUpdate(root, tuple(ops), base, writes, gone)
 
     def commit(self, update: TreeUpdate) -> None:
@@ -847,11 +842,17 @@ class StateTree:
         with self._lock:
             if update.base_root and update.base_root != self._root:
                 self._cache.clear()
-                self._root = self._load_root()
+                self._root, self._root_leaf = self._load_root()
                 raise TreeError("tree update was prepared against a different committed root")
-            if update.nodes or update.gone or not update.base_root:
-                self._cache.apply(update.nodes, update.gone, update.ops, self._root_key)
+            pointer = next((v for k, v in reversed(update.ops) if k == self._root_key), None)
+            nodes, gone = update.nodes, update.gone
+            if not update.base_root and not nodes and not gone:  # an update built by hand: derive from ops
+                skip = len(self._prefix)
+                nodes = {k: v for k, v in update.ops if v is not None and k[skip] < _LEAF_KEY[0]}
+                gone = tuple(k for k, v in update.ops if v is None and k[skip] < _LEAF_KEY[0])
+            self._cache.apply(nodes, gone)
             self._root = update.root
+            self._root_leaf = self._parse_pointer(pointer)[1] if pointer is not None else None
 
     def clear_cache(self) -> None:
         """Forget cached nodes (they are re-read from the store on demand)."""
@@ -863,27 +864,36 @@ class StateTree:
         if self._root == EMPTY_ROOT:
             return StateProof(key, None, (), None)
         kh = _H(key)
-        rec = self._read(self._dtab[0])
         steps: list[ProofStep] = []
-        depth = 0
-        while True:
-            if rec[0] == _LEAF:
-                lk, lv = rec[1:33], rec[33:65]
-                return StateProof(key, rec[65:] if lk == kh else None, tuple(steps), ProofLeaf(lk, lv))
-            bitmap = (rec[1] << 8) | rec[2]
-            n = _nibble(kh, depth)
-            sibs: list[bytes] = []
-            off = 3
-            for c in range(16):
-                if bitmap & _BIT[c]:
-                    if c != n:
-                        sibs.append(rec[off:off + 32])
-                    off += 32
-            steps.append(ProofStep(bitmap, tuple(sibs)))
-            if not bitmap & _BIT[n]:
-                return StateProof(key, None, tuple(steps), None)
-            rec = self._read(self._prefix + _child_path(kh, depth, n))
-            depth += 1
+        lk = self._root_leaf
+        if lk is None:
+            path = self._dtab[0]
+            rec = self._read(path)
+            depth = 0
+            while True:
+                bitmap = (rec[1] << 8) | rec[2]
+                end = 3 + 32 * bitmap.bit_count()
+                leafmap = (rec[end] << 8) | rec[end + 1]
+                n = _nibble(kh, depth)
+                sibs: list[bytes] = []
+                off = 3
+                for c in range(16):
+                    if bitmap & _BIT[c]:
+                        if c != n:
+                            sibs.append(rec[off:off + 32])
+                        off += 32
+                steps.append(ProofStep(bitmap, tuple(sibs)))
+                if not bitmap & _BIT[n]:
+                    return StateProof(key, None, tuple(steps), None)
+                if leafmap & _BIT[n]:
+                    ko = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+                    lk = rec[ko:ko + 32]
+                    break
+                path = self._prefix + _child_path(kh, depth, n)
+                rec = self._read(path)
+                depth += 1
+        leaf = self._read_leaf(lk)
+        return StateProof(key, leaf[32:] if lk == kh else None, tuple(steps), ProofLeaf(lk, leaf[:32]))
 
     def get(self, key: bytes) -> bytes | None:
         """Committed value of ``key`` read through the tree (for tools and tests)."""

@@ -27,7 +27,8 @@ from typing import Any
 from aioquic.quic.configuration import QuicConfiguration
 
 from cowboy_node.transport.workers import ipc
-from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
+from cowboy_node.transport.workers.acks import ack_with_next_packet, expect_reply
+from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
 from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer
 from cowboy_protocol.transport.quic_certs import load_certificate
@@ -88,11 +89,12 @@ class _Channel(asyncio.Protocol):
 class _Relayed:
     """ConnectionHandler of one QUIC connection in the worker: everything goes to the validator process."""
 
-    __slots__ = ("channel", "number", "worker")
+    __slots__ = ("channel", "conn", "number", "worker")
 
     def __init__(self, worker: Worker, conn: FrameConnection) -> None:
         self.worker = worker
         self.channel = worker.channel
+        self.conn = conn
         self.number = conn.connection_number
 
     def on_open(self, conn: FrameConnection) -> None:
@@ -101,6 +103,8 @@ class _Relayed:
         self.channel.send(ipc.Kind.OPEN, self.number, conn.channel_binding + f"{host}:{port}".encode())
 
     def on_frame(self, frame: Frame) -> None:
+        if self.worker.piggyback_acks and isinstance(frame, HeartbeatPing):  # a pong follows: ACK with it
+            expect_reply(self.conn._proto._quic, asyncio.get_running_loop().time())
         self.channel.send(ipc.Kind.FRAME, self.number, encode_frame(frame))
 
     def on_close(self, reason: str) -> None:
@@ -116,6 +120,8 @@ class Worker:
         self.server: QuicFrameServer | None = None
         self.conns: dict[int, FrameConnection] = {}
         self.config: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.piggyback_acks = os.environ.get("COWBOY_WORKER_ACK_PIGGYBACK", "1") != "0"
+        """Benchmarks switch it off (``=0``) to measure the baseline."""
 
     def on_message(self, m: ipc.Message) -> None:
         """Apply one message from the validator process (a message for a gone connection is dropped)."""
@@ -127,6 +133,8 @@ class Worker:
         if conn is None:
             return
         if m.kind is ipc.Kind.SEND:
+            if self.piggyback_acks:
+                ack_with_next_packet(conn._proto._quic, asyncio.get_running_loop().time())
             # Already encoded (and checked) by the validator process: straight onto stream 0.
             conn._proto.send_raw(m.payload)
         elif m.kind is ipc.Kind.CLOSE:
@@ -175,7 +183,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ipc-fd", type=int, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("COWBOY_WORKER_LOG", "WARNING"), stream=sys.stderr)
-    asyncio.run(run(args.udp_fd, args.ipc_fd))
+    profile = os.environ.get("COWBOY_WORKER_PROFILE")  # benchmarks: where aioquic's time goes
+    if not profile:
+        asyncio.run(run(args.udp_fd, args.ipc_fd))
+        return
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        asyncio.run(run(args.udp_fd, args.ipc_fd))
+    finally:
+        prof.disable()
+        prof.dump_stats(f"{profile}-worker-{os.getpid()}.prof")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,151 @@
+"""qh3 vs aioquic experiment (prints JSON): server CPU per ping → signed-pong exchange, same echo on both stacks.
+
+The ``raw`` echo server of ``bench/quic_echo.py`` (length-prefixed pings on stream 0, each answered with an
+Ed25519 signature spliced into a pre-encoded HeartbeatPong) is run twice, each in its own child process, over
+the same client traffic (this process, the project's aioquic client, ``--connections`` connections, ``--rounds``
+rounds): once on aioquic (the project's stack, the baseline) and once on ``qh3`` — the aioquic fork whose
+packet protection, header parsing and TLS run in Rust. qh3 is not a project dependency: give the directory it
+was installed into with ``--qh3-path`` (``pip install --target DIR qh3``). ``ratio`` = qh3 / aioquic per
+exchange, measured in the same run; rounds alternate aioquic, qh3, qh3, aioquic to cancel drift on the shared
+machine.
+
+Only the bare echo is ported: the project's adapter (``cowboy_protocol.transport.quic``: caps, Retry, stateless
+reset, channel binding) uses aioquic internals that qh3 renamed, so this measures what a port could gain at most.
+
+Usage: python bench/qh3_echo.py --qh3-path /tmp/qh3lib [--connections 200] [--rounds 20] [--pairs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.quic_echo import PONG_TEMPLATE, SIGNER, exchange
+from cowboy_protocol.transport.quic import ALPN, connect
+from cowboy_protocol.transport.quic_certs import generate_self_signed
+
+
+async def serve_qh3(qh3_path: str) -> Any:
+    """The raw echo on qh3 (same logic as ``quic_echo.RawEcho``)."""
+    sys.path.insert(0, qh3_path)
+    from qh3.asyncio import QuicConnectionProtocol, serve  # type: ignore[import-not-found]
+    from qh3.quic.configuration import QuicConfiguration  # type: ignore[import-not-found]
+    from qh3.quic.events import StreamDataReceived  # type: ignore[import-not-found]
+
+    class Qh3Echo(QuicConnectionProtocol):  # type: ignore[misc]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            self._buf = bytearray()
+
+        def quic_event_received(self, event: object) -> None:
+            if isinstance(event, StreamDataReceived):
+                self._buf += event.data
+                while len(self._buf) >= 4:
+                    n = int.from_bytes(self._buf[:4], "big")
+                    if len(self._buf) < 4 + n:
+                        break
+                    ping = bytes(self._buf[4:4 + n])
+                    del self._buf[:4 + n]
+                    self._quic.send_stream_data(event.stream_id, PONG_TEMPLATE[:-64] + SIGNER.sign(ping).signature)
+
+    cert_pem, key_pem = generate_self_signed("bench.local")
+    config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])
+    config.load_cert_chain(cert_pem, key_pem)
+    return await serve("127.0.0.1", 0, configuration=config, create_protocol=Qh3Echo)
+
+
+async def serve_aioquic() -> Any:
+    """The raw echo on aioquic (``quic_echo.RawEcho``)."""
+    from aioquic.asyncio import serve
+    from aioquic.quic.configuration import QuicConfiguration
+
+    from bench.quic_echo import RawEcho
+    from cowboy_protocol.transport.quic_certs import load_certificate
+    cert_pem, key_pem = generate_self_signed("bench.local")
+    config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])
+    config.certificate, config.private_key = load_certificate(cert_pem, key_pem)
+    return await serve("127.0.0.1", 0, configuration=config, create_protocol=RawEcho)
+
+
+async def run_server(kind: str, qh3_path: str) -> None:
+    """Child: serve, print the port, report CPU between "start" and "stop" lines on stdin."""
+    server = await (serve_qh3(qh3_path) if kind == "qh3" else serve_aioquic())
+    print(server._transport.get_extra_info("sockname")[1], flush=True)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    started = 0.0
+    while line := (await reader.readline()).strip():
+        if line == b"start":
+            started = time.process_time()
+            print("ok", flush=True)
+        elif line == b"stop":
+            print(json.dumps({"cpu_s": time.process_time() - started}), flush=True)
+    server.close()
+
+
+async def main(n: int, rounds: int, pairs: int, qh3_path: str) -> None:
+    """Both servers up; ``pairs`` ABBA window pairs; per-exchange CPU and the ratio."""
+    procs: dict[str, asyncio.subprocess.Process] = {}
+    clients: dict[str, list[Any]] = {}
+    try:
+        for kind in ("aioquic", "qh3"):
+            procs[kind] = p = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--serve", kind, "--qh3-path", qh3_path,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            assert p.stdout is not None
+            port = int(await p.stdout.readline())
+            clients[kind] = [await connect("127.0.0.1", port, idle_timeout_s=120) for _ in range(n)]
+            await exchange(clients[kind], 0)
+        windows: list[dict[str, float]] = []
+        nonce = 1
+        for pair in range(pairs):
+            got: dict[str, float] = {}
+            for kind in (("aioquic", "qh3") if pair % 2 == 0 else ("qh3", "aioquic")):
+                p = procs[kind]
+                assert p.stdin is not None and p.stdout is not None
+                p.stdin.write(b"start\n")
+                await p.stdin.drain()
+                await p.stdout.readline()
+                for _ in range(rounds):
+                    await exchange(clients[kind], nonce)
+                    nonce += 1
+                p.stdin.write(b"stop\n")
+                await p.stdin.drain()
+                got[kind] = 1000 * json.loads(await p.stdout.readline())["cpu_s"] / (n * rounds)
+            windows.append({"aioquic_ms": round(got["aioquic"], 4), "qh3_ms": round(got["qh3"], 4),
+                            "ratio": round(got["qh3"] / max(got["aioquic"], 1e-9), 3)})
+    finally:
+        for cs in clients.values():
+            for c in cs:
+                c.abort()
+        for p in procs.values():
+            if p.stdin is not None:
+                p.stdin.close()
+            await p.wait()
+    print(json.dumps({"benchmark": "qh3_echo", "connections": n, "rounds": rounds, "windows": windows,
+                      "median_aioquic_ms_per_exchange": statistics.median(w["aioquic_ms"] for w in windows),
+                      "median_qh3_ms_per_exchange": statistics.median(w["qh3_ms"] for w in windows),
+                      "ratio_qh3_to_aioquic": statistics.median(w["ratio"] for w in windows)}, indent=2))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--serve", choices=["aioquic", "qh3"], help=argparse.SUPPRESS)
+    parser.add_argument("--qh3-path", required=True, help="directory qh3 was pip-installed into (--target)")
+    parser.add_argument("--connections", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--pairs", type=int, default=2)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(run_server(args.serve, args.qh3_path))
+    else:
+        asyncio.run(main(args.connections, args.rounds, args.pairs, args.qh3_path))
