@@ -11,7 +11,8 @@ same number of 32/64-byte key/values. The build ends with a full LevelDB
 compaction so blocks are timed in the steady state. ``prepare_cpu_us_per_write``
 is the CPU time of the thread running ``prepare()`` (LevelDB's background
 compaction threads excluded; load from other processes on a shared machine
-inflates wall time, much less this). ``cold_cache_us_per_write``
+inflates wall time, much less this); ``block_cpu_us_per_write`` the same for
+the whole block. ``cold_cache_us_per_write``
 is one more block after dropping the tree's node cache (nodes re-read from
 LevelDB).
 
@@ -19,7 +20,7 @@ Goal (issue: foundation): ≤ 30 µs per write at 10^6 keys.
 
 Usage: python bench/state_root.py [--sizes 10000,100000,1000000] [--writes 2000] [--blocks 5]
        python bench/state_root.py --sizes 10000,1000000 --compare-tree OLD/cowboy_node/state/tree.py
-       (``--compare-tree``: thread-CPU A/B of ``prepare()`` against another StateTree, same store and blocks)
+       (``--compare-tree``: thread-CPU A/B against another StateTree, each on its own store, same blocks)
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ BUILD_BATCH = 100_000
 
 def _block(store: LevelDBStore, tree: StateTree, changes: dict[bytes, bytes | None]) -> tuple[float, ...]:
     """Seconds for (prepare, synced write of tree ops and raw values, commit, total), the tree op count, and
-    the CPU seconds of prepare (steadier than wall time on a shared machine)."""
+    the CPU seconds of prepare and of the whole block, this thread only (steadier than wall time on a shared
+    machine)."""
     c0 = time.thread_time()
     t0 = time.perf_counter()
     update = tree.prepare(changes)
@@ -61,7 +63,8 @@ def _block(store: LevelDBStore, tree: StateTree, changes: dict[bytes, bytes | No
     t2 = time.perf_counter()
     tree.commit(update)
     t3 = time.perf_counter()
-    return t1 - t0, t2 - t1, t3 - t2, t3 - t0, float(len(update.ops)), c1 - c0
+    c3 = time.thread_time()
+    return t1 - t0, t2 - t1, t3 - t2, t3 - t0, float(len(update.ops)), c1 - c0, c3 - c0
 
 
 def _baseline(path: str, rng: random.Random, writes: int, blocks: int) -> float:
@@ -128,6 +131,7 @@ def measure(n_keys: int, writes: int = 2000, path: str | None = None, *, blocks:
             "us_per_write": us(total),
             "prepare_us_per_write": us(statistics.median(r[0] for r in runs)),
             "prepare_cpu_us_per_write": us(statistics.median(r[5] for r in runs)),
+            "block_cpu_us_per_write": us(statistics.median(r[6] for r in runs)),
             "write_us_per_write": us(statistics.median(r[1] for r in runs)),
             "commit_us_per_write": us(statistics.median(r[2] for r in runs)),
             "cold_cache_us_per_write": us(cold[3]),
@@ -142,9 +146,11 @@ def measure(n_keys: int, writes: int = 2000, path: str | None = None, *, blocks:
 
 def compare_trees(n_keys: int, other_tree_py: str, writes: int = 2000, blocks: int = 6,
                   seed: int = 1) -> dict[str, object]:
-    """Thread-CPU A/B of ``prepare()``: this tree vs the ``StateTree`` of another ``tree.py`` (e.g. an older
-    commit's, from ``git show <rev>:cowboy_node/state/tree.py``) on one LevelDB store, fed the same build and
-    blocks, in alternating order; every block's root and ops must be identical."""
+    """Thread-CPU A/B: this tree vs the ``StateTree`` of another ``tree.py`` (e.g. an older commit's, from
+    ``git show <rev>:cowboy_node/state/tree.py``), each on its own LevelDB store (the storage layouts may
+    differ), fed the same build and blocks, in alternating order; every block's root must be identical.
+    Reports the CPU time of ``prepare()`` and of the whole block (prepare + synced write + commit) of the
+    thread running it, and the tree's store ops per block."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("other_state_tree", other_tree_py)
@@ -156,40 +162,53 @@ def compare_trees(n_keys: int, other_tree_py: str, writes: int = 2000, blocks: i
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="state-root-ab-")
     try:
-        store = LevelDBStore(Path(tmp) / "state")
-        trees = {"this": StateTree(store, TREE_PREFIX), "other": other.StateTree(store, TREE_PREFIX)}
+        stores = {name: LevelDBStore(Path(tmp) / name) for name in ("this", "other")}
+        trees = {"this": StateTree(stores["this"], TREE_PREFIX), "other": other.StateTree(stores["other"], TREE_PREFIX)}
         keys: list[bytes] = []
         done = 0
         while done < n_keys:
             size = min(BUILD_BATCH, n_keys - done)
             batch = {rng.randbytes(32): rng.randbytes(64) for _ in range(size)}
             keys.extend(batch)
-            update = trees["this"].prepare(batch)
-            store.write_batch([*((DATA_PREFIX + k, v) for k, v in batch.items()), *update.ops], sync=False)
-            for t in trees.values():
+            roots = set()
+            for name, t in trees.items():
+                update = t.prepare(batch)
+                stores[name].write_batch([*((DATA_PREFIX + k, v) for k, v in batch.items()), *update.ops],
+                                         sync=False)
                 t.commit(update)
+                roots.add(update.root)
+            if len(roots) != 1:
+                raise RuntimeError("the two trees disagree")
             done += size
-        store.compact()
+        for st in stores.values():
+            st.compact()
         cpu: dict[str, list[float]] = {name: [] for name in trees}
+        block_cpu: dict[str, list[float]] = {name: [] for name in trees}
+        ops: dict[str, list[float]] = {name: [] for name in trees}
         for b in range(blocks):
             changes: dict[bytes, bytes | None] = {k: rng.randbytes(64) for k in rng.sample(keys, writes // 2)}
             fresh = {rng.randbytes(32): rng.randbytes(64) for _ in range(writes - writes // 2)}
             keys.extend(fresh)
             changes.update(fresh)
-            updates = {}
+            roots = set()
             for name in (("this", "other") if b % 2 else ("other", "this")):
-                c0 = time.thread_time()
-                updates[name] = trees[name].prepare(changes)
-                cpu[name].append(time.thread_time() - c0)
-            if updates["this"].root != updates["other"].root or updates["this"].ops != updates["other"].ops:
+                r = _block(stores[name], trees[name], changes)
+                cpu[name].append(r[5])
+                block_cpu[name].append(r[6])
+                ops[name].append(r[4])
+                roots.add(trees[name].root())
+            if len(roots) != 1:
                 raise RuntimeError("the two trees disagree")
-            store.write_batch([*((DATA_PREFIX + k, v) for k, v in changes.items()), *updates["this"].ops], sync=True)
-            for name, t in trees.items():
-                t.commit(updates[name])
-        store.close()
+        for st in stores.values():
+            st.close()
+
+        def med(v: list[float]) -> float:
+            return round(statistics.median(v) / writes * 1e6, 2)
+
         return {"keys": n_keys, "writes_per_block": writes, "blocks": blocks,
-                "prepare_cpu_us_per_write": {name: round(statistics.median(v) / writes * 1e6, 2)
-                                             for name, v in cpu.items()}}
+                "prepare_cpu_us_per_write": {name: med(v) for name, v in cpu.items()},
+                "block_cpu_us_per_write": {name: med(v) for name, v in block_cpu.items()},
+                "tree_ops_per_block": {name: statistics.median(v) for name, v in ops.items()}}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
