@@ -38,7 +38,7 @@ from cowboy_node.chain.admission import admit
 from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import RecoveredOrUndecodable, SignaturePool
+from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.crypto import bls
 from cowboy_node.execution.system_state import get_account
@@ -186,7 +186,7 @@ def pipelined_run(path: str, n_txs: int, n_senders: int, workers: int, batch: in
     startup_s = time.perf_counter() - t_start
     fill = candidate_limit(chain, chain.genesis.limits.max_block_txs)
     batches = [run.txs[i:i + batch] for i in range(0, len(run.txs), batch)]
-    queue: deque[tuple[list[bytes], Future[list[RecoveredOrUndecodable]]]] = deque()
+    queue: deque[tuple[list[bytes], Future[list[PreparedOrUndecodable]]]] = deque()
     nxt = 0
     admit_s = wait_s = 0.0
     rejected = 0
@@ -211,7 +211,7 @@ def pipelined_run(path: str, n_txs: int, n_senders: int, workers: int, batch: in
                 refill()
                 for raw, rec in zip(raws, results, strict=True):
                     try:
-                        admit(raw, chain, pool, recovered=rec)
+                        admit(raw, chain, pool, prepared=rec)
                     except ValidationError:
                         rejected += 1
                 admit_s += time.perf_counter() - ta

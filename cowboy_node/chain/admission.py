@@ -11,9 +11,9 @@ the CIP-11 transport share this path, so an early reveal is never pooled.
 
 The governed configs the static checks read (basefees, limits, flags) are read once per committed head and
 reused until the head moves (:func:`head_context`): they are state at the head, so every admission at that
-head would read the same values. Signature recovery may have been done elsewhere (a worker process,
-``chain/sigpool.py``): :func:`admit` then takes its result and gives the same accept/reject decision and
-error as recovering here.
+head would read the same values. Decoding and signature recovery may have been done elsewhere (a worker
+process, ``chain/sigpool.py``): :func:`admit` then takes the result and gives the same accept/reject decision
+and error as doing them here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool
-from cowboy_node.chain.sigpool import Recovered
+from cowboy_node.chain.sigpool import Prepared, Recovered
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.errors import TxInvalid
@@ -71,20 +71,27 @@ def check_recovered(tx: Transaction, recovered: Recovered) -> None:
         raise TxInvalid("bad_signature", "signature is not by the sender", field="signature")
 
 
-def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, recovered: Recovered | None = None) -> Transaction:
+def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, prepared: Prepared | None = None) -> Transaction:
     """Decode, validate and pool ``tx_bytes``; returns the pooled transaction.
 
-    ``recovered`` is the result of recovering the signer of these same bytes (``chain/sigpool.py``); without
-    it the signature is recovered here.
+    ``prepared``: ``tx_bytes`` decoded, hashed and its signer recovered elsewhere (``chain/sigpool.py``); used
+    only if its body is exactly the body of ``tx_bytes`` within the head's size limit, else everything is
+    computed here (the same decision and error either way).
     """
     head = head_context(chain)
     ctx = head.ctx
-    tx = Transaction.from_bytes(tx_bytes, max_body=ctx.limits.max_tx_bytes)
+    limit = ctx.limits.max_tx_bytes
+    body = prepared.tx.body() if prepared is not None else b""
+    if prepared is None or len(body) > limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:
+        prepared = None
+        tx = Transaction.from_bytes(tx_bytes, max_body=limit)
+    else:
+        tx = prepared.tx
     check_static(tx, ctx)
-    if recovered is None:
+    if prepared is None:
         check_signature(tx)
     else:
-        check_recovered(tx, recovered)
+        check_recovered(tx, prepared.recovered)
     world = chain.world()
     check_reveal_window(world, tx, ctx.env.height)
     account = get_account(world, tx.sender)
@@ -92,7 +99,7 @@ def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, recovered: Recover
         raise TxInvalid("nonce_too_low", f"nonce {tx.nonce} already used (next is {account.nonce})", field="nonce")
     if account.balance < tx.max_fee():
         raise TxInvalid("insufficient_funds", f"balance {account.balance} is below the maximum fee {tx.max_fee()}")
-    mempool.add(tx, account.nonce)
+    mempool.add(tx, account.nonce, tx_hash=None if prepared is None else prepared.tx_hash)
     return tx
 
 

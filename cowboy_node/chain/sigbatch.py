@@ -1,11 +1,11 @@
 """Gathers the transactions submitted in one event-loop iteration into one signature-pool batch.
 
-A round trip to a worker process costs the node's process more than the ≈ 50 µs recovery it saves unless
-transactions travel in batches, and RPC submissions arrive one per request. Every :meth:`SignatureBatcher.recover`
-call made before the loop next runs its callbacks joins the same batch (at most ``max_batch``), so a quiet
-node sends batches of one and a busy one sends large batches, with no added wait either way. If the pool
-fails (a worker died), every caller of that batch gets ``None`` and admission recovers in-process: the same
-decision either way.
+A round trip to a worker process has a fixed cost in the node's process (pickling, a pipe, a thread hand-off),
+so transactions should travel in batches, and RPC submissions arrive one per request. Every
+:meth:`SignatureBatcher.prepare` call made before the loop next runs its callbacks joins the same batch (at most
+``max_batch``), so a quiet node sends batches of one and a busy one sends large batches, with no added wait
+either way. If the pool fails (a worker died), every caller of that batch gets ``None`` and admission decodes
+and recovers in-process: the same decision either way.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 from concurrent.futures import Future
 
-from cowboy_node.chain.sigpool import RecoveredOrUndecodable, SignaturePool
+from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
 
-_Waiter = tuple[bytes, "asyncio.Future[RecoveredOrUndecodable]"]
+_Waiter = tuple[bytes, "asyncio.Future[PreparedOrUndecodable]"]
 
 
 class SignatureBatcher:
-    """Batches :meth:`recover` calls of one event loop onto a :class:`SignaturePool`."""
+    """Batches :meth:`prepare` calls of one event loop onto a :class:`SignaturePool`."""
 
     def __init__(self, pool: SignaturePool, *, max_batch: int = 512) -> None:
         """``max_batch``: a batch is sent as soon as it holds this many transactions."""
@@ -32,10 +32,11 @@ class SignatureBatcher:
         self.batches = 0
         """Batches sent so far."""
 
-    async def recover(self, tx_bytes: bytes, max_body: int | None = None) -> RecoveredOrUndecodable:
-        """The signer of ``tx_bytes`` as :func:`~cowboy_node.chain.sigpool.recover_one` gives it (or ``None``)."""
+    async def prepare(self, tx_bytes: bytes, max_body: int | None = None) -> PreparedOrUndecodable:
+        """``tx_bytes`` decoded, hashed and its signer recovered, as :func:`~cowboy_node.chain.sigpool.prepare_one`
+        gives it (or ``None``)."""
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[RecoveredOrUndecodable] = loop.create_future()
+        waiter: asyncio.Future[PreparedOrUndecodable] = loop.create_future()
         self._pending.append((tx_bytes, waiter))
         self._max_body = max_body
         if len(self._pending) >= self.max_batch:
@@ -58,15 +59,15 @@ class SignatureBatcher:
             return
         loop = items[0][1].get_loop()
 
-        def back_to_loop(f: Future[list[RecoveredOrUndecodable]]) -> None:  # runs in the pool's thread
+        def back_to_loop(f: Future[list[PreparedOrUndecodable]]) -> None:  # runs in the pool's thread
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
                 loop.call_soon_threadsafe(self._deliver, items, f)
 
         done.add_done_callback(back_to_loop)
 
-    def _deliver(self, items: list[_Waiter], done: Future[list[RecoveredOrUndecodable]]) -> None:
+    def _deliver(self, items: list[_Waiter], done: Future[list[PreparedOrUndecodable]]) -> None:
         try:
-            results: list[RecoveredOrUndecodable] = done.result()
+            results: list[PreparedOrUndecodable] = done.result()
         except Exception:
             self._resolve(items, None)
             return
@@ -75,7 +76,7 @@ class SignatureBatcher:
                 waiter.set_result(result)
 
     @staticmethod
-    def _resolve(items: list[_Waiter], value: RecoveredOrUndecodable) -> None:
+    def _resolve(items: list[_Waiter], value: PreparedOrUndecodable) -> None:
         for _, waiter in items:
             if not waiter.done():
                 waiter.set_result(value)

@@ -2,11 +2,14 @@
 
 Recovering a transaction's signer (secp256k1, ≈ 50 µs) is the largest single cost of admitting a transfer and
 needs no chain state, so a :class:`SignaturePool` does it for batches of ``tx_bytes`` in a
-``ProcessPoolExecutor`` while the node's own process admits, executes and commits. What a worker returns is a
-pure function of the bytes it was given (:func:`recover_batch`); the admission decision itself — static
-checks, nonce, balance, the mempool's rules — stays in the caller's process (``chain/admission.py``), which
-compares the recovered address with the sender it decodes. So the accept/reject decision, its error code and
-message, and every block built from the pool do not depend on which worker recovered what, or whether one did.
+``ProcessPoolExecutor`` while the node's own process admits, executes and commits. A worker also decodes the
+transaction and hashes its body (:class:`Prepared`), which the node's process would otherwise do again
+(unpickling the decoded transaction costs it about a third of decoding it). What a worker returns is a pure
+function of the bytes it was given (:func:`prepare_batch`); the admission decision itself — static checks,
+nonce, balance, the mempool's rules — stays in the caller's process (``chain/admission.py``), which checks that
+the decoded body is the one it was given and compares the recovered address with the sender. So the
+accept/reject decision, its error code and message, and every block built from the pool do not depend on which
+worker recovered what, or whether one did.
 
 Bounded: at most ``max_inflight`` batches are queued to the workers; :meth:`SignaturePool.submit` beyond that
 recovers in the calling process instead of queueing more (never an unbounded backlog, never a refusal).
@@ -20,6 +23,7 @@ import multiprocessing
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 
 from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.transaction import Transaction
@@ -27,28 +31,43 @@ from cowboy_protocol.types.transaction import Transaction
 Recovered = bytes | tuple[str, str]
 """Result for one transaction: the recovered 20-byte address, or ``(code, message)`` of the
 :class:`ValidationError` :meth:`Transaction.recover_sender` raised."""
-RecoveredOrUndecodable = Recovered | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What a worker computed for one ``tx_bytes`` that decodes."""
+
+    tx: Transaction
+    """``Transaction.from_bytes(tx_bytes)`` (its cached body is the body of ``tx_bytes``)."""
+    tx_hash: bytes
+    """``tx.tx_hash()``."""
+    recovered: Recovered
+    """The signer, or the recovery error."""
+
+
+PreparedOrUndecodable = Prepared | None
 """``None``: the bytes do not decode (admission's own decode then raises the error it always did)."""
 
 MAX_WORKERS = 64
 """Largest accepted pool size (the ``mempool.admission_workers`` config range)."""
 
 
-def recover_one(tx_bytes: bytes, max_body: int | None = None) -> RecoveredOrUndecodable:
-    """Decode ``tx_bytes`` and recover its signer (what admission's signature check computes)."""
+def prepare_one(tx_bytes: bytes, max_body: int | None = None) -> PreparedOrUndecodable:
+    """Decode ``tx_bytes``, hash it and recover its signer (what admission computes before its state checks)."""
     try:
         tx = Transaction.from_bytes(tx_bytes, max_body=max_body)
     except (DecodeError, ValidationError):
         return None
     try:
-        return tx.recover_sender()
+        recovered: Recovered = tx.recover_sender()
     except ValidationError as e:
-        return (e.code, e.message)
+        recovered = (e.code, e.message)
+    return Prepared(tx, tx.tx_hash(), recovered)
 
 
-def recover_batch(batch: Sequence[bytes], max_body: int | None = None) -> list[RecoveredOrUndecodable]:
-    """:func:`recover_one` for each item, in order (the function the workers run)."""
-    return [recover_one(b, max_body) for b in batch]
+def prepare_batch(batch: Sequence[bytes], max_body: int | None = None) -> list[PreparedOrUndecodable]:
+    """:func:`prepare_one` for each item, in order (the function the workers run)."""
+    return [prepare_one(b, max_body) for b in batch]
 
 
 def _warm() -> int:
@@ -84,7 +103,7 @@ class SignaturePool:
         """Batches queued to or running in the workers."""
         return self._inflight
 
-    def submit(self, batch: Sequence[bytes], max_body: int | None = None) -> Future[list[RecoveredOrUndecodable]]:
+    def submit(self, batch: Sequence[bytes], max_body: int | None = None) -> Future[list[PreparedOrUndecodable]]:
         """Recover a batch; in-process (already done) when there are no workers or ``max_inflight`` are busy.
 
         ``max_body``: a body longer than this is not decoded (``None`` for it; admission refuses it anyway).
@@ -97,10 +116,10 @@ class SignaturePool:
             if queued:
                 self._inflight += 1
         if not queued or self._executor is None:
-            done: Future[list[RecoveredOrUndecodable]] = Future()
-            done.set_result(recover_batch(items, max_body))
+            done: Future[list[PreparedOrUndecodable]] = Future()
+            done.set_result(prepare_batch(items, max_body))
             return done
-        fut = self._executor.submit(recover_batch, items, max_body)
+        fut = self._executor.submit(prepare_batch, items, max_body)
         fut.add_done_callback(self._finished)
         return fut
 
@@ -108,12 +127,12 @@ class SignaturePool:
         with self._lock:
             self._inflight -= 1
 
-    def recover(self, batch: Sequence[bytes], max_body: int | None = None) -> list[RecoveredOrUndecodable]:
+    def recover(self, batch: Sequence[bytes], max_body: int | None = None) -> list[PreparedOrUndecodable]:
         """:meth:`submit` and wait."""
         return self.submit(batch, max_body).result()
 
     async def recover_async(self, batch: Sequence[bytes],
-                            max_body: int | None = None) -> list[RecoveredOrUndecodable]:
+                            max_body: int | None = None) -> list[PreparedOrUndecodable]:
         """:meth:`submit` and await without blocking the event loop."""
         return await asyncio.wrap_future(self.submit(batch, max_body))
 

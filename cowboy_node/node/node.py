@@ -23,7 +23,7 @@ from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
 from cowboy_node.chain.sigbatch import SignatureBatcher
-from cowboy_node.chain.sigpool import Recovered, SignaturePool
+from cowboy_node.chain.sigpool import Prepared, SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -316,12 +316,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
 
     # -- RPC facade -----------------------------------------------------------------
-    def submit_transaction(self, tx_bytes: bytes, recovered: Recovered | None = None) -> dict[str, Any]:
-        """See :class:`cowboy_node.rpc.facade.NodeFacade`; ``recovered``: the signer, recovered elsewhere."""
+    def submit_transaction(self, tx_bytes: bytes, prepared: Prepared | None = None) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`; ``prepared``: decoded and recovered elsewhere."""
         if self._stopping:
             raise RpcError(503, "shutting_down", "node is shutting down")
         try:
-            tx = admit(tx_bytes, self.chain, self.mempool, recovered=recovered)
+            tx = admit(tx_bytes, self.chain, self.mempool, prepared=prepared)
         except (TxInvalid, MempoolError, ValidationError) as e:
             self.metrics.txs_rejected.labels(code=e.code).inc()
             if e.code in ("mempool_full", "queued_full") and self.metrics.mempool_refused_full():
@@ -346,8 +346,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             return self.submit_transaction(tx_bytes)
         if self._signature_batcher is None:
             self._signature_batcher = SignatureBatcher(pool)
-        recovered = await self._signature_batcher.recover(tx_bytes, head_context(self.chain).ctx.limits.max_tx_bytes)
-        return self.submit_transaction(tx_bytes, recovered)
+        prepared = await self._signature_batcher.prepare(tx_bytes, head_context(self.chain).ctx.limits.max_tx_bytes)
+        return self.submit_transaction(tx_bytes, prepared)
 
     def _mempool_after_commit(self) -> None:
         """After a block commit: expire old queued transactions, sync the mempool journal (compacting it once it

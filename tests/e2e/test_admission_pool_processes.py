@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from cowboy_node.chain.sigpool import SignaturePool, recover_batch
+from cowboy_node.chain.sigpool import SignaturePool, prepare_batch
 from tests.unit.chain.test_admission_pool import corpus
 
 RESULT_TIMEOUT_S = 60.0
@@ -37,7 +37,7 @@ def test_workers_recover_like_in_process_and_close_ends_them() -> None:
         futures = [pool.submit(items[i:i + 50], max_body=131_072) for i in range(0, len(items), 50)]
         assert pool.inflight <= 4
         got = [r for f in futures for r in f.result(timeout=RESULT_TIMEOUT_S)]
-        assert got == recover_batch(items, max_body=131_072)
+        assert got == prepare_batch(items, max_body=131_072)
     finally:
         pool.close()
     deadline = time.monotonic() + RESULT_TIMEOUT_S

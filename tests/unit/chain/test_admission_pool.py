@@ -2,8 +2,8 @@
 
 A mixed corpus (valid transfers, a duplicate, forged, high-s, bad-v and zero-r signatures, a signature by
 another key, malformed and oversized bytes, wrong chain, unfunded sender, nonce gap, underpriced replacement)
-is admitted on two chains from the same genesis: once with :func:`admit` recovering itself, once with the
-result of :func:`recover_batch` (what a worker process runs) passed in. Every decision, error type, code,
+is admitted on two chains from the same genesis: once with :func:`admit` decoding and recovering itself, once
+with the result of :func:`prepare_batch` (what a worker process runs) passed in. Every decision, error type, code,
 message and field, the pooled transactions and the block built from them are the same. The same with real
 worker processes is in ``tests/e2e/test_admission_pool_processes.py``.
 """
@@ -18,7 +18,7 @@ import pytest
 from cowboy_node.chain.admission import admit, head_context
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import SignaturePool, recover_batch
+from cowboy_node.chain.sigpool import Prepared, SignaturePool, prepare_batch
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.crypto import bls
 from cowboy_node.node.devgenesis import DevGenesis
@@ -74,7 +74,7 @@ def _run(chain: Chain, items: list[bytes], recovered: list[object] | None) -> tu
         before = (len(pool), pool.size_bytes, chain.tree.root())
         try:
             rec = None if recovered is None else recovered[i]
-            tx = admit(raw, chain, pool, recovered=rec)  # type: ignore[arg-type]
+            tx = admit(raw, chain, pool, prepared=rec)  # type: ignore[arg-type]
         except ValidationError as e:  # TxInvalid, MempoolError and DecodeError are all ValidationErrors
             assert (len(pool), pool.size_bytes, chain.tree.root()) == before  # bad input changes nothing
             out.append((type(e).__name__, e.code, e.message, str(e.field)))
@@ -105,7 +105,7 @@ def test_recovered_elsewhere_decides_exactly_as_in_process(new_chain: Callable[[
     expected = [code for _, code in corpus()]
     a, b = new_chain(), new_chain()
     inproc, pool_a = _run(a, items, None)
-    elsewhere, pool_b = _run(b, items, recover_batch(items))  # type: ignore[arg-type]
+    elsewhere, pool_b = _run(b, items, prepare_batch(items))  # type: ignore[arg-type]
     assert elsewhere == inproc
     assert [o[0] if o[0] == "ok" else o[1] for o in inproc] == expected
     assert [t.tx_hash() for t in pool_b.transactions()] == [t.tx_hash() for t in pool_a.transactions()]
@@ -116,38 +116,56 @@ def test_recovered_elsewhere_decides_exactly_as_in_process(new_chain: Callable[[
 
 def test_worker_results_are_addresses_or_the_recovery_error() -> None:
     items = [raw for raw, _ in corpus()]
-    got = recover_batch(items)
-    assert got[0] == ALICE and got[1] == ALICE
-    assert got[4] == ("bad_signature",
-                      "signature invalid: s out of range [1, n/2] (high-s signatures are rejected)")
-    assert got[5] == ("bad_signature", "signature invalid: recovery id v must be 0 or 1, got 2")
-    assert got[6] == ("bad_signature", "signature invalid: r out of range [1, n)")
-    assert got[8] == BOB
+    got = prepare_batch(items)
+    rec = [None if p is None else p.recovered for p in got]
+    assert rec[0] == ALICE and rec[1] == ALICE
+    assert rec[4] == ("bad_signature", "signature invalid: s out of range [1, n/2] (high-s signatures are rejected)")
+    assert rec[5] == ("bad_signature", "signature invalid: recovery id v must be 0 or 1, got 2")
+    assert rec[6] == ("bad_signature", "signature invalid: r out of range [1, n)")
+    assert rec[8] == BOB
     assert got[9] is None and got[10] is None  # undecodable: admission's own decode refuses them
-    assert recover_batch(items[11:12], max_body=131_072) == [None]
+    assert prepare_batch(items[11:12], max_body=131_072) == [None]
+    first = got[0]
+    assert first is not None and first.tx == Transaction.from_bytes(items[0]) and first.tx_hash == first.tx.tx_hash()
 
 
-def test_a_recovered_address_other_than_the_sender_is_refused() -> None:
-    chain_items = transfer(ALICE_SK, 0, BOB, 1).to_bytes()
-    from cowboy_node.chain.chain import Chain as _Chain
+def _chain() -> Chain:
     from cowboy_node.state.memory import MemoryStore
     from tests.helpers import make_dev_genesis
 
-    chain = _Chain(MemoryStore(), make_dev_genesis().genesis)
-    pool = Mempool(MempoolConfig())
+    return Chain(MemoryStore(), make_dev_genesis().genesis)
+
+
+def test_a_recovered_address_other_than_the_sender_is_refused() -> None:
+    raw = transfer(ALICE_SK, 0, BOB, 1).to_bytes()
+    tx = Transaction.from_bytes(raw)
+    chain, pool = _chain(), Mempool(MempoolConfig())
     with pytest.raises(ValidationError) as e:
-        admit(chain_items, chain, pool, recovered=BOB)
+        admit(raw, chain, pool, prepared=Prepared(tx, tx.tx_hash(), BOB))
     assert (e.value.code, e.value.message, e.value.field) == ("bad_signature", "signature is not by the sender",
                                                               "signature")
     assert len(pool) == 0
-    assert admit(chain_items, chain, pool, recovered=ALICE).sender == ALICE
+    assert admit(raw, chain, pool, prepared=Prepared(tx, tx.tx_hash(), ALICE)).sender == ALICE
+
+
+def test_a_prepared_result_for_other_bytes_is_not_used() -> None:
+    a, b = transfer(ALICE_SK, 0, BOB, 1), transfer(ALICE_SK, 0, BOB, 2)
+    chain, pool = _chain(), Mempool(MempoolConfig())
+    # A result computed for ``a`` handed in with the bytes of ``b``: ``b`` is decoded and recovered here.
+    got = admit(b.to_bytes(), chain, pool, prepared=Prepared(a, a.tx_hash(), ALICE))
+    assert got == b and pool.get(b.tx_hash()) == b and a.tx_hash() not in pool
+    # Nor can it vouch for a transaction whose own signature is bad: ``bad`` is decoded and recovered here.
+    bad = replace(b, nonce=1, signature=a.signature, _body=None)
+    with pytest.raises(ValidationError) as e:
+        admit(bad.to_bytes(), chain, pool, prepared=Prepared(a, a.tx_hash(), ALICE))
+    assert e.value.code == "bad_signature"
 
 
 def test_in_process_pool_has_no_workers_and_same_results() -> None:
     items = [raw for raw, _ in corpus()]
     pool = SignaturePool(0)
     try:
-        assert pool.recover(items) == recover_batch(items)
+        assert pool.recover(items) == prepare_batch(items)
         assert pool.worker_pids() == [] and pool.inflight == 0
     finally:
         pool.close()

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import RecoveredOrUndecodable, SignaturePool
+from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.node.config import load_config, render_config
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
@@ -60,7 +60,7 @@ class CountingPool(SignaturePool):
         super().__init__(0)
         self.batches: list[int] = []
 
-    def submit(self, batch: Sequence[bytes], max_body: int | None = None) -> Future[list[RecoveredOrUndecodable]]:
+    def submit(self, batch: Sequence[bytes], max_body: int | None = None) -> Future[list[PreparedOrUndecodable]]:
         self.batches.append(len(batch))
         return super().submit(batch, max_body)
 
