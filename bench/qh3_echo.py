@@ -2,15 +2,18 @@
 
 The ``raw`` echo server of ``bench/quic_echo.py`` (length-prefixed pings on stream 0, each answered with an
 Ed25519 signature spliced into a pre-encoded HeartbeatPong) is run twice, each in its own child process, over
-the same client traffic (this process, the project's aioquic client, ``--connections`` connections, ``--rounds``
-rounds): once on aioquic (the project's stack, the baseline) and once on ``qh3`` — the aioquic fork whose
-packet protection, header parsing and TLS run in Rust. qh3 is not a project dependency: give the directory it
-was installed into with ``--qh3-path`` (``pip install --target DIR qh3``). ``ratio`` = qh3 / aioquic per
-exchange, measured in the same run; rounds alternate aioquic, qh3, qh3, aioquic to cancel drift on the shared
-machine.
+the same client traffic (this process, ``--connections`` qh3 client connections, ``--rounds`` rounds of one
+ping per connection then every pong awaited): once on aioquic (the project's stack, the baseline) and once on
+``qh3`` — the aioquic fork whose packet protection, header parsing and TLS run in Rust. qh3 is not a project
+dependency: give the directory it was installed into with ``--qh3-path`` (``pip install --target DIR qh3``).
+``ratio`` = qh3 / aioquic per exchange, measured in the same run; windows alternate aioquic, qh3, qh3, aioquic
+to cancel drift on the shared machine.
 
-Only the bare echo is ported: the project's adapter (``cowboy_protocol.transport.quic``: caps, Retry, stateless
-reset, channel binding) uses aioquic internals that qh3 renamed, so this measures what a port could gain at most.
+The client is qh3's for both servers: qh3 2.1.0's server logs ``packet builder capacity exhausted`` from its
+Rust core and drops connections of aioquic's client (the project's ``connect``), while qh3's client works with
+both. Only the bare echo is ported: the project's adapter (``cowboy_protocol.transport.quic``: caps, Retry,
+stateless reset, and the channel binding, which hooks aioquic's Python TLS key schedule — qh3's TLS is in Rust)
+does not run on qh3, so this measures what a port could gain at most.
 
 Usage: python bench/qh3_echo.py --qh3-path /tmp/qh3lib [--connections 200] [--rounds 20] [--pairs 2]
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -28,9 +32,59 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quic_echo import PONG_TEMPLATE, SIGNER, exchange
-from cowboy_protocol.transport.quic import ALPN, connect
+from bench.quic_echo import PONG_TEMPLATE, SIGNER
+from cowboy_protocol.transport.frames import HeartbeatPing, encode_frame
+from cowboy_protocol.transport.quic import ALPN
 from cowboy_protocol.transport.quic_certs import generate_self_signed
+
+
+class Clients:
+    """``n`` qh3 client connections; :meth:`exchange` pings all, then awaits every pong."""
+
+    def __init__(self, qh3_path: str) -> None:
+        sys.path.insert(0, qh3_path)
+        from qh3.asyncio import QuicConnectionProtocol, connect  # type: ignore[import-not-found]
+        from qh3.quic.configuration import QuicConfiguration  # type: ignore[import-not-found]
+        from qh3.quic.events import StreamDataReceived  # type: ignore[import-not-found]
+
+        class Pinger(QuicConnectionProtocol):  # type: ignore[misc]
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                super().__init__(*args, **kwargs)
+                self.buf = bytearray()
+                self.waiter: asyncio.Future[None] | None = None
+
+            def ping(self, nonce: int) -> asyncio.Future[None]:
+                self.waiter = asyncio.get_running_loop().create_future()
+                self._quic.send_stream_data(0, encode_frame(HeartbeatPing(nonce, nonce, bytes(65))))
+                self.transmit()
+                return self.waiter
+
+            def quic_event_received(self, event: object) -> None:
+                if isinstance(event, StreamDataReceived):
+                    self.buf += event.data
+                    if len(self.buf) >= 4 and len(self.buf) >= 4 + int.from_bytes(self.buf[:4], "big"):
+                        del self.buf[:4 + int.from_bytes(self.buf[:4], "big")]
+                        if self.waiter is not None and not self.waiter.done():
+                            self.waiter.set_result(None)
+
+        self.connect, self.config_cls, self.protocol = connect, QuicConfiguration, Pinger
+        self.stack = contextlib.AsyncExitStack()
+        self.conns: list[Any] = []
+
+    async def open(self, port: int, n: int) -> None:
+        """Connect ``n`` clients."""
+        for _ in range(n):
+            config = self.config_cls(is_client=True, alpn_protocols=[ALPN], verify_mode=0, idle_timeout=120)
+            self.conns.append(await self.stack.enter_async_context(
+                self.connect("127.0.0.1", port, configuration=config, create_protocol=self.protocol)))
+
+    async def exchange(self, nonce: int) -> None:
+        """One round."""
+        await asyncio.wait_for(asyncio.gather(*[c.ping(nonce) for c in self.conns]), 30)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.stack.aclose()
 
 
 async def serve_qh3(qh3_path: str) -> Any:
@@ -95,7 +149,7 @@ async def run_server(kind: str, qh3_path: str) -> None:
 async def main(n: int, rounds: int, pairs: int, qh3_path: str) -> None:
     """Both servers up; ``pairs`` ABBA window pairs; per-exchange CPU and the ratio."""
     procs: dict[str, asyncio.subprocess.Process] = {}
-    clients: dict[str, list[Any]] = {}
+    clients: dict[str, Clients] = {}
     try:
         for kind in ("aioquic", "qh3"):
             procs[kind] = p = await asyncio.create_subprocess_exec(
@@ -103,8 +157,9 @@ async def main(n: int, rounds: int, pairs: int, qh3_path: str) -> None:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
             assert p.stdout is not None
             port = int(await p.stdout.readline())
-            clients[kind] = [await connect("127.0.0.1", port, idle_timeout_s=120) for _ in range(n)]
-            await exchange(clients[kind], 0)
+            clients[kind] = Clients(qh3_path)
+            await clients[kind].open(port, n)
+            await clients[kind].exchange(0)
         windows: list[dict[str, float]] = []
         nonce = 1
         for pair in range(pairs):
@@ -116,7 +171,7 @@ async def main(n: int, rounds: int, pairs: int, qh3_path: str) -> None:
                 await p.stdin.drain()
                 await p.stdout.readline()
                 for _ in range(rounds):
-                    await exchange(clients[kind], nonce)
+                    await clients[kind].exchange(nonce)
                     nonce += 1
                 p.stdin.write(b"stop\n")
                 await p.stdin.drain()
@@ -125,8 +180,8 @@ async def main(n: int, rounds: int, pairs: int, qh3_path: str) -> None:
                             "ratio": round(got["qh3"] / max(got["aioquic"], 1e-9), 3)})
     finally:
         for cs in clients.values():
-            for c in cs:
-                c.abort()
+            with contextlib.suppress(Exception):
+                await cs.close()
         for p in procs.values():
             if p.stdin is not None:
                 p.stdin.close()
