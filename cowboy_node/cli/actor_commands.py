@@ -39,6 +39,7 @@ from cowboy_node.execution.actors.rejection import PARSER_LINE, PARSER_RULES, re
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.http_client import RpcClient
 from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import CallActor, CancelTimer, DeployActor, ExtendTimer, UpdateTimerConfig
@@ -85,6 +86,13 @@ def _handler(text: str) -> str:
 
 def _history_limit(text: str) -> int:
     value = _uint(200, "the history maximum")(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _cip1_pages(text: str) -> int:
+    value = _uint(64, "the page maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -279,13 +287,39 @@ def cmd_query_timers(args: argparse.Namespace) -> int:
     """The actor's live timers, in due order, and (``"recent_terminal"``) its most recent timers that ended
     without firing, with their reason (``GET /actor/{address}/timers/history``)."""
     client = _client(args)
-    live = client.get_json(f"/actor/{_checksum(args.address)}/timers")
-    history = client.get_json(f"/actor/{_checksum(args.address)}/timers/history?limit={args.history}")
+    base = f"/actor/{_checksum(args.address)}/timers"
+    after: bytes | None = args.cip1_after
+    live = client.get_json(base if after is None else f"{base}?cip1_after=0x{after.hex()}")
+    history = client.get_json(f"{base}/history?limit={args.history}")
+    if isinstance(live, dict):
+        live = _follow_cip1_pages(client, base, live, args.cip1_pages)
     if isinstance(live, dict) and isinstance(history, dict):
         live = {**live, "recent_terminal": history.get("terminal"),
                 "recent_terminal_truncated": history.get("truncated")}
     _print_json(live)
     return 0
+
+
+def _follow_cip1_pages(client: RpcClient, base: str, doc: dict[str, Any], pages: int) -> dict[str, Any]:
+    """Fetch up to ``pages`` pages of the CIP-1 listing in all (``cip1.next`` → ``?cip1_after=``), merging their
+    timers and scan counts into ``doc["cip1"]``; its ``next`` is the cursor after the last page fetched."""
+    cip1 = doc.get("cip1")
+    if not isinstance(cip1, dict):
+        return doc
+    cip1 = {**cip1, "timers": list(cip1.get("timers") or [])}
+    for _ in range(pages - 1):
+        cursor = cip1.get("next")
+        if not isinstance(cursor, str):
+            break
+        more = client.get_json(f"{base}?cip1_after={cursor}")
+        page = more.get("cip1") if isinstance(more, dict) else None
+        if not isinstance(page, dict):
+            break
+        cip1["timers"] += page.get("timers") or []
+        cip1["scanned"] = cip1.get("scanned", 0) + page.get("scanned", 0)
+        cip1["next"] = page.get("next")
+    cip1["timers"].sort(key=lambda t: (t.get("height", 0), t.get("seq", 0)))
+    return {**doc, "cip1": cip1}
 
 
 @_run
@@ -380,6 +414,11 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     qt.add_argument("address", type=_address, metavar="ADDRESS")
     qt.add_argument("--history", type=_history_limit, default=20, metavar="N",
                     help="recent terminal timers to show (1..200, default 20)")
+    qt.add_argument("--cip1-pages", type=_cip1_pages, default=8, metavar="N",
+                    help="pages of the CIP-1 (set_timeout) listing to fetch, following cip1.next (1..64, default "
+                         "8; each page scans at most 2,048 CIP-1 records of all actors)")
+    qt.add_argument("--cip1-after", type=_hex(exact=32), default=None, metavar="TIMER_ID",
+                    help="start the CIP-1 listing after this id (a previous answer's cip1.next)")
     _add_rpc(qt)
     qt.set_defaults(func=cmd_query_timers)
 

@@ -531,10 +531,11 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             return actor_queries.actor_state_scan_view(self.chain.world(), address, prefix, limit,
                                                        height=self.chain.height)
 
-    def actor_timers(self, address: bytes) -> dict[str, Any] | None:
+    def actor_timers(self, address: bytes, cip1_after: bytes | None = None) -> dict[str, Any] | None:
         """See :class:`cowboy_node.rpc.facade.NodeFacade`."""
         with self._tree_lock:
-            return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height)
+            return actor_queries.actor_timers_view(self.chain.world(), address, height=self.chain.height,
+                                                   cip1_after=cip1_after)
 
     def next_block_view(self) -> tuple[BlockHeader, StateStore, BlockEnv]:
         """``(head header, store snapshot, environment of the next block)``, captured together under the state

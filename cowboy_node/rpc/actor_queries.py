@@ -13,11 +13,14 @@ from cowboy_node.execution.actors import store as actor_store
 from cowboy_node.execution.actors.invoke import read_only_call
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import InterruptHandle
+from cowboy_node.execution.scheduler import listing as cip1_listing
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.timers import store as timer_store
 from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers.policy import get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol.types.timer_policy import MODE_CIP1
 
 MAX_TIMERS_LISTED = 1000
 """Most timers ``/actor/{address}/timers`` returns (the default per-actor cap is 1,024)."""
@@ -63,8 +66,11 @@ def actor_state_scan_view(world: WorldState, address: bytes, prefix: bytes, limi
             "truncated": len(entries) > limit, "height": height}
 
 
-def actor_timers_view(world: WorldState, address: bytes, *, height: int) -> dict[str, Any] | None:
-    """The actor's live timers, due order ``(height, seq)``; at most :data:`MAX_TIMERS_LISTED`.
+def actor_timers_view(world: WorldState, address: bytes, *, height: int,
+                      cip1_after: bytes | None = None) -> dict[str, Any] | None:
+    """The actor's live timers, due order ``(height, seq)``; at most :data:`MAX_TIMERS_LISTED`; and under
+    ``"cip1"`` its CIP-1 (``set_timeout``) timers, one bounded page continuing after ``cip1_after``
+    (:func:`cip1_timers_view`).
 
     Reads the per-actor index (``timer/a/<actor>``) lazily, so the work is bounded by the cap
     whatever the governed ``max_timers_per_actor``.
@@ -90,7 +96,39 @@ def actor_timers_view(world: WorldState, address: bytes, *, height: int) -> dict
                     "expires_at": t.expires_at, "payload_size": len(t.payload)} for t in timers],
         "truncated": truncated,
         "height": height,
+        "cip1": cip1_timers_view(world, address, height=height, after=cip1_after),
     }
+
+
+def cip1_timers_view(world: WorldState, address: bytes, *, height: int, after: bytes | None) -> dict[str, Any]:
+    """One page of the actor's CIP-1 timers (``scheduler/listing.py``: a scan bounded by records and bytes) and
+    its scheduler state: ``{"active", "count", "next_nonce", "weight", "effective_weight", "weight_epoch",
+    "starved_blocks", "starving", "timers": [...], "scanned", "next"}``. ``next`` (or null) is the
+    ``cip1_after`` of the next page; the page's timers are in due order."""
+    policy = get_timer_policy(world)
+    summary = cip1_listing.actor_summary(world, address, policy, height=height)
+    page = cip1_listing.scan_actor_timers(world, address, after=after)
+    return {
+        "active": policy.mode == MODE_CIP1,
+        "count": summary.live,
+        "next_nonce": summary.next_nonce,
+        "weight": summary.weight.weight,
+        "effective_weight": summary.effective_weight,
+        "weight_epoch": summary.weight.epoch,
+        "starved_blocks": summary.weight.starved_blocks,
+        "starving": summary.starving,
+        "timers": [_cip1_json(t) for t in page.timers],
+        "scanned": page.scanned,
+        "next": None if page.next_after is None else _hex(page.next_after),
+    }
+
+
+def _cip1_json(item: cip1_listing.ListedTimer) -> dict[str, Any]:
+    t, where = item.timer, item.placement
+    return {"id": _hex(item.timer_id), "scheduler": "cip1", "height": t.height, "gba": to_checksum_address(t.gba),
+            "handler": t.handler, "gas_limit": t.gas_limit, "expires_at": t.expires_at,
+            "payload_size": len(t.payload), "seq": t.seq, "tier": where.tier, "queued_at": where.queued_at,
+            "carried_over": where.carried_over}
 
 
 def read_only_view(world: WorldState, ctx: BlockContext, *, actor: bytes, handler: str, payload: bytes,

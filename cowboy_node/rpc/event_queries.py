@@ -38,10 +38,21 @@ TERMINAL_TOPICS: dict[str, str] = {
 """Block-level events that end a timer (or a Mailbox entry) without running it → the reason shown. They are
 emitted by the timer's actor, so the actor's index holds them (docs/timers.md: expiry, the fee payer
 unable to cover ``max_cost`` (CIP-5 "self-destruct"), a Mailbox entry dropped for the same reason)."""
-TERMINAL_REASONS: dict[str, str] = {**TERMINAL_TOPICS, "timer.cancelled_by_governance": "cancelled_by_governance"}
+CIP1_REFUSED_TOPIC = "cip1.bid_refused"
+"""A CIP-1 timer's GBA refused to bid (docs/timers.md §15.4): ``{0: timer_id, 1: code, 2: gba_cycles,
+3: gba_fee (u128 bytes), 4: dropped}``, emitter = the owner. Terminal only when ``dropped`` (a broken GBA);
+otherwise the timer was deferred and stays pending."""
+CIP1_DROPPED = "gba_dropped"
+"""Reason of a CIP-1 timer dropped because its GBA is broken (``cip1.bid_refused`` with ``dropped`` true). A
+CIP-1 timer past its ``expires_at`` emits the same ``timer.expired`` as a seeds/003 one (reason ``expired``)."""
+TERMINAL_REASONS: dict[str, str] = {**TERMINAL_TOPICS, "timer.cancelled_by_governance": "cancelled_by_governance",
+                                    CIP1_REFUSED_TOPIC: CIP1_DROPPED}
 """Every event that ends a timer without running it → the ``reason`` label of ``cowboy_timers_terminal_total``
 (a governance cancel is emitted by the Basefee system actor 0x…06, not the actor, so the actor's history
-lacks it)."""
+lacks it; a ``cip1.bid_refused`` counts only when it dropped the timer)."""
+MAX_CIP1_REFUSALS_SCANNED = 1_000
+"""``cip1.bid_refused`` entries one history read examines at most: they are mostly deferrals (one per block
+a priced-out timer waits), so finding the drops among them is bounded here, not by ``limit``."""
 
 
 def count_terminal(events: Iterable[Event]) -> dict[str, int]:
@@ -51,17 +62,28 @@ def count_terminal(events: Iterable[Event]) -> dict[str, int]:
         reason = TERMINAL_REASONS.get(e.topic)
         if reason is None or (reason == "cancelled_by_governance" and not _removed(e.data)):
             continue
+        if reason == CIP1_DROPPED and not _dropped(e.data):
+            continue
         out[reason] = out.get(reason, 0) + 1
     return out
 
 
-def _removed(data: bytes) -> bool:
-    """``timer.cancelled_by_governance`` data ``{0: timer_id, 1: removed}``: a cancel of no timer removed nothing."""
+def _field(data: bytes, key: int) -> object:
     try:
         value = decode(data)
     except CodecError:
-        return False
-    return isinstance(value, dict) and value.get(1) is True
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _removed(data: bytes) -> bool:
+    """``timer.cancelled_by_governance`` data ``{0: timer_id, 1: removed}``: a cancel of no timer removed nothing."""
+    return _field(data, 1) is True
+
+
+def _dropped(data: bytes) -> bool:
+    """``cip1.bid_refused`` data: field 4 says whether the timer was dropped (else deferred)."""
+    return _field(data, 4) is True
 
 
 DEFAULT_HISTORY_LIMIT = 50
@@ -111,7 +133,7 @@ def events_view(store: StateStore, actor: bytes, *, topic: str | None, from_heig
 
 
 def _terminal_json(entry: IndexedEvent) -> dict[str, Any]:
-    out: dict[str, Any] = {"reason": TERMINAL_TOPICS[entry.event.topic], "height": entry.height,
+    out: dict[str, Any] = {"reason": TERMINAL_REASONS[entry.event.topic], "height": entry.height,
                            "topic": entry.event.topic}
     try:
         data = decode(entry.event.data)
@@ -119,6 +141,8 @@ def _terminal_json(entry: IndexedEvent) -> dict[str, Any]:
         return out
     if not isinstance(data, dict):
         return out
+    if entry.event.topic == CIP1_REFUSED_TOPIC:
+        return {**out, **_cip1_drop_json(data)}
     ident = data.get(0)
     if isinstance(ident, bytes):
         out["deliver_id" if entry.event.topic == "mailbox.dropped" else "timer_id"] = "0x" + ident.hex()
@@ -131,12 +155,45 @@ def _terminal_json(entry: IndexedEvent) -> dict[str, Any]:
     return out
 
 
+def _cip1_drop_json(data: dict[Any, Any]) -> dict[str, Any]:
+    """The fields of a dropped CIP-1 timer (``cip1.bid_refused``)."""
+    out: dict[str, Any] = {"scheduler": "cip1"}
+    if isinstance(ident := data.get(0), bytes):
+        out["timer_id"] = "0x" + ident.hex()
+    if isinstance(code := data.get(1), str):
+        out["code"] = code
+    if isinstance(cycles := data.get(2), int) and not isinstance(cycles, bool):
+        out["gba_cycles"] = cycles
+    with contextlib.suppress(KeyError, ValueError):
+        out["gba_fee"] = str(decode_u128(data[3], "gba_fee"))
+    return out
+
+
+def _cip1_drops(store: StateStore, actor: bytes, head: int, want: int) -> tuple[list[IndexedEvent], int | None]:
+    """Up to ``want`` most recent drops among the actor's newest :data:`MAX_CIP1_REFUSALS_SCANNED`
+    ``cip1.bid_refused`` entries; the second value, when that cap stopped the walk with entries left, is the
+    height of the first entry not examined (drops at or below it were not searched), else None."""
+    drops: list[IndexedEvent] = []
+    for n, entry in enumerate(scan_events(store, actor, topic=CIP1_REFUSED_TOPIC, to_height=head, reverse=True)):
+        if len(drops) >= want:
+            break
+        if n >= MAX_CIP1_REFUSALS_SCANNED:
+            return drops, entry.height
+        if _dropped(entry.event.data):
+            drops.append(entry)
+    return drops, None
+
+
 def terminal_timers_view(store: StateStore, actor: bytes, *, limit: int) -> dict[str, Any]:
     """The ``limit`` most recent timers of ``actor`` that ended without firing, newest first:
-    ``{"address", "terminal": [{"reason", "height", "timer_id" | "deliver_id", …}], "truncated", "height"}``.
+    ``{"address", "terminal": [{"reason", "height", "timer_id" | "deliver_id", …}], "truncated",
+    "cip1_searched_to", "height"}``.
 
     Reads at most ``limit + 1`` index entries per terminal topic (each topic's index is walked backwards
-    from the head), whatever the actor's history holds.
+    from the head), whatever the actor's history holds, plus at most :data:`MAX_CIP1_REFUSALS_SCANNED`
+    ``cip1.bid_refused`` entries (only those that dropped a timer are listed). ``cip1_searched_to`` is null
+    when that walk reached its end or found enough drops, else the height at and below which CIP-1 drops
+    may be missing.
     """
     head = BlockStore(store).head_height() or 0
     found: list[IndexedEvent] = []
@@ -145,9 +202,11 @@ def terminal_timers_view(store: StateStore, actor: bytes, *, limit: int) -> dict
             if n > limit:
                 break
             found.append(entry)
+    drops, searched_to = _cip1_drops(store, actor, head, limit + 1)
+    found.extend(drops)
     found.sort(key=lambda e: (e.height, e.seq), reverse=True)
     return {"address": to_checksum_address(actor), "terminal": [_terminal_json(e) for e in found[:limit]],
-            "truncated": len(found) > limit, "height": head}
+            "truncated": len(found) > limit, "cip1_searched_to": searched_to, "height": head}
 
 
 class EventQueries:

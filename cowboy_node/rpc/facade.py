@@ -91,9 +91,10 @@ class NodeFacade(Protocol):
         ``{"address", "prefix", "entries": [{"key", "value"}], "truncated", "height"}``; None if no actor."""
         ...
 
-    def actor_timers(self, address: bytes) -> dict[str, Any] | None:
-        """The actor's live timers in due order: ``{"address", "count", "timers": [...], "truncated", "height"}``;
-        None if no actor."""
+    def actor_timers(self, address: bytes, cip1_after: bytes | None = None) -> dict[str, Any] | None:
+        """The actor's live timers in due order: ``{"address", "count", "timers": [...], "truncated", "height",
+        "cip1": {...}}`` (``cip1``: one page of its CIP-1 timers after the id ``cip1_after``,
+        ``rpc/actor_queries.cip1_timers_view``); None if no actor."""
         ...
 
     def read_actor(self, actor: bytes, handler: str, payload: bytes, cycles_limit: int, *,

@@ -205,9 +205,20 @@ async def handle_actor_state(request: web.Request) -> web.Response:
 
 
 async def handle_actor_timers(request: web.Request) -> web.Response:
-    """``GET /actor/{address}/timers``."""
+    """``GET /actor/{address}/timers[?cip1_after=0x<timer id>]`` (``cip1_after``: the ``cip1.next`` of the
+    previous page of CIP-1 timers)."""
     address = parse_address_param(request.match_info["address"])
-    return web.json_response(_actor_found(await off_loop(_facade(request).actor_timers, address), address))
+    unknown = sorted(set(request.query) - {"cip1_after"})
+    if unknown:
+        raise RpcError(400, "invalid_query", f"unknown parameters {unknown}; expected ['cip1_after']")
+    after_text = request.query.get("cip1_after")
+    after = None
+    if after_text is not None:
+        after = parse_hex(after_text, param="cip1_after", code="invalid_cursor", max_bytes=32)
+        if len(after) != 32:
+            raise RpcError(400, "invalid_cursor", "cip1_after must be a 32-byte timer id (cip1.next)")
+    doc = await off_loop(_facade(request).actor_timers, address, after)
+    return web.json_response(_actor_found(doc, address))
 
 
 def _read_request(doc: object) -> tuple[bytes, str, bytes, int]:

@@ -164,7 +164,21 @@ async def test_timers_are_listed_in_due_order(client: TestClient[Any, Any]) -> N
             {"id": _timer_id(51, b"early", 1), "height": 51, "payload_size": 5, **common},
             {"id": _timer_id(101, b"late", 0), "height": 101, "payload_size": 4, **common},
         ],
+        # no CIP-1 timer (and the FIFO policy): an empty section, the default weight 1.0, nothing scanned
+        "cip1": {"active": False, "count": 0, "next_nonce": 0, "weight": 1_000_000, "effective_weight": 1_000_000,
+                 "weight_epoch": 0, "starved_blocks": 0, "starving": False, "timers": [], "scanned": 0,
+                 "next": None},
     }
+
+
+@pytest.mark.parametrize("query,code", [
+    ("cip1_after=0x12", "invalid_cursor"),            # not 32 bytes
+    ("cip1_after=0x" + "00" * 33, "invalid_cursor"),
+    ("cip1_after=zz", "invalid_cursor"),
+    ("limit=5", "invalid_query"),                     # unknown parameter
+])
+async def test_timers_query_errors(client: TestClient[Any, Any], query: str, code: str) -> None:
+    await expect_error(await client.get(f"/actor/{ACTOR_TEXT}/timers?{query}"), 400, code)
 
 
 # -- POST /actor/read ----------------------------------------------------------------------------
