@@ -124,12 +124,15 @@ def actor_summary(world: WorldState, actor: bytes, policy: TimerPolicy, *, heigh
 
 
 def scan_actor_timers(world: WorldState, actor: bytes, *, after: bytes | None = None,
-                      max_records: int = SCAN_RECORDS, max_bytes: int = SCAN_BYTES) -> ScanPage:
-    """The actor's CIP-1 timers among at most ``max_records`` records after id ``after`` (module docstring).
+                      max_records: int | None = None, max_bytes: int | None = None) -> ScanPage:
+    """The actor's CIP-1 timers among at most ``max_records`` (default :data:`SCAN_RECORDS`) records after id
+    ``after`` (module docstring); ``max_bytes`` defaults to :data:`SCAN_BYTES`.
 
     Stops early, with no cursor, once the actor's live count has been found (counting the pages before this
     one is the caller's business: a later page simply finds the rest or nothing).
     """
+    max_records = SCAN_RECORDS if max_records is None else max_records
+    max_bytes = SCAN_BYTES if max_bytes is None else max_bytes
     live = queue.get_meta(world, actor).live
     if live == 0:
         return ScanPage([], 0, None)
