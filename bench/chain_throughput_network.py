@@ -146,11 +146,13 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
                 p.join()
             rep["answers"] = codes
             rep["included"] = included
+            rep["complete"] = included >= accepted
             rep["submit_s"] = round(submit_s, 3)
-            if last_seen is not None and included:
-                rep["wall_s"] = round(last_seen - t0, 3)
-                rep["transfers_per_s"] = included / (last_seen - t0)
-                rep["submitted_per_s"] = accepted / submit_s
+            rep["submitted_per_s"] = accepted / submit_s
+            # Incomplete (deadline passed): what was included over the whole time waited, not up to the last block.
+            end = last_seen if rep["complete"] and last_seen is not None else time.time()
+            rep["wall_s"] = round(end - t0, 3)
+            rep["transfers_per_s"] = included / (end - t0)
             fin = [seen - b["timestamp_ms"] / 1000
                    for p in pollers for hh, b in blocks.items() if (seen := p.height_seen.get(hh)) is not None]
             rep["proposal_to_finalization"] = summary_ms(fin)
