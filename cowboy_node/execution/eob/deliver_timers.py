@@ -12,9 +12,17 @@ Then, by ``TimerPolicy.mode``:
 * **Globalbox** (seeds/001): due height timers and watch hits become candidates,
   are inserted into the Globalbox and the head is materialised into the Mailbox
   under the quotas (``timers/globalbox.py``). ExecuteMailbox runs them.
+* **CIP-1** (seeds/004, docs/timers.md §15): everything FIFO does, exactly as
+  under FIFO; then the CIP-1 step for the ``set_timeout`` timers
+  (``scheduler/deliver.py``: maintenance and collection, GBA bids, order by
+  effective tip and weight, execution under ``cip1_budget_cycles``, carry-over).
+  Its counts go to ``ctx.eob``: executed → ``timers_fired``, deferred →
+  ``timers_deferred``, expired → ``timers_expired``, dropped for a broken GBA →
+  ``timers_self_destructed``.
 
 Height timers fired or materialised are kept in ``ctx.eob.fired_timers`` for the
-SystemHooks interval roll-forward.
+SystemHooks interval roll-forward (CIP-1 executions are not: they are not
+seeds/003 timers).
 """
 
 from __future__ import annotations
