@@ -303,6 +303,13 @@ class _NodeCache:
         if not self.capacity:
             return
         inner, hot, pinned = self.inner, self.hot, self.pinned
+        if len(inner) + len(nodes) <= pinned:  # the common case: room for all of them
+            inner.update(nodes)
+            if hot or self.cold:
+                for path in nodes:
+                    hot.pop(path, None)
+                    self.cold.pop(path, None)
+            return
         for path, rec in nodes.items():
             if len(inner) < pinned or path in inner:
                 inner[path] = rec
@@ -433,11 +440,14 @@ class _Batch:
         """One change below the internal node ``rec`` at ``here``: walk down, then splice up."""
         kh = item[0]
         read = self.read
+        cached = self.cache.inner.get
+        dtab = self.dtab
         frames: list[tuple[bytes, bytes, int, int, int, int]] = []
         r: _Result
         while True:
             bitmap = (rec[1] << 8) | rec[2]
-            n = kh[depth >> 1] & 15 if depth & 1 else kh[depth >> 1] >> 4
+            half = depth >> 1
+            n = kh[half] & 15 if depth & 1 else kh[half] >> 4
             bit = _BIT[n]
             end = 3 + 32 * bitmap.bit_count()
             leafmap = (rec[end] << 8) | rec[end + 1]
@@ -455,24 +465,46 @@ class _Batch:
                 if r is _UNCHANGED:
                     return r
                 break
-            here = self.child_path(depth, here, n)
-            rec = read(here)
+            # the child's path is the first depth + 1 nibbles of kh
+            here = dtab[depth + 1] + (kh[:half + 1] if depth & 1 else kh[:half] + _BYTE[kh[half] & 0xF0])
+            rec = cached(here) or read(here)
             depth += 1
         writes = self.writes
         h = self.h
         for here, rec, bitmap, end, leafmap, n in reversed(frames):
             bit = _BIT[n]
-            # Same kind of child in the same slot (internal -> internal, or a leaf's new value): only its
-            # hash changes. Anything else (added, removed, split, collapsed) goes through finish().
             assert not isinstance(r, _Unchanged)
-            if bitmap & bit and ((isinstance(r, bytes) and not leafmap & bit)
-                                 or (isinstance(r, _Leaf) and leafmap & bit)):
+            # Fast paths for the common one-child changes (the same bytes finish() would produce): same
+            # kind of child in the same slot (internal -> internal, or a leaf's new value): only its hash
+            # changes; a new leaf in an empty slot; a leaf split into an internal node. Anything else
+            # (removed, collapsed) goes through finish().
+            if bitmap & bit:
+                if isinstance(r, bytes):
+                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                    hashed = rec[:off] + r + rec[off + 32:end]
+                    if leafmap & bit:  # split: the slot no longer holds a leaf
+                        koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+                        writes[here] = b"".join((hashed, (leafmap & ~bit).to_bytes(2, "big"), rec[end + 2:koff],
+                                                 rec[koff + 32:]))
+                    else:
+                        writes[here] = hashed + rec[end:]
+                    r = h(hashed)
+                    continue
+                if isinstance(r, _Leaf) and leafmap & bit:
+                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+                    hashed = rec[:off] + r.hash + rec[off + 32:end]
+                    writes[here] = hashed + rec[end:]
+                    r = h(hashed)
+                    continue
+            elif isinstance(r, _Leaf):
                 off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                hashed = rec[:off] + (r if isinstance(r, bytes) else r.hash) + rec[off + 32:end]
-                writes[here] = hashed + rec[end:]
+                koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+                hashed = b"".join((_INTERNAL_TAG, (bitmap | bit).to_bytes(2, "big"), rec[3:off], r.hash, rec[off:end]))
+                writes[here] = b"".join((hashed, (leafmap | bit).to_bytes(2, "big"), rec[end + 2:koff], r.kh,
+                                         rec[koff:]))
                 r = h(hashed)
-            else:
-                r = self.finish(here, rec, [(n, r)])
+                continue
+            r = self.finish(here, rec, [(n, r)])
         return r
 
     def update_internal(self, depth: int, here: bytes, rec: bytes, items: list[_Change], lo: int,
