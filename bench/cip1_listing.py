@@ -73,8 +73,8 @@ def build(pending: int) -> MemoryStore:
         for j in range(count):
             h = HEIGHT + 1 + (seq * 7_919) % 100_000
             tid = model.derive_timeout_id(actor, h, j)
-            t = Cip1Timer(actor, h, GBA, "on_timeout", b"", 1_000, h + 10**6, seq)
-            ops += [(DATA + model.record_key(tid), t.encode()), (DATA + queue.tier_key(h, seq, HEIGHT), tid)]
+            rec = Cip1Timer(actor, h, GBA, "on_timeout", b"", 1_000, h + 10**6, seq)
+            ops += [(DATA + model.record_key(tid), rec.encode()), (DATA + queue.tier_key(h, seq, HEIGHT), tid)]
             seq += 1
         ops.append((DATA + model.meta_key(actor), queue.encode_meta(queue.Meta(count, count))))
     ops.append((DATA + model.KEY_SEQ, encode(seq)))
