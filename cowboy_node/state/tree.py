@@ -183,6 +183,24 @@ def _child_path(kh: bytes, depth: int, n: int) -> bytes:
     return _DEPTH[depth + 1] + kh[:depth >> 1] + _BYTE[n << 4]
 
 
+def _checked(path: bytes, rec: bytes | None) -> bytes:
+    """``rec`` read from the store at ``path``, if it is a well-formed internal record (else TreeError).
+
+    Checked once per store read (cached records were checked when read or built); catches a missing node,
+    a damaged record and a store written with another node layout.
+    """
+    if rec is None:
+        raise TreeError(f"state tree node {path.hex()} is missing")
+    if len(rec) >= 5 and rec[0] == 1:
+        end = 3 + 32 * ((rec[1] << 8) | rec[2]).bit_count()
+        if len(rec) >= end + 2:
+            leafmap = (rec[end] << 8) | rec[end + 1]
+            bitmap = (rec[1] << 8) | rec[2]
+            if bitmap and not leafmap & ~bitmap and len(rec) == end + 2 + 32 * leafmap.bit_count():
+                return rec
+    raise TreeError(f"state tree node {path.hex()} is corrupt (or written with another node layout)")
+
+
 # -- update machinery ---------------------------------------------------------------------------
 class _Leaf:
     """A leaf as its parent sees it: the key hash and the leaf hash (its record lives at ``L ‖ kh``)."""
@@ -361,11 +379,7 @@ class _Batch:
         if rec is None:
             rec = cache.cold.get(path)
             if rec is None:
-                rec = self.store_get(path)
-                if rec is None:
-                    raise TreeError(f"state tree node {path.hex()} is missing")
-                if rec[0] != 1:
-                    raise TreeError(f"state tree node {path.hex()} is corrupt")
+                rec = _checked(path, self.store_get(path))
             cache.put(path, rec)
         return rec
 
@@ -805,11 +819,7 @@ class StateTree:
     def _read(self, key: bytes) -> bytes:
         rec = self._cache.get(key)
         if rec is None:
-            rec = self._store.get(key)
-            if rec is None:
-                raise TreeError(f"state tree node {key.hex()} is missing")
-            if rec[0] != 1:
-                raise TreeError(f"state tree node {key.hex()} is corrupt")
+            rec = _checked(key, self._store.get(key))
             self._cache.put(key, rec)
         return rec
 

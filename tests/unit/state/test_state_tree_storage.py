@@ -159,3 +159,19 @@ def test_missing_leaf_record_is_reported_not_guessed() -> None:
     store.write_batch([(PREFIX + b"\xfe" + H(b"a"), None)])
     with pytest.raises(TreeError, match="leaf"):
         tree.prove(b"a")
+
+
+@pytest.mark.parametrize("cache", [0, 1000])
+def test_node_record_of_another_layout_is_refused_and_changes_nothing(cache: int) -> None:
+    store = MemoryStore()
+    apply(store, StateTree(store, PREFIX), {b"a": b"1", b"b": b"2"})
+    rec = store.get(PREFIX + b"\x00")
+    assert rec is not None
+    store.write_batch([(PREFIX + b"\x00", rec[:-66])])  # the hashed bytes alone: the layout before leafmap
+    before = dict(store.iterate())
+    tree = StateTree(store, PREFIX, cache_size=cache)
+    with pytest.raises(TreeError, match="corrupt"):
+        tree.prepare({b"c": b"3", b"d": b"4"})
+    with pytest.raises(TreeError, match="corrupt"):
+        tree.prove(b"a")
+    assert dict(store.iterate()) == before
