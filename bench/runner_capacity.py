@@ -35,7 +35,8 @@ measure starvation (``--runners 1000`` still runs; failed connections are report
 ``--workers K1,K2,…`` (QUIC worker processes, issue 20 item 3) measures the node's transport alone, once per K,
 with the ``--runners`` clients split over ``--client-procs`` client processes (each its own event loop and
 core share): the server child runs :class:`TransportService` with ``TransportConfig(workers=K)`` (K = 1: QUIC in
-the validator process, today's default; K ≥ 2: K worker processes on one ``SO_REUSEPORT`` port). Reported per K:
+the validator process, today's default; ``1w``: one worker process, the baseline for scaling; K ≥ 2: K worker
+processes on one ``SO_REUSEPORT`` port; ``K-noack``: workers without the ACK piggyback). Reported per K:
 heartbeats answered in the window (and the share of those expected at 1 Hz), heartbeat round-trip p50/p99 as
 the clients see it (ping sent → pong received, so it includes the clients' own loop delay on a shared machine),
 CPU per heartbeat and core share of the validator process and of the workers, RSS of each, and ratios to the
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import resource
@@ -58,14 +60,14 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
-from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService
+from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService, _RunnerConnection
 from cowboy_node.transport.workers.pool import WorkerPool
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.transport.enums import GoodbyeReason
@@ -73,6 +75,7 @@ from cowboy_protocol.transport.frames import HeartbeatPing, HeartbeatPong
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.transport.quic_certs import generate_self_signed
 from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import Authenticated
@@ -81,6 +84,7 @@ from cowboy_protocol.transport.validator_session import Admission
 from cowboy_protocol.types.params import Cip11Params
 
 QUIC_ECHO = Path(__file__).resolve().parent / "quic_echo.py"
+CERT = generate_self_signed("cowboy-validator")
 VALIDATOR = ValidatorKey(bytes(range(1, 33)))
 VSET = (VALIDATOR.pubkey.key,)
 SNAPSHOT = EpochSnapshot(0, VSET)
@@ -170,15 +174,25 @@ def _worker_pids(service: TransportService) -> list[int]:
     return [p for p in pids if p is not None]
 
 
-async def serve_transport(n: int, workers: int = 1) -> None:
-    """Child process: the node's TransportService for ``n`` registered runners; CPU between start and stop."""
+async def serve_transport(n: int, spec: str = "1") -> None:
+    """Child process: the node's TransportService for ``n`` registered runners; CPU between start and stop.
+    ``spec``: K workers (1 = in-process), or ``1w``: one worker process (the scaling baseline for K ≥ 2)."""
+    workers = int(spec.rstrip("w"))
     metrics = CountingMetrics()
     link = StaticRegistry([private_key_to_address(sk) for sk in runner_keys(n, KEY_BASE)])
     limits = ServerLimits(max_half_open=100_000, retry_threshold=100_000, hello_rate_per_peer=100_000.0,
                           hello_burst_per_peer=100_000)
     service = TransportService(link, VALIDATOR, validator_set_hash=validator_set_hash(VSET),
                                config=TransportConfig(port=0, limits=limits, workers=workers), metrics=metrics)
-    await service.start()
+    if spec == "1w":  # the service only pools for K ≥ 2: start a pool of one as service.start() does for K
+        pool = WorkerPool(host="127.0.0.1", port=0, workers=1, limits=limits, certificate_pem=CERT[0],
+                          private_key_pem=CERT[1], reset_secret=secrets.token_bytes(32),
+                          handler_factory=lambda c: _RunnerConnection(service, c), metrics=metrics)
+        await pool.start()
+        service._server = pool
+        service._ticker = asyncio.get_running_loop().create_task(service._tick_loop())
+    else:
+        await service.start()
     print(service.port, flush=True)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -210,8 +224,8 @@ class Client:
     conn: ClientConnection
     session: RunnerSession | None
     pongs: int = 0
-    sent_nonce: int = -1
-    sent_at: float = 0.0
+    sent_at: dict[int, float] = field(default_factory=dict)
+    """Send time of each ping not answered yet (a pong later than the next ping still counts)."""
     rtts: list[float] | None = None
     """Ping → pong round trips (seconds) while measuring (``--workers`` mode)."""
 
@@ -245,8 +259,10 @@ def send_ping(c: Client, nonce: int) -> None:
     if c.session is None:
         c.conn.send(HeartbeatPing(nonce, nonce, bytes(65)))
         return
-    c.sent_at = time.monotonic()
-    c.sent_nonce = c.session.ping(c.sent_at, nonce)  # height: advances once a second, like the server's
+    now = time.monotonic()
+    c.sent_at[c.session.ping(now, nonce)] = now  # height: advances once a second, like the server's
+    if len(c.sent_at) > 64:  # pings lost with a closed connection: keep the table bounded
+        c.sent_at.pop(min(c.sent_at))
     for frame in c.session.take_outbound():
         c.conn.send(frame)
 
@@ -288,8 +304,9 @@ async def reader(c: Client) -> None:
             frame = await c.conn.recv()
             if isinstance(frame, HeartbeatPong):
                 c.pongs += 1
-                if c.rtts is not None and frame.nonce_echo == c.sent_nonce:
-                    c.rtts.append(time.monotonic() - c.sent_at)
+                sent = c.sent_at.pop(frame.nonce_echo, None)
+                if c.rtts is not None and sent is not None:
+                    c.rtts.append(time.monotonic() - sent)
     except ConnectionClosed:
         return
 
@@ -527,14 +544,14 @@ async def measure_workers(n: int, spec: str, seconds: float, warmup_s: float, cl
                           profile_dir: str | None) -> dict[str, Any]:
     """One server with ``spec`` workers (``K``, or ``K-noack``: the workers' ACK piggyback off, the baseline of
     that cut) and ``n`` runners over ``client_procs`` client processes."""
-    k = int(spec.split("-")[0])
+    k = spec.split("-")[0]
     env = dict(os.environ)
     if spec.endswith("-noack"):
         env["COWBOY_WORKER_ACK_PIGGYBACK"] = "0"
     if profile_dir:
         env["COWBOY_WORKER_PROFILE"] = str(Path(profile_dir) / f"k{k}")
     server = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-transport", str(n), "--workers", str(k), stdin=asyncio.subprocess.PIPE,
+        sys.executable, __file__, "--serve-transport", str(n), "--workers", k, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, env=env)
     assert server.stdin is not None and server.stdout is not None
     clients: list[asyncio.subprocess.Process] = []
@@ -629,7 +646,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=0,
                         help="K > 0: both servers up at once, K ABBA pairs of windows, median ratio")
     parser.add_argument("--workers", help="K1,K2,...: the node's transport with K QUIC workers (1: in-process; "
-                                          "K-noack: workers without the ACK piggyback)")
+                                          "1w: one worker process; K-noack: workers without the ACK piggyback)")
     parser.add_argument("--client-procs", type=int, default=2, help="client processes in --workers mode")
     parser.add_argument("--profile-workers", metavar="DIR", help="cProfile every worker into DIR (--workers mode)")
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
@@ -639,7 +656,14 @@ def main(argv: list[str] | None = None) -> None:
     quiet_logs()
     _raise_nofile(2 * int(max(args.runners.split(","), key=int)) + 256)
     if args.serve_transport is not None:
-        asyncio.run(serve_transport(args.serve_transport, int(args.workers or "1")))
+        profile = os.environ.get("COWBOY_BENCH_PROFILE_SERVER")  # where the validator process's time goes
+        prof = cProfile.Profile() if profile else None
+        if prof is not None:
+            prof.enable()
+        asyncio.run(serve_transport(args.serve_transport, args.workers or "1"))
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(f"{profile}-validator-{os.getpid()}.prof")
         return
     if args.client is not None:
         asyncio.run(client_child(args.client, int(args.runners), args.key_start, args.key_count))
