@@ -85,11 +85,12 @@ def _id(height: int, nonce: int) -> str:
 
 
 class Chain:
-    """The node, ALICE's nonces, and what each stage answered."""
+    """The node, ALICE's nonces, and what the API answered at each stage."""
 
     def __init__(self) -> None:
         self.node = make_node()
         self.nonces = Nonces()
+        self.stages: dict[object, Any] = {}
 
     def call(self, handler: str, payload: bytes) -> Any:
         return self.nonces.tx(ALICE_SK, CallActor(actor=OWNER, handler=handler, payload=payload))
@@ -108,6 +109,10 @@ class Chain:
                 return [await expect_ok(await c.get(p)) for p in paths]
         return asyncio.run(go())
 
+    def metric(self, reason: str) -> float:
+        value: float = self.node.metrics.timers_terminal.labels(reason=reason)._value.get()
+        return value
+
     def read_count(self) -> tuple[str, int]:
         async def go() -> Any:
             async with read_only_client(self.node) as c:
@@ -120,6 +125,8 @@ class Chain:
 
 @pytest.fixture(scope="module")
 def chain() -> Iterator[Chain]:
+    """Block 1 deploys the owner and three GBAs and turns CIP-1 on; block 2 schedules five timers; blocks 3..7 run
+    them. ``stages`` keeps what the API answered after blocks 2, 4 and 7 (each test reads one stage)."""
     c = Chain()
     deploys = [DeployActor(source=OWNER_SRC, salt=b"o", init_handler="", init_payload=b"")]
     deploys += [DeployActor(source=src, salt=name.encode(), init_handler="", init_payload=b"")
@@ -127,42 +134,54 @@ def chain() -> Iterator[Chain]:
     c.block(*(c.nonces.tx(ALICE_SK, d) for d in deploys),
             c.nonces.tx(ALICE_SK, Transfer(to=OWNER, amount=10**22)),
             c.nonces.tx(ALICE_SK, UpdateTimerPolicy(TimerPolicy(mode=MODE_CIP1))))  # block 1
+    c.stages["count_before"] = c.read_count()  # no timer of any kind yet
+    # block 2: nonces 0..4 -- due at 4 (broken GBA), due at 4 (priced out, expires at 6), then one per tier
+    c.block(c.schedule("raise", 4), c.schedule("greedy", 4, 6), c.schedule("good", 100, 0, 300),
+            c.schedule("good", 10_000), c.schedule("good", 200_000))
+    c.stages[2] = c.get(f"/actor/{OWNER_TEXT}/timers")
+    c.stages["count_after"] = c.read_count()
+    c.block()  # block 3
+    c.block()  # block 4: both due; the raising GBA drops its timer, the greedy one is deferred
+    c.stages[4] = c.get(f"/actor/{OWNER_TEXT}/timers", f"/actor/{OWNER_TEXT}/timers/history")
+    c.stages["metric4"] = c.metric("gba_dropped")
+    for _ in range(3):
+        c.block()  # blocks 5, 6: deferred again; block 7: past expires_at 6 -> removed
+    c.stages[7] = c.get(f"/actor/{OWNER_TEXT}/timers", f"/actor/{OWNER_TEXT}/timers/history")
     yield c
     c.node.close()
 
 
-def test_lifecycle_listing_get_timers_history_and_metric(chain: Chain) -> None:
-    count_before, cycles_before = chain.read_count()  # no timer of any kind yet
-    # block 2: nonces 0..4 -- due at 4 (broken GBA), due at 4 (priced out, expires at 6), then one per tier
-    chain.block(chain.schedule("raise", 4), chain.schedule("greedy", 4, 6), chain.schedule("good", 100, 0, 300),
-                chain.schedule("good", 10_000), chain.schedule("good", 200_000))
-    [doc] = chain.get(f"/actor/{OWNER_TEXT}/timers")
+def _entry(nonce: int, height: int, gba: str, tier: str, *, expires_at: int = 2 + MAX_TTL, size: int = 1,
+           queued_at: int | None = None, carried: bool = False) -> dict[str, Any]:
+    return {"id": _id(height, nonce), "scheduler": "cip1", "height": height,
+            "gba": to_checksum_address(GBAS[gba]), "handler": "on_timeout", "gas_limit": 550_000,
+            "expires_at": expires_at, "payload_size": size, "seq": nonce, "tier": tier,
+            "queued_at": height if queued_at is None else queued_at, "carried_over": carried}
+
+
+def test_scheduled_timers_are_listed_with_their_tier(chain: Chain) -> None:
+    [doc] = chain.stages[2]
     assert doc["timers"] == [] and doc["count"] == 0  # the seeds/003 listing is unchanged
     cip1 = doc["cip1"]
     assert {k: v for k, v in cip1.items() if k not in ("timers", "scanned")} == {
         "active": True, "count": 5, "next_nonce": 5, "weight": 1_000_000, "effective_weight": 1_000_000,
         "weight_epoch": 0, "starved_blocks": 0, "starving": False, "next": None}
     assert cip1["scanned"] <= 5
+    assert cip1["timers"] == [_entry(0, 4, "raise", "ring"), _entry(1, 4, "greedy", "ring", expires_at=6),
+                              _entry(2, 100, "good", "ring", size=300), _entry(3, 10_000, "good", "epoch"),
+                              _entry(4, 200_000, "good", "overflow")]
 
-    def entry(nonce: int, height: int, gba: str, tier: str, *, expires_at: int = 2 + MAX_TTL, size: int = 1,
-              queued_at: int | None = None, carried: bool = False) -> dict[str, Any]:
-        return {"id": _id(height, nonce), "scheduler": "cip1", "height": height,
-                "gba": to_checksum_address(GBAS[gba]), "handler": "on_timeout", "gas_limit": 550_000,
-                "expires_at": expires_at, "payload_size": size, "seq": nonce, "tier": tier,
-                "queued_at": height if queued_at is None else queued_at, "carried_over": carried}
 
-    assert cip1["timers"] == [entry(0, 4, "raise", "ring"), entry(1, 4, "greedy", "ring", expires_at=6),
-                              entry(2, 100, "good", "ring", size=300), entry(3, 10_000, "good", "epoch"),
-                              entry(4, 200_000, "good", "overflow")]
-    # get_timers() does not list CIP-1 timers and costs exactly what it cost without them
-    assert chain.read_count() == (count_before, cycles_before) == ("0", cycles_before)
+def test_get_timers_neither_lists_cip1_timers_nor_costs_more(chain: Chain) -> None:
+    count_before, cycles_before = chain.stages["count_before"]
+    assert count_before == "0" and chain.stages["count_after"] == (count_before, cycles_before)
 
-    chain.block()  # block 3
-    chain.block()  # block 4: both due; the raising GBA drops its timer, the greedy one is deferred
-    assert chain.node.metrics.timers_terminal.labels(reason="gba_dropped")._value.get() == 1
-    [doc, hist] = chain.get(f"/actor/{OWNER_TEXT}/timers", f"/actor/{OWNER_TEXT}/timers/history")
+
+def test_a_dropped_and_a_deferred_timer(chain: Chain) -> None:
+    [doc, hist] = chain.stages[4]
+    assert chain.stages["metric4"] == 1
     assert [t["id"] for t in doc["cip1"]["timers"]] == [_id(4, 1), _id(100, 2), _id(10_000, 3), _id(200_000, 4)]
-    assert doc["cip1"]["timers"][0] == entry(1, 4, "greedy", "backlog", expires_at=6, queued_at=5, carried=True)
+    assert doc["cip1"]["timers"][0] == _entry(1, 4, "greedy", "backlog", expires_at=6, queued_at=5, carried=True)
     assert doc["cip1"]["count"] == 4 and doc["cip1"]["starved_blocks"] == 1
     [drop] = hist["terminal"]
     assert {k: v for k, v in drop.items() if k not in ("gba_cycles", "gba_fee")} == {
@@ -171,14 +190,14 @@ def test_lifecycle_listing_get_timers_history_and_metric(chain: Chain) -> None:
     assert 0 < drop["gba_cycles"] <= 100_000 and int(drop["gba_fee"]) > 0
     assert hist["cip1_searched_to"] is None and hist["truncated"] is False
 
-    for _ in range(3):
-        chain.block()  # blocks 5, 6: deferred again; block 7: past expires_at 6 -> removed
-    [doc, hist] = chain.get(f"/actor/{OWNER_TEXT}/timers", f"/actor/{OWNER_TEXT}/timers/history")
+
+def test_a_timer_expired_after_deferrals(chain: Chain) -> None:
+    [doc, hist] = chain.stages[7]
     assert [t["id"] for t in doc["cip1"]["timers"]] == [_id(100, 2), _id(10_000, 3), _id(200_000, 4)]
     assert [(e["reason"], e["height"], e["timer_id"]) for e in hist["terminal"]] == [
         ("expired", 7, _id(4, 1)), ("gba_dropped", 4, _id(4, 0))]
-    assert chain.node.metrics.timers_terminal.labels(reason="expired")._value.get() == 1
-    assert chain.node.metrics.timers_terminal.labels(reason="gba_dropped")._value.get() == 1  # deferrals: not
+    assert chain.metric("expired") == 1
+    assert chain.metric("gba_dropped") == 1  # the three deferrals (blocks 4..6) are not
 
 
 def test_pages_with_a_small_scan_bound(chain: Chain, monkeypatch: pytest.MonkeyPatch) -> None:
