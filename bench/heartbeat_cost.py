@@ -17,7 +17,12 @@ Baselines measured in the same run (same process, same load):
   coincurve's cffi, no recovery) + one Ed25519 sign with a prepared ``SigningKey``: the cryptography a
   heartbeat cannot avoid;
 * ``recover_address_us`` — ``crypto.secp256k1.recover_address``, the generic recover-then-hash check;
-* ``stages`` — the pieces of the path timed alone (decode, verify, sign, encode).
+* ``stages`` — the pieces of the path timed alone (decode, verify, sign, encode);
+* ``relay_us`` — with ``[quic] workers = N > 1`` the validator process gets the ping from a worker over the local
+  channel instead of from stream 0, and ships the pong back: ipc ``Decoder.feed`` of the FRAME message +
+  ``decode_frame`` + ``ipc.encode`` of the SEND message, timed alone. ``validator_process_us_with_workers`` =
+  heartbeat − decode_ping_bytes + relay: that mode's per-heartbeat CPU in the validator process, above the
+  event loop and socket calls.
 
 ``ratio_to_floor`` = heartbeat / floor. Timing is ``time.process_time`` (CPU of this process); the machine is
 shared, so compare ratios, and take the best of ``--repeat`` repetitions.
@@ -48,12 +53,13 @@ from nacl.signing import SigningKey
 
 from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
 from cowboy_node.transport.service import TransportConfig, TransportService, _RunnerConnection
+from cowboy_node.transport.workers import ipc
 from cowboy_protocol.crypto import secp256k1
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.transport.enums import Role
 from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, HeartbeatPong, encode_frame
-from cowboy_protocol.transport.framing import FrameDecoder
+from cowboy_protocol.transport.framing import FrameDecoder, decode_frame
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, sign_frame, validator_set_hash, verify_frame
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
@@ -262,7 +268,17 @@ def baselines(service: TransportService, conns: list[tuple[_RunnerConnection, Fr
         "encode_pong (encode_frame)": per_call_us(lambda: encode_frame(signed_pong)),
         "presence_ping": per_call_us(lambda: service.presence.ping(0, 10)),
     }
+    framed_ping = ipc.encode(ipc.Kind.FRAME, 7, pings[0])
+    pong_bytes = encode_frame(signed_pong)
+    relay = ipc.Decoder()
+
+    def relay_in_out() -> None:
+        (m,) = relay.feed(framed_ping)
+        decode_frame(m.payload)
+        ipc.encode(ipc.Kind.SEND, m.conn, pong_bytes)
+
     return {"secp256k1_verify_known_key_us": round(verify_us, 2), "ed25519_sign_prepared_key_us": round(sign_us, 2),
+            "relay_us": round(per_call_us(relay_in_out), 2),
             "floor_us": round(verify_us + sign_us, 2),
             "recover_address_us": round(per_call_us(lambda: secp256k1.recover_address(digest, rsig)), 2),
             "stages_us": {k: round(v, 2) for k, v in stages.items()}}
@@ -309,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
         "tick_us_per_session": round(min(ticks_us), 3),
         "baseline": base,
         "ratio_to_floor": round(hb / base["floor_us"], 3),
+        "validator_process_us_with_workers": round(hb - base["stages_us"]["decode_ping_bytes"] + base["relay_us"], 2),
         "note": "CPU of this process, best of the repetitions; the machine is shared: compare ratios",
     }, indent=2))
 
