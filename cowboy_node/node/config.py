@@ -447,7 +447,7 @@ addr = "{quic_addr}"
 # Default: addr, unless addr is a wildcard address (0.0.0.0 or [::]); then set it.
 # advertise = "validator-0.example.net:4433"
 # Worker processes terminating QUIC+TLS (they share addr; sessions stay in the validator process). A validator
-# for ~5,000 runners wants 3-4 (docs/performance.md); 1 = QUIC in the validator process.
+# for ~5,000 runners wants 3 on 5 cores (docs/performance.md); 1 = QUIC in the validator process.
 # workers = 1
 
 [metrics]
