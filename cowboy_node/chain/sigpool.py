@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import multiprocessing.connection
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -74,6 +76,20 @@ def _warm() -> int:
     return 0
 
 
+def _exit_with_parent() -> None:
+    """Worker initializer: exit when the node's process is gone, even killed with SIGKILL (a worker blocked on
+    its task queue would otherwise wait forever: it holds that queue's write end itself)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class SignaturePool:
     """Recovers transaction signers in ``workers`` processes (or in-process when ``workers == 0``)."""
 
@@ -90,7 +106,8 @@ class SignaturePool:
         self._closed = False
         self._executor: ProcessPoolExecutor | None = None
         if workers:
-            self._executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            self._executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_exit_with_parent)
 
     def warm_up(self) -> None:
         """Start every worker now (the executor starts processes lazily) and wait until each answered."""

@@ -5,8 +5,13 @@ Bounded: every wait has a timeout; the pool is closed (workers joined) in ``fina
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from cowboy_node.chain.sigpool import SignaturePool, prepare_batch
 from tests.unit.chain.test_admission_pool import corpus
@@ -45,3 +50,30 @@ def test_workers_recover_like_in_process_and_close_ends_them() -> None:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
     assert pool.worker_pids() == [] and pool.inflight == 0
+
+
+CHILD = """
+import os, signal
+from cowboy_node.chain.sigpool import SignaturePool
+pool = SignaturePool(2)
+pool.warm_up()
+print(" ".join(map(str, pool.worker_pids())), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_workers_exit_when_the_node_process_is_killed(tmp_path: Path) -> None:
+    out = tmp_path / "pids"
+    with out.open("w") as f:  # a file, not a pipe: an orphaned worker holding a pipe would block the read
+        proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=f, stderr=subprocess.DEVNULL)
+        assert proc.wait(timeout=RESULT_TIMEOUT_S) == -signal.SIGKILL
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in pids if _alive(p)]
+    for p in left:  # a failed run must not leave its workers behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+    assert not left
