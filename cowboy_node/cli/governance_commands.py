@@ -1,9 +1,11 @@
-"""``cowboy-node tx governance set-phase|set-param`` and ``query governance`` (CIP-11 §13–§14).
+"""``cowboy-node tx governance set-phase|set-param|activate-validator-set`` and ``query governance`` (CIP-11
+§5.3–§5.4, §13–§14).
 
 The transactions are system instructions: only a key in genesis ``system_deployers`` may send them (anyone
 else gets a failed receipt ``unauthorized``). A change is scheduled for ``--at-height`` and applied from that
 height on; the rules it must pass are in ``cowboy_node/execution/governance.py`` and docs/operations.md
-"Governance". ``--sign-only`` prints the signed transaction for an offline governance key, like every ``tx``.
+"Governance" (``activate-validator-set``: ``cowboy_node/execution/validator_set_activation.py``, docs/transport.md
+"Reconfiguration"). ``--sign-only`` prints the signed transaction for an offline governance key, like every ``tx``.
 """
 
 from __future__ import annotations
@@ -44,8 +46,15 @@ from cowboy_protocol.types.instructions import (
     approval_preimage,
     instruction_to_cbor,
 )
+from cowboy_protocol.types.validator_set_instructions import (
+    MAX_SET_VALIDATORS,
+    PEER_PUBKEY_LEN,
+    ActivateValidatorSet,
+)
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
+_PEER_KEY_RE = re.compile(rf"(0[xX])?[0-9a-fA-F]{{{2 * PEER_PUBKEY_LEN}}}")
+_INDEX_RE = re.compile(r"[0-9]{1,3}")
 
 
 def _param_name(text: str) -> str:
@@ -65,6 +74,40 @@ def _param_value(text: str) -> int:
     return _uint(U64_MAX, "u64")(text)
 
 
+def _validator_ref(text: str) -> bytes | int:
+    """One ``--validators`` entry: a 32-byte Ed25519 peer key in hex, or a position in ``GET /validators``
+    (``ValidatorSetSnapshot(0)``, i.e. genesis, order) resolved against the node later."""
+    t = text.strip()
+    if _INDEX_RE.fullmatch(t) is not None:
+        return int(t)
+    if _PEER_KEY_RE.fullmatch(t) is not None:
+        return bytes.fromhex(t[2:] if t[:2] in ("0x", "0X") else t)
+    raise argparse.ArgumentTypeError(f"expected a validator's Ed25519 peer key (0x + {2 * PEER_PUBKEY_LEN} hex "
+                                     f"digits) or its position in GET /validators (0, 1, ...), got {text!r}")
+
+
+def _resolve_validators(client: RpcClient, refs: list[bytes | int]) -> tuple[bytes, ...]:
+    """The peer keys ``refs`` name, in the order given (positions read from ``GET /validators``, which lists
+    the consensus participants in ``ValidatorSetSnapshot(0)`` order; keys alone never contact the node)."""
+    known: list[bytes] = []
+    if any(isinstance(r, int) for r in refs):
+        known = [bytes.fromhex(str(v["ed25519_public_key"]).removeprefix("0x"))
+                 for v in client.get_json("/validators")["validators"]]
+    keys: list[bytes] = []
+    for r in refs:
+        if isinstance(r, int):
+            if r >= len(known):
+                raise UsageError(f"--validators: {r} is not a validator position (GET /validators lists "
+                                 f"{len(known)}: 0..{len(known) - 1})")
+            r = known[r]
+        if r in keys:
+            raise UsageError(f"--validators: 0x{r.hex()} is listed twice")
+        keys.append(r)
+    if len(keys) > MAX_SET_VALIDATORS:
+        raise UsageError(f"--validators: at most {MAX_SET_VALIDATORS} validators, got {len(keys)}")
+    return tuple(keys)
+
+
 def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> int:
     """``--approve-with``: print this validator's approval of ``ins`` (a JSON document to hand to whoever
     submits; nothing is sent)."""
@@ -77,6 +120,7 @@ def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> i
     seed = key.ed25519_seed
     _print_json({"validator": "0x" + ed25519.public_key_from_seed(seed).hex(), "chain_id": chain_id,
                  "nonce": nonce, "instruction": "0x" + encode(instruction_to_cbor(ins)).hex(),
+                 "approves": ins.to_json(),
                  "signature": "0x" + ed25519.sign(seed, approval_preimage(chain_id, nonce, ins)).hex()})
     return 0
 
@@ -126,6 +170,13 @@ def cmd_tx_governance_set_param(args: argparse.Namespace) -> int:
     return _governed(args, GovernanceSetParam(name=args.name, value=args.value, activation_height=args.at_height))
 
 
+@_run
+def cmd_tx_governance_activate_validator_set(args: argparse.Namespace) -> int:
+    """Schedule ``ValidatorSetActivated(E+1, --at-height)`` with the listed validators (CIP-11 §5.3)."""
+    keys = _resolve_validators(_client(args), args.validators)
+    return _governed(args, ActivateValidatorSet(peer_pubkeys=keys, activation_height=args.at_height))
+
+
 def _add_approval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", metavar="FILE", help="account key that pays (a system deployer's when sent directly)")
     p.add_argument("--approve-with", metavar="VALIDATOR_KEY", default=None,
@@ -146,7 +197,7 @@ def cmd_query_governance(args: argparse.Namespace) -> int:
 
 
 def register_tx(tx_sub: SubParsers) -> None:
-    """Add ``tx governance set-phase|set-param``."""
+    """Add ``tx governance set-phase|set-param|activate-validator-set``."""
     g = tx_sub.add_parser("governance", help="CIP-11 governance: schedule phase and parameter changes "
                           "(system deployer key)")
     g_sub = g.add_subparsers(dest="governance_command", required=True)
@@ -170,6 +221,18 @@ def register_tx(tx_sub: SubParsers) -> None:
     _add_approval_flags(pp)
     add_tx_flags(pp)
     pp.set_defaults(func=cmd_tx_governance_set_param)
+
+    av = g_sub.add_parser("activate-validator-set", help="schedule the next runner-facing validator-set snapshot "
+                          "(CIP-11 §5.3: E+1 valid from --at-height, E kept for OVERLAP_BLOCKS more)")
+    av.add_argument("--validators", required=True, nargs="+", type=_validator_ref, metavar="KEY_OR_INDEX",
+                    help="the members of E+1 in genesis order: Ed25519 peer keys (0x + 64 hex) or positions in "
+                    "GET /validators; a subsequence of the genesis validators (checked by the chain)")
+    av.add_argument("--at-height", required=True, type=height, metavar="H",
+                    help="activation height: first height at which E+1 is valid (at least 2 above the including "
+                    "block)")
+    _add_approval_flags(av)
+    add_tx_flags(av)
+    av.set_defaults(func=cmd_tx_governance_activate_validator_set)
 
 
 def register_query(q_sub: SubParsers) -> None:
