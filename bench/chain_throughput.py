@@ -1,17 +1,24 @@
 """Chain throughput benchmark (prints JSON).
 
 Measures, in one run on this machine:
- - transfers per second admitted (decode + signature recovery + checks + mempool),
- - transfers per second executed and committed through blocks (build + one synced
-   LevelDB batch per block, the producer's real code path), and the commit time per block,
- - state-root cost per write at 10^4, 10^5, 10^6 keys (bench/state_root.py),
- - baselines: raw LevelDB synced batch writes per second and secp256k1
-   recoveries per second, measured in the same run.
+ - the old path, pool off (``chain``, the same-run baseline): transfers admitted in-process (decode + signature
+   recovery + checks + mempool), then executed and committed through blocks (build + one synced LevelDB batch
+   per block, the producer's real code path); end to end = transfers / (admission + execution + commit);
+ - the new path (``pipelined``): a signature pool of ``--workers`` processes decodes, hashes and recovers the
+   signers of ``--batch``-sized batches while this process admits what is ready and builds and commits blocks
+   of ``candidate_limit`` candidates; end to end = transfers / wall time, first submission to last commit;
+   ``same_block_hashes`` checks that both paths committed the same blocks;
+ - for both, transfers per CPU second of this process (the pool's workers apart: ``worker_cpu_s``);
+ - with ``--validators N`` (N > 1), transfers/s and proposal->finalization through a real N-validator loopback
+   network (``bench/chain_throughput_network.py``), beside the single-validator figures;
+ - state-root cost per write at 10^4, 10^5, 10^6 keys (bench/state_root.py);
+ - baselines: raw LevelDB synced batch writes per second and secp256k1 recoveries per second, same run.
 
-Goals (issue: foundation): ≥ 2,000 transfers/s sustained through 1-second
-blocks; state root ≤ 30 µs per write at 10^6 keys.
+Goals (issue 20 item 5): >= 10,000 transfers/s end to end on this 2-core machine; >= 5,000 transfers/s on a
+4-validator testnet with proposal->finalization p50 <= 250 ms (docs/performance.md, "Chain throughput").
 
-Usage: python bench/chain_throughput.py [--txs N] [--senders N] [--state-sizes 10000,100000,1000000]
+Usage: python bench/chain_throughput.py [--txs N] [--senders N] [--workers N] [--batch N] [--inflight N]
+       [--state-sizes 10000,100000,1000000] [--validators 4 [--net-txs N] [--net-block-ms MS] ...]
 """
 
 from __future__ import annotations
@@ -237,8 +244,8 @@ def main() -> None:
     ap.add_argument("--txs", type=int, default=10_000)
     ap.add_argument("--senders", type=int, default=500)
     ap.add_argument("--workers", type=int, default=1, help="signature pool processes of the new path")
-    ap.add_argument("--batch", type=int, default=250, help="transactions per signature-pool batch")
-    ap.add_argument("--inflight", type=int, default=8, help="batches queued to the pool at most")
+    ap.add_argument("--batch", type=int, default=1000, help="transactions per signature-pool batch")
+    ap.add_argument("--inflight", type=int, default=3, help="batches queued to the pool at most")
     ap.add_argument("--state-sizes", default="10000,100000,1000000")
     ap.add_argument("--validators", type=int, default=1,
                     help="N > 1: also drive a real N-validator loopback network (bench/chain_throughput_network.py)")
