@@ -43,9 +43,9 @@ class Clients:
 
     def __init__(self, qh3_path: str) -> None:
         sys.path.insert(0, qh3_path)
-        from qh3.asyncio import QuicConnectionProtocol, connect  # type: ignore[import-not-found]
-        from qh3.quic.configuration import QuicConfiguration  # type: ignore[import-not-found]
-        from qh3.quic.events import StreamDataReceived  # type: ignore[import-not-found]
+        from qh3.asyncio import QuicConnectionProtocol, connect
+        from qh3.quic.configuration import QuicConfiguration
+        from qh3.quic.events import StreamDataReceived
 
         class Pinger(QuicConnectionProtocol):  # type: ignore[misc]
             def __init__(self, *args: object, **kwargs: object) -> None:
@@ -90,9 +90,9 @@ class Clients:
 async def serve_qh3(qh3_path: str) -> Any:
     """The raw echo on qh3 (same logic as ``quic_echo.RawEcho``)."""
     sys.path.insert(0, qh3_path)
-    from qh3.asyncio import QuicConnectionProtocol, serve  # type: ignore[import-not-found]
-    from qh3.quic.configuration import QuicConfiguration  # type: ignore[import-not-found]
-    from qh3.quic.events import StreamDataReceived  # type: ignore[import-not-found]
+    from qh3.asyncio import QuicConnectionProtocol, serve
+    from qh3.quic.configuration import QuicConfiguration
+    from qh3.quic.events import StreamDataReceived
 
     class Qh3Echo(QuicConnectionProtocol):  # type: ignore[misc]
         def __init__(self, *args: object, **kwargs: object) -> None:
@@ -118,7 +118,7 @@ async def serve_qh3(qh3_path: str) -> Any:
 
 async def serve_aioquic() -> Any:
     """The raw echo on aioquic (``quic_echo.RawEcho``)."""
-    from aioquic.asyncio import serve
+    from aioquic.asyncio.server import serve
     from aioquic.quic.configuration import QuicConfiguration
 
     from bench.quic_echo import RawEcho

@@ -71,17 +71,18 @@ from cowboy_node.transport.service import AssignmentInfo, TransportConfig, Trans
 from cowboy_node.transport.workers.pool import WorkerPool
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.frames import HeartbeatPing, HeartbeatPong
+from cowboy_protocol.transport.frames import AckStatus, HeartbeatPing, HeartbeatPong, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
 from cowboy_protocol.transport.quic_certs import generate_self_signed
 from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.runner_session import RunnerSession
-from cowboy_protocol.transport.session import Authenticated
+from cowboy_protocol.transport.session import AssignmentReceived, Authenticated
 from cowboy_protocol.transport.subset import EpochSnapshot
 from cowboy_protocol.transport.validator_session import Admission
 from cowboy_protocol.types.params import Cip11Params
+from cowboy_protocol.types.runner import Health
 
 QUIC_ECHO = Path(__file__).resolve().parent / "quic_echo.py"
 CERT = generate_self_signed("cowboy-validator")
@@ -102,6 +103,8 @@ class StaticRegistry:
     def __init__(self, addresses: Sequence[bytes]) -> None:
         self.index = {a: i for i, a in enumerate(addresses)}
         self.t0 = time.monotonic()
+        self.jobs: dict[bytes, AssignmentInfo] = {}
+        """Jobs "assigned" by the push probe (``--workers`` mode)."""
 
     def head_height(self) -> int:
         """One block per second since start."""
@@ -125,8 +128,12 @@ class StaticRegistry:
         return (SNAPSHOT,)
 
     def assignment_for(self, job_id: bytes) -> AssignmentInfo | None:
-        """No jobs in this benchmark."""
-        return None
+        """The push probe's jobs (none otherwise)."""
+        return self.jobs.get(job_id)
+
+    def runner_health(self, addresses: Sequence[bytes]) -> list[Health | None]:
+        """Every registered runner HEALTHY (the per-block registry re-check still reads them all)."""
+        return [Health.HEALTHY if a in self.index else None for a in addresses]
 
     def forward_transaction(self, tx_bytes: bytes) -> None:
         """No result frames in this benchmark."""
@@ -140,6 +147,7 @@ class CountingMetrics:
         self.events: dict[str, int] = {}
         self.connected = 0
         self.present = 0
+        self.pushes: list[float] = []
 
     def transport_event(self, kind: str, label: str) -> None:
         """Count ``kind:label``."""
@@ -151,7 +159,8 @@ class CountingMetrics:
         self.connected, self.present = connected, present
 
     def push_latency(self, seconds: float) -> None:
-        """Unused (no pushes)."""
+        """Block commit → JobAck{Accepted} of one push (the push probe)."""
+        self.pushes.append(seconds)
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -174,10 +183,11 @@ def _worker_pids(service: TransportService) -> list[int]:
     return [p for p in pids if p is not None]
 
 
-async def serve_transport(n: int, spec: str = "1") -> None:
+async def serve_transport(n: int, spec: str | None = None) -> None:
     """Child process: the node's TransportService for ``n`` registered runners; CPU between start and stop.
-    ``spec``: K workers (1 = in-process), or ``1w``: one worker process (the scaling baseline for K ≥ 2)."""
-    workers = int(spec.rstrip("w"))
+    ``spec`` (``--workers`` mode, which also runs the push probe): K workers (1 = in-process), or ``1w``: one
+    worker process (the scaling baseline for K ≥ 2). None: in-process, no probe (the raw-echo comparison)."""
+    workers = int((spec or "1").rstrip("w"))
     metrics = CountingMetrics()
     link = StaticRegistry([private_key_to_address(sk) for sk in runner_keys(n, KEY_BASE)])
     limits = ServerLimits(max_half_open=100_000, retry_threshold=100_000, hello_rate_per_peer=100_000.0,
@@ -197,6 +207,9 @@ async def serve_transport(n: int, spec: str = "1") -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    probe: asyncio.Task[None] | None = None
+    if spec is not None:
+        probe = asyncio.get_running_loop().create_task(push_probe(service, link))
     started, pings0 = 0.0, 0
     workers0: dict[int, float] = {}
     while line := (await reader.readline()).strip():
@@ -204,6 +217,7 @@ async def serve_transport(n: int, spec: str = "1") -> None:
         if line == b"start":
             started, pings0 = time.process_time(), pings
             workers0 = {pid: _proc_cpu_s(pid) for pid in _worker_pids(service)}
+            metrics.pushes.clear()
             print("ok", flush=True)
         elif line == b"stop":
             cpu = time.process_time() - started
@@ -212,8 +226,34 @@ async def serve_transport(n: int, spec: str = "1") -> None:
                               "connected": metrics.connected, "present": metrics.present,
                               "admitted": metrics.events.get("handshake:admitted", 0),
                               "worker_cpu_s": worker_cpu, "rss_mib": _proc_rss_mib(),
-                              "worker_rss_mib": [_proc_rss_mib(pid) for pid in workers0]}), flush=True)
+                              "worker_rss_mib": [_proc_rss_mib(pid) for pid in workers0],
+                              "push_latency_ms": [round(1000 * x, 3) for x in metrics.pushes]}), flush=True)
+    if probe is not None:
+        probe.cancel()
     await service.stop()
+
+
+PUSH_INTERVAL_S = 1.0
+"""The push probe "commits a block" assigning one job to one present runner this often."""
+
+
+async def push_probe(service: TransportService, link: StaticRegistry) -> None:
+    """Once a second, one job assigned to the next present runner and pushed the way a committed block pushes
+    (``on_block_committed``: governed constants, epoch and registry re-checks of every session, then the push);
+    the runner acks it Accepted and ``push_latency`` records commit → ack. Push latency under heartbeat load."""
+    turn = 0
+    while True:
+        await asyncio.sleep(PUSH_INTERVAL_S)
+        present = sorted(service.local_presence(link.head_height()))
+        if not present:
+            continue
+        index = present[turn % len(present)]
+        turn += 1
+        job_id = secrets.token_bytes(32)
+        h = link.head_height()
+        link.jobs[job_id] = AssignmentInfo(job_spec=b"\xa0", assignment_height=h, deadline_block=h + 100,
+                                           committee=(index,), live=True)
+        service.on_block_committed([job_id], [])
 
 
 # --- client side (this process) ----------------------------------------------------------------------------
@@ -302,6 +342,11 @@ async def reader(c: Client) -> None:
     try:
         while True:
             frame = await c.conn.recv()
+            if isinstance(frame, JobAssignment) and c.session is not None:  # the push probe: verify, ack
+                if any(isinstance(e, AssignmentReceived) for e in c.session.receive(frame, time.monotonic())):
+                    c.session.ack(frame.job_id, AckStatus.accepted())
+                for out in c.session.take_outbound():
+                    c.conn.send(out)
             if isinstance(frame, HeartbeatPong):
                 c.pongs += 1
                 sent = c.sent_at.pop(frame.nonce_echo, None)
@@ -607,6 +652,8 @@ async def measure_workers(n: int, spec: str, seconds: float, warmup_s: float, cl
             "validator_core_share": round(cpu_v / wall, 3),
             "worker_core_shares": [round(c / wall, 3) for c in report["worker_cpu_s"]],
             "validator_rss_mib": report["rss_mib"], "worker_rss_mib": report["worker_rss_mib"],
+            "pushes": len(report["push_latency_ms"]), "push_ms_p50": _quantile(report["push_latency_ms"], 0.5),
+            "push_ms_p99": _quantile(report["push_latency_ms"], 0.99),
             "present": report["present"]}
 
 
@@ -660,7 +707,7 @@ def main(argv: list[str] | None = None) -> None:
         prof = cProfile.Profile() if profile else None
         if prof is not None:
             prof.enable()
-        asyncio.run(serve_transport(args.serve_transport, args.workers or "1"))
+        asyncio.run(serve_transport(args.serve_transport, args.workers))
         if prof is not None:
             prof.disable()
             prof.dump_stats(f"{profile}-validator-{os.getpid()}.prof")
