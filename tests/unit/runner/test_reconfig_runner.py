@@ -7,8 +7,6 @@ v1..v6, v11, v12 (Sub_1(G) = v1, v4, v6, v11); ValidatorSetActivated(1, h = 1000
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from cowboy_protocol.transport.enums import GoodbyeReason
@@ -16,14 +14,14 @@ from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.session import Closed
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.reconfig import EpochLink, link_key, stale_links
-from cowboy_runner.sessions_plan import plan_sessions, snapshot_from_status
+from cowboy_runner.sessions_plan import Snapshot, plan_sessions, snapshot_from_status
 from tests.unit.runner.test_runner_sessions_plan import H_ACT, TEN, V12, G, _recfg_status
 
 ENDPOINTS = {v: (f"10.0.0.{v[0]}", 4433) for v in V12}
 
 
 def _link(validator: bytes, epoch: int, cls: type[Link] = EpochLink) -> Link:
-    cfg = LinkConfig(host="127.0.0.1", port=9, chain_id="c", validator_set=TEN, expected_validator=validator,
+    cfg = LinkConfig(host="127.0.0.1", port=9, chain_id="c", validator_set=tuple(TEN), expected_validator=validator,
                      subset_epoch=epoch)
 
     async def on_assignment(*_: object) -> None:
@@ -66,8 +64,12 @@ def test_overlap_expired_stops_the_link_for_good() -> None:
     assert isinstance(lk, EpochLink)
     lk._handle([Closed(GoodbyeReason.OVERLAP_EXPIRED, "epoch 0 session not valid at height 1160", True)])
     assert lk.overlap_expired
-    # run() returns at once instead of reconnecting (a reconnect would try 127.0.0.1:9 and back off).
-    asyncio.run(asyncio.wait_for(lk.run(), timeout=5))
+    # run() returns at its first step, awaiting nothing: no connect to 127.0.0.1:9, no backoff sleep. Driven by hand
+    # rather than under asyncio.run + wait_for(timeout=5): no event loop, no wall-clock bound, and no change to the
+    # thread's current event loop (asyncio.run leaves it None for the tests that follow in the same process).
+    step = lk.run()
+    with pytest.raises(StopIteration):
+        step.send(None)
     assert lk.connects == 0
     # ... and the next re-plan drops it even if the plan still wanted it.
     snap = snapshot_from_status(_recfg_status(TEN[3]))
@@ -79,3 +81,18 @@ def test_other_goodbyes_keep_reconnecting() -> None:
     lk = _link(V12[6], 0)
     lk._handle([Closed(GoodbyeReason.IDLE_TIMEOUT, None, True)])
     assert isinstance(lk, EpochLink) and not lk.overlap_expired and not lk._stopping
+
+
+def test_a_governed_subset_size_change_drops_and_adds_links_at_the_next_plan() -> None:
+    # The daemon re-plans at every head with the MIN_SUBSET/MAX_SUBSET of that head's GET /params
+    # (docs/transport.md §8 "Governed constants"): Sub(G) over TEN is v1, v4, v6, v7, v10 at the defaults and
+    # v1, v10 with MIN = MAX = 2 (test_runner_sessions_plan.py::test_plan_uses_the_governed_subset_bounds).
+    snap = Snapshot(0, tuple(TEN), TEN[3])
+    endpoints = {v: ("h", 1) for v in TEN}
+    wide, _ = plan_sessions(G, snap, ("rpc-host", 9000), endpoints)
+    links = [_link(t.validator, 0) for t in wide]
+    narrow, _ = plan_sessions(G, snap, ("rpc-host", 9000), endpoints, min_subset=2, max_subset=2)
+    assert sorted((link_key(lk)[0] or b"?")[0] for lk in stale_links(links, narrow, snap)) == [4, 6, 7]
+    kept = [lk for lk in links if lk not in stale_links(links, narrow, snap)]
+    assert stale_links(kept, wide, snap) == []  # raised again: nothing to drop, the plan re-adds v4, v6, v7
+    assert {t.validator for t in wide} - {link_key(lk)[0] for lk in kept} == {TEN[3], TEN[5], TEN[6]}
