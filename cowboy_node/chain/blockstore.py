@@ -3,7 +3,7 @@
 Key layout (one LevelDB, disjoint prefixes)::
 
     s/<state key>          state values          (WorldState data_prefix)
-    n/<nibble path>        state tree nodes      (StateTree prefix)
+    n/<nibble path>        state tree internal nodes; n/0xfe‖H(k) leaves (StateTree prefix, state/tree.py)
     B/<height be8>         block bytes
     R/<height be8>         receipts of that block (CBOR array)
     H/<block hash>         height be8
