@@ -16,23 +16,21 @@ minus X, where X is a member of ``Sub_0(R)`` other than the runner's RPC validat
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cowboy_node.node.keys import load_validator_key
-from cowboy_protocol.crypto import ed25519
+from cowboy_node.cli.main import build_parser
 from cowboy_protocol.crypto.secp256k1 import private_key_to_public_key
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.transport.subset import subset
-from cowboy_protocol.types.governance_instructions import GovernanceSetParam
-from cowboy_protocol.types.instructions import Instruction, ValidatorApproved, approval_preimage
-from cowboy_protocol.types.transaction import Transaction
-from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 from tests.e2e.netproc import Testnet
 from tests.e2e.test_network_jobs import _ValidatorRpc, _wait_all_sessions
 from tests.integration.nodeproc import BIN
@@ -41,6 +39,9 @@ from tests.integration.runnerproc import RunnerProcess
 pytestmark = pytest.mark.timeout(300)
 
 OVERLAP = 20
+LEAD = 12
+"""Blocks (500 ms) between reading the head and a governed change's height: three approvals and the submission
+must be included before it (an activation at least 2 blocks above its block)."""
 
 
 def _runner_cmd(*args: str) -> list[str]:
@@ -52,34 +53,44 @@ def _head(net: Testnet) -> int:
     return max(h for h in net.heights().values() if h is not None)
 
 
+def _reconfiguration(net: Testnet, i: int) -> dict[str, Any] | None:
+    rc: dict[str, Any] | None = net.status(i).get("reconfiguration")
+    return rc
+
+
 def _sessions(runner: RunnerProcess) -> set[tuple[str, int]]:
     """(validator key, subset_epoch) of the runner's authenticated sessions."""
     return {(s["validator"].lower(), int(s["subset_epoch"])) for s in runner.status().get("sessions", [])
             if s["connected"]}
 
 
-def _governed(net: Testnet, ins: Instruction, approvers: list[int]) -> dict[str, Any]:
-    """Submit ``ins`` wrapped in a ValidatorApproved with the approvals of ``approvers`` (signed here with their
-    validator keys, as ``--approve-with`` does) from the faucet; the receipt once included."""
-    st = net.status(1)
-    nonce = int(net.get(1, "/params")[1]["governance"]["approval_nonce"])
-    msg = approval_preimage(st["chain_id"], nonce, ins)
-    approvals = tuple((i, ed25519.sign(load_validator_key(net.validators[i].home / "keys" / "validator.key")
-                                       .ed25519_seed, msg)) for i in sorted(approvers))
-    f = net.faucet
-    if f.next_nonce is None:
-        f.next_nonce = int(net.get(1, "/account/0x" + f.address.hex())[1]["next_pending_nonce"])
-    bf = st["basefee"]
-    tx = Transaction(chain_id=st["chain_id"], nonce=f.next_nonce, sender=f.address,
-                     instruction=ValidatorApproved(ins, approvals), cycles_limit=400_000, cells_limit=20_000,
-                     max_fee_per_cycle=4 * int(bf["cycle"]) + 10, max_priority_fee_per_cycle=10,
-                     max_fee_per_cell=4 * int(bf["cell"]) + 10, max_priority_fee_per_cell=10).signed(f.sk)
-    code, body = net.send_tx(1, tx.to_bytes())
-    assert code == 200, body
-    f.next_nonce += 1
-    net.wait_included([str(body["tx_hash"])], 60)
-    receipt: dict[str, Any] = net.wait_for("the receipt on validator 1", lambda: net.receipt(1, str(body["tx_hash"])),
-                                           30, interval=0.2)
+def _cowboy_node(*argv: str) -> tuple[int, str]:
+    """Run the ``cowboy-node`` command line in this process (the real parser and command; no interpreter start-up,
+    which takes seconds on a loaded machine and would eat the activation's lead; not ``main()``, which resets
+    SIGPIPE for a console process): (exit code, stdout)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        args = build_parser().parse_args(list(argv))
+        rc: int = args.func(args)
+    return rc, out.getvalue()
+
+
+def _governed(net: Testnet, out: Path, argv: list[str], approvers: list[int]) -> dict[str, Any]:
+    """``cowboy-node tx governance ARGV``: each of ``approvers`` approves with ``--approve-with`` (its own home and
+    RPC), then the faucet submits the approval files with ``--approvals`` to validator 1 and waits; the receipt."""
+    files = []
+    for i in approvers:
+        rc, approval = _cowboy_node("tx", "governance", *argv, "--rpc", net.validators[i].rpc_url,
+                                    "--approve-with", str(net.validators[i].home / "keys" / "validator.key"))
+        assert rc == 0, approval
+        path = out / f"approval-{argv[0]}-{i}.json"
+        path.write_text(approval)
+        files.append(str(path))
+    rc, done = _cowboy_node("tx", "governance", *argv, "--rpc", net.validators[1].rpc_url,
+                            "--key", str(net.out / "faucet.key"), "--approvals", *files, "--timeout", "60")
+    net.faucet.next_nonce = None  # the CLI sent from the faucet: the harness re-reads its nonce before its next tx
+    assert rc == 0, done
+    receipt: dict[str, Any] = json.loads(done)["receipt"]
     return receipt
 
 
@@ -90,7 +101,8 @@ def test_governance_activation_rotates_the_runner_subset_through_the_overlap(tmp
         net.start()
         net.wait_heights(2, 60)
         keys = [bytes.fromhex(v.public_key.removeprefix("0x")) for v in net.validators]
-        r = _governed(net, GovernanceSetParam("OVERLAP_BLOCKS", OVERLAP, _head(net) + 10), [0, 2, 3])
+        r = _governed(net, tmp_path, ["set-param", "OVERLAP_BLOCKS", str(OVERLAP), "--at-height",
+                                      str(_head(net) + LEAD)], [0, 2, 3])
         assert r["status"] == "success", r
 
         v0 = _ValidatorRpc(net, 0)
@@ -108,13 +120,17 @@ def test_governance_activation_rotates_the_runner_subset_through_the_overlap(tmp
         hexkey = {k: "0x" + k.hex() for k in keys}
         assert _sessions(runner) == {(hexkey[k], 0) for k in sub0}
 
-        h = _head(net) + 8
-        assert int(net.get(0, "/params")[1]["cip11_params"]["OVERLAP_BLOCKS"]) == OVERLAP  # active by now
-        receipt = _governed(net, ActivateValidatorSet(tuple(new), h),
-                            [keys.index(x), *[i for i in range(4) if keys[i] != x][:2]])
+        net.wait_for("OVERLAP_BLOCKS active", lambda: int(net.get(0, "/params")[1]["cip11_params"]["OVERLAP_BLOCKS"])
+                     == OVERLAP, 30)
+        h = _head(net) + LEAD
+        # Epoch 1 named by positions in GET /validators (genesis order), as an operator would.
+        positions = [str(i) for i, k in enumerate(keys) if k != x]
+        receipt = _governed(net, tmp_path, ["activate-validator-set", "--validators", *positions, "--at-height",
+                                            str(h)], [keys.index(x), *[i for i in range(4) if keys[i] != x][:2]])
         assert receipt["status"] == "success", receipt
         for i in range(4):
-            rc = net.status(i)["reconfiguration"]
+            rc = net.wait_for(f"validator {i} publishes the activation", partial(_reconfiguration, net, i), 20,
+                              interval=0.2)
             assert (rc["activation_height"], rc["overlap_blocks"], rc["cutoff_height"]) == (h, OVERLAP, h + OVERLAP)
             assert [v["ed25519_public_key"] for v in rc["new"]["validators"]] == [hexkey[k] for k in new]
         doc = net.get(0, "/validators")[1]
