@@ -42,6 +42,9 @@ class PeerMetrics:
         self.messages_dropped = Counter(
             "p2p_messages_dropped", "Messages dropped, by reason: " + ", ".join(DROP_REASONS) + ".", ["reason"],
             namespace=ns, registry=r)
+        self.messages_dropped_by_channel = Counter(
+            "p2p_messages_dropped_by_channel", "Messages dropped whose channel is known, by channel and reason "
+            "(the same drops as p2p_messages_dropped).", ["channel", "reason"], namespace=ns, registry=r)
         self.handshake_failures = Counter(
             "p2p_handshake_failures", "Peer handshakes this node refused, by reason: "
             + ", ".join(HANDSHAKE_FAILURE_REASONS) + ".", ["reason"], namespace=ns, registry=r)

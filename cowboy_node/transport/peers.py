@@ -1,6 +1,7 @@
 """The validator peer layer: authenticated QUIC connections between the validators of a static set.
 
-Transport only: payloads are opaque bytes on a channel (0 consensus, 1 blocks, 2 transactions, 3 sync). Wire
+Transport only: payloads are opaque bytes on a channel (0 consensus, 1 blocks, 2 transactions, 3 sync, 4 presence
+gossip, 5 endpoint gossip, 6 transaction batches). Wire
 format and handshake: :mod:`cowboy_node.transport.peer_frames` and ``docs/protocol.md`` "Validator peer layer";
 the aioquic adapter: :mod:`cowboy_node.transport.peer_quic`.
 
@@ -18,9 +19,19 @@ reason per peer per :data:`LOG_INTERVAL_S`.
 **Limits.** A frame longer than ``max_message_bytes + 64`` is refused from its length prefix (the connection
 closes). Each authenticated peer has receive token buckets (messages/s and bytes/s, burst 2×): excess messages
 are dropped and counted, the connection stays up. Each peer's send queue holds at most ``send_queue_messages``
-frames (and :data:`SEND_QUEUE_BYTES`) beyond what QUIC has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged);
-when full the NEW message is dropped (``queue_full``). Messages queued when a connection drops are counted
-``not_connected``. ``send`` to a peer without an authenticated outbound connection returns False
+frames (and :data:`SEND_QUEUE_BYTES`) beyond what QUIC has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged).
+Messages queued when a connection drops are counted ``not_connected``.
+
+**Priorities.** The send queue is three FIFO queues, one per class (:func:`channel_class`): consensus, blocks and
+sync first, then presence/endpoint gossip (and any other channel), then transactions; each flush empties them in
+that order, and transaction frames are written only while QUIC has less than :data:`TX_WINDOW_BYTES`
+unacknowledged, so a vote never waits behind megabytes of transactions. When the queue is full a new message
+evicts the OLDEST queued message of a lower class (transactions first, counted ``queue_full`` on the evicted
+message's channel); with nothing lower to evict the NEW message is dropped (``queue_full``). So a consensus message
+is never dropped because of transactions or gossip. Drops are counted per channel too
+(``stats()["dropped.<reason>.ch<channel>"]``, ``cowboy_p2p_messages_dropped_by_channel_total{channel,reason}``).
+
+``send`` to a peer without an authenticated outbound connection returns False
 (``not_connected``): consensus retransmits on its own, this layer never buffers for a peer that is down.
 
 **Reconnect.** Each dialer retries after any failure with exponential backoff and full jitter in
@@ -63,7 +74,8 @@ from cowboy_node.transport.peer_quic import PeerProtocol, dial, listen
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.transport.quic_certs import ensure_certificate
 
-__all__ = ["LOG_INTERVAL_S", "SEND_WINDOW_BYTES", "PeerInfo", "PeerLimits", "PeerNetwork"]
+__all__ = ["CLASS_CONTROL", "CLASS_GOSSIP", "CLASS_TXS", "LOG_INTERVAL_S", "SEND_WINDOW_BYTES", "TX_WINDOW_BYTES",
+           "PeerInfo", "PeerLimits", "PeerNetwork", "channel_class"]
 
 log = get_logger("cowboy.p2p")
 
@@ -72,6 +84,16 @@ SEND_WINDOW_BYTES = 4 * 1024 * 1024
 SEND_QUEUE_BYTES = 64 * 1024 * 1024
 """Per peer send queue bytes (framed) beyond which a new message is dropped as ``queue_full`` even below
 ``send_queue_messages`` (4096 queued 8 MiB blocks would be 32 GiB); an empty queue always takes one message."""
+TX_WINDOW_BYTES = 1024 * 1024
+"""Unacknowledged bytes beyond which transaction frames (:data:`CLASS_TXS`) wait in the queue: QUIC delivers one
+stream in order, so this bounds what a consensus message written next can be stuck behind."""
+CLASS_CONTROL = 0
+"""Send class of consensus (0), blocks (1) and sync (3): written first, never evicted for a lower class."""
+CLASS_GOSSIP = 1
+"""Send class of presence (4) and endpoint (5) gossip and any channel not named here."""
+CLASS_TXS = 2
+"""Send class of transactions (2) and transaction batches (6): written last, evicted first."""
+_CLASS_OF = {0: CLASS_CONTROL, 1: CLASS_CONTROL, 3: CLASS_CONTROL, 2: CLASS_TXS, 6: CLASS_TXS}
 LOG_INTERVAL_S = 60.0
 """A warning of the same reason about the same peer is logged at most once per this many seconds."""
 MAX_UNAUTHENTICATED_INBOUND = 16
@@ -103,7 +125,8 @@ class PeerLimits:
     max_bytes_per_s: float = 64 * 1024 * 1024
     """Per peer receive byte bucket (burst 2×)."""
     send_queue_messages: int = 4096
-    """Per peer send queue; when full the newest message is dropped (counted ``queue_full``)."""
+    """Per peer send queue (all classes); when full a lower class's oldest message, else the new one, is dropped
+    (counted ``queue_full``)."""
     reconnect_min_s: float = 0.2
     reconnect_max_s: float = 5.0
     handshake_timeout_s: float = 5.0
@@ -112,18 +135,33 @@ class PeerLimits:
     """QUIC idle timeout; the dialer pings every third of it."""
 
 
-class _Outbound:
-    """The dialer side of one peer: its send queue and current authenticated connection."""
+def channel_class(channel: int) -> int:
+    """The send class of ``channel`` (lower is sent first and evicted last)."""
+    return _CLASS_OF.get(channel, CLASS_GOSSIP)
 
-    __slots__ = ("ever_connected", "info", "proto", "queue", "queued_bytes", "task")
+
+_Queued = tuple[int, int, bytes]  # (channel, payload length, framed bytes)
+
+
+class _Outbound:
+    """The dialer side of one peer: its send queues (one per class) and current authenticated connection."""
+
+    __slots__ = ("ever_connected", "info", "proto", "queued", "queued_bytes", "queues", "task")
 
     def __init__(self, info: PeerInfo) -> None:
         self.info = info
         self.proto: PeerProtocol | None = None  # set only while authenticated
-        self.queue: deque[tuple[int, int, bytes]] = deque()  # (channel, payload length, framed bytes)
-        self.queued_bytes = 0  # sum of len(framed) over the queue
+        self.queues: tuple[deque[_Queued], ...] = (deque(), deque(), deque())  # by class, see channel_class
+        self.queued = 0  # messages over all queues
+        self.queued_bytes = 0  # sum of len(framed) over all queues
         self.task: asyncio.Task[None] | None = None
         self.ever_connected = False
+
+    def clear(self) -> None:
+        """Empty every queue."""
+        for q in self.queues:
+            q.clear()
+        self.queued = self.queued_bytes = 0
 
 
 class _DialHandler:
@@ -345,10 +383,10 @@ class PeerNetwork:
             raise ValueError(f"channel {channel} is not in 0..255")
         out = self._out.get(to)
         if out is None or out.proto is None:
-            self._drop("not_connected", str(to))
+            self._drop("not_connected", str(to), channel)
             return False
         if len(payload) > self.limits.max_message_bytes:
-            self._drop("too_large", str(to))
+            self._drop("too_large", str(to), channel)
             return False
         return self._enqueue(out, channel, len(payload), encode_data(channel, payload))
 
@@ -357,13 +395,13 @@ class PeerNetwork:
         if not 0 <= channel <= 255:
             raise ValueError(f"channel {channel} is not in 0..255")
         if len(payload) > self.limits.max_message_bytes:
-            self._drop("too_large", "*")
+            self._drop("too_large", "*", channel)
             return 0
         framed: bytes | None = None
         n = 0
         for index, out in self._out.items():
             if out.proto is None:
-                self._drop("not_connected", str(index))
+                self._drop("not_connected", str(index), channel)
                 continue
             if framed is None:
                 framed = encode_data(channel, payload)
@@ -380,11 +418,20 @@ class PeerNetwork:
         return dict(self._stats)
 
     def _enqueue(self, out: _Outbound, channel: int, size: int, framed: bytes) -> bool:
-        if len(out.queue) >= self.limits.send_queue_messages or (
-                out.queue and out.queued_bytes + len(framed) > SEND_QUEUE_BYTES):
-            self._drop("queue_full", str(out.info.index))
-            return False
-        out.queue.append((channel, size, framed))
+        cls = channel_class(channel)
+        while out.queued >= self.limits.send_queue_messages or (
+                out.queued and out.queued_bytes + len(framed) > SEND_QUEUE_BYTES):
+            # Full: evict the oldest message of the lowest class below this one (transactions first).
+            victim = next((q for q in reversed(out.queues[cls + 1:]) if q), None)
+            if victim is None:
+                self._drop("queue_full", str(out.info.index), channel)
+                return False
+            old_channel, _, old_framed = victim.popleft()
+            out.queued -= 1
+            out.queued_bytes -= len(old_framed)
+            self._drop("queue_full", str(out.info.index), old_channel)
+        out.queues[cls].append((channel, size, framed))
+        out.queued += 1
         out.queued_bytes += len(framed)
         index = out.info.index
         if index not in self._flush_scheduled:  # one flush per loop iteration: a burst of sends is coalesced
@@ -400,16 +447,21 @@ class PeerNetwork:
         proto = out.proto
         if proto is None or proto.closing:
             return
-        queue, m = out.queue, self._metrics
-        while queue and proto.unacked_bytes() < SEND_WINDOW_BYTES:
-            channel, size, framed = queue.popleft()
-            out.queued_bytes -= len(framed)
-            proto.write(framed)
-            self._count("sent")
-            if m is not None:
-                label = str(channel)
-                m.messages_sent.labels(channel=label).inc()
-                m.bytes_sent.labels(channel=label).inc(size)
+        m = self._metrics
+        for cls, queue in enumerate(out.queues):
+            window = TX_WINDOW_BYTES if cls == CLASS_TXS else SEND_WINDOW_BYTES
+            while queue and proto.unacked_bytes() < window:
+                channel, size, framed = queue.popleft()
+                out.queued -= 1
+                out.queued_bytes -= len(framed)
+                proto.write(framed)
+                self._count("sent")
+                if m is not None:
+                    label = str(channel)
+                    m.messages_sent.labels(channel=label).inc()
+                    m.bytes_sent.labels(channel=label).inc(size)
+            if queue:  # this class is waiting for the window: lower ones wait behind it
+                return
 
     # --- dialing ------------------------------------------------------------------------------------------
 
@@ -477,8 +529,7 @@ class PeerNetwork:
     def _outbound_up(self, out: _Outbound, proto: PeerProtocol) -> None:
         index = out.info.index
         out.proto = proto
-        out.queue.clear()  # nothing was queued while down (send refuses), but be explicit
-        out.queued_bytes = 0
+        out.clear()  # nothing was queued while down (send refuses), but be explicit
         if out.ever_connected:
             self._count("reconnects")
             if self._metrics is not None:
@@ -490,11 +541,10 @@ class PeerNetwork:
 
     def _outbound_down(self, out: _Outbound) -> None:
         out.proto = None
-        dropped = len(out.queue)
-        out.queue.clear()
-        out.queued_bytes = 0
-        for _ in range(dropped):
-            self._drop("not_connected", str(out.info.index))
+        for q in out.queues:
+            for channel, _, _ in q:
+                self._drop("not_connected", str(out.info.index), channel)
+        out.clear()
         self._peers_changed(out.info.index, False)
 
     def _peers_changed(self, index: int, up: bool) -> None:
@@ -538,12 +588,12 @@ class PeerNetwork:
     def _deliver(self, index: int, frame: Data) -> None:
         size = len(frame.payload)
         if size > self.limits.max_message_bytes:
-            self._drop("too_large", str(index))
+            self._drop("too_large", str(index), frame.channel)
             return
         msgs, nbytes = self._buckets[index]
         now = time.monotonic()
         if not msgs.take(1.0, now) or not nbytes.take(float(size), now):
-            self._drop("rate_limited", str(index))
+            self._drop("rate_limited", str(index), frame.channel)
             return
         self._count("received")
         m = self._metrics
@@ -565,10 +615,14 @@ class PeerNetwork:
     def _count(self, key: str, n: int = 1) -> None:
         self._stats[key] = self._stats.get(key, 0) + n
 
-    def _drop(self, reason: str, who: str) -> None:
+    def _drop(self, reason: str, who: str, channel: int | None = None) -> None:
         self._count(f"dropped.{reason}")
+        if channel is not None:
+            self._count(f"dropped.{reason}.ch{channel}")
         if self._metrics is not None:
             self._metrics.messages_dropped.labels(reason=reason).inc()
+            if channel is not None:
+                self._metrics.messages_dropped_by_channel.labels(channel=str(channel), reason=reason).inc()
         if reason in ("rate_limited", "too_large", "bad_frame"):
             self._log_limited(who, f"dropped:{reason}", "p2p message dropped", peer=who, reason=reason)
 
