@@ -99,16 +99,28 @@ fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the C
 
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
+	$(VPY) bench/chain_throughput.py --validators 4
+	$(VPY) bench/state_root.py
 	$(VPY) bench/eob_timers.py
 	$(VPY) bench/actor_workflow.py
 	$(VPY) bench/dispatch.py
 	$(VPY) bench/quic_echo.py
 	$(VPY) bench/push_latency.py
+	$(VPY) bench/push_latency.py --validators 4
 	$(VPY) bench/heartbeat_cost.py
 	$(VPY) bench/runner_capacity.py --pairs 4
+	$(VPY) bench/runner_capacity.py --workers 1,1w,2 --runners 300 --client-procs 2
 	$(VPY) bench/consensus.py
 	$(VPY) bench/sdk_continuations.py
+	$(VPY) bench/sdk_loop_continuations.py
 	$(VPY) bench/cip1_scheduler.py
+	$(VPY) bench/cip1_listing.py
+	$(VPY) bench/mode_a_certificate.py
+	$(VPY) bench/reconfig_admission.py
+	$(VPY) bench/pvm_unicode.py
+	$(VPY) bench/pvm_interrupt_cost.py
+	$(VPY) bench/ui_snapshot.py
+	@echo "not run here: bench/qh3_echo.py (needs qh3 installed with --qh3-path), bench/soak.py (make soak)"
 
 soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady load; JSON with goal verdicts
 	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
