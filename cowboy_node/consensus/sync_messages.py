@@ -7,6 +7,12 @@ SyncRequest   {0: 2, 1: from_height, 2: max_blocks (1..64)}      "send me finali
 SyncResponse  {0: 3, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: Finalization bytes}
 ```
 
+Transactions travel on their own channel, :data:`CH_TX_BATCH`, as a :class:`TxBatch` (:func:`encode_tx_batch`):
+
+```
+TxBatch       {0: 0, 1: [tx bytes, ...] (1..MAX_TX_BATCH_TXS)}     gossip of admitted transactions
+```
+
 Block bodies themselves (a proposal, or the answer to a BlockRequest) travel on the blocks channel as plain
 encoded blocks. A SyncResponse's blocks are consecutive, and its certificate finalizes the last of them;
 the requester links them by ``parent_hash`` from its own head, so one certificate proves the whole run.
@@ -25,9 +31,14 @@ CH_CONSENSUS = 0
 CH_BLOCKS = 1
 """Peer channel of block bodies."""
 CH_TXS = 2
-"""Peer channel of gossiped transactions (raw transaction bytes)."""
+"""Peer channel of single gossiped transactions (raw transaction bytes): still accepted, no longer sent (the node
+sends :data:`CH_TX_BATCH`)."""
 CH_SYNC = 3
 """Peer channel of the messages of this module."""
+CH_TX_BATCH = 6
+"""Peer channel of :class:`TxBatch` messages (4 and 5 are presence and endpoint gossip)."""
+MAX_TX_BATCH_TXS = 1024
+"""Most transactions in one TxBatch."""
 MAX_SYNC_REQUEST = 64
 """Most blocks a SyncRequest may ask for."""
 MAX_SYNC_BLOCKS = 128
@@ -68,6 +79,38 @@ class SyncResponse:
     """Encoded blocks, consecutive heights from the request's ``from_height``."""
     finalization: bytes
     """Encoded Finalization whose proposal is the last block."""
+
+
+@dataclass(frozen=True, slots=True)
+class TxBatch:
+    """Transactions a validator admitted (from RPC), gossiped to the others in one message."""
+
+    txs: tuple[bytes, ...]
+    """Raw transaction bytes (each as submitted), 1..:data:`MAX_TX_BATCH_TXS`, in the order admitted."""
+
+
+def encode_tx_batch(m: TxBatch) -> bytes:
+    """Canonical bytes of ``m``."""
+    return encode({0: 0, 1: list(m.txs)})
+
+
+def decode_tx_batch(data: bytes) -> TxBatch:
+    """Strict decode (exact keys, kind 0, 1..MAX_TX_BATCH_TXS non-empty byte strings); raises DecodeError. The
+    transactions themselves are not opened here: admission decodes and checks each one."""
+    try:
+        value = decode(data)
+    except CodecError as e:
+        raise DecodeError(f"tx batch: {e}") from None
+    if not isinstance(value, dict):
+        raise DecodeError("tx batch: expected a map")
+    m = expect_map(value, frozenset({0, 1}), "tx_batch")
+    if m[0] != 0:
+        raise DecodeError(f"tx batch: unknown kind {m[0]!r}")
+    txs = m[1]
+    if not isinstance(txs, list) or not 1 <= len(txs) <= MAX_TX_BATCH_TXS \
+            or not all(isinstance(t, bytes) and t for t in txs):
+        raise DecodeError(f"tx_batch.txs must be 1..{MAX_TX_BATCH_TXS} non-empty byte strings")
+    return TxBatch(tuple(txs))
 
 
 SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse

@@ -27,7 +27,7 @@ from cowboy_node.chain.sigpool import Prepared, SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
-from cowboy_node.consensus.sync_messages import CH_TXS
+from cowboy_node.consensus.sync_messages import CH_TX_BATCH
 from cowboy_node.crypto import bls, threshold
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv, Observe
@@ -39,6 +39,7 @@ from cowboy_node.execution.transactions import INTERNAL_ERROR
 from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.transport_link import TransportLink
+from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
@@ -143,6 +144,13 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.endpoints = EndpointBook(self._genesis_hash, tuple(v.ed25519_public_key for v in validators), self._ed_pub)
         """The other validators' runner-facing QUIC endpoints, as they announced them."""
         self.consensus.handlers[CH_ENDPOINTS] = self._on_endpoint_announcement
+        self.tx_gossip = TxGossip(
+            broadcast=lambda: None if self.consensus.net is None else self.consensus.net.broadcast,
+            admit=self._admit_gossiped, pool=lambda: self.signature_pool,
+            max_body=lambda: head_context(self.chain).ctx.limits.max_tx_bytes,
+            on_count=lambda result, n: self.metrics.tx_gossip.labels(result=result).inc(n))
+        """Batched transaction gossip to the other validators, and the bounded admission of theirs."""
+        self.consensus.handlers[CH_TX_BATCH] = self.tx_gossip.receive
         self.quic_advertise: str | None = None
         """Our runner-facing QUIC endpoint (set at start-up when the transport runs)."""
         self.rpc_advertise = ""
@@ -220,6 +228,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """Release the builder thread of a node whose :meth:`run` was never started (tests), and the signature
         pool's workers."""
         self.consensus.close()
+        self.tx_gossip.close()
         self._close_signature_pool()
 
     def _close_signature_pool(self) -> None:
@@ -236,6 +245,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         try:
             await self.consensus.run()
         finally:
+            self.tx_gossip.close()
             self._close_signature_pool()
 
     async def produce_block(self) -> None:
@@ -268,13 +278,18 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         return block_job_activity(self.chain, prepared, env, selection), steps  # the parent is still the head
 
     def _admit_gossip(self, tx_bytes: bytes) -> None:
-        """A transaction another validator received: admit it here too (not forwarded again: full mesh)."""
+        """A single transaction another validator received (old ``CH_TXS`` message): queued like a batch's."""
+        self.tx_gossip.receive_single(tx_bytes)
+
+    def _admit_gossiped(self, tx_bytes: bytes, prepared: Prepared | None) -> str | None:
+        """Admit one gossiped transaction here too (not forwarded again: full mesh); None, or the error code."""
         try:
-            admit(tx_bytes, self.chain, self.mempool)
-        except (TxInvalid, MempoolError, ValidationError):
-            return
+            admit(tx_bytes, self.chain, self.mempool, prepared=prepared)
+        except (TxInvalid, MempoolError, ValidationError) as e:
+            return e.code
         if self.mempool_journal is not None:
             self.mempool_journal.append(tx_bytes)
+        return None
 
     def _after_commit(self, committed: CommittedBlock) -> None:
         """After a finalized block is committed: mempool, transport push, metrics and the log line."""
@@ -332,9 +347,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             raise RpcError(400, e.code, e.message) from None
         if self.mempool_journal is not None:
             self.mempool_journal.append(tx_bytes)  # written with the next block's journal sync
-        net = self.consensus.net
-        if net is not None:  # every validator may lead the next view: each must have the transaction
-            net.broadcast(CH_TXS, tx_bytes)
+        self.tx_gossip.add(tx_bytes)  # every validator may lead the next view: each must have the transaction
         self.metrics.observe_mempool(self.mempool)
         return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
 

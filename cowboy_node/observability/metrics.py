@@ -159,6 +159,10 @@ class NodeMetrics:
         self.presence_gossip = Counter("presence_gossip", "Presence announcements from other validators (CIP-11 "
                                        "§8.2), by result: accepted or the refusal reason.", ["result"],
                                        namespace=ns, registry=r)
+        self.tx_gossip = Counter("tx_gossip", "Transaction gossip between validators (cowboy_node/node/tx_gossip.py), "
+                                 "by result: sent, batches_sent, received, admitted, rejected, malformed "
+                                 "(messages), queue_full (dropped, receive queue full).", ["result"],
+                                 namespace=ns, registry=r)
         self.consensus_invalid_blocks = Counter("consensus_invalid_blocks", "Proposals this validator refused to "
                                                 "vote for, by reason.", ["reason"], namespace=ns, registry=r)
         self.consensus_synced_blocks = Counter("consensus_synced_blocks", "Finalized blocks fetched from peers "
