@@ -12,8 +12,17 @@ them to each other. Measured:
   ``/status`` showed the height, polled every ``--poll-ms``) − the block's ``timestamp_ms`` (the proposer's
   clock, the same host), p50/p99 — the definition of ``bench/consensus.py``.
 
+- what the peer layer dropped and what transaction gossip did, summed over the validators' ``/metrics`` at the end
+  (``cowboy_p2p_messages_dropped*``, ``cowboy_tx_gossip_total``; absent on code without them).
+
 Bounded: every wait has a deadline (``--net-timeout``); the validators are stopped (SIGTERM, then SIGKILL) in a
 ``finally``.
+
+Run on its own (``python -m bench.chain_throughput_network --base DIR``) it is an A/B of the validator code: the
+same network run, alternately with the validators importing ``cowboy_node`` from ``DIR`` (a ``git worktree`` of the
+baseline commit, via ``PYTHONPATH``; the client side stays this checkout's) and from this checkout, ``--rounds``
+times, interleaved (the machine is shared: load average before each run is reported), then one single-validator
+run of this checkout through the same harness; JSON with the medians and the ratios.
 """
 
 from __future__ import annotations
@@ -22,8 +31,12 @@ import argparse
 import asyncio
 import http.client
 import json
+import os
+import re
+import statistics
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +112,30 @@ async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: i
     return codes
 
 
+_METRIC = re.compile(r"^(cowboy_p2p_messages_dropped(?:_by_channel)?_total|cowboy_tx_gossip_total)"
+                     r"\{([^}]*)\} ([0-9.e+]+)$", re.M)
+
+
+def _scrape(net: Testnet) -> dict[str, float]:
+    """Peer-layer drops and tx gossip counters summed over the validators (non-zero ones)."""
+    out: dict[str, float] = {}
+    for v in net.validators:
+        addr = tomllib.loads((v.home / "config.toml").read_text())["metrics"]["addr"]
+        try:
+            conn = Conn(addr)
+            status, body = conn.get("/metrics")
+            conn.close()
+        except (OSError, http.client.HTTPException):
+            continue
+        if status != 200:
+            continue
+        for name, labels, value in _METRIC.findall(body.decode()):
+            if float(value):
+                key = f"{name}{{{labels}}}"
+                out[key] = out.get(key, 0.0) + float(value)
+    return dict(sorted(out.items()))
+
+
 def network_run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the network, drive it, stop it; the segment's report."""
     rep: dict[str, Any] = {"validators": args.validators, "block_time_ms": args.net_block_ms,
@@ -161,6 +198,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["max_txs_per_block"] = max((len(b.get("transactions", [])) for b in blocks.values()), default=0)
             rep["goal_5000_tps_met"] = rep.get("transfers_per_s", 0) >= 5_000
             rep["goal_p50_250ms_met"] = (rep["proposal_to_finalization_p50_ms"] or 1e9) <= 250
+            rep["counters"] = _scrape(net)
         except (OSError, RuntimeError, AssertionError, http.client.HTTPException, aiohttp.ClientError) as e:
             rep["error"] = f"{type(e).__name__}: {e}"[:2000]
         finally:
@@ -170,3 +208,86 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             if notes:
                 rep["stop_notes"] = notes
     return rep
+
+
+def _defaults(**kw: Any) -> argparse.Namespace:
+    base = dict(validators=4, net_txs=6_000, net_senders=200, net_block_ms=500, net_workers=0, net_concurrency=32,
+                net_timeout=180.0, poll_ms=20, net_keep=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _with_pythonpath(path: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`network_run` with the validators importing from ``path`` (None: this checkout)."""
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
+        load = os.getloadavg()
+        rep = network_run(args)
+        rep["load_average_before"] = [round(x, 2) for x in load]
+        rep["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+        return rep
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="A/B of the N-validator network throughput (baseline worktree vs this)")
+    ap.add_argument("--base", required=True, help="checkout of the baseline commit (git worktree add DIR COMMIT)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--validators", type=int, default=4)
+    ap.add_argument("--net-txs", type=int, default=6_000)
+    ap.add_argument("--net-senders", type=int, default=200)
+    ap.add_argument("--net-block-ms", type=int, default=500)
+    ap.add_argument("--net-workers", type=int, default=0)
+    ap.add_argument("--net-concurrency", type=int, default=32)
+    ap.add_argument("--net-timeout", type=float, default=180.0)
+    ap.add_argument("--no-single", action="store_true", help="skip the single-validator run")
+    a = ap.parse_args()
+    kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
+              net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
+    base = str(Path(a.base).resolve())
+    out: dict[str, Any] = {"base": base, "runs": []}
+    for r in range(a.rounds):
+        order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
+        for name, path in order:
+            rep = _with_pythonpath(path, _defaults(**kw))
+            rep["config"] = name
+            out["runs"].append(rep)
+            print(json.dumps({k: rep.get(k) for k in ("config", "transfers_per_s", "complete",
+                                                       "proposal_to_finalization_p50_ms", "load_average_before")}),
+                  flush=True)
+    summary: dict[str, Any] = {}
+    for name in ("baseline", "new"):
+        runs = [r for r in out["runs"] if r["config"] == name]
+        summary[name] = {"transfers_per_s_median": _median(runs, "transfers_per_s"),
+                         "p2f_p50_ms_median": _median(runs, "proposal_to_finalization_p50_ms"),
+                         "p2f_p99_ms": [r.get("proposal_to_finalization", {}).get("p99_ms") for r in runs],
+                         "complete": [r.get("complete") for r in runs]}
+    b, n = summary["baseline"]["transfers_per_s_median"], summary["new"]["transfers_per_s_median"]
+    summary["ratio_transfers_per_s_new_to_baseline"] = n / b if b and n else None
+    bp, np_ = summary["baseline"]["p2f_p50_ms_median"], summary["new"]["p2f_p50_ms_median"]
+    summary["ratio_p2f_p50_new_to_baseline"] = np_ / bp if bp and np_ else None
+    if not a.no_single:
+        single = _with_pythonpath(None, _defaults(**{**kw, "validators": 1}))
+        out["single_validator_new"] = single
+        summary["single_validator_transfers_per_s"] = single.get("transfers_per_s")
+        summary["ratio_network_to_single_validator"] = (n / single["transfers_per_s"]
+                                                         if n and single.get("transfers_per_s") else None)
+    out["summary"] = summary
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
