@@ -56,8 +56,10 @@ EXPECTED_FLAGS: dict[int, dict[str, bool]] = {
 }
 """``/params`` → ``cip11`` per phase: cumulative, as docs/operations.md §11.1 and ``Cip11Flags.for_phase`` (the
 shadow flag set in phase 1 stays set; Mode A is never switched on here)."""
-ACTIVATION_AHEAD = 8
-"""Blocks between the current height and ``--at-height`` (2 s at 250 ms: the ``--wait`` inclusion fits)."""
+ACTIVATION_AHEAD = 32
+"""Blocks between the current height and ``--at-height`` (8 s at 250 ms). The CLI is a new process that must
+start, sign, submit and see its transaction included before that height; on a loaded 2-core machine its start-up
+alone took several seconds, and 8 blocks (2 s) made the walk fail with an activation height already passed."""
 
 
 class PhaseNode(NodeProcess):
