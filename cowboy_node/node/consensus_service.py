@@ -198,6 +198,8 @@ class ConsensusService:
         self._evidence_seen: set[tuple[int, int, str]] = set()
         self.handlers: dict[int, Callable[[int, bytes], None]] = {}
         """Other peer-layer channels the node serves (channel → handler(sender, payload), on the event loop)."""
+        self.on_built: Callable[[int, float], None] | None = None
+        """Called after each own build (transactions in the block, seconds the build took), nullified or not."""
         self.syncing = False
         """True while this validator is catching up with peers that are ahead."""
 
@@ -413,7 +415,9 @@ class ConsensusService:
             return None
         digest = cand.prepared.block.hash()
         self._own_blocks.add(digest)
-        self._build_s[digest] = time.perf_counter() - t0
+        self._build_s[digest] = build_s = time.perf_counter() - t0
+        if self.on_built is not None:
+            self.on_built(len(cand.prepared.block.transactions), build_s)
         self._observed[digest] = observe
         return cand
 

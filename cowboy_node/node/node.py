@@ -38,6 +38,7 @@ from cowboy_node.execution.system_state import get_account, get_basefees, get_ci
 from cowboy_node.execution.transactions import INTERNAL_ERROR
 from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
+from cowboy_node.node.proposal_budget import ProposalBudget
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
@@ -151,6 +152,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             on_count=lambda result, n: self.metrics.tx_gossip.labels(result=result).inc(n))
         """Batched transaction gossip to the other validators, and the bounded admission of theirs."""
         self.consensus.handlers[CH_TX_BATCH] = self.tx_gossip.receive
+        self.proposal_budget = ProposalBudget(self.consensus.cfg.delta_ms / 2000)
+        """Caps our proposals' candidates so a build takes about Δ/2 (a flood must not make views time out)."""
+        self.consensus.on_built = self.proposal_budget.observe
         self.quic_advertise: str | None = None
         """Our runner-facing QUIC endpoint (set at start-up when the transport runs)."""
         self.rpc_advertise = ""
@@ -265,8 +269,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
 
     def _take_transactions(self) -> list[Transaction]:
         """The mempool's ready transactions for the next block (nonces against the committed head), no more than
-        the block can include (``chain/candidates.py``)."""
-        limit = candidate_limit(self.chain, self.chain.genesis.limits.max_block_txs)
+        the block can include (``chain/candidates.py``) nor than fit our build time budget
+        (``node/proposal_budget.py``)."""
+        limit = self.proposal_budget.limit(candidate_limit(self.chain, self.chain.genesis.limits.max_block_txs))
         return self.mempool.ready(self._account_nonce(), limit)
 
     def _inspect(self, prepared: PreparedBlock, env: BlockEnv,
