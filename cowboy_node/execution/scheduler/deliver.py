@@ -31,13 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.scheduler import bidding, model, queue, weights
 from cowboy_node.execution.scheduler.bidding import Bid, BidCall
 from cowboy_node.execution.scheduler.model import Cip1Timer
 from cowboy_node.execution.system_state import get_account, get_timer_config, put_account
-from cowboy_node.execution.timers.deliver import TOPIC_EXPIRED, TOPIC_FIRED, FireOutcome
+from cowboy_node.execution.timers.deliver import TOPIC_EXPIRED, TOPIC_FIRED, FireOutcome, run_checkpointed
 from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
@@ -243,18 +242,7 @@ def _run(world: WorldState, ctx: BlockContext, cfg: TimerConfig, run_fire: RunFi
     put_account(world, t.actor, Account(acct.balance - c.max_cost, acct.nonce))
     cells_limit = cfg.max_cells_per_fire
     meter = Meter(t.gas_limit, cells_limit)
-    cp = world.checkpoint()
-    try:
-        outcome = run_fire(world, ctx, t.as_fire(timer_id), meter)
-    except TxFailed as e:
-        outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
-    except BaseException:
-        world.revert(cp)
-        raise
-    if outcome.ok:
-        world.release(cp)
-    else:
-        world.revert(cp)
+    outcome = run_checkpointed(world, meter, lambda m: run_fire(world, ctx, t.as_fire(timer_id), m))
     cycles = min(max(outcome.cycles_used, 0), t.gas_limit)
     cells = min(max(outcome.cells_used, 0), cells_limit)
     burn = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee

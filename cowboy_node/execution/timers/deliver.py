@@ -327,6 +327,24 @@ class ChargedRun:
     """Fee charged and burned: cycles × cycle basefee + cells × cell basefee."""
 
 
+def run_checkpointed(world: WorldState, meter: Meter, run: Callable[[Meter], FireOutcome]) -> FireOutcome:
+    """Run a handler in a checkpoint: its writes are kept if it succeeds and reverted otherwise; a ``TxFailed``
+    becomes a failed outcome (anything else propagates, after the revert)."""
+    cp = world.checkpoint()
+    try:
+        outcome = run(meter)
+    except TxFailed as e:
+        outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
+    except BaseException:
+        world.revert(cp)
+        raise
+    if outcome.ok:
+        world.release(cp)
+    else:
+        world.revert(cp)
+    return outcome
+
+
 def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost: int, gas_limit: int,
                 cells_limit: int, run: Callable[[Meter], FireOutcome], payer: Account | None = None,
                 accounts: AccountCache | None = None) -> ChargedRun:
@@ -341,18 +359,7 @@ def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost:
         payer = accounts.get(world, fee_payer)
     accounts.put(world, fee_payer, Account(payer.balance - cost, payer.nonce))
     meter = Meter(gas_limit, cells_limit)
-    cp = world.checkpoint()
-    try:
-        outcome = run(meter)
-    except TxFailed as e:
-        outcome = FireOutcome(False, meter.cycles_used, meter.cells_used, e.code)
-    except BaseException:
-        world.revert(cp)
-        raise
-    if outcome.ok:
-        world.release(cp)
-    else:
-        world.revert(cp)
+    outcome = run_checkpointed(world, meter, run)
     cycles = min(max(outcome.cycles_used, 0), gas_limit)
     cells = min(max(outcome.cells_used, 0), cells_limit)
     actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee

@@ -4,9 +4,9 @@ block built and verified by a follower): after every step the handler's outcome 
 exception's type and message), the events it emitted and the actor's raw storage are compared.
 
 The actors are in ``tests/vectors/sdk_differential/`` (storage, unicode text, big integers, errors, events,
-cross-actor calls) plus ``tests/vectors/sdk_actors/ticker.py`` (timers). The continuation actor has its own
-differential (``test_sdk_differential.py``). Every normalisation below is a difference docs/actors.md §8
-("Differential: remaining differences") lists; the tests that pin those differences are at the end.
+cross-actor calls) plus ``tests/vectors/sdk_actors/ticker.py`` (timers, with the SDK's ``get_block_height``).
+The continuation actor has its own differential (``test_sdk_differential.py``). Every normalisation below is a
+difference docs/actors.md §8 ("Differential: remaining differences") lists; the tests that pin them are at the end.
 """
 
 from __future__ import annotations
@@ -34,13 +34,17 @@ from tests.unit.execution.test_jobs_e2e import Net
 
 E = sdk_codec.encode
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT / "tests/vectors/sdk_differential"
-TICKER_DOCS = ROOT / "tests/vectors/sdk_actors/ticker.py"
-"""The ticker as the SDK's timer docstring writes it (``runtime.current_block()``)."""
 
 
 def _source(path: Path) -> str:
     return path.read_text(encoding="utf-8")
+
+
+CORPUS = ROOT / "tests/vectors/sdk_differential"
+TICKER_DOCS = ROOT / "tests/vectors/sdk_actors/ticker.py"
+"""The ticker as the SDK's timer docstring writes it (``runtime.current_block()``)."""
+TICKER_SDK = _source(TICKER_DOCS).replace("runtime.current_block()", "runtime.get_block_height()")
+"""The same ticker with the name SDK 0.1.6's ``runtime`` has (the node has both)."""
 
 
 @dataclass(frozen=True)
@@ -159,10 +163,11 @@ def _sim_side(instance: Any, *, address: bytes, height: int) -> tuple[Side, Simu
     return Side(call, advance, chain.snapshot), chain
 
 
-def _pair(sim_import: Callable[[str, str], Any], path: Path, cls: str) -> tuple[Side, Side, Net, bytes]:
-    source = _source(path)
+def _pair(sim_import: Callable[[str, str], Any], path: Path | str, cls: str) -> tuple[Side, Side, Net, bytes]:
+    source = path if isinstance(path, str) else _source(path)
+    name = "ticker_sdk" if isinstance(path, str) else path.stem
     net, [actor] = _node([source])
-    module = sim_import(source, f"sdkdiff_{path.stem}")
+    module = sim_import(source, f"sdkdiff_{name}")
     sim, _ = _sim_side(getattr(module, cls)(), address=actor, height=net.chain.height)
     return sim, _node_side(net, actor), net, actor
 
@@ -268,7 +273,7 @@ def test_cross_actor_calls(sim_import: Callable[[str, str], Any]) -> None:
 
 
 def test_timers_fire_at_the_same_heights_with_the_same_state(sim_import: Callable[[str, str], Any]) -> None:
-    sim, node, _, _ = _pair(sim_import, CORPUS / "ticker.py", "Ticker")
+    sim, node, _, _ = _pair(sim_import, TICKER_SDK, "Ticker")
     n0, s0 = node.call("init", b""), sim.call("init", b"")
     assert n0 == s0 == Outcome(returned=b"ok"), (n0, s0)
     for _ in range(7):
