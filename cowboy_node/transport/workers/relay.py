@@ -13,13 +13,13 @@ ends as a lost connection and its runner reconnects, §11.3).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable
 from typing import Any, cast
 
 from cowboy_node.transport.workers import ipc
+from cowboy_node.transport.workers.channel import ChannelProtocol
 from cowboy_protocol.transport.errors import TransportError
 from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
@@ -75,11 +75,12 @@ class RelayedConnection:
             self.channel.send(ipc.Kind.AUTHENTICATED, self.number)
 
 
-class RelayChannel(asyncio.Protocol):
+class RelayChannel(ChannelProtocol):
     """One worker run's channel: routes its messages to session handlers, ships their sends."""
 
     def __init__(self, *, index: int, handler_factory: Callable[[FrameConnection], ConnectionHandler],
                  on_stats: Callable[[int, dict[str, Any]], None], on_lost: Callable[[RelayChannel], None]) -> None:
+        super().__init__()
         self.index = index
         """Worker slot."""
         self.handler_factory = handler_factory
@@ -87,25 +88,15 @@ class RelayChannel(asyncio.Protocol):
         self.on_lost = on_lost
         self.conns: dict[int, RelayedConnection] = {}
         """Live relayed connections by the worker's number."""
-        self.transport: asyncio.Transport | None = None
-        self.decoder = ipc.Decoder()
         self.lost = False
-        self._out = bytearray()
-        self._flush_scheduled = False
 
-    # --- asyncio.Protocol ---
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
+    # --- asyncio.Protocol (decoding and coalesced sends: ChannelProtocol) ---
+    def torn(self) -> None:
+        log.exception("torn channel from QUIC worker %d; dropping it", self.index)
+        self.abort()
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            messages = self.decoder.feed(data)
-        except ipc.IpcError:
-            log.exception("torn channel from QUIC worker %d; dropping it", self.index)
-            self.abort()
-            return
-        for m in messages:
-            self._message(m)
+    def on_message(self, m: ipc.Message) -> None:
+        self._message(m)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -118,16 +109,7 @@ class RelayChannel(asyncio.Protocol):
         """Queue one message; all queued in one loop iteration leave in one write."""
         if self.lost:
             return
-        self._out += ipc.encode(kind, conn, payload)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self.transport is not None and not self.transport.is_closing() and self._out:
-            self.transport.write(bytes(self._out))
-        self._out.clear()
+        super().send(kind, conn, payload)
 
     def abort(self) -> None:
         """Drop the channel (the worker exits when it sees it closed)."""

@@ -28,6 +28,7 @@ from aioquic.quic.configuration import QuicConfiguration
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.acks import ack_with_next_packet, expect_reply
+from cowboy_node.transport.workers.channel import ChannelProtocol
 from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
 from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer
@@ -41,45 +42,24 @@ STATS_INTERVAL_S = 1.0
 """How often the adapter counters go to the validator process."""
 
 
-class _Channel(asyncio.Protocol):
+class _Channel(ChannelProtocol):
     """The worker's end of the local channel; writes are coalesced into one send per loop iteration."""
 
     def __init__(self, worker: Worker) -> None:
+        super().__init__()
         self.worker = worker
-        self.decoder = ipc.Decoder()
-        self.transport: asyncio.Transport | None = None
-        self._out = bytearray()
-        self._flush_scheduled = False
         self.closed = asyncio.get_running_loop().create_future()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def on_message(self, m: ipc.Message) -> None:
+        self.worker.on_message(m)
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            messages = self.decoder.feed(data)
-        except ipc.IpcError:
-            log.exception("torn channel to the validator process")
-            self._close()
-            return
-        for m in messages:
-            self.worker.on_message(m)
+    def torn(self) -> None:
+        log.exception("torn channel to the validator process")
+        self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
-
-    def send(self, kind: ipc.Kind, conn: int, payload: bytes = b"") -> None:
-        self._out += ipc.encode(kind, conn, payload)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self.transport is not None and not self.transport.is_closing() and self._out:
-            self.transport.write(bytes(self._out))
-        self._out.clear()
 
     def _close(self) -> None:
         if self.transport is not None:

@@ -1,0 +1,56 @@
+"""The asyncio end of a worker channel, shared by both sides: decodes :mod:`ipc` messages and coalesces sends.
+
+Writes made in one event-loop iteration go out as one ``transport.write`` (a burst of frames to many runners
+costs one system call); a torn stream (:class:`ipc.IpcError`) is handed to :meth:`ChannelProtocol.torn`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from cowboy_node.transport.workers import ipc
+
+
+class ChannelProtocol(asyncio.Protocol):
+    """Base of :class:`relay.RelayChannel` (validator side) and :class:`worker._Channel` (worker side)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        """The Unix stream socket, once connected."""
+        self.decoder = ipc.Decoder()
+        self._out = bytearray()
+        self._flush_scheduled = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self.decoder.feed(data)
+        except ipc.IpcError:
+            self.torn()
+            return
+        for m in messages:
+            self.on_message(m)
+
+    def on_message(self, m: ipc.Message) -> None:
+        """One decoded message (subclasses)."""
+        raise NotImplementedError
+
+    def torn(self) -> None:
+        """The stream does not decode (a crash mid-write); subclasses log and drop the channel."""
+        raise NotImplementedError
+
+    def send(self, kind: ipc.Kind, conn: int, payload: bytes = b"") -> None:
+        """Queue one message; flushed with the others of this loop iteration."""
+        self._out += ipc.encode(kind, conn, payload)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.transport is not None and not self.transport.is_closing() and self._out:
+            self.transport.write(bytes(self._out))
+        self._out.clear()
