@@ -49,9 +49,10 @@ from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.poll import Poller
 from cowboy_runner.presence_certificates import PresenceCertifier, certificate_cycles, mode_a_requested
-from cowboy_runner.reconfig import EpochLink, link_key, stale_links
+from cowboy_runner.reconfig import EpochLink, link_key, planned_keys, stale_links
 from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
 from cowboy_runner.sessions_plan import (
+    SessionTarget,
     Snapshot,
     SnapshotError,
     discovered_endpoints,
@@ -224,9 +225,8 @@ class Daemon:
         ``[validators]``, else those the validators announced (``GET /validators``, read again when ``fetch``).
         Links the plan no longer holds are stopped and dropped (the §5.3 cutoff). Returns the problems of members
         still without an endpoint (also kept in ``session_problems``)."""
-        s, jobs, snapshot = self.settings, self.jobs, self._snapshot
+        jobs, snapshot = self.jobs, self._snapshot
         assert jobs is not None and snapshot is not None
-        cip11 = self.params.get("cip11_params") or {}
         if fetch:
             doc = await self._validators_doc()
             rc = (doc or {}).get("reconfiguration") or {}
@@ -240,10 +240,7 @@ class Daemon:
                 log.info("validator RPC fallbacks learned", added=added)
             for problem in bad:
                 log.warning("ignoring a discovered validator endpoint", problem=problem)
-        targets, missing = plan_sessions(self.key.public_key, snapshot, s.quic_endpoint,
-                                         {**self._discovered, **s.validator_endpoints}, height=jobs.head,
-                                         min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
-                                         max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
+        targets, missing = self._plan_at_head()
         for lk in stale_links(self.links, targets, snapshot):
             log.info("closing a session the plan no longer holds", validator=(lk.config.expected_validator or
                      b"").hex()[:16], subset_epoch=lk.config.subset_epoch, head=jobs.head)
@@ -258,12 +255,32 @@ class Daemon:
                              validator_set=epoch.validators, expected_validator=target.validator,
                              subset_epoch=epoch.epoch,
                              ping_interval_s=self._ping_interval_s())
-            self.links.append(EpochLink(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
-                                        on_assignment=self._on_assignment, on_cancel=self._on_cancel,
-                                        on_receipt=self.presence.add))
-            self.links[-1].unavailable = jobs.unavailable_kinds()
+            link = EpochLink(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
+                             on_assignment=self._on_assignment, on_cancel=self._on_cancel,
+                             on_receipt=self.presence.add)
+            key = (target.validator, epoch.epoch)
+            link.still_planned = lambda key=key: key in self._planned_now()
+            link.unavailable = jobs.unavailable_kinds()
+            self.links.append(link)
         self.session_problems = missing
         return missing
+
+    def _plan_at_head(self) -> tuple[tuple[SessionTarget, ...], tuple[str, ...]]:
+        """:func:`plan_sessions` at the current head with the governed subset bounds and the known endpoints."""
+        jobs, snapshot, s = self.jobs, self._snapshot, self.settings
+        assert jobs is not None and snapshot is not None
+        cip11 = self.params.get("cip11_params") or {}
+        return plan_sessions(self.key.public_key, snapshot, s.quic_endpoint,
+                             {**self._discovered, **s.validator_endpoints}, height=jobs.head,
+                             min_subset=int(cip11.get("MIN_SUBSET", MIN_SUBSET)),
+                             max_subset=int(cip11.get("MAX_SUBSET", MAX_SUBSET)))
+
+    def _planned_now(self) -> set[tuple[bytes | None, int]]:
+        """The ``(validator, epoch)`` keys the plan holds at the current head (what a link asks before it
+        reconnects: :attr:`EpochLink.still_planned`)."""
+        if self.jobs is None or self._snapshot is None:
+            return set()
+        return planned_keys(self._plan_at_head()[0], self._snapshot)
 
     def _note_status(self, status: dict[str, Any]) -> None:
         """Keep the head loop's ``/status`` when it came from the primary validator (a failed-over read names

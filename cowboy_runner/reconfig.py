@@ -12,7 +12,7 @@ session that had authenticated) would offer hash(E) again before the daemon's ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.session import Closed, Event
@@ -25,6 +25,16 @@ class EpochLink(Link):
 
     overlap_expired = False
     """Set when the validator closed the session with ``Goodbye{OverlapExpired}``; the link then stops."""
+    still_planned: Callable[[], bool] | None = None
+    """Asked before every *re*connect: does the plan at the current head still hold this ``(validator, epoch)``?
+    If not, the link stops instead of reconnecting. This covers a lost ``Goodbye``: a session that merely drops
+    at the §5.3 cutoff must not come back offering the epoch-E hash before the next re-plan drops the link."""
+
+    async def _one_session(self) -> bool:
+        if self.connects and self.still_planned is not None and not self.still_planned():
+            self._stopping = True  # Link.run stops at once (as after stop())
+            return False
+        return await super()._one_session()
 
     def _handle(self, events: Sequence[Event]) -> bool:
         authenticated = super()._handle(events)
@@ -43,7 +53,12 @@ def stale_links(links: Iterable[Link], targets: Iterable[SessionTarget], snapsho
     """The links the plan no longer holds: their ``(validator, epoch)`` is not a target at the head (an
     epoch-E-only validator past the cutoff; an epoch-E link to a validator now reached under E+1), or they stopped
     on ``OverlapExpired``."""
-    wanted = {(t.validator, (t.snapshot or snapshot.epoch_snapshot()).epoch) for t in targets}
+    wanted = planned_keys(targets, snapshot)
     return [lk for lk in links
             if link_key(lk) not in wanted or (isinstance(lk, EpochLink) and lk.overlap_expired)]
+
+
+def planned_keys(targets: Iterable[SessionTarget], snapshot: Snapshot) -> set[tuple[bytes | None, int]]:
+    """The ``(validator, subset_epoch)`` of every session a plan holds."""
+    return {(t.validator, (t.snapshot or snapshot.epoch_snapshot()).epoch) for t in targets}
 

@@ -7,13 +7,16 @@ v1..v6, v11, v12 (Sub_1(G) = v1, v4, v6, v11); ValidatorSetActivated(1, h = 1000
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.session import Closed
+from cowboy_runner import link as link_module
 from cowboy_runner.link import Link, LinkConfig
-from cowboy_runner.reconfig import EpochLink, link_key, stale_links
+from cowboy_runner.reconfig import EpochLink, link_key, planned_keys, stale_links
 from cowboy_runner.sessions_plan import Snapshot, plan_sessions, snapshot_from_status
 from tests.unit.runner.test_runner_sessions_plan import H_ACT, TEN, V12, G, _recfg_status
 
@@ -96,3 +99,31 @@ def test_a_governed_subset_size_change_drops_and_adds_links_at_the_next_plan() -
     kept = [lk for lk in links if lk not in stale_links(links, narrow, snap)]
     assert stale_links(kept, wide, snap) == []  # raised again: nothing to drop, the plan re-adds v4, v6, v7
     assert {t.validator for t in wide} - {link_key(lk)[0] for lk in kept} == {TEN[3], TEN[5], TEN[6]}
+
+
+@pytest.mark.parametrize(("height", "reconnects"), [(H_ACT + 159, True), (H_ACT + 160, False)])
+def test_a_session_dropped_without_goodbye_does_not_come_back_past_the_cutoff(
+        height: int, reconnects: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # v7 is in Sub_0(G) only. Its session drops (the validator's Goodbye{OverlapExpired} lost, only the QUIC close
+    # arrives): before reconnecting the link asks the plan at the current head (the daemon's _planned_now).
+    snap = snapshot_from_status(_recfg_status(TEN[3]))
+    lk = _link(V12[6], 0)
+    assert isinstance(lk, EpochLink)
+    targets, _ = plan_sessions(G, snap, ("rpc-host", 9000), ENDPOINTS, height=height)
+    lk.still_planned = lambda: link_key(lk) in planned_keys(targets, snap)
+    lk.connects = 1  # it had a session
+    attempts: list[str] = []
+
+    async def connect(host: str, *_: object, **__: object) -> None:
+        attempts.append(host)
+        lk.stop()  # one attempt is all this test needs to see
+        raise OSError("unreachable")
+
+    monkeypatch.setattr(link_module, "connect", connect)
+    loop = asyncio.new_event_loop()  # not asyncio.run: it would leave this thread without a current loop
+    try:
+        loop.run_until_complete(asyncio.wait_for(lk.run(), 10))
+    finally:
+        loop.close()
+    # inside the window it reconnects; from the cutoff it stops without offering hash(E) again
+    assert attempts == (["127.0.0.1"] if reconnects else [])
