@@ -12,8 +12,10 @@ them to each other. Measured:
   ``/status`` showed the height, polled every ``--poll-ms``) − the block's ``timestamp_ms`` (the proposer's
   clock, the same host), p50/p99 — the definition of ``bench/consensus.py``.
 
-- what the peer layer dropped and what transaction gossip did, summed over the validators' ``/metrics`` at the end
-  (``cowboy_p2p_messages_dropped*``, ``cowboy_tx_gossip_total``; absent on code without them).
+- what the peer layer dropped, what transaction gossip did, nullified views, refused proposals and block execution
+  time, summed over the validators' ``/metrics`` at the end (``cowboy_p2p_messages_dropped*``,
+  ``cowboy_tx_gossip_total``, ``cowboy_consensus_nullifications_total``, ``..._invalid_blocks_total``,
+  ``cowboy_block_execution_duration_seconds_{sum,count}``; absent on code without them).
 
 Bounded: every wait has a deadline (``--net-timeout``); the validators are stopped (SIGTERM, then SIGKILL) in a
 ``finally``.
@@ -34,6 +36,8 @@ import json
 import os
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tomllib
@@ -112,8 +116,10 @@ async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: i
     return codes
 
 
-_METRIC = re.compile(r"^(cowboy_p2p_messages_dropped(?:_by_channel)?_total|cowboy_tx_gossip_total)"
-                     r"\{([^}]*)\} ([0-9.e+]+)$", re.M)
+_METRIC = re.compile(r"^(cowboy_p2p_messages_dropped(?:_by_channel)?_total|cowboy_tx_gossip_total"
+                     r"|cowboy_consensus_nullifications_total|cowboy_consensus_invalid_blocks_total"
+                     r"|cowboy_block_execution_duration_seconds_(?:sum|count))"
+                     r"(?:\{([^}]*)\})? ([0-9.e+]+)$", re.M)
 
 
 def _scrape(net: Testnet) -> dict[str, float]:
@@ -131,7 +137,7 @@ def _scrape(net: Testnet) -> dict[str, float]:
             continue
         for name, labels, value in _METRIC.findall(body.decode()):
             if float(value):
-                key = f"{name}{{{labels}}}"
+                key = f"{name}{{{labels}}}" if labels else name
                 out[key] = out.get(key, 0.0) + float(value)
     return dict(sorted(out.items()))
 
@@ -217,9 +223,12 @@ def _defaults(**kw: Any) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-def _with_pythonpath(path: str | None, args: argparse.Namespace) -> dict[str, Any]:
-    """:func:`network_run` with the validators importing from ``path`` (None: this checkout)."""
+def _with_pythonpath(path: str | None, args: argparse.Namespace, stress: int = 0) -> dict[str, Any]:
+    """:func:`network_run` with the validators importing from ``path`` (None: this checkout), with ``stress``
+    busy-loop processes running meanwhile (the load other engineers' work puts on this shared machine, made
+    repeatable: the same for both configurations)."""
     saved = os.environ.get("PYTHONPATH")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(stress)]
     try:
         if path is None:
             os.environ.pop("PYTHONPATH", None)
@@ -231,6 +240,9 @@ def _with_pythonpath(path: str | None, args: argparse.Namespace) -> dict[str, An
         rep["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         return rep
     finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -254,15 +266,16 @@ def main() -> None:
     ap.add_argument("--net-concurrency", type=int, default=32)
     ap.add_argument("--net-timeout", type=float, default=180.0)
     ap.add_argument("--no-single", action="store_true", help="skip the single-validator run")
+    ap.add_argument("--stress", type=int, default=0, help="busy-loop processes running during every run")
     a = ap.parse_args()
     kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
               net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
     base = str(Path(a.base).resolve())
-    out: dict[str, Any] = {"base": base, "runs": []}
+    out: dict[str, Any] = {"base": base, "stress_processes": a.stress, "runs": []}
     for r in range(a.rounds):
         order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
         for name, path in order:
-            rep = _with_pythonpath(path, _defaults(**kw))
+            rep = _with_pythonpath(path, _defaults(**kw), a.stress)
             rep["config"] = name
             out["runs"].append(rep)
             print(json.dumps({k: rep.get(k) for k in ("config", "transfers_per_s", "complete",
@@ -280,7 +293,7 @@ def main() -> None:
     bp, np_ = summary["baseline"]["p2f_p50_ms_median"], summary["new"]["p2f_p50_ms_median"]
     summary["ratio_p2f_p50_new_to_baseline"] = np_ / bp if bp and np_ else None
     if not a.no_single:
-        single = _with_pythonpath(None, _defaults(**{**kw, "validators": 1}))
+        single = _with_pythonpath(None, _defaults(**{**kw, "validators": 1}), a.stress)
         out["single_validator_new"] = single
         summary["single_validator_transfers_per_s"] = single.get("transfers_per_s")
         summary["ratio_network_to_single_validator"] = (n / single["transfers_per_s"]
