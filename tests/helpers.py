@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.execution.jobs.dispatch import due_seed_rounds
@@ -51,3 +56,14 @@ def hand_seeds_due(chain: Chain, secret: int) -> tuple[ConsumedSeed, ...]:
     every due pending-selection round already passed, i.e. the group signature over it (1-of-1 share)."""
     return tuple(ConsumedSeed(e, v, sign_beacon(secret, Round(e, v)))
                  for e, v in due_seed_rounds(chain.world(), chain.height))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The repository root (the working directory of the scripts :func:`run_under_hash_seeds` starts)."""
+
+
+def run_under_hash_seeds(script: str, seeds: tuple[str, ...] = ("1", "2"), *, timeout: float = 120) -> list[str]:
+    """Stdout of ``python -c script`` run once per ``PYTHONHASHSEED`` in ``seeds`` (DESIGN.md: two processes with
+    different hash seeds must compute identical state roots); a failing script fails the test."""
+    return [subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env={**os.environ, "PYTHONHASHSEED": seed},
+                           capture_output=True, text=True, check=True, timeout=timeout).stdout for seed in seeds]

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from tests.helpers import run_under_hash_seeds
 
 SCRIPT = r'''
 from cowboy_node.chain.chain import Chain
@@ -80,10 +77,5 @@ print(chain.head.header.state_root.hex(), chain.head.hash().hex(), len(out))
 
 
 def test_actor_workload_state_root_does_not_depend_on_hash_seed() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.append(subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
-                                   text=True, check=True, timeout=120).stdout)
+    outs = run_under_hash_seeds(SCRIPT)
     assert outs[0] == outs[1] and len(outs[0].split()) == 3

@@ -5,11 +5,6 @@ garbage or bid above the owner's balance — each a typed outcome at a bounded c
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from cowboy_node.chain.chain import Chain
@@ -28,7 +23,7 @@ from cowboy_node.types.receipt import STATUS_SUCCESS, Event, Receipt
 from cowboy_protocol.codec import decode
 from cowboy_protocol.types.instructions import CallActor, DeployActor, UpdateTimerPolicy
 from cowboy_protocol.types.timer_policy import MODE_CIP1, TimerPolicy
-from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx, transfer
+from tests.helpers import ALICE, ALICE_SK, FEE_RECIPIENT, make_dev_genesis, make_tx, run_under_hash_seeds, transfer
 from tests.unit.chain.test_chain import produce
 from tests.unit.eob_helpers import make_ctx
 from tests.unit.execution.cip1_helpers import cip1_world, gba_address, owner
@@ -252,10 +247,5 @@ print(net.chain.head.header.state_root.hex(), net.chain.head.hash().hex())
 
 
 def test_a_cip1_chain_with_pvm_gbas_has_the_same_roots_under_two_hash_seeds() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.append(subprocess.run([sys.executable, "-c", CHAIN_SCRIPT], cwd=root, env=env, capture_output=True,
-                                   text=True, check=True, timeout=180).stdout)
+    outs = run_under_hash_seeds(CHAIN_SCRIPT, timeout=180)
     assert outs[0] == outs[1] and len(outs[0].split()) == 2

@@ -4,11 +4,6 @@ deferral, bad GBAs, fees, expiry, cancel, and state roots under two hash seeds."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from cowboy_node.execution.errors import TxFailed
@@ -22,6 +17,7 @@ from cowboy_protocol.codec import decode
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.timer_policy import MODE_CIP1, MODE_FIFO, TimerPolicy
+from tests.helpers import run_under_hash_seeds
 from tests.unit.eob_helpers import FakeRunner, balance, big_meter, make_ctx, make_world
 from tests.unit.execution.cip1_helpers import FakeGbas, bid, cip1_world, fund, gba_address, owner, run, timeout
 
@@ -474,12 +470,7 @@ print(world.state_root_preview().hex())
 
 
 def test_state_roots_do_not_depend_on_the_hash_seed() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.append(subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
-                                   text=True, check=True, timeout=120).stdout)
+    outs = run_under_hash_seeds(SCRIPT)
     assert outs[0] == outs[1] and len(outs[0].strip()) == 64
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from tests.helpers import run_under_hash_seeds
 
 SCRIPT = """
 import random
@@ -30,10 +27,5 @@ print(chain.head.header.state_root.hex(), chain.head.hash().hex())
 
 
 def test_state_roots_do_not_depend_on_hash_seed() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.append(subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
-                                   text=True, check=True, timeout=120).stdout)
+    outs = run_under_hash_seeds(SCRIPT)
     assert outs[0] == outs[1] and len(outs[0].split()) == 2

@@ -9,10 +9,6 @@ phase two blocks ahead and the chain crosses the activation height.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from cowboy_node.execution import governance as gov
 from cowboy_node.execution.jobs.model import JobStatus
@@ -24,7 +20,7 @@ from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
-from tests.helpers import ALICE, ALICE_SK, make_dev_genesis
+from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, run_under_hash_seeds
 from tests.unit.execution.test_jobs_e2e import EXAMPLES, RUNNER_SKS, RUNNERS, STAKE, Net, _request
 
 
@@ -89,7 +85,5 @@ print(net.chain.head.header.state_root.hex(), net.chain.head.hash().hex())
 
 
 def test_governance_walk_roots_do_not_depend_on_hash_seed() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = [subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env={**os.environ, "PYTHONHASHSEED": seed},
-                           capture_output=True, text=True, check=True, timeout=300).stdout for seed in ("1", "2")]
+    outs = run_under_hash_seeds(SCRIPT, timeout=300)
     assert outs[0] == outs[1] and len(outs[0].split()) == 2

@@ -11,10 +11,6 @@ block is verified by a follower to the same state root.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +26,7 @@ from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
-from tests.helpers import ALICE, ALICE_SK
+from tests.helpers import ALICE, ALICE_SK, run_under_hash_seeds
 from tests.unit.execution import test_jobs_e2e as e2e
 
 PHASES = (0, 1, 2, 3)
@@ -177,8 +173,5 @@ print(net.chain.head.header.state_root.hex(), net.job(job_id).committee[0].hex()
 
 def test_under_fill_and_refill_roots_do_not_depend_on_hash_seed(phase: int) -> None:
     """DESIGN.md §3: two processes with different PYTHONHASHSEED reach the same roots and committee."""
-    root = Path(__file__).resolve().parents[3]
-    outs = [subprocess.run([sys.executable, "-c", UNDERFILL_SCRIPT.format(phase=phase)], cwd=root,
-                           env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True,
-                           check=True, timeout=120).stdout for seed in ("1", "2")]
+    outs = run_under_hash_seeds(UNDERFILL_SCRIPT.format(phase=phase))
     assert outs[0] == outs[1] and len(outs[0].split()) == 2

@@ -6,9 +6,6 @@ FUNC_ENTRY=2 (static, per block), plus the documented dynamic costs.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import types
 from pathlib import Path
@@ -18,6 +15,7 @@ import pytest
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import Limits, PvmError, call_handler, compile_actor
+from tests.helpers import run_under_hash_seeds
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -345,12 +343,7 @@ print(json.dumps([out.decode(), meter.cycles_used, hash("seed probe") % 1000]))
 
 
 def test_cycles_do_not_depend_on_hash_seed() -> None:
-    results = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], env=env, cwd=ROOT, capture_output=True,
-                              text=True, timeout=60, check=True)
-        results.append(proc.stdout.strip())
+    results = [out.strip() for out in run_under_hash_seeds(DETERMINISM_SCRIPT, timeout=60)]
     out1, cyc1, probe1 = __import__("json").loads(results[0])
     out2, cyc2, probe2 = __import__("json").loads(results[1])
     assert probe1 != probe2  # the seeds really differ

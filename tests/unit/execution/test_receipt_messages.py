@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from cowboy_node.execution.transactions import execute_transaction
 from cowboy_node.types.receipt import MAX_ERROR_MESSAGE_BYTES, STATUS_FAILED
 from cowboy_protocol.types.instructions import Transfer
-from tests.helpers import ALICE_SK, make_tx
+from tests.helpers import ALICE_SK, make_tx, run_under_hash_seeds
 from tests.unit.execution.test_actors_helpers import make_env
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -84,9 +81,5 @@ print("".join(r.hash().hex() for r in env.receipts))
 
 
 def test_receipt_messages_do_not_depend_on_the_hash_seed() -> None:
-    outs = set()
-    for seed in ("0", "12345"):
-        proc = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
-        outs.add(proc.stdout.strip())
+    outs = {out.strip() for out in run_under_hash_seeds(_SCRIPT, ("0", "12345"))}
     assert len(outs) == 1

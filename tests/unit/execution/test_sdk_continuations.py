@@ -29,7 +29,7 @@ from cowboy_protocol.types.jobspec import HttpJob, LlmJob, decode_job_spec
 from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
-from tests.helpers import ALICE, ALICE_SK, make_dev_genesis
+from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, run_under_hash_seeds
 from tests.unit.execution.test_jobs_e2e import Net
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -197,13 +197,6 @@ print(net.chain.head.header.state_root.hex())
 
 
 def test_state_roots_do_not_depend_on_the_hash_seed() -> None:
-    import os
-    import subprocess
-    import sys
 
-    roots = set()
-    for seed in ("0", "7"):
-        proc = subprocess.run([sys.executable, "-c", _SEED_SCRIPT.format(root=str(ROOT))], capture_output=True,
-                              text=True, check=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
-        roots.add(proc.stdout.strip())
+    roots = {out.strip() for out in run_under_hash_seeds(_SEED_SCRIPT.format(root=str(ROOT)), ("0", "7"))}
     assert len(roots) == 1 and len(next(iter(roots))) == 64

@@ -22,7 +22,7 @@ from cowboy_node.execution.pvm import ActorRejected, compile_actor
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.instructions import CallActor
 from cowboy_protocol.types.jobspec import HttpJob, LlmJob, decode_job_spec
-from tests.helpers import ALICE_SK
+from tests.helpers import ALICE_SK, run_under_hash_seeds
 from tests.unit.execution.test_sdk_continuations import (
     CONT,
     _conts,
@@ -344,14 +344,7 @@ print(net.chain.head.header.state_root.hex())
 
 
 def test_state_roots_do_not_depend_on_the_hash_seed() -> None:
-    import os
-    import subprocess
-    import sys
 
     root = str(Path(__file__).resolve().parents[3])
-    roots = set()
-    for seed in ("0", "7"):
-        proc = subprocess.run([sys.executable, "-c", _SEED_SCRIPT.format(root=root)], capture_output=True,
-                              text=True, check=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
-        roots.add(proc.stdout.strip())
+    roots = {out.strip() for out in run_under_hash_seeds(_SEED_SCRIPT.format(root=root), ("0", "7"))}
     assert len(roots) == 1 and len(next(iter(roots))) == 64

@@ -4,11 +4,6 @@ of Block included), plus the exact metering and refusals on a bare ``Host``."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from cowboy_node.chain.chain import Chain
@@ -25,7 +20,7 @@ from cowboy_node.execution.timers.policy import TimerPolicy, get_timer_policy, s
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.receipt import STATUS_SUCCESS, Receipt
 from cowboy_protocol.types.instructions import CallActor, DeployActor
-from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx, transfer
+from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx, run_under_hash_seeds, transfer
 from tests.unit.chain.test_chain import produce
 from tests.unit.eob_helpers import ACTOR, OTHER, SENDER, fund, make_ctx, make_world
 
@@ -452,10 +447,5 @@ print(net.chain.head.header.state_root.hex(), net.chain.head.hash().hex())
 
 
 def test_timer_host_call_workload_state_root_does_not_depend_on_hash_seed() -> None:
-    root = Path(__file__).resolve().parents[3]
-    outs = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.append(subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True,
-                                   text=True, check=True, timeout=120).stdout)
+    outs = run_under_hash_seeds(SCRIPT)
     assert outs[0] == outs[1] and len(outs[0].split()) == 2
