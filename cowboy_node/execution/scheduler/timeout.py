@@ -26,11 +26,10 @@ from cowboy_node.execution.scheduler import model, queue
 from cowboy_node.execution.scheduler.model import Cip1Timer
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import schedule as cip5
-from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import encode
-from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX
+from cowboy_protocol.types.fields import ADDRESS_LEN
 from cowboy_protocol.types.timer_policy import MODE_CIP1
 
 SET_TIMEOUT_CYCLES = 200
@@ -39,12 +38,6 @@ CANCEL_TIMEOUT_CYCLES = 200
 """cancel_timeout."""
 E_GBA_INVALID = "timer_gba_invalid"
 """``set_timeout`` naming a GBA address where no actor is deployed."""
-
-
-def _uint(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= U64_MAX:
-        raise TxFailed(cip5.E_INVALID_INPUT, f"{what} must be an unsigned 64-bit integer")
-    return value
 
 
 def set_timeout(world: WorldState, ctx: BlockContext, meter: Meter, *, actor: bytes, height: object, gba: object,
@@ -56,36 +49,15 @@ def set_timeout(world: WorldState, ctx: BlockContext, meter: Meter, *, actor: by
         raise TxFailed(E_EXTENSION_DISABLED, "set_timeout needs the CIP-1 timer policy (TimerPolicy.mode = 2)")
     current = ctx.env.height
     cfg = get_timer_config(world)
-    h = _uint(height, "height")
+    h = cip5._uint(height, "height")
     if h <= current:
         raise TxFailed(cip5.E_HEIGHT_NOT_FUTURE, f"timer height {h} must be above the current height {current}")
     if not isinstance(gba, bytes) or len(gba) != ADDRESS_LEN:
         raise TxFailed(cip5.E_INVALID_INPUT, "gba must be a 20-byte address")
     if actor_store.get_actor(world, gba) is None:
         raise TxFailed(E_GBA_INVALID, f"no actor is deployed at the GBA address 0x{gba.hex()}")
-    if not isinstance(payload, bytes):
-        raise TxFailed(cip5.E_INVALID_INPUT, "payload must be bytes")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise TxFailed(cip5.E_PAYLOAD_TOO_LARGE, f"payload is {len(payload)} bytes, the maximum is {MAX_PAYLOAD_BYTES}")
-    if not isinstance(handler, str):
-        raise TxFailed(cip5.E_HANDLER_INVALID, "handler must be a string")
-    try:
-        handler_len = len(handler.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise TxFailed(cip5.E_HANDLER_INVALID, "handler is not valid UTF-8") from None
-    if not 1 <= handler_len <= MAX_HANDLER_BYTES:
-        raise TxFailed(cip5.E_HANDLER_INVALID, f"handler must be 1..{MAX_HANDLER_BYTES} UTF-8 bytes")
-    gas = cfg.max_cycles_per_fire if gas_limit is None else _uint(gas_limit, "gas_limit")
-    if gas == 0:
-        raise TxFailed(cip5.E_GAS_LIMIT_ZERO, "gas_limit must be at least 1 cycle")
-    if gas > cfg.max_cycles_per_fire:
-        raise TxFailed(cip5.E_GAS_LIMIT_TOO_HIGH, f"gas_limit {gas} exceeds max_cycles_per_fire")
-    ceiling = current + cfg.max_ttl_blocks
-    expiry = ceiling if expires_at is None else _uint(expires_at, "expires_at")
-    if expiry <= current:
-        raise TxFailed(cip5.E_EXPIRY_NOT_FUTURE, f"expires_at {expiry} must be above the current height")
-    if expiry > ceiling:
-        raise TxFailed(cip5.E_EXPIRY_TOO_FAR, f"expires_at {expiry} is beyond current + max_ttl_blocks")
+    payload, handler = cip5.check_payload_and_handler(payload, handler)
+    gas, expiry = cip5.check_gas_and_expiry(cfg, current, gas_limit, expires_at)
     meta = queue.get_meta(world, actor)
     if meta.live >= cfg.max_timers_per_actor:
         raise TxFailed(cip5.E_ACTOR_CAP, f"actor already holds {meta.live} CIP-1 timers")

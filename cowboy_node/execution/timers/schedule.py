@@ -81,6 +81,42 @@ def _address(value: object, what: str) -> bytes:
     return value
 
 
+def check_payload_and_handler(payload: object, handler: object) -> tuple[bytes, str]:
+    """§4.2 checks of a timer's payload (bytes, at most 1 MiB) then handler (1..256 UTF-8 bytes), in this order;
+    shared by ``schedule_timer`` and CIP-1's ``set_timeout``. Returns them, checked."""
+    if not isinstance(payload, bytes):
+        raise TxFailed(E_INVALID_INPUT, "payload must be bytes")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise TxFailed(E_PAYLOAD_TOO_LARGE, f"payload is {len(payload)} bytes, the maximum is {MAX_PAYLOAD_BYTES}")
+    if not isinstance(handler, str):
+        raise TxFailed(E_HANDLER_INVALID, "handler must be a string")
+    try:
+        handler_len = len(handler.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise TxFailed(E_HANDLER_INVALID, "handler is not valid UTF-8") from None
+    if handler_len == 0 or handler_len > MAX_HANDLER_BYTES:
+        raise TxFailed(E_HANDLER_INVALID, f"handler must be 1..{MAX_HANDLER_BYTES} UTF-8 bytes")
+    return payload, handler
+
+
+def check_gas_and_expiry(cfg: TimerConfig, current: int, gas_limit: object | None,
+                         expires_at: object | None) -> tuple[int, int]:
+    """§4.2 ``gas_limit`` (1..``max_cycles_per_fire``) then ``expires_at`` (in ``(current, current +
+    max_ttl_blocks]``), ``None`` taking the protocol default; returns ``(gas_limit, expires_at)``."""
+    gas = cfg.max_cycles_per_fire if gas_limit is None else _uint(gas_limit, "gas_limit")
+    if gas == 0:
+        raise TxFailed(E_GAS_LIMIT_ZERO, "gas_limit must be at least 1 cycle")
+    if gas > cfg.max_cycles_per_fire:
+        raise TxFailed(E_GAS_LIMIT_TOO_HIGH, f"gas_limit {gas} exceeds max_cycles_per_fire {cfg.max_cycles_per_fire}")
+    ceiling = current + cfg.max_ttl_blocks
+    expiry = ceiling if expires_at is None else _uint(expires_at, "expires_at")
+    if expiry <= current:
+        raise TxFailed(E_EXPIRY_NOT_FUTURE, f"expires_at {expiry} must be above the current height {current}")
+    if expiry > ceiling:
+        raise TxFailed(E_EXPIRY_TOO_FAR, f"expires_at {expiry} is beyond current height + max_ttl_blocks ({ceiling})")
+    return gas, expiry
+
+
 def is_reserved_address(address: bytes) -> bool:
     """True for the reserved system-actor band 0x01..0x0F (19 zero bytes then the low byte)."""
     return len(address) == ADDRESS_LEN and address[-1] in RESERVED_BAND and not any(address[:-1])
@@ -120,31 +156,10 @@ def schedule_timer(world: WorldState, ctx: BlockContext, meter: Meter, *, actor:
     height = _uint(height, "height")
     if height <= current:
         raise TxFailed(E_HEIGHT_NOT_FUTURE, f"timer height {height} must be above the current height {current}")
-    if not isinstance(payload, bytes):
-        raise TxFailed(E_INVALID_INPUT, "payload must be bytes")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise TxFailed(E_PAYLOAD_TOO_LARGE, f"payload is {len(payload)} bytes, the maximum is {MAX_PAYLOAD_BYTES}")
-    if not isinstance(handler, str):
-        raise TxFailed(E_HANDLER_INVALID, "handler must be a string")
-    try:
-        handler_len = len(handler.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise TxFailed(E_HANDLER_INVALID, "handler is not valid UTF-8") from None
-    if handler_len == 0 or handler_len > MAX_HANDLER_BYTES:
-        raise TxFailed(E_HANDLER_INVALID, f"handler must be 1..{MAX_HANDLER_BYTES} UTF-8 bytes")
+    payload, handler = check_payload_and_handler(payload, handler)
     payer = actor if fee_payer is None else _address(fee_payer, "fee_payer")
     _check_fee_payer(payer, actor, tx_sender)
-    gas = cfg.max_cycles_per_fire if gas_limit is None else _uint(gas_limit, "gas_limit")
-    if gas == 0:
-        raise TxFailed(E_GAS_LIMIT_ZERO, "gas_limit must be at least 1 cycle")
-    if gas > cfg.max_cycles_per_fire:
-        raise TxFailed(E_GAS_LIMIT_TOO_HIGH, f"gas_limit {gas} exceeds max_cycles_per_fire {cfg.max_cycles_per_fire}")
-    ceiling = current + cfg.max_ttl_blocks
-    expiry = ceiling if expires_at is None else _uint(expires_at, "expires_at")
-    if expiry <= current:
-        raise TxFailed(E_EXPIRY_NOT_FUTURE, f"expires_at {expiry} must be above the current height {current}")
-    if expiry > ceiling:
-        raise TxFailed(E_EXPIRY_TOO_FAR, f"expires_at {expiry} is beyond current height + max_ttl_blocks ({ceiling})")
+    gas, expiry = check_gas_and_expiry(cfg, current, gas_limit, expires_at)
     meta = store.get_meta(world, actor)
     if meta.live >= cfg.max_timers_per_actor:
         raise TxFailed(E_ACTOR_CAP, f"actor already holds {meta.live} timers (max {cfg.max_timers_per_actor})")
