@@ -32,9 +32,8 @@ from cowboy_protocol.types.instructions import (
 from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 from tests.helpers import BOB_SK, CHAIN_ID, make_tx
 from tests.unit.execution.test_governance import NOW, Env
+from tests.unit.execution.test_validator_governance import KEYS, SEEDS  # the same 4-validator set
 
-SEEDS = [bytes([0x30 + i]) * 32 for i in range(4)]
-KEYS = tuple(ed25519.public_key_from_seed(s) for s in SEEDS)
 K1, K2 = bytes([1]) * 32, bytes([2]) * 32
 OVERLAP = 160
 
