@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quic_echo import PONG_TEMPLATE, SIGNER
+from bench.quic_echo import signed_pongs
 from cowboy_protocol.transport.frames import HeartbeatPing, encode_frame
 from cowboy_protocol.transport.quic import ALPN
 from cowboy_protocol.transport.quic_certs import generate_self_signed
@@ -101,14 +101,8 @@ async def serve_qh3(qh3_path: str) -> Any:
 
         def quic_event_received(self, event: object) -> None:
             if isinstance(event, StreamDataReceived):
-                self._buf += event.data
-                while len(self._buf) >= 4:
-                    n = int.from_bytes(self._buf[:4], "big")
-                    if len(self._buf) < 4 + n:
-                        break
-                    ping = bytes(self._buf[4:4 + n])
-                    del self._buf[:4 + n]
-                    self._quic.send_stream_data(event.stream_id, PONG_TEMPLATE[:-64] + SIGNER.sign(ping).signature)
+                for pong in signed_pongs(self._buf, event.data):
+                    self._quic.send_stream_data(event.stream_id, pong)
 
     cert_pem, key_pem = generate_self_signed("bench.local")
     config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])

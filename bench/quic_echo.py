@@ -46,6 +46,21 @@ PONG_TEMPLATE = encode_frame(HeartbeatPong(0, True, 0, bytes(64)))
 """The signature is the last CBOR item (map key 3), so a pong is ``PONG_TEMPLATE[:-64] + signature``."""
 
 
+def signed_pongs(buf: bytearray, data: bytes) -> list[bytes]:
+    """Append ``data`` to ``buf`` and answer every complete length-prefixed ping in it with the pre-encoded pong
+    carrying the ping's signature (the echo both stacks run, here and in ``bench/qh3_echo.py``)."""
+    buf += data
+    out = []
+    while len(buf) >= 4:
+        n = int.from_bytes(buf[:4], "big")
+        if len(buf) < 4 + n:
+            break
+        ping = bytes(buf[4:4 + n])
+        del buf[:4 + n]
+        out.append(PONG_TEMPLATE[:-64] + SIGNER.sign(ping).signature)
+    return out
+
+
 class RawEcho(QuicConnectionProtocol):
     """Baseline server connection: length-prefixed reassembly, sign, reply."""
 
@@ -55,15 +70,8 @@ class RawEcho(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
-            self._buf += event.data
-            while len(self._buf) >= 4:
-                n = int.from_bytes(self._buf[:4], "big")
-                if len(self._buf) < 4 + n:
-                    break
-                ping = bytes(self._buf[4:4 + n])
-                del self._buf[:4 + n]
-                sig = SIGNER.sign(ping).signature
-                self._quic.send_stream_data(event.stream_id, PONG_TEMPLATE[:-64] + sig)
+            for pong in signed_pongs(self._buf, event.data):
+                self._quic.send_stream_data(event.stream_id, pong)
 
 
 class AdapterEcho:
