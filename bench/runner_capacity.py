@@ -36,7 +36,7 @@ measure starvation (``--runners 1000`` still runs; failed connections are report
 with the ``--runners`` clients split over ``--client-procs`` client processes (each its own event loop and
 core share): the server child runs :class:`TransportService` with ``TransportConfig(workers=K)`` (K = 1: QUIC in
 the validator process, today's default; ``1w``: one worker process, the baseline for scaling; K ≥ 2: K worker
-processes on one ``SO_REUSEPORT`` port; ``K-noack``: workers without the ACK piggyback). Reported per K:
+processes on one ``SO_REUSEPORT`` port; ``K-noack``: without the ACK piggyback). Reported per K:
 heartbeats answered in the window (and the share of those expected at 1 Hz), heartbeat round-trip p50/p99 as
 the clients see it (ping sent → pong received, so it includes the clients' own loop delay on a shared machine),
 CPU per heartbeat and core share of the validator process and of the workers, RSS of each, and ratios to the
@@ -77,6 +77,7 @@ from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
 from cowboy_protocol.transport.quic_certs import generate_self_signed
 from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.transport.quic_stream import FramedProtocol
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import AssignmentReceived, Authenticated
 from cowboy_protocol.transport.subset import EpochSnapshot
@@ -188,6 +189,8 @@ async def serve_transport(n: int, spec: str | None = None) -> None:
     ``spec`` (``--workers`` mode, which also runs the push probe): K workers (1 = in-process), or ``1w``: one
     worker process (the scaling baseline for K ≥ 2). None: in-process, no probe (the raw-echo comparison)."""
     workers = int((spec or "1").rstrip("w"))
+    if os.environ.get("COWBOY_WORKER_ACK_PIGGYBACK") == "0":  # ``1-noack``: the in-process baseline of that cut
+        FramedProtocol.piggyback_acks = False
     metrics = CountingMetrics()
     link = StaticRegistry([private_key_to_address(sk) for sk in runner_keys(n, KEY_BASE)])
     limits = ServerLimits(max_half_open=100_000, retry_threshold=100_000, hello_rate_per_peer=100_000.0,
@@ -587,8 +590,9 @@ def _quantile(xs: list[float], q: float) -> float | None:
 
 async def measure_workers(n: int, spec: str, seconds: float, warmup_s: float, client_procs: int,
                           profile_dir: str | None) -> dict[str, Any]:
-    """One server with ``spec`` workers (``K``, or ``K-noack``: the workers' ACK piggyback off, the baseline of
-    that cut) and ``n`` runners over ``client_procs`` client processes."""
+    """One server with ``spec`` workers (``K``, or ``K-noack``: the ACK piggyback off, in the workers or in the
+    in-process adapter for K = 1, the baseline of that cut) and ``n`` runners over ``client_procs`` client
+    processes."""
     k = spec.split("-")[0]
     env = dict(os.environ)
     if spec.endswith("-noack"):
@@ -693,7 +697,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=0,
                         help="K > 0: both servers up at once, K ABBA pairs of windows, median ratio")
     parser.add_argument("--workers", help="K1,K2,...: the node's transport with K QUIC workers (1: in-process; "
-                                          "1w: one worker process; K-noack: workers without the ACK piggyback)")
+                                          "1w: one worker process; K-noack: without the ACK piggyback)")
     parser.add_argument("--client-procs", type=int, default=2, help="client processes in --workers mode")
     parser.add_argument("--profile-workers", metavar="DIR", help="cProfile every worker into DIR (--workers mode)")
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import ClassVar
 
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.connection import QuicConnection
@@ -31,6 +32,7 @@ from cowboy_protocol.transport.errors import TransportError
 from cowboy_protocol.transport.exporter import channel_binding, enable_channel_binding
 from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
 from cowboy_protocol.transport.framing import FrameDecoder
+from cowboy_protocol.transport.quic_acks import ack_with_next_packet
 
 __all__ = ["ALPN", "STREAM_ID", "ConnectionClosed", "FramedProtocol", "GoodbyeSigner"]
 
@@ -62,6 +64,10 @@ def _goodbye_phrase(goodbye: Goodbye) -> str:
 
 class FramedProtocol(QuicConnectionProtocol):
     """Stream-0 framing, Goodbye-then-close and close reporting, shared by both ends."""
+
+    piggyback_acks: ClassVar[bool] = True
+    """Stream data carries any pending ACK (``quic_acks``): a reply and the ACK of what it answers leave in one
+    datagram. Benchmarks switch it off process-wide to measure the baseline."""
 
     def __init__(self, quic: QuicConnection, *, max_frame_bytes: int, goodbye_linger_s: float,
                  stream_open: bool) -> None:
@@ -101,6 +107,8 @@ class FramedProtocol(QuicConnectionProtocol):
         if self._closing or self._terminated:
             return
         if self._stream_open:
+            if self.piggyback_acks:
+                ack_with_next_packet(self._quic, self._loop.time())
             self._quic.send_stream_data(STREAM_ID, data)
             if not self._in_events:  # inside event processing aioquic transmits right after; else coalesce
                 self._transmit_soon()

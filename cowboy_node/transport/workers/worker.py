@@ -27,14 +27,14 @@ from typing import Any
 from aioquic.quic.configuration import QuicConfiguration
 
 from cowboy_node.transport.workers import ipc
-from cowboy_node.transport.workers.acks import ack_with_next_packet, expect_reply
 from cowboy_node.transport.workers.channel import ChannelProtocol
 from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
 from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer
+from cowboy_protocol.transport.quic_acks import expect_reply
 from cowboy_protocol.transport.quic_certs import load_certificate
 from cowboy_protocol.transport.quic_limits import ServerLimits
-from cowboy_protocol.transport.quic_stream import ALPN
+from cowboy_protocol.transport.quic_stream import ALPN, FramedProtocol
 
 log = logging.getLogger("cowboy.transport.worker")
 
@@ -102,6 +102,7 @@ class Worker:
         self.config: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.piggyback_acks = os.environ.get("COWBOY_WORKER_ACK_PIGGYBACK", "1") != "0"
         """Benchmarks switch it off (``=0``) to measure the baseline."""
+        FramedProtocol.piggyback_acks = self.piggyback_acks  # the pong's send_raw carries the ping's ACK
 
     def on_message(self, m: ipc.Message) -> None:
         """Apply one message from the validator process (a message for a gone connection is dropped)."""
@@ -113,8 +114,6 @@ class Worker:
         if conn is None:
             return
         if m.kind is ipc.Kind.SEND:
-            if self.piggyback_acks:
-                ack_with_next_packet(conn._proto._quic, asyncio.get_running_loop().time())
             # Already encoded (and checked) by the validator process: straight onto stream 0.
             conn._proto.send_raw(m.payload)
         elif m.kind is ipc.Kind.CLOSE:

@@ -486,3 +486,44 @@ async def test_a_connect_timeout_leaves_no_timer_firing_on_the_closed_socket() -
         assert "connect_timeout" in str(info.value)
         await asyncio.sleep(1.5)  # past aioquic's first probe timeouts
     assert errors == []
+
+
+@pytest.mark.parametrize("piggyback", [True, False])
+async def test_a_reply_carries_the_ack_of_the_frame_it_answers(piggyback: bool,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An echoed frame and the ACK of the client's packet leave the server in one datagram (``quic_acks``).
+
+    Without the piggyback aioquic sends the reply at once and the ACK alone 1 ms later: two datagrams per
+    exchange (the control case, so this test shows it measures what it claims).
+    """
+    from cowboy_protocol.transport.quic_stream import FramedProtocol
+
+    monkeypatch.setattr(FramedProtocol, "piggyback_acks", piggyback)
+    server = await serve(Hub())
+    try:
+        client = await dial(server)
+        client.send(progress(0))  # opens stream 0; handshake leftovers (HANDSHAKE_DONE, CIDs) settle below
+        await bounded(client.recv())
+        await asyncio.sleep(0.1)
+        received = 0
+        inner = client._proto.datagram_received
+
+        def counting(data: bytes, addr: Any) -> None:
+            nonlocal received
+            received += 1
+            inner(data, addr)
+
+        client._proto.datagram_received = counting  # type: ignore[method-assign]
+        exchanges = 5
+        for i in range(1, exchanges + 1):
+            client.send(progress(i))
+            assert await bounded(client.recv()) == progress(i)
+            await asyncio.sleep(0.05)  # long past aioquic's 1 ms ACK delay: a lone ACK would have arrived
+        if piggyback:
+            assert received == exchanges
+        else:
+            assert received >= exchanges + 1  # at least one lone ACK (usually one per exchange)
+        client.close()
+        await bounded(client.wait_closed())
+    finally:
+        server.close()

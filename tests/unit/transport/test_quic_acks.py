@@ -1,4 +1,4 @@
-"""The worker's ACK piggyback (``transport/workers/acks``): a relayed ping's ACK waits for the pong (within the
+"""ACK piggyback (``cowboy_protocol/transport/quic_acks``): a relayed ping's ACK waits for the pong (within the
 advertised max_ack_delay) and becomes due the moment the pong is queued."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from aioquic.tls import Epoch
 
-from cowboy_node.transport.workers.acks import REPLY_ACK_DELAY_S, ack_with_next_packet, expect_reply
+from cowboy_protocol.transport.quic_acks import REPLY_ACK_DELAY_S, ack_with_next_packet, expect_reply
 
 MAX_ACK_DELAY_S = 0.025
 """What aioquic advertises (transport parameter max_ack_delay = 25 ms)."""
