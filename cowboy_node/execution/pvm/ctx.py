@@ -14,7 +14,7 @@ from cowboy_node.execution.pvm.limits import Limits
 
 
 class Ctx:
-    """State of one ``call_handler`` invocation.
+    """State of one ``call_handler`` invocation (a reused context is :meth:`reset` for each one).
 
     Once a halt has been raised it is *sticky*: every later charge raises it again, so a
     ``finally`` block run during the unwinding cannot keep the actor going.
@@ -32,6 +32,17 @@ class Ctx:
         #: Classes created by the actor during this call (their instances are actor-owned).
         self.actor_classes: dict[int, type] = {}
         #: Integers must satisfy ``-int_bound < v < int_bound``.
+        self.int_bound = 1 << limits.max_int_bits
+
+    def reset(self, meter: Meter, limits: Limits, modules: Mapping[str, object]) -> None:
+        """Make this context the fresh context of a new call (``runtime.Sandbox`` reuses its Ctx):
+        every field is set exactly as ``__init__`` sets it."""
+        self.meter = meter
+        self.modules = modules
+        self.limits = limits
+        self.depth = 0
+        self.halted = None
+        self.actor_classes = {}
         self.int_bound = 1 << limits.max_int_bits
 
     def halt(self, code: str, message: str = "") -> NoReturn:

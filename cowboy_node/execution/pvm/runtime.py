@@ -1,10 +1,12 @@
 """The actor's world: the curated builtins and the ``_pvm_*`` helpers the instrumenter calls.
 
-:func:`build_globals` returns a fresh globals dict for one call.  Its ``__builtins__`` is
-a plain dict (never the ``builtins`` module) holding only the names listed in
-``docs/pvm.md`` plus the helpers, which are closures over the call's :class:`Ctx`.
-The hot helpers (charge, arithmetic and comparisons on small ints, dict keys) have
-inline fast paths; everything else goes to ``guards``/``methods``/``text``.
+A :class:`Sandbox` holds one :class:`Ctx` and a builtins dict (never the ``builtins``
+module) holding only the names listed in ``docs/pvm.md`` plus the helpers, which are
+closures over that context.  The helpers are built once per Sandbox and re-armed for
+each call (:meth:`Sandbox.open`); :func:`build_globals` builds a fresh set for one call
+(the reference the reuse is tested against).  The hot helpers (charge, arithmetic and
+comparisons on small ints, dict keys) have inline fast paths; everything else goes to
+``guards``/``methods``/``text``.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import builtins
 import functools
 import operator
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import costs, guards, methods, text, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 from cowboy_node.execution.pvm.errors import PvmHalt
+from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import STDLIB_MODULES
 from cowboy_node.execution.pvm.stdlib import ModuleView, host_view, stdlib_module
 
@@ -85,15 +90,94 @@ def _type_receiver(obj: Any) -> type | None:
     return None
 
 
+#: Re-arms one step's closure cells for a call, from the (already reset) Ctx and the call's host modules
+#: and declared imports.
+Binder = Callable[[Mapping[str, object], tuple[str, ...]], None]
+_NO_MODULES: Mapping[str, object] = MappingProxyType({})
+_IDLE_METER = Meter(0, 0)
+_IDLE_LIMITS = Limits()
+#: The sticky halt of a context whose call has finished (anything still holding it halts with this).
+FINISHED = ("forbidden", "the call has finished")
+
+
+class Sandbox:
+    """A reusable sandbox: one :class:`Ctx` and the builtins whose ``_pvm_*`` helpers close over it.
+
+    Why: building the helpers (some eighty closures) costs about as much as a whole trivial handler
+    call, and every timer fire and message pays for a call.  A Sandbox builds them once; :meth:`open`
+    re-arms it for a call and :meth:`close` retires it.  What makes a reused Sandbox indistinguishable
+    from a fresh build (``tests/unit/execution/test_pvm_sandbox_reuse.py`` checks each point):
+
+    * One call at a time: from :meth:`open` to :meth:`close` a Sandbox belongs to one running
+      ``call_handler``; ``sandbox.py`` hands them out from a free list, so a nested call (an actor
+      calling an actor) or a concurrent one (the RPC read pool) gets another.
+    * Everything per call is in the Ctx, which :meth:`open` resets (meter, limits, host modules, depth,
+      halt, actor classes, integer bound), or in closure cells that the steps' binders re-arm from it
+      (the meter and its ``charge_cycles``, the recursion limit, the integer bounds, the declared
+      imports, a new import cache).  The hot paths read those cells exactly as a fresh build's
+      closures do: the cost per charge is unchanged.
+    * Module globals are a new dict per call (:meth:`open`); the builtins dict is shared, but actor code
+      can neither name it (``__builtins__``, ``globals``, ``vars`` and dunder attributes are refused at
+      deploy time) nor write attributes of anything in it (``_pvm_wobj`` admits only the call's own
+      classes; GuardedType and ModuleView have no instance dict).
+    * :meth:`close` leaves the Ctx halted like a finished call, then drops the call's meter, host
+      modules and import views, so an idle Sandbox keeps no world state alive.
+
+    Nothing an actor creates survives its call (handlers exchange bytes; the module globals are cleared
+    at the end), so no object of an earlier call can reach the helpers while a later call runs.
+    """
+
+    __slots__ = ("_binders", "builtins", "ctx")
+
+    def __init__(self) -> None:
+        self.ctx = Ctx(_IDLE_METER, _IDLE_LIMITS, _NO_MODULES)
+        binders: list[Binder] = []
+        #: The actor's ``__builtins__``: built once, never changed after construction.
+        self.builtins: dict[str, Any] = _make_builtins(self.ctx, binders)
+        self._binders = tuple(binders)
+        self.ctx.halted = FINISHED
+
+    def open(self, meter: Meter, limits: Limits, modules: Mapping[str, object],
+             imports: tuple[str, ...]) -> dict[str, Any]:
+        """Arm the Sandbox for one call; returns that call's (new) module globals."""
+        self.ctx.reset(meter, limits, modules)
+        for bind in self._binders:
+            bind(modules, imports)
+        return {"__builtins__": self.builtins, "__name__": "actor"}
+
+    def close(self) -> None:
+        """Retire the call: the Ctx is halted with ``FINISHED`` until the next :meth:`open` (anything
+        still holding it halts, as with a finished call's context); the call's meter, modules and
+        imports are dropped."""
+        ctx = self.ctx
+        ctx.reset(_IDLE_METER, _IDLE_LIMITS, _NO_MODULES)
+        for bind in self._binders:
+            bind(_NO_MODULES, ())
+        ctx.halted = FINISHED
+
+
 def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, ...]) -> dict[str, Any]:
-    """Fresh globals for one execution of an instrumented actor module.
+    """Fresh globals with a fresh set of helpers over ``ctx``, for one execution of an actor module.
+
+    ``call_handler`` reuses :class:`Sandbox` objects instead; this is the build-per-call reference
+    that tests and ``bench/pvm_call_setup.py`` compare the reuse with.
+    """
+    binders: list[Binder] = []
+    env = _make_builtins(ctx, binders)
+    for bind in binders:
+        bind(modules, imports)
+    return {"__builtins__": env, "__name__": "actor"}
+
+
+def _make_builtins(ctx: Ctx, binders: list[Binder]) -> dict[str, Any]:
+    """The actor's builtins over ``ctx``: steps with per-call cells append their binder to ``binders``.
 
     Each step returns the names it contributes: first the ``_pvm_*`` helpers the instrumenter's
     code calls (given here without the prefix), then the builtins actor code may name.  The
-    helpers are closures over the call's context, so the hot paths read only local cells.
+    helpers are closures over the context, so the hot paths read only local cells.
     """
-    hooks = _metering_hooks(ctx)
-    arithmetic = _arithmetic(ctx)
+    hooks = _metering_hooks(ctx, binders)
+    arithmetic = _arithmetic(ctx, binders)
     keys = _key_guards(ctx)
     helpers: dict[str, Any] = {
         **hooks,
@@ -101,23 +185,31 @@ def build_globals(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, .
         **_comparisons(ctx, hooks["charge"]),
         **keys,
         **_attribute_guards(ctx),
-        **_import_hooks(ctx, modules, imports),
+        **_import_hooks(ctx, binders),
         **_sequence_and_text_guards(ctx, hooks["charge"], keys["key"]),
-        **_inplace_operators(ctx, arithmetic),
+        **_inplace_operators(ctx, arithmetic, binders),
     }
     env: dict[str, Any] = {f"_pvm_{name}": fn for name, fn in helpers.items()}
     env.update(_guarded_builtins(ctx))
     env.update(_type_wrappers(ctx))
     env.update(_exception_types())
     env["__build_class__"] = builtins.__build_class__  # the ``class`` statement; class_ registers the result
-    return {"__builtins__": env, "__name__": "actor"}
+    return env
 
 
-def _metering_hooks(ctx: Ctx) -> dict[str, Any]:
+def _metering_hooks(ctx: Ctx, binders: list[Binder]) -> dict[str, Any]:
     """charge, tick, enter/exit, lam_in/lam_out, caught: cycle charging and the call-depth limit."""
     meter = ctx.meter
     charge_cycles = meter.charge_cycles
     max_depth = ctx.limits.max_recursion_depth
+
+    def bind(modules: Mapping[str, object], imports: tuple[str, ...]) -> None:
+        nonlocal meter, charge_cycles, max_depth
+        meter = ctx.meter
+        charge_cycles = meter.charge_cycles
+        max_depth = ctx.limits.max_recursion_depth
+
+    binders.append(bind)
 
     def charge(n: int) -> None:
         # Fast path keeps Meter's arithmetic; on overflow Meter.charge_cycles pins and raises. The bound is
@@ -169,10 +261,17 @@ def _metering_hooks(ctx: Ctx) -> dict[str, Any]:
             "caught": caught}
 
 
-def _arithmetic(ctx: Ctx) -> dict[str, Any]:
+def _arithmetic(ctx: Ctx, binders: list[Binder]) -> dict[str, Any]:
     """add, sub, mul, ..., invert: arithmetic with a small-int fast path, bounding integer size."""
     bound = ctx.int_bound
     small = 1 << min(64, ctx.limits.max_int_bits // 2)
+
+    def bind(modules: Mapping[str, object], imports: tuple[str, ...]) -> None:
+        nonlocal bound, small
+        bound = ctx.int_bound
+        small = 1 << min(64, ctx.limits.max_int_bits // 2)
+
+    binders.append(bind)
 
     def add(a: Any, b: Any) -> Any:
         if type(a) is int and type(b) is int:
@@ -345,10 +444,19 @@ def _attribute_guards(ctx: Ctx) -> dict[str, Any]:
     return {"callm": callm, "attr": attr, "wobj": wobj, "class": class_, "init": init}
 
 
-def _import_hooks(ctx: Ctx, modules: Mapping[str, object], imports: tuple[str, ...]) -> dict[str, Any]:
+def _import_hooks(ctx: Ctx, binders: list[Binder]) -> dict[str, Any]:
     """import, import_from: the modules declared at deploy time, as host/stdlib views cached per call."""
-    allowed_imports = frozenset(imports)
+    modules: Mapping[str, object] = ctx.modules
+    allowed_imports: frozenset[str] = frozenset()
     imported: dict[str, ModuleView] = {}
+
+    def bind(call_modules: Mapping[str, object], imports: tuple[str, ...]) -> None:
+        nonlocal modules, allowed_imports, imported
+        modules = call_modules
+        allowed_imports = frozenset(imports)
+        imported = {}
+
+    binders.append(bind)
 
     def import_(name: str) -> ModuleView:
         view = imported.get(name)
@@ -409,9 +517,16 @@ _INPLACE_OPS = {"mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow":
                 "bitor": "|", "bitand": "&", "bitxor": "^"}
 
 
-def _inplace_operators(ctx: Ctx, arithmetic: Mapping[str, Callable[[Any, Any], Any]]) -> dict[str, Any]:
+def _inplace_operators(ctx: Ctx, arithmetic: Mapping[str, Callable[[Any, Any], Any]],
+                       binders: list[Binder]) -> dict[str, Any]:
     """iadd, isub, imul, ...: augmented assignment; lists, bytearrays and dicts grow in place under the limits."""
     bound = ctx.int_bound
+
+    def bind(modules: Mapping[str, object], imports: tuple[str, ...]) -> None:
+        nonlocal bound
+        bound = ctx.int_bound
+
+    binders.append(bind)
 
     def iadd(a: Any, b: Any) -> Any:
         t = type(a)

@@ -16,7 +16,7 @@ from cowboy_node.execution.pvm.errors import ActorRejected, PvmError, PvmHalt
 from cowboy_node.execution.pvm.instrument import instrument
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import DEFAULT_HOST_MODULES, check_source
-from cowboy_node.execution.pvm.runtime import build_globals
+from cowboy_node.execution.pvm.runtime import Sandbox
 from cowboy_node.execution.pvm.where import at_line
 from cowboy_protocol.crypto.keccak import keccak256
 
@@ -105,9 +105,29 @@ def _actor_method(ctx: Ctx, actor: CompiledActor, env: dict[str, Any], handler: 
     return getattr(instance, handler, None)
 
 
+#: Idle sandboxes (``runtime.Sandbox``).  ``list.pop``/``list.append`` are atomic, so a Sandbox is only
+#: ever held by one call: a nested call (an actor calling an actor) or a concurrent one (RPC reads on other
+#: threads) takes another one, or builds one when the list is empty.
+_IDLE: list[Sandbox] = []
+#: More idle sandboxes than this are dropped (enough for the deepest nesting on a few threads).
+MAX_IDLE_SANDBOXES = 64
+
+
+def _take_sandbox() -> Sandbox:
+    try:
+        return _IDLE.pop()
+    except IndexError:
+        return Sandbox()
+
+
+def _give_back(box: Sandbox) -> None:
+    if len(_IDLE) < MAX_IDLE_SANDBOXES:
+        _IDLE.append(box)
+
+
 def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: Meter,
                  limits: Limits = _DEFAULT_LIMITS, modules: Mapping[str, object] = _NO_MODULES) -> bytes:
-    """Run ``handler(payload)`` in a fresh sandbox and return its bytes.
+    """Run ``handler(payload)`` in a sandbox (fresh module globals, re-armed helpers) and return its bytes.
 
     A handler returning ``None`` returns ``b""`` (the SDK's "no output"). Every outcome is
     either the returned bytes or a :class:`PvmError` (see
@@ -121,8 +141,9 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
         raise PvmError("payload_too_large", f"payload of {len(payload)} bytes, limit {limits.max_payload_bytes}")
     if handler not in actor.handlers:
         raise PvmError("no_such_handler", f"actor has no handler {handler!r}")
-    ctx = Ctx(meter, limits, modules)
-    env = build_globals(ctx, modules, actor.imports)
+    box = _take_sandbox()
+    ctx = box.ctx
+    env = box.open(meter, limits, modules, actor.imports)
     result: Any = None
     token = ACTIVE.set(ctx)
     try:
@@ -143,9 +164,9 @@ def call_handler(actor: CompiledActor, handler: str, payload: bytes, *, meter: M
         raise PvmError("handler_error", at_line(describe_exception(exc, limits), exc.__traceback__)) from None
     finally:
         ACTIVE.reset(token)
-        if ctx.halted is None:
-            ctx.halted = ("forbidden", "the call has finished")
         env.clear()
+        box.close()
+        _give_back(box)
     if result is None:
         result = b""  # "no output", as cowboy_sdk's payload codec defines a None return
     if type(result) is not bytes:
