@@ -29,8 +29,9 @@ from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import load_job
-from cowboy_node.execution.system_state import get_account
+from cowboy_node.execution.records import get_account
 from cowboy_node.execution.transactions import check_signature, check_static
+from cowboy_node.execution.transfer_tx import decode_transfer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block
 from cowboy_protocol.types.job_instructions import JobResultSubmit
@@ -84,7 +85,8 @@ def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, prepared: Prepared
     body = prepared.tx.body() if prepared is not None else b""
     if prepared is None or len(body) > limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:
         prepared = None
-        tx = Transaction.from_bytes(tx_bytes, max_body=limit)
+        fast = decode_transfer(tx_bytes, limit)
+        tx = Transaction.from_bytes(tx_bytes, max_body=limit) if fast is None else fast
     else:
         tx = prepared.tx
     check_static(tx, ctx)
@@ -94,7 +96,7 @@ def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, prepared: Prepared
         check_recovered(tx, prepared.recovered)
     world = chain.world()
     check_reveal_window(world, tx, ctx.env.height)
-    account = get_account(world, tx.sender)
+    account = get_account(world, tx.sender)  # the fast decoder of execution/records.py
     if tx.nonce < account.nonce:
         raise TxInvalid("nonce_too_low", f"nonce {tx.nonce} already used (next is {account.nonce})", field="nonce")
     if account.balance < tx.max_fee():

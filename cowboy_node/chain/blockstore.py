@@ -20,10 +20,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from cowboy_node.execution.records import encode_receipt
 from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.types.block import Block
 from cowboy_node.types.receipt import Receipt
-from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.codec import decode
+from cowboy_protocol.codec.fixed import array_head
 from cowboy_protocol.types.errors import DecodeError
 
 STATE_PREFIX = b"s/"
@@ -39,17 +41,28 @@ _BE8 = struct.Struct(">Q")
 _TXLOC = struct.Struct(">QI")
 
 
-def block_ops(block: Block, receipts: Sequence[Receipt]) -> list[WriteOp]:
-    """Writes that store ``block`` and its receipts and move the head to it."""
-    h = _BE8.pack(block.header.height)
+def block_ops(block: Block, receipts: Sequence[Receipt], *, receipt_bytes: Sequence[bytes] | None = None,
+              tx_hashes: Sequence[bytes] | None = None) -> list[WriteOp]:
+    """Writes that store ``block`` and its receipts and move the head to it.
+
+    ``receipt_bytes`` / ``tx_hashes``: each receipt's canonical encoding and each transaction's hash, in order,
+    when execution already computed them (``BlockResult``), so they are not computed twice.
+    """
+    height = block.header.height
+    h = _BE8.pack(height)
+    if receipt_bytes is None or len(receipt_bytes) != len(receipts):
+        receipt_bytes = [encode_receipt(r) for r in receipts]
+    if tx_hashes is None or len(tx_hashes) != len(block.transactions):
+        tx_hashes = [tx.tx_hash() for tx in block.transactions]
     ops: list[WriteOp] = [
         (_BLOCK + h, block.encode()),
-        (_RECEIPTS + h, encode([r.to_cbor() for r in receipts])),
+        # encode([r.to_cbor() for r in receipts]): an array's encoding is its head, then its items' encodings.
+        (_RECEIPTS + h, array_head(len(receipt_bytes)) + b"".join(receipt_bytes)),
         (_HASH + block.hash(), h),
         (KEY_HEAD, h),
     ]
-    for i, tx in enumerate(block.transactions):
-        ops.append((_TX + tx.tx_hash(), _TXLOC.pack(block.header.height, i)))
+    pack = _TXLOC.pack
+    ops.extend([(_TX + th, pack(height, i)) for i, th in enumerate(tx_hashes)])
     return ops
 
 

@@ -168,9 +168,10 @@ class Chain:
         block = prepared.block
         if block.header.height != self.height + 1 or block.header.parent_hash != self.head.hash():
             raise InvalidBlock("not_next_block", "block does not extend the current head")
-        events = index_ops(block.header.height, prepared.result.receipts, prepared.result.block_events)
-        self.store.write_batch([*prepared.result.state_ops, *block_ops(block, prepared.result.receipts), *events,
-                                *extra_ops], sync=True)
+        result = prepared.result
+        events = index_ops(block.header.height, result.receipts, result.block_events)
+        ops = block_ops(block, result.receipts, receipt_bytes=result.receipt_bytes, tx_hashes=result.tx_hashes)
+        self.store.write_batch([*result.state_ops, *ops, *events, *extra_ops], sync=True)
         prepared.world.mark_committed()
         self.head = block
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cowboy_node.state.store import StateStore, WriteOp
 from cowboy_node.types.receipt import Event, Receipt
 from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.codec.fixed import NULL, byte_string, text, uint
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types.errors import DecodeError
 
@@ -52,9 +54,20 @@ class IndexedEvent:
     """The event itself."""
 
 
+@lru_cache(maxsize=1024)
 def topic_hash(topic: str) -> bytes:
-    """The topic's part of a ``Y/`` key."""
+    """The topic's part of a ``Y/`` key (memoised: a block's events share a few topics)."""
     return keccak256(topic.encode("utf-8", "surrogatepass"))[:TOPIC_HASH_LEN]
+
+
+def _entry(topic: str, data: bytes, tx_index: int | None) -> bytes:
+    """``encode([topic, data, tx_index])``, the ``X/`` value, by the fixed-shape path when it applies."""
+    t = text(topic)
+    if t is not None and type(data) is bytes:
+        tail = NULL if tx_index is None else uint(tx_index)
+        if tail is not None:
+            return b"\x83" + t + byte_string(data) + tail
+    return encode([topic, data, tx_index])
 
 
 def index_ops(height: int, receipts: Sequence[Receipt], block_events: Iterable[Event]) -> list[WriteOp]:
@@ -65,7 +78,7 @@ def index_ops(height: int, receipts: Sequence[Receipt], block_events: Iterable[E
     def add(event: Event, tx_index: int | None) -> None:
         nonlocal seq
         pos = _POS.pack(height, seq)
-        ops.append((EVENTS_PREFIX + event.emitter + pos, encode([event.topic, event.data, tx_index])))
+        ops.append((EVENTS_PREFIX + event.emitter + pos, _entry(event.topic, event.data, tx_index)))
         ops.append((TOPICS_PREFIX + event.emitter + topic_hash(event.topic) + pos, b""))
         seq += 1
 

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
+from cowboy_node.execution.transfer_tx import decode_transfer, recover_signer
 from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
 
 Recovered = bytes | tuple[str, str]
@@ -46,6 +48,28 @@ class Prepared:
     recovered: Recovered
     """The signer, or the recovery error."""
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickled (worker -> node) as plain fields for a Transfer: unpickling a dataclass field by field cost the
+        node's process about 18 µs per transaction, rebuilding it from a tuple about 5."""
+        tx = self.tx
+        ins = tx.instruction
+        if type(ins) is not Transfer:
+            return (Prepared, (tx, self.tx_hash, self.recovered))
+        return (_transfer_prepared, (tx.chain_id, tx.nonce, tx.sender, ins.to, ins.amount, tx.cycles_limit,
+                                     tx.cells_limit, tx.max_fee_per_cycle, tx.max_priority_fee_per_cycle,
+                                     tx.max_fee_per_cell, tx.max_priority_fee_per_cell, tx.signature, tx.body(),
+                                     self.tx_hash, self.recovered))
+
+
+def _transfer_prepared(chain_id: str, nonce: int, sender: bytes, to: bytes, amount: int, cycles_limit: int,
+                       cells_limit: int, max_fee_per_cycle: int, max_priority_fee_per_cycle: int,
+                       max_fee_per_cell: int, max_priority_fee_per_cell: int, signature: bytes, body: bytes,
+                       tx_hash: bytes, recovered: Recovered) -> Prepared:
+    """Unpickle a :class:`Prepared` Transfer (the same fields and cached body it was pickled with)."""
+    return Prepared(Transaction(chain_id, nonce, sender, Transfer(to, amount), cycles_limit, cells_limit,
+                                max_fee_per_cycle, max_priority_fee_per_cycle, max_fee_per_cell,
+                                max_priority_fee_per_cell, signature, body), tx_hash, recovered)
+
 
 PreparedOrUndecodable = Prepared | None
 """``None``: the bytes do not decode (admission's own decode then raises the error it always did)."""
@@ -55,13 +79,18 @@ MAX_WORKERS = 64
 
 
 def prepare_one(tx_bytes: bytes, max_body: int | None = None) -> PreparedOrUndecodable:
-    """Decode ``tx_bytes``, hash it and recover its signer (what admission computes before its state checks)."""
+    """Decode ``tx_bytes``, hash it and recover its signer (what admission computes before its state checks).
+
+    A Transfer takes the fast paths of ``execution/transfer_tx.py`` (same transaction, same signer or error).
+    """
+    tx = decode_transfer(tx_bytes, max_body)
+    if tx is None:
+        try:
+            tx = Transaction.from_bytes(tx_bytes, max_body=max_body)
+        except (DecodeError, ValidationError):
+            return None
     try:
-        tx = Transaction.from_bytes(tx_bytes, max_body=max_body)
-    except (DecodeError, ValidationError):
-        return None
-    try:
-        recovered: Recovered = tx.recover_sender()
+        recovered: Recovered = recover_signer(tx)
     except ValidationError as e:
         recovered = (e.code, e.message)
     return Prepared(tx, tx.tx_hash(), recovered)

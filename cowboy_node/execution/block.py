@@ -17,6 +17,7 @@ from cowboy_node.execution.end_of_block import run_end_of_block
 from cowboy_node.execution.errors import InvalidBlock, TxInvalid
 from cowboy_node.execution.jobs.dispatch import process_pending
 from cowboy_node.execution.presence_certificates import derive_presence, mode_a_active
+from cowboy_node.execution.records import encode_receipt
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import (
     get_basefee_config,
@@ -32,6 +33,7 @@ from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.merkle import receipts_root, tx_root
 from cowboy_node.types.presence import decode_presence
 from cowboy_node.types.receipt import Event, Receipt
+from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.transaction import Transaction
@@ -61,6 +63,11 @@ class BlockResult:
     """Merkle root of the included transaction hashes."""
     receipts_root: bytes
     """Merkle root of the receipts."""
+    tx_hashes: list[bytes] = field(default_factory=list)
+    """Hash of each included transaction, in order (the tx root's leaves; the commit indexes them)."""
+    receipt_bytes: list[bytes] = field(default_factory=list)
+    """Canonical encoding of each receipt, in order (the receipts root's leaves hash them; the commit stores
+    them): encoded once here instead of again at commit."""
     rejected: list[tuple[Transaction, TxInvalid]] = field(default_factory=list)
     """(build mode) candidates left out and why."""
     eob: EobReport = field(default_factory=EobReport)
@@ -138,11 +145,13 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
             rejected: list[tuple[Transaction, TxInvalid]], observe: Observe | None = None) -> BlockResult:
     run_end_of_block(world, ctx, observe=observe)
     root, ops = world.prepare_commit()
+    tx_hashes = [t.tx_hash() for t in txs]
+    encoded = [encode_receipt(r) for r in receipts]
     return BlockResult(
         transactions=txs, receipts=receipts, cycles_used=ctx.cycles_used, cells_used=ctx.cells_used,
         cycle_basefee=ctx.cycle_basefee, cell_basefee=ctx.cell_basefee, state_root=root, state_ops=ops,
-        tx_root=tx_root([t.tx_hash() for t in txs]),
-        receipts_root=receipts_root([r.hash() for r in receipts]), rejected=rejected, eob=ctx.eob,
+        tx_root=tx_root(tx_hashes), receipts_root=receipts_root([keccak256(b) for b in encoded]),
+        tx_hashes=tx_hashes, receipt_bytes=encoded, rejected=rejected, eob=ctx.eob,
         jobs_assigned=list(ctx.jobs_assigned), jobs_finished=list(ctx.jobs_finished),
         internal_errors=list(ctx.internal_errors),
         block_events=[e for e in ctx.events if isinstance(e, Event)],

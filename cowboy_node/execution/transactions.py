@@ -26,16 +26,16 @@ from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.presence_certificates import submit_presence_certificate
+from cowboy_node.execution.records import get_account, put_account, transfer_event_data
 from cowboy_node.execution.runners import registry as runner_registry
-from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.transfer_tx import recover_signer
 from cowboy_node.execution.validator_governance import execute_validator_approved
 from cowboy_node.execution.validator_set_activation import activate_validator_set
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt, bounded_message
-from cowboy_protocol.codec import encode
 from cowboy_protocol.types.errors import ValidationError
-from cowboy_protocol.types.fields import U128_MAX, encode_u128
+from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
     CallActor,
@@ -131,9 +131,14 @@ def check_static(tx: Transaction, ctx: BlockContext) -> None:
 
 
 def check_signature(tx: Transaction) -> None:
-    """Raise TxInvalid(bad_signature) unless the signature recovers to ``tx.sender``."""
+    """Raise TxInvalid(bad_signature) unless the signature recovers to ``tx.sender``.
+
+    :meth:`Transaction.verify_signature`, with a Transfer's signing hash taken from its body
+    (``execution/transfer_tx.py``: the same hash, the same errors).
+    """
     try:
-        tx.verify_signature()
+        if recover_signer(tx) != tx.sender:
+            raise ValidationError("bad_signature", "signature is not by the sender", field="signature")
     except ValidationError as e:
         raise TxInvalid(e.code, e.message, field="signature") from e
 
@@ -191,7 +196,7 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
                            cell_basefee=ctx.cell_basefee, cycle_tip=cycle_tip, cell_tip=cell_tip)
     # Re-read: the instruction may have changed the sender's balance (e.g. a self-transfer).
     after = get_account(world, tx.sender)
-    put_account(world, tx.sender, Account(after.balance - split.total, after.nonce + 1))
+    put_account(world, tx.sender, after.balance - split.total, after.nonce + 1)
 
     ctx.cycles_used += meter.cycles_used
     ctx.cells_used += meter.cells_used
@@ -209,12 +214,12 @@ def _transfer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Mete
     # The maximum fee stays reserved: the fee is settled after the instruction runs.
     if sender.balance - tx.max_fee() < ins.amount:
         raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
-    meter.charge_cells(put_account(world, tx.sender, Account(sender.balance - ins.amount, sender.nonce)))
+    meter.charge_cells(put_account(world, tx.sender, sender.balance - ins.amount, sender.nonce))
     recipient = get_account(world, ins.to)
     if recipient.balance + ins.amount > U128_MAX:
         raise TxFailed("balance_overflow", "recipient balance would exceed u128")
-    meter.charge_cells(put_account(world, ins.to, Account(recipient.balance + ins.amount, recipient.nonce)))
-    events.append(Event(tx.sender, "transfer", encode({0: ins.to, 1: encode_u128(ins.amount)})))
+    meter.charge_cells(put_account(world, ins.to, recipient.balance + ins.amount, recipient.nonce))
+    events.append(Event(tx.sender, "transfer", transfer_event_data(ins.to, ins.amount)))
 
 
 Executor = Callable[[WorldState, Transaction, BlockContext, Meter, list[Event]], None]
