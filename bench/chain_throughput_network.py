@@ -94,25 +94,35 @@ def _sign(chain_id: str, n_txs: int, n_senders: int) -> list[list[bytes]]:
 
 
 async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: int,
-                  deadline: float) -> dict[str, int]:
-    """POST every transfer (sender ``s`` to ``urls[s % N]``, in nonce order); counts of answers by code."""
+                  deadline: float, rate: float = 0.0) -> dict[str, int]:
+    """POST every transfer (sender ``s`` to ``urls[s % N]``, in nonce order); counts of answers by code.
+
+    ``rate`` > 0 paces the offered load: the k-th transfer (in lane-interleaved order) is not sent before
+    k / ``rate`` seconds after the start (a lane that falls behind sends as fast as it can)."""
     codes: dict[str, int] = {}
     lanes: list[list[int]] = [list(range(i, len(per_sender), concurrency)) for i in range(concurrency)]
     conn = aiohttp.TCPConnector(limit=concurrency)
+    start = time.monotonic()
     async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30)) as session:
-        async def lane(senders: list[int]) -> None:
+        async def lane(li: int, senders: list[int]) -> None:
             depth = max((len(per_sender[s]) for s in senders), default=0)
+            k = 0
             for j in range(depth):
                 for s in senders:
                     if j >= len(per_sender[s]) or time.monotonic() > deadline:
                         continue
+                    if rate > 0:
+                        due = start + (k * concurrency + li) / rate
+                        k += 1
+                        if due > time.monotonic():
+                            await asyncio.sleep(due - time.monotonic())
                     async with session.post(urls[s % len(urls)] + "/submit", data=per_sender[s][j],
                                             headers={"Content-Type": "application/octet-stream"}) as r:
                         body = await r.json()
                         code = "accepted" if r.status == 200 else str(body.get("code", r.status))
                         codes[code] = codes.get(code, 0) + 1
 
-        await asyncio.gather(*(lane(s) for s in lanes if s))
+        await asyncio.gather(*(lane(i, s) for i, s in enumerate(lanes) if s))
     return codes
 
 
@@ -142,10 +152,48 @@ def _scrape(net: Testnet) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
+def _timelines(net: Testnet) -> dict[str, Any]:
+    """Each validator's ``/status`` ``consensus.executions`` and ``consensus.timeline`` (absent on older code)."""
+    out: dict[str, Any] = {}
+    for i, v in enumerate(net.validators):
+        try:
+            conn = Conn(v.rpc_url.removeprefix("http://"))
+            st = conn.json("/status")
+            conn.close()
+        except (OSError, RuntimeError, ValueError, http.client.HTTPException):
+            continue
+        c = st.get("consensus", {})
+        if "timeline" in c:
+            out[str(i)] = {"executions": c.get("executions"), "timeline": c["timeline"]}
+    return out
+
+
+def _start_pyspy(net: Testnet, args: argparse.Namespace) -> list[subprocess.Popen[bytes]]:
+    """With ``net_pyspy`` = (py-spy binary, output directory, seconds): sample every validator (all threads,
+    idle time excluded) for that long from the start of the load; one speedscope file per validator."""
+    spec = getattr(args, "net_pyspy", None)
+    if not spec:
+        return []
+    binary, outdir, seconds = spec
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    spies = []
+    for i, v in enumerate(net.validators):
+        if v.proc is None:
+            continue
+        spies.append(subprocess.Popen([binary, "record", "--pid", str(v.proc.pid), "--duration", str(seconds),
+                                       "--rate", "200", "--format", "raw", "--threads", "--output",
+                                       str(Path(outdir) / f"v{i}.txt")], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+    return spies
+
+
 def network_run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the network, drive it, stop it; the segment's report."""
+    rate = float(getattr(args, "net_rate", 0.0))
+    idle_s = float(getattr(args, "net_idle_s", 20.0))
     rep: dict[str, Any] = {"validators": args.validators, "block_time_ms": args.net_block_ms,
-                           "admission_workers": args.net_workers, "txs": args.net_txs, "senders": args.net_senders}
+                           "admission_workers": args.net_workers, "txs": args.net_txs, "senders": args.net_senders,
+                           "offered_rate": rate or None}
     with tempfile.TemporaryDirectory(prefix="throughput-net-") as tmp:
         if args.net_keep:  # the homes (node.log) outlive the run, for a look at what the validators did
             tmp = tempfile.mkdtemp(prefix="throughput-net-kept-")
@@ -168,15 +216,22 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             conn0 = Conn(urls[0].removeprefix("http://"))
             start_height = int(conn0.json("/status")["height"])
             deadline = time.monotonic() + args.net_timeout
+            spies = _start_pyspy(net, args)
             t0 = time.time()
-            codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline))
+            if args.net_txs:
+                codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline, rate))
+            else:  # idle: no transfers, blocks of the window only
+                codes = {}
+                time.sleep(idle_s)
             submit_s = time.time() - t0
             accepted = codes.get("accepted", 0)
             included = 0
             h = start_height
             last_seen: float | None = None
             blocks: dict[int, dict[str, Any]] = {}
-            while included < accepted and time.monotonic() < deadline:
+            first_pass = True
+            while (first_pass or included < accepted) and time.monotonic() < deadline:
+                first_pass = False
                 top = int(conn0.json("/status")["height"])
                 while h < top:
                     h += 1
@@ -191,7 +246,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["included"] = included
             rep["complete"] = included >= accepted
             rep["submit_s"] = round(submit_s, 3)
-            rep["submitted_per_s"] = accepted / submit_s
+            rep["submitted_per_s"] = accepted / submit_s if accepted else 0.0
             # Incomplete (deadline passed): what was included over the whole time waited, not up to the last block.
             end = last_seen if rep["complete"] and last_seen is not None else time.time()
             rep["wall_s"] = round(end - t0, 3)
@@ -204,7 +259,10 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["max_txs_per_block"] = max((len(b.get("transactions", [])) for b in blocks.values()), default=0)
             rep["goal_5000_tps_met"] = rep.get("transfers_per_s", 0) >= 5_000
             rep["goal_p50_250ms_met"] = (rep["proposal_to_finalization_p50_ms"] or 1e9) <= 250
+            for spy in spies:
+                spy.wait(timeout=120)
             rep["counters"] = _scrape(net)
+            rep["validator_timelines"] = _timelines(net)
         except (OSError, RuntimeError, AssertionError, http.client.HTTPException, aiohttp.ClientError) as e:
             rep["error"] = f"{type(e).__name__}: {e}"[:2000]
         finally:
@@ -218,7 +276,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _defaults(**kw: Any) -> argparse.Namespace:
     base = dict(validators=4, net_txs=6_000, net_senders=200, net_block_ms=500, net_workers=0, net_concurrency=32,
-                net_timeout=180.0, poll_ms=20, net_keep=False)
+                net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -254,6 +312,32 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _load_kwargs(load: str, a: argparse.Namespace) -> dict[str, Any]:
+    """``idle``: no transfers for ``--idle-s``; a number R: R transfers/s offered for ``--paced-s`` (at most
+    ``--net-txs``); ``max``: ``--net-txs`` as fast as the client lanes go."""
+    if load == "idle":
+        return {"net_txs": 0, "net_idle_s": a.idle_s}
+    if load == "max":
+        return {}
+    r = float(load)
+    return {"net_rate": r, "net_txs": min(a.net_txs, int(r * a.paced_s))}
+
+
+def _summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name in ("baseline", "new"):
+        rs = [r for r in runs if r["config"] == name]
+        summary[name] = {"transfers_per_s_median": _median(rs, "transfers_per_s"),
+                         "p2f_p50_ms_median": _median(rs, "proposal_to_finalization_p50_ms"),
+                         "p2f_p99_ms": [r.get("proposal_to_finalization", {}).get("p99_ms") for r in rs],
+                         "complete": [r.get("complete") for r in rs]}
+    b, n = summary["baseline"]["transfers_per_s_median"], summary["new"]["transfers_per_s_median"]
+    summary["ratio_transfers_per_s_new_to_baseline"] = n / b if b and n else None
+    bp, np_ = summary["baseline"]["p2f_p50_ms_median"], summary["new"]["p2f_p50_ms_median"]
+    summary["ratio_p2f_p50_new_to_baseline"] = np_ / bp if bp and np_ else None
+    return summary
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="A/B of the N-validator network throughput (baseline worktree vs this)")
     ap.add_argument("--base", required=True, help="checkout of the baseline commit (git worktree add DIR COMMIT)")
@@ -265,37 +349,35 @@ def main() -> None:
     ap.add_argument("--net-workers", type=int, default=0)
     ap.add_argument("--net-concurrency", type=int, default=32)
     ap.add_argument("--net-timeout", type=float, default=180.0)
+    ap.add_argument("--loads", default="max",
+                    help="comma-separated: idle, a paced rate in transfers/s (e.g. 200), max (default: max)")
+    ap.add_argument("--idle-s", type=float, default=20.0, help="window of an idle load")
+    ap.add_argument("--paced-s", type=float, default=20.0, help="duration of a paced load")
     ap.add_argument("--no-single", action="store_true", help="skip the single-validator run")
     ap.add_argument("--stress", type=int, default=0, help="busy-loop processes running during every run")
     a = ap.parse_args()
     kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
               net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
     base = str(Path(a.base).resolve())
-    out: dict[str, Any] = {"base": base, "stress_processes": a.stress, "runs": []}
+    loads = [x.strip() for x in a.loads.split(",") if x.strip()]
+    out: dict[str, Any] = {"base": base, "stress_processes": a.stress, "loads": loads, "runs": []}
     for r in range(a.rounds):
-        order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
-        for name, path in order:
-            rep = _with_pythonpath(path, _defaults(**kw), a.stress)
-            rep["config"] = name
-            out["runs"].append(rep)
-            print(json.dumps({k: rep.get(k) for k in ("config", "transfers_per_s", "complete",
-                                                       "proposal_to_finalization_p50_ms", "load_average_before")}),
-                  flush=True)
-    summary: dict[str, Any] = {}
-    for name in ("baseline", "new"):
-        runs = [r for r in out["runs"] if r["config"] == name]
-        summary[name] = {"transfers_per_s_median": _median(runs, "transfers_per_s"),
-                         "p2f_p50_ms_median": _median(runs, "proposal_to_finalization_p50_ms"),
-                         "p2f_p99_ms": [r.get("proposal_to_finalization", {}).get("p99_ms") for r in runs],
-                         "complete": [r.get("complete") for r in runs]}
-    b, n = summary["baseline"]["transfers_per_s_median"], summary["new"]["transfers_per_s_median"]
-    summary["ratio_transfers_per_s_new_to_baseline"] = n / b if b and n else None
-    bp, np_ = summary["baseline"]["p2f_p50_ms_median"], summary["new"]["p2f_p50_ms_median"]
-    summary["ratio_p2f_p50_new_to_baseline"] = np_ / bp if bp and np_ else None
+        for load in loads:
+            order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
+            for name, path in order:
+                rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a)}), a.stress)
+                rep["config"] = name
+                rep["load"] = load
+                out["runs"].append(rep)
+                print(json.dumps({k: rep.get(k) for k in ("config", "load", "transfers_per_s", "complete",
+                                                           "proposal_to_finalization", "load_average_before")}),
+                      flush=True)
+    summary: dict[str, Any] = {load: _summarize([r for r in out["runs"] if r["load"] == load]) for load in loads}
     if not a.no_single:
         single = _with_pythonpath(None, _defaults(**{**kw, "validators": 1}), a.stress)
         out["single_validator_new"] = single
         summary["single_validator_transfers_per_s"] = single.get("transfers_per_s")
+        n = summary.get("max", {}).get("new", {}).get("transfers_per_s_median")
         summary["ratio_network_to_single_validator"] = (n / single["transfers_per_s"]
                                                          if n and single.get("transfers_per_s") else None)
     out["summary"] = summary

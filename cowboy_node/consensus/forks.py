@@ -3,19 +3,24 @@
 Simplex finalizes a block only after later votes, and a leader may build on a notarized block that is not
 final yet, so a validator holds a small tree of *candidates* (blocks it built or verified, not yet
 committed) above its committed head. Executing on a candidate parent uses an overlay of the uncommitted
-ancestors' writes (:mod:`cowboy_node.consensus.overlay`); a finalized block executed on the head's own world
-is committed as it is, any other is re-executed on the head first (same bytes, same roots: execution is
-deterministic), so the head's tree cache only ever sees committed nodes.
+ancestors' writes (:mod:`cowboy_node.consensus.overlay`). Each block is executed once per validator: a
+finalized candidate is committed with the result of its build or verification. One executed on the head's own
+world is committed as it is; one executed over an overlay is committed with the same store writes (the overlay
+reproduced the parent's state exactly, and execution is deterministic), and the head's tree then adopts the new
+root and internal nodes from those writes (so its cache only ever sees committed nodes). Only a block never
+executed here (its body arrived with its finalization) is executed at commit.
 
 Every method here runs in the node's block-builder thread under its state lock.
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from cowboy_node.chain.blockstore import TREE_PREFIX
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.header import fee_recipient_of, verify_and_prepare
 from cowboy_node.consensus.overlay import overlay_world
@@ -25,6 +30,7 @@ from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.jobs.dispatch import due_seed_rounds
 from cowboy_node.state.store import WriteOp
+from cowboy_node.state.tree import TreeUpdate
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
 from cowboy_protocol.types.transaction import Transaction
@@ -65,6 +71,9 @@ class Forks:
         self.records = records
         self.candidates: dict[bytes, Candidate] = {}
         """Candidates by block hash."""
+        self.executions: collections.Counter[str] = collections.Counter()
+        """Block executions by kind: ``build``, ``verify`` (on the head's own world), ``verify_overlay`` (on an
+        uncommitted parent), ``commit_unverified`` (a finalized block never executed here, executed at commit)."""
 
     def header(self, digest: bytes) -> BlockHeader | None:
         """Header of a candidate or committed block, by hash."""
@@ -111,6 +120,7 @@ class Forks:
               presence: Callable[[WorldState], bytes | None], observe: Observe | None = None) -> Candidate:
         """Build this validator's block for ``round_`` on ``parent_hash`` and keep it as a candidate."""
         world, parent, direct = self.world_on(parent_hash)
+        self.executions["build"] += 1
         seed = self.parent_seed(parent)
         if seed is None:
             raise InvalidBlock("missing_parent_seed", f"the seed of round {parent.round} is not known",
@@ -129,6 +139,7 @@ class Forks:
         if known is not None:
             return known
         world, parent, direct = self.world_on(block.header.parent_hash)
+        self.executions["verify" if direct else "verify_overlay"] += 1
         prepared = verify_and_prepare(self.chain, block, parent=parent, world=world, leader_key=leader_key,
                                       max_timestamp_ms=max_timestamp_ms)
         return self._keep(prepared, self._env_of(block, parent), self.chain.head.hash() if direct else None)
@@ -155,9 +166,18 @@ class Forks:
         if block.header.parent_hash != head.hash():
             raise InvalidBlock("not_next_block", "finalized block does not extend the committed head")
         c = self.candidates.get(block.hash())
+        adopt: TreeUpdate | None = None
         if c is not None and c.direct_on == head.hash():
             prepared, env = c.prepared, c.env
-        else:  # executed over an overlay (or never): execute again on the head's world
+        elif c is not None and c.direct_on is None and c.env.parent_state_root == head.header.state_root \
+                and self.chain.tree.root() == head.header.state_root:
+            # Executed over an overlay of ancestors that are all committed now: its writes are the ones an
+            # execution on the head would make; the head's tree adopts them after the commit.
+            prepared, env = c.prepared, c.env
+            tree_ops = tuple(op for op in prepared.result.state_ops if op[0].startswith(TREE_PREFIX))
+            adopt = TreeUpdate(prepared.result.state_root, tree_ops)
+        else:  # never executed here (or on a parent state that is not the head's): execute on the head's world
+            self.executions["commit_unverified"] += 1
             prepared = verify_and_prepare(self.chain, block)
             env = self._env_of(block, head.header)
         inspected = inspect(prepared, env)
@@ -165,6 +185,8 @@ class Forks:
         if certificate is not None and certificate.proposal.payload == block.hash():
             extra.append(finalization_op(block.header.height, certificate))
         self.chain.commit(prepared, extra)
+        if adopt is not None:
+            self.chain.tree.commit(adopt)
         height = block.header.height
         for digest in [d for d, x in self.candidates.items() if x.prepared.block.header.height <= height]:
             del self.candidates[digest]

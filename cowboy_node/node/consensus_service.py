@@ -59,6 +59,7 @@ from cowboy_node.consensus.simplex.engine import (
 from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.consensus.simplex.types import (
     Finalization,
+    Finalize,
     Message,
     Notarize,
     Proposal,
@@ -81,6 +82,7 @@ from cowboy_node.consensus.sync_messages import (
     decode_sync,
     encode_sync,
 )
+from cowboy_node.consensus.timeline import ViewTimeline
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.observability.logging import get_logger
@@ -202,6 +204,9 @@ class ConsensusService:
         """Called after each own build (transactions in the block, seconds the build took), nullified or not."""
         self.syncing = False
         """True while this validator is catching up with peers that are ahead."""
+        self.timeline = ViewTimeline()
+        """Per-view stage times (where proposal→finalization time goes; ``/status`` ``consensus.timeline``)."""
+        self._timeline_cache: tuple[float, dict[str, object]] | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -292,9 +297,12 @@ class ConsensusService:
         if not task.cancelled() and task.exception() is not None:
             log.error("consensus task failed", error=repr(task.exception()))
 
-    async def _in_builder(self, fn: Callable[[], Any]) -> Any:
+    async def _in_builder(self, fn: Callable[[], Any], view: int | None = None, stage: str = "exec_start") -> Any:
+        """Run ``fn`` in the builder thread under the state lock (marking ``stage`` of ``view`` when it starts)."""
         def locked() -> Any:
             with self._lock:
+                if view is not None:
+                    self.timeline.mark(view, stage, time.monotonic())
                 return fn()
         return await asyncio.get_running_loop().run_in_executor(self._executor, locked)
 
@@ -304,9 +312,14 @@ class ConsensusService:
         for o in outputs:
             if isinstance(o, Journal):
                 if self.journal is not None:
+                    self.timeline.mark(o.vote.round.view, f"journal_{type(o.vote).__name__.lower()}",
+                                       time.monotonic())
                     self.journal.append(o.vote)  # fsync before the Broadcast that follows
             elif isinstance(o, Broadcast):
                 self._count_sent(o.message)
+                if isinstance(o.message, Notarize | Finalize) and o.message.signer == self.cfg.me:
+                    self.timeline.mark(o.message.round.view, f"sent_{type(o.message).__name__.lower()}",
+                                       time.monotonic())
                 if self.net is not None:
                     self.net.broadcast(CH_CONSENSUS, encode_message(o.message))
             elif isinstance(o, Send):
@@ -323,6 +336,7 @@ class ConsensusService:
             elif isinstance(o, Finalized):
                 self._finals.append(o)
                 view = o.proposal.round.view
+                self.timeline.mark(view, "finalized", time.monotonic())
                 t0 = self._proposed_at.get(view)
                 if t0 is not None:
                     self.metrics.consensus_finalization_seconds.observe(time.monotonic() - t0)
@@ -334,6 +348,7 @@ class ConsensusService:
                 self.records.put_seed(o.round, o.seed)
             elif isinstance(o, Notarized):
                 self.metrics.consensus_certificates.labels(kind="notarization").inc()
+                self.timeline.mark(o.certificate.round.view, "notarized", time.monotonic())
                 t0 = self._proposed_at.get(o.certificate.round.view)
                 if t0 is not None:
                     self.metrics.consensus_notarization_seconds.observe(time.monotonic() - t0)
@@ -371,6 +386,7 @@ class ConsensusService:
         if delay > 0:
             await asyncio.sleep(delay)
         await self._parent_applied(want.parent, self.cfg.block_time_ms / 1000)
+        self.timeline.mark(want.round.view, "seen", time.monotonic(), leader=True)
         cand = None
         while cand is None:  # a failed build is retried at the next slot while the view lasts
             if self.stopping or engine.view != want.round.view:
@@ -384,6 +400,7 @@ class ConsensusService:
             self.net.broadcast(CH_BLOCKS, block.encode())
         self._proposed_at[want.round.view] = time.monotonic()
         self._propose_block(want, block)
+        self.timeline.mark(want.round.view, "voted", time.monotonic())
 
     async def _parent_applied(self, parent: bytes, timeout_s: float) -> None:
         """Wait (at most ``timeout_s``) while ``parent`` is finalized but not yet committed and handed to the node.
@@ -407,13 +424,15 @@ class ConsensusService:
         try:
             cand: Candidate = await self._in_builder(lambda: self.forks.build(
                 want.parent, want.round, txs, timestamp_ms=int(time.time() * 1000), proposer=self._proposer_key,
-                sign=self._sign, fee_recipient=self._fee_recipient, presence=self._presence, observe=observe))
+                sign=self._sign, fee_recipient=self._fee_recipient, presence=self._presence, observe=observe),
+                view=want.round.view)
         except Exception as e:  # nothing may stop the chain: the view times out and the next leader proposes
             self.metrics.block_production_failures.inc()
             log.exception("block production failed; retrying at the next slot", view=want.round.view,
                           height=self.chain.height + 1, error=repr(e))
             return None
         digest = cand.prepared.block.hash()
+        self.timeline.mark(want.round.view, "exec_end", time.monotonic())
         self._own_blocks.add(digest)
         self._build_s[digest] = build_s = time.perf_counter() - t0
         if self.on_built is not None:
@@ -453,6 +472,7 @@ class ConsensusService:
         block = await self._body(proposal.payload, until_view=view)
         if block is None:
             return  # the view timed out meanwhile; nothing to answer
+        self.timeline.mark(view, "body", time.monotonic(), leader=False)
         h = block.header
         ok = h.round == proposal.round and h.parent_hash == proposal.parent
         parent = await self._known_header(proposal.parent) if ok else None
@@ -467,7 +487,9 @@ class ConsensusService:
             else:
                 try:
                     await self._in_builder(lambda: self.forks.verify(
-                        block, leader_key=leader_key, max_timestamp_ms=int(time.time() * 1000) + MAX_FUTURE_DRIFT_MS))
+                        block, leader_key=leader_key, max_timestamp_ms=int(time.time() * 1000) + MAX_FUTURE_DRIFT_MS),
+                        view=view)
+                    self.timeline.mark(view, "exec_end", time.monotonic())
                 except InvalidBlock as e:
                     ok, reason = False, e.code
                 except Exception as e:
@@ -477,6 +499,8 @@ class ConsensusService:
             self.metrics.consensus_invalid_blocks.labels(reason=reason).inc()
             log.warning("proposal refused", view=view, reason=reason, hash="0x" + proposal.payload.hex()[:16])
         self._act(engine.verified(proposal, ok, self._now()))
+        if ok:
+            self.timeline.mark(view, "voted", time.monotonic())
 
     async def _known_header(self, digest: bytes) -> Any:
         """The header of ``digest``, fetching and verifying its body (and, recursively, unknown ancestors'
@@ -577,12 +601,16 @@ class ConsensusService:
         own = digest in self._own_blocks
         observe = self._observed.pop(digest, None)
         t0 = time.perf_counter()
+        view = block.header.round.view
         prepared, inspected = await self._in_builder(lambda: self.forks.commit(
-            block, seed=seed, certificate=certificate, inspect=lambda p, env: self._inspect(p, env, observe)))
+            block, seed=seed, certificate=certificate, inspect=lambda p, env: self._inspect(p, env, observe)),
+            view=view, stage="commit_start")
         commit_s = time.perf_counter() - t0
         self._own_blocks.discard(digest)
         build_s = self._build_s.pop(digest, 0.0)
         self._on_commit(CommittedBlock(prepared, inspected, own, build_s, commit_s))
+        self.timeline.mark(view, "committed", time.monotonic())
+        self.timeline.close(view)
         self.metrics.consensus_finalized_height.set(block.header.height)
         if self.journal is not None and self.engine is not None and self.journal.records > 256:
             self.journal.compact(self.engine.own_votes())
@@ -616,8 +644,11 @@ class ConsensusService:
         self.metrics.consensus_messages_received.labels(kind=type(msg).__name__.lower()).inc()
         if self.engine is None:
             return
+        if isinstance(msg, Notarize | Finalize) and msg.signer == sender:
+            self.timeline.mark(msg.round.view, f"{type(msg).__name__.lower()}{sender}", time.monotonic())
         if isinstance(msg, Notarize) and msg.signer == sender and self.engine.leader_of(msg.round.view) == sender:
             self._proposed_at.setdefault(msg.round.view, time.monotonic())
+            self.timeline.mark(msg.round.view, "seen", time.monotonic(), leader=False)
         self._act(self.engine.receive(sender, msg, self._now()))
 
     def _on_block(self, sender: int, payload: bytes) -> None:
@@ -760,7 +791,16 @@ class ConsensusService:
             "finalized_height": self.chain.height, "syncing": self.syncing,
             "peers": sorted(self.net.connected()) if self.net is not None else [],
             "delta_ms": self.cfg.delta_ms, "evidence": self.evidence.count,
+            "executions": dict(sorted(self.forks.executions.items())), "timeline": self._timeline_summary(),
         }
+
+    def _timeline_summary(self) -> dict[str, object]:
+        """The timeline summary, recomputed at most once a second (``/status`` is polled often)."""
+        now = time.monotonic()
+        cached = self._timeline_cache
+        if cached is None or now - cached[0] >= 1.0:
+            cached = self._timeline_cache = (now, self.timeline.summary(recent=64))
+        return cached[1]
 
     def evidence_json(self, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` newest evidence records, newest last (``GET /consensus/evidence``)."""
