@@ -432,93 +432,85 @@ class _Batch:
             return leaves[0] if leaves else None
         return self.build(depth, here, leaves)
 
-    def leaf1(self, depth: int, here: bytes, n: int, kh0: bytes, h0: bytes, item: _Change) -> _Result:
-        """One change meets the leaf (``kh0``, ``h0``) in child slot ``n`` of the node at ``here``."""
-        kh, vh, v = item
-        if kh == kh0:
-            if v is None or vh is None:
-                self.leaf_ops[self.lkey + kh] = None
-                return None
-            nh = self.h(_LEAF_TAG + kh + vh)
-            if nh == h0:
-                return _UNCHANGED
-            self.leaf_ops[self.lkey + kh] = vh + v
-            return _Leaf(kh, nh)
-        if v is None or vh is None:
-            return _UNCHANGED
-        new = self.new_leaf(kh, vh, v)
-        old = _Leaf(kh0, h0)  # it moves down; its record (by key hash) stays as it is
-        return self.build(depth + 1, self.child_path(depth, here, n), [old, new] if kh0 < kh else [new, old])
-
     def single(self, depth: int, here: bytes, rec: bytes, item: _Change) -> _Result:
-        """One change below the internal node ``rec`` at ``here``: walk down, then splice up."""
+        """One change below the internal node ``rec`` at ``here``: walk down, then splice up.
+
+        The common cases -- a new leaf in an empty slot, a leaf's new value, a leaf split by a new key --
+        leave every node above the bottom one with the same shape and only one child hash changed, so
+        those are rebuilt by replacing 32 bytes of their record. A delete goes through :meth:`finish`
+        at every level (nodes may disappear or collapse).
+        """
         kh = item[0]
-        read = self.read
         cached = self.cache.inner.get
+        read = self.read
         dtab = self.dtab
-        frames: list[tuple[bytes, bytes, int, int, int, int]] = []
-        r: _Result
+        # (path, record, child nibble, offset of that child's hash, end of the hashed part) per level
+        frames: list[tuple[bytes, bytes, int, int, int]] = []
         while True:
-            bitmap = (rec[1] << 8) | rec[2]
             half = depth >> 1
             n = kh[half] & 15 if depth & 1 else kh[half] >> 4
-            bit = _BIT[n]
+            bitmap = (rec[1] << 8) | rec[2]
             end = 3 + 32 * bitmap.bit_count()
-            leafmap = (rec[end] << 8) | rec[end + 1]
-            frames.append((here, rec, bitmap, end, leafmap, n))
-            if not bitmap & bit:
-                vh, v = item[1], item[2]
-                if v is None or vh is None:
-                    return _UNCHANGED
-                r = self.new_leaf(kh, vh, v)
-                break
-            if leafmap & bit:
-                ko = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
-                ho = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                r = self.leaf1(depth, here, n, rec[ko:ko + 32], rec[ho:ho + 32], item)
-                if r is _UNCHANGED:
-                    return r
-                break
+            off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
+            frames.append((here, rec, n, off, end))
+            bit = _BIT[n]
+            if not bitmap & bit or ((rec[end] << 8) | rec[end + 1]) & bit:
+                break  # slot n is empty or holds a leaf
             # the child's path is the first depth + 1 nibbles of kh
             here = dtab[depth + 1] + (kh[:half + 1] if depth & 1 else kh[:half] + _BYTE[kh[half] & 0xF0])
             rec = cached(here) or read(here)
             depth += 1
-        writes = self.writes
+        frames.pop()
+        vh, v = item[1], item[2]
         h = self.h
-        for here, rec, bitmap, end, leafmap, n in reversed(frames):
-            bit = _BIT[n]
-            assert not isinstance(r, _Unchanged)
-            # Fast paths for the common one-child changes (the same bytes finish() would produce): same
-            # kind of child in the same slot (internal -> internal, or a leaf's new value): only its hash
-            # changes; a new leaf in an empty slot; a leaf split into an internal node. Anything else
-            # (removed, collapsed) goes through finish().
-            if bitmap & bit:
-                if isinstance(r, bytes):
-                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                    hashed = rec[:off] + r + rec[off + 32:end]
-                    if leafmap & bit:  # split: the slot no longer holds a leaf
-                        koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
-                        writes[here] = b"".join((hashed, (leafmap & ~bit).to_bytes(2, "big"), rec[end + 2:koff],
-                                                 rec[koff + 32:]))
-                    else:
-                        writes[here] = hashed + rec[end:]
-                    r = h(hashed)
-                    continue
-                if isinstance(r, _Leaf) and leafmap & bit:
-                    off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                    hashed = rec[:off] + r.hash + rec[off + 32:end]
-                    writes[here] = hashed + rec[end:]
-                    r = h(hashed)
-                    continue
-            elif isinstance(r, _Leaf):
-                off = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
-                koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
-                hashed = b"".join((_INTERNAL_TAG, (bitmap | bit).to_bytes(2, "big"), rec[3:off], r.hash, rec[off:end]))
-                writes[here] = b"".join((hashed, (leafmap | bit).to_bytes(2, "big"), rec[end + 2:koff], r.kh,
-                                         rec[koff:]))
-                r = h(hashed)
-                continue
-            r = self.finish(here, rec, [(n, r)])
+        writes = self.writes
+        leafmap = (rec[end] << 8) | rec[end + 1]
+        koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
+        if not bitmap & bit:  # a new leaf in an empty slot
+            if v is None or vh is None:
+                return _UNCHANGED
+            self.leaf_ops[self.lkey + kh] = vh + v
+            hashed = b"".join((_INTERNAL_TAG, (bitmap | bit).to_bytes(2, "big"), rec[3:off],
+                               h(_LEAF_TAG + kh + vh), rec[off:end]))
+            writes[here] = b"".join((hashed, (leafmap | bit).to_bytes(2, "big"), rec[end + 2:koff], kh,
+                                     rec[koff:]))
+        else:
+            kh0 = rec[koff:koff + 32]
+            if kh0 == kh:
+                if v is None or vh is None:  # delete: the shape above may change
+                    self.leaf_ops[self.lkey + kh] = None
+                    r: _Result = self.finish(here, rec, [(n, None)])
+                    for here, rec, n, off, end in reversed(frames):
+                        if isinstance(r, bytes):  # the child stayed an internal node
+                            new = rec[:off] + r + rec[off + 32:]
+                            writes[here] = new
+                            r = h(new[:end])
+                        else:
+                            assert not isinstance(r, _Unchanged)
+                            r = self.finish(here, rec, [(n, r)])
+                    return r
+                nh = h(_LEAF_TAG + kh + vh)
+                if nh == rec[off:off + 32]:
+                    return _UNCHANGED
+                self.leaf_ops[self.lkey + kh] = vh + v
+                hashed = rec[:off] + nh + rec[off + 32:end]
+                writes[here] = hashed + rec[end:]
+            else:  # a new key meets another key's leaf: both go into a new internal node below
+                if v is None or vh is None:
+                    return _UNCHANGED
+                new_leaf = self.new_leaf(kh, vh, v)
+                old = _Leaf(kh0, rec[off:off + 32])  # it moves down; its record (by key hash) stays as it is
+                sub = self.build(depth + 1, self.child_path(depth, here, n),
+                                 [old, new_leaf] if kh0 < kh else [new_leaf, old])
+                hashed = rec[:off] + sub + rec[off + 32:end]
+                writes[here] = b"".join((hashed, (leafmap & ~bit).to_bytes(2, "big"), rec[end + 2:koff],
+                                         rec[koff + 32:]))
+        r = h(hashed)
+        # Above the bottom node only one internal child's hash changed: replace those 32 bytes.
+        for here, rec, _, off, end in reversed(frames):
+            new = rec[:off] + r + rec[off + 32:]
+            writes[here] = new
+            r = h(new[:end])
         return r
 
     def update_internal(self, depth: int, here: bytes, rec: bytes, items: list[_Change], lo: int,
