@@ -22,7 +22,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 import cowboy_sdk
@@ -102,12 +102,25 @@ def current_host() -> object:
 @contextmanager
 def host_scope(host: object) -> Iterator[None]:
     """Make ``host`` the SDK's ``pvm_host`` for the enclosed handler run (nests; per thread/context)."""
-    install()
-    token = _CURRENT.set(host)
+    token = enter_host(host)
     try:
         yield
     finally:
-        _CURRENT.reset(token)
+        leave_host(token)
+
+
+def enter_host(host: object) -> Token[object | None]:
+    """:func:`host_scope` without the generator: make ``host`` current; pass the token to :func:`leave_host`.
+
+    For the invoker's per-run path (a generator-based context manager costs about a microsecond per run).
+    """
+    install()
+    return _CURRENT.set(host)
+
+
+def leave_host(token: Token[object | None]) -> None:
+    """End what :func:`enter_host` began (restores the previous host)."""
+    _CURRENT.reset(token)
 
 
 # --- the curated view --------------------------------------------------------------------
@@ -518,8 +531,9 @@ PUBLIC_NAMES: tuple[str, ...] = tuple(SDK_VIEW)
 """Names ``cowboy_sdk`` exposes to actors, in documentation order."""
 
 
-def modules_for(host: object) -> Mapping[str, object]:
-    """The ``modules`` mapping for ``pvm.call_handler``: ``pvm_host`` and the curated ``cowboy_sdk``."""
+def modules_for(host: object) -> dict[str, object]:
+    """The ``modules`` mapping for ``pvm.call_handler``: ``pvm_host`` and the curated ``cowboy_sdk`` (a new dict
+    on every call: the caller may add to it)."""
     install()
     return {"pvm_host": host, "cowboy_sdk": SDK_VIEW}
 
@@ -527,5 +541,5 @@ def modules_for(host: object) -> Mapping[str, object]:
 install()
 
 __all__ = ["CONTINUATION_VIEW", "FSM_VIEW", "PUBLIC_NAMES", "RUNNER_VIEW", "RUNTIME_NAMES", "SDK_VIEW", "TimerView",
-           "current_host", "host_scope", "install",
+           "current_host", "enter_host", "host_scope", "install", "leave_host",
            "modules_for"]
