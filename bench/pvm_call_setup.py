@@ -50,7 +50,7 @@ def worker(calls: int, fresh: bool) -> dict[str, Any]:
 
     if fresh:
         from cowboy_node.execution.pvm import runtime, sandbox
-        sandbox._take_sandbox = runtime.Sandbox  # type: ignore[attr-defined]
+        sandbox._take_sandbox = runtime.Sandbox
     store: dict[bytes, bytes] = {}
     host = types.SimpleNamespace(set_state=store.__setitem__)
     modules = {"pvm_host": host}
