@@ -548,8 +548,8 @@ class Engine:
             vote = v.notarizes.get(v.leader)
             if vote is None or v.leader == self.cfg.me:
                 return
-            if not (self.scheme.verify(vote.signer, notarize_message(vote.proposal), vote.signature)
-                    and self.scheme.verify(vote.signer, seed_message(vote.round), vote.seed)):
+            if not self.scheme.verify_pair(vote.signer, notarize_message(vote.proposal), vote.signature,
+                                           seed_message(vote.round), vote.seed):
                 self._bad(v, vote.signer, "bad signature on proposal")
                 return
             v.proposal = vote.proposal
@@ -694,6 +694,13 @@ class Engine:
                 self._apply(Nullification(v.round, nl[0], nl[1]))
 
     def _assemble(self, v: _View, votes: list[Vote], message: bytes, what: str) -> tuple[bytes, bytes] | None:
+        if len(votes) >= self.q:  # optimistic: both certificates verify under the group key, no partial checked
+            pair = self.scheme.recover_pair(message, [(x.signer, x.signature) for x in votes], seed_message(v.round),
+                                            [(x.signer, x.seed) for x in votes])
+            if pair is not None:
+                if v.seed is not None and pair[1] != v.seed:
+                    raise ConsensusFault(f"two different seeds recovered for view {v.round.view}")
+                return pair
         while len(votes) >= self.q:
             sig, bad = self.scheme.recover(message, [(x.signer, x.signature) for x in votes])
             seed: bytes | None = None

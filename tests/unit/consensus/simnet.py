@@ -91,6 +91,20 @@ class FastScheme:
     def verify_certificate(self, message: bytes, signature: bytes) -> bool:
         return hashlib.sha384(self._group + message).digest() == signature
 
+    def verify_pair(self, signer: int, message: bytes, signature: bytes, seed_message: bytes, seed: bytes) -> bool:
+        return self.verify(signer, message, signature) and self.verify(signer, seed_message, seed)
+
+    def recover_pair(self, message: bytes, partials: Sequence[tuple[int, bytes]], seed_message: bytes,
+                     seed_partials: Sequence[tuple[int, bytes]]) -> tuple[bytes, bytes] | None:
+        """As the threshold scheme's: certificates from the first quorum of signers in both lists, None unless
+        that quorum's partials are all good (a bad partial makes a certificate that does not verify)."""
+        sigs, seeds = dict(partials), dict(seed_partials)
+        chosen = sorted(i for i in sigs if i in seeds)[:self.quorum]
+        if len(chosen) < self.quorum or not all(self.verify(i, message, sigs[i]) and
+                                                self.verify(i, seed_message, seeds[i]) for i in chosen):
+            return None
+        return hashlib.sha384(self._group + message).digest(), hashlib.sha384(self._group + seed_message).digest()
+
 
 SchemeFactory = Callable[[int | None], Scheme]
 """Validator index (None: verifier only) → its scheme."""
