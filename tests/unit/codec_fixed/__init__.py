@@ -1,0 +1,1 @@
+"""Tests of cowboy_protocol.codec.fixed (fast pieces of the canonical codec)."""
