@@ -498,10 +498,27 @@ class _Batch:
             else:  # a new key meets another key's leaf: both go into a new internal node below
                 if v is None or vh is None:
                     return _UNCHANGED
-                new_leaf = self.new_leaf(kh, vh, v)
-                old = _Leaf(kh0, rec[off:off + 32])  # it moves down; its record (by key hash) stays as it is
-                sub = self.build(depth + 1, self.child_path(depth, here, n),
-                                 [old, new_leaf] if kh0 < kh else [new_leaf, old])
+                self.leaf_ops[self.lkey + kh] = vh + v
+                lh = h(_LEAF_TAG + kh + vh)
+                h0 = rec[off:off + 32]  # the old leaf moves down; its record (by key hash) stays as it is
+                cpath = self.child_path(depth, here, n)
+                d1 = depth + 1
+                if d1 & 1:
+                    n0, n1 = kh0[d1 >> 1] & 15, kh[d1 >> 1] & 15
+                else:
+                    n0, n1 = kh0[d1 >> 1] >> 4, kh[d1 >> 1] >> 4
+                if n0 != n1:  # the usual case: a node with the two leaves as its only children
+                    pair = (_BIT[n0] | _BIT[n1]).to_bytes(2, "big")
+                    if n0 < n1:
+                        sub_hashed = b"".join((_INTERNAL_TAG, pair, h0, lh))
+                        writes[cpath] = b"".join((sub_hashed, pair, kh0, kh))
+                    else:
+                        sub_hashed = b"".join((_INTERNAL_TAG, pair, lh, h0))
+                        writes[cpath] = b"".join((sub_hashed, pair, kh, kh0))
+                    sub = h(sub_hashed)
+                else:  # they share the next nibble too: a one-child chain
+                    old, new_leaf = _Leaf(kh0, h0), _Leaf(kh, lh)
+                    sub = self.build(d1, cpath, [old, new_leaf] if kh0 < kh else [new_leaf, old])
                 hashed = rec[:off] + sub + rec[off + 32:end]
                 writes[here] = b"".join((hashed, (leafmap & ~bit).to_bytes(2, "big"), rec[end + 2:koff],
                                          rec[koff + 32:]))

@@ -32,8 +32,11 @@ def test_each_single_change_matches_the_reference_and_a_fresh_build() -> None:
     store = MemoryStore()
     tree = StateTree(store, PREFIX)
     model = {rng.randbytes(8): rng.randbytes(12) for _ in range(600)}
-    # Keys sharing 3 and 4 nibbles make deeper one-child chains and collapses on delete.
-    deep = _keys_sharing(3, 3, rng) + _keys_sharing(4, 2, rng)
+    # Keys sharing 3 to 5 nibbles make one-child chains (on insert, in both key orders) and collapses
+    # on delete.
+    deep = _keys_sharing(3, 3, rng)
+    for shared in (4, 4, 4, 5, 5):
+        deep += _keys_sharing(shared, 2, rng)
     model.update({k: b"deep" for k in deep})
     apply(store, tree, dict(model))
     steps: list[tuple[bytes, bytes | None]] = []
