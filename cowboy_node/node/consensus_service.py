@@ -7,7 +7,8 @@ The service:
 - answers ``ProposalWanted`` by building a block on the engine's parent (no earlier than ``block_time_ms``
   after the parent's timestamp: the chain's cadence), broadcasting its body, then proposing its hash;
 - answers ``VerifyBlock`` by fetching the body if needed and checking and executing it on its parent
-  (:class:`cowboy_node.consensus.forks.Forks`);
+  (:class:`cowboy_node.consensus.forks.Forks`); a body the view's leader sends is executed as soon as it
+  arrives (before its proposal vote is processed), so the verification usually finds it done;
 - journals every own vote with fsync before anything after it is sent (restart safety);
 - commits ``Finalized`` blocks in order with their seed and certificate, then lets the node update the
   mempool, push assignments (CIP-11 §10.1: only finalized, applied blocks) and record metrics;
@@ -191,6 +192,8 @@ class ConsensusService:
         self._peer_heights: dict[int, int] = {}
         self._sync_inflight: tuple[int, float] | None = None
         self._own_blocks: set[bytes] = set()
+        self._preverified: set[int] = set()
+        """Views whose leader's block started executing when its body arrived (:meth:`_maybe_preverify`)."""
         self._build_s: dict[bytes, float] = {}
         self._observed: dict[bytes, StepTimer] = {}
         self._proposed_at: dict[int, float] = {}
@@ -654,6 +657,40 @@ class ConsensusService:
     def _on_block(self, sender: int, payload: bytes) -> None:
         block = Block.decode(payload)
         self._remember_body(block)
+        self._maybe_preverify(sender, block)
+
+    def _maybe_preverify(self, sender: int, block: Block) -> None:
+        """Start executing the leader's block as soon as its body arrives, before its proposal vote (sent after
+        the body) is processed: :meth:`_verify` then finds the candidate ready. Only a body the elected leader of
+        the current or next view sent itself, on a known parent, once per view. This is not a vote: voting still
+        waits for the engine's ``VerifyBlock`` and :meth:`_verify`'s checks of the proposal against the block."""
+        engine = self.engine
+        if engine is None or not self._running:
+            return
+        view = block.header.round.view
+        if not engine.view <= view <= engine.view + 1 or view in self._preverified:
+            return
+        leader = engine.leader_of(view)
+        if leader is None or leader != sender or leader == self.cfg.me or \
+                self.forks.header(block.header.parent_hash) is None:
+            return
+        for old in [w for w in self._preverified if w < engine.view]:
+            self._preverified.discard(old)
+        self._preverified.add(view)
+        self.timeline.mark(view, "body", time.monotonic(), leader=False)
+        self._spawn(self._preverify(block, self._validator_key(leader)))
+
+    async def _preverify(self, block: Block, leader_key: bytes) -> None:
+        view = block.header.round.view
+        try:
+            await self._in_builder(lambda: self.forks.verify(
+                block, leader_key=leader_key, max_timestamp_ms=int(time.time() * 1000) + MAX_FUTURE_DRIFT_MS),
+                view=view)
+            self.timeline.mark(view, "exec_end", time.monotonic())
+        except InvalidBlock:
+            pass  # refused again (and counted) when the engine asks for its verification
+        except Exception as e:
+            log.exception("early block verification failed unexpectedly", view=view, error=repr(e))
 
     def _on_sync(self, sender: int, payload: bytes) -> None:
         msg = decode_sync(payload)
