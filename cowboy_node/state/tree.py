@@ -568,6 +568,8 @@ class _Batch:
                 ko = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
                 ho = 3 + 32 * (bitmap & _BELOW[n]).bit_count()
                 r = self.update_leaf(depth + 1, cpath, rec[ko:ko + 32], rec[ho:ho + 32], items, i, j)
+            elif j - i == 1:
+                r = self.single(depth + 1, cpath, self.read(cpath), items[i])
             else:
                 r = self.update_internal(depth + 1, cpath, self.read(cpath), items, i, j)
             if not isinstance(r, _Unchanged):
