@@ -177,13 +177,22 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     message: str | None = None
     cp = world.checkpoint()
     mark = ContextMark(ctx)
+    # The sender's account once the instruction has run, when known without reading it again: after a revert it
+    # is ``sender`` (nothing was written between that read and the checkpoint), after a Transfer the transfer
+    # says. Otherwise (None) it is re-read below.
+    after: Account | None = None
     try:
-        _run_instruction(world, tx, ctx, meter, events)
+        if EXECUTORS.get(type(tx.instruction)) is _transfer:
+            after = _transfer_from(world, tx, sender, meter, events)
+        else:
+            _run_instruction(world, tx, ctx, meter, events)
     except TxFailed as e:
         world.revert(cp)
+        after = sender
         error, events, message = e.code, [], bounded_message(str(e))
     except Exception as e:  # a bug must fail this transaction, never the block (see the module docstring)
         world.revert(cp)
+        after = sender
         mark.restore(ctx, tx.tx_hash())
         error, events, message = INTERNAL_ERROR, [], INTERNAL_ERROR_MESSAGE
         ctx.internal_errors.append((tx.tx_hash(), describe_exception(e)))
@@ -194,8 +203,8 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
     cell_tip = fees.effective_tip(tx.max_fee_per_cell, tx.max_priority_fee_per_cell, ctx.cell_basefee)
     split = fees.split_fee(meter.cycles_used, meter.cells_used, cycle_basefee=ctx.cycle_basefee,
                            cell_basefee=ctx.cell_basefee, cycle_tip=cycle_tip, cell_tip=cell_tip)
-    # Re-read: the instruction may have changed the sender's balance (e.g. a self-transfer).
-    after = get_account(world, tx.sender)
+    if after is None:  # re-read: the instruction may have changed the sender's balance
+        after = get_account(world, tx.sender)
     put_account(world, tx.sender, after.balance - split.total, after.nonce + 1)
 
     ctx.cycles_used += meter.cycles_used
@@ -207,19 +216,26 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
 
 
 def _transfer(world: WorldState, tx: Transaction, ctx: BlockContext, meter: Meter, events: list[Event]) -> None:
+    _transfer_from(world, tx, get_account(world, tx.sender), meter, events)
+
+
+def _transfer_from(world: WorldState, tx: Transaction, sender: Account, meter: Meter, events: list[Event]) -> Account:
+    """The Transfer instruction, given the sender's current account; returns the sender's account after it."""
     ins = tx.instruction
     assert isinstance(ins, Transfer)
     meter.charge_cycles(fees.TRANSFER_CYCLES)
-    sender = get_account(world, tx.sender)
     # The maximum fee stays reserved: the fee is settled after the instruction runs.
     if sender.balance - tx.max_fee() < ins.amount:
         raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
-    meter.charge_cells(put_account(world, tx.sender, sender.balance - ins.amount, sender.nonce))
-    recipient = get_account(world, ins.to)
-    if recipient.balance + ins.amount > U128_MAX:
+    debited = sender.balance - ins.amount
+    meter.charge_cells(put_account(world, tx.sender, debited, sender.nonce))
+    recipient = get_account(world, ins.to)  # after the debit: the recipient may be the sender
+    credited = recipient.balance + ins.amount
+    if credited > U128_MAX:
         raise TxFailed("balance_overflow", "recipient balance would exceed u128")
-    meter.charge_cells(put_account(world, ins.to, recipient.balance + ins.amount, recipient.nonce))
+    meter.charge_cells(put_account(world, ins.to, credited, recipient.nonce))
     events.append(Event(tx.sender, "transfer", transfer_event_data(ins.to, ins.amount)))
+    return Account(credited, recipient.nonce) if ins.to == tx.sender else Account(debited, sender.nonce)
 
 
 Executor = Callable[[WorldState, Transaction, BlockContext, Meter, list[Event]], None]
