@@ -33,9 +33,10 @@ from dataclasses import dataclass, replace
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.records import encode_account
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import store
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer, encode_indexed
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer, encode_item
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event
@@ -104,31 +105,53 @@ class AccountCache:
     """Reads and writes fee payers' accounts for one End-of-Block step, decoding each stored value once.
 
     The store is always read (a handler may change any account), but when it still holds the bytes this
-    cache last wrote or decoded for that address, the decoded account is reused: decoding is a pure
-    function of the bytes. A burst of fires charged to one payer thus decodes nothing after the first.
+    cache last wrote or decoded for that address, the decoded ``(balance, nonce)`` is reused: decoding is a
+    pure function of the bytes. A burst of fires charged to one payer thus decodes nothing after the first.
     Writes are exactly ``system_state.put_account``'s (same key, same canonical bytes).
     """
 
     __slots__ = ("_known",)
 
     def __init__(self) -> None:
-        self._known: dict[bytes, tuple[bytes | None, Account]] = {}
+        self._known: dict[bytes, tuple[bytes | None, int, int]] = {}
 
-    def get(self, world: WorldState, address: bytes) -> Account:
-        """The account at ``address`` (a zero account if absent), as ``system_state.get_account``."""
+    def _read(self, world: WorldState, address: bytes) -> tuple[bytes | None, int, int]:
         raw = world.get(account_key(address))
         hit = self._known.get(address)
         if hit is not None and hit[0] == raw:
-            return hit[1]
+            return hit
         account = Account() if raw is None else Account.decode(raw)
-        self._known[address] = (raw, account)
-        return account
+        hit = (raw, account.balance, account.nonce)
+        self._known[address] = hit
+        return hit
+
+    def get(self, world: WorldState, address: bytes) -> Account:
+        """The account at ``address`` (a zero account if absent), as ``system_state.get_account``."""
+        _raw, balance, nonce = self._read(world, address)
+        return Account(balance, nonce)
+
+    def balance(self, world: WorldState, address: bytes) -> int:
+        """``get(world, address).balance``."""
+        return self._read(world, address)[1]
 
     def put(self, world: WorldState, address: bytes, account: Account) -> None:
         """Store ``account``, as ``system_state.put_account``."""
-        raw = encode_indexed(encode_u128(account.balance), account.nonce)  # = account.encode(), faster
+        self._write(world, address, account.balance, account.nonce)
+
+    def add(self, world: WorldState, address: bytes, delta: int, *, just_read: bool = False) -> None:
+        """Add ``delta`` to the balance stored now (nonce kept): ``put`` of ``get`` with ``balance + delta``.
+
+        ``just_read``: the caller read this account through this cache and nothing has written the world's
+        accounts since, so that read is used instead of reading the store again.
+        """
+        hit = self._known.get(address) if just_read else None
+        _raw, balance, nonce = hit if hit is not None else self._read(world, address)
+        self._write(world, address, balance + delta, nonce)
+
+    def _write(self, world: WorldState, address: bytes, balance: int, nonce: int) -> None:
+        raw = encode_account(balance, nonce)  # = Account(balance, nonce).encode() (or its error), faster
         world.set(account_key(address), raw)
-        self._known[address] = (raw, account)
+        self._known[address] = (raw, balance, nonce)
 
 
 def max_cost(timer: Timer, cfg: TimerConfig, ctx: BlockContext) -> int:
@@ -277,8 +300,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
         cost = max_cost(timer, cfg, ctx)
         available = 0
         if current <= timer.expires_at:
-            payer = accounts.get(world, timer.fee_payer)
-            available = payer.balance
+            available = accounts.balance(world, timer.fee_payer)
             if available >= cost:
                 if fired and timer.gas_limit_per_fire > lane_timer_cycles - lane_used:
                     deferred = True
@@ -287,7 +309,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
                 store.remove_timer(world, timer)
                 removed_any = True
                 fired += 1
-                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, payer, accounts)
+                lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, accounts)
                 continue
         if gc_used + GC_CYCLES_PER_TIMER > cfg.gc_cycles_per_block:
             gc_deferred += 1
@@ -346,41 +368,47 @@ def run_checkpointed(world: WorldState, meter: Meter, run: Callable[[Meter], Fir
 
 
 def charged_run(world: WorldState, ctx: BlockContext, *, fee_payer: bytes, cost: int, gas_limit: int,
-                cells_limit: int, run: Callable[[Meter], FireOutcome], payer: Account | None = None,
-                accounts: AccountCache | None = None) -> ChargedRun:
+                cells_limit: int, run: Callable[[Meter], FireOutcome], accounts: AccountCache | None = None,
+                payer_just_read: bool = False) -> ChargedRun:
     """Pre-charge ``cost`` to ``fee_payer``, run the handler in a checkpoint (reverted on failure), refund the
     unused part and burn the rest (seeds/003 §6.3 steps 4–7; the same for Mailbox entries). Timers and Mailbox
-    entries carry no priority fee: the whole actual cost is basefee, burned; tip 0. ``payer`` is the fee
-    payer's account as the caller just read it (saves reading it again; None: read here); ``accounts`` the
-    step's :class:`AccountCache` (None: a fresh one)."""
+    entries carry no priority fee: the whole actual cost is basefee, burned; tip 0. ``accounts`` is the
+    step's :class:`AccountCache` (None: a fresh one); ``payer_just_read``: the caller has just read the fee
+    payer's account through it and written no account since (saves reading it again)."""
     if accounts is None:
         accounts = AccountCache()
-    if payer is None:
-        payer = accounts.get(world, fee_payer)
-    accounts.put(world, fee_payer, Account(payer.balance - cost, payer.nonce))
+    accounts.add(world, fee_payer, -cost, just_read=payer_just_read)
     meter = Meter(gas_limit, cells_limit)
     outcome = run_checkpointed(world, meter, run)
     cycles = min(max(outcome.cycles_used, 0), gas_limit)
     cells = min(max(outcome.cells_used, 0), cells_limit)
     actual = cycles * ctx.cycle_basefee + cells * ctx.cell_basefee
-    payer = accounts.get(world, fee_payer)
-    accounts.put(world, fee_payer, Account(payer.balance + cost - actual, payer.nonce))
+    accounts.add(world, fee_payer, cost - actual)  # the refund, on the balance as the handler left it
     ctx.burned += actual
     ctx.cycles_used += cycles
     ctx.cells_used += cells
     return ChargedRun(outcome, cycles, cells, actual)
 
 
+def fired_event_data(timer_id: bytes, ok: bool, cycles: int, cells: int, actual: int,
+                     error_code: str | None) -> bytes:
+    """Data of a ``timer.fired`` event: ``encode({0: timer_id, 1: ok, 2: cycles, 3: cells, 4: encode_u128(actual),
+    5: error_code})``, byte for byte (or its error), without building the map."""
+    return b"".join((b"\xa6\x00", encode_item(timer_id), b"\x01", encode_item(ok), b"\x02", encode_item(cycles),
+                     b"\x03", encode_item(cells), b"\x04", encode_item(encode_u128(actual)), b"\x05",
+                     encode_item(error_code)))
+
+
 def _fire(world: WorldState, ctx: BlockContext, cfg: TimerConfig, timer: Timer, cost: int,
-          run_handler: RunHandler, events: list[Event], payer: Account, accounts: AccountCache) -> int:
+          run_handler: RunHandler, events: list[Event], accounts: AccountCache) -> int:
     """Pre-charge, execute, refund, burn (§6.3 steps 4–7); returns the cycles used."""
     run = charged_run(world, ctx, fee_payer=timer.fee_payer, cost=cost, gas_limit=timer.gas_limit_per_fire,
                       cells_limit=cfg.max_cells_per_fire, run=lambda meter: run_handler(world, route(timer), meter),
-                      payer=payer, accounts=accounts)
-    outcome, cycles, cells, actual = run.outcome, run.cycles, run.cells, run.actual
+                      accounts=accounts, payer_just_read=True)
+    outcome, cycles = run.outcome, run.cycles
     if outcome.ok:
         events.extend(outcome.events)
     events.append(Event(timer.actor_address, TOPIC_FIRED,
-                        encode_indexed(timer.timer_id, outcome.ok, cycles, cells, encode_u128(actual),
-                                       outcome.error_code)))
+                        fired_event_data(timer.timer_id, outcome.ok, cycles, run.cells, run.actual,
+                                         outcome.error_code)))
     return cycles

@@ -12,9 +12,11 @@ insertion order, which locates its height-index entry (see ``store.py``).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import decode, encode
+from cowboy_protocol.codec.fixed import NULL, byte_string, text, uint
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX, expect_bytes, expect_map, expect_text, expect_uint
 
@@ -89,6 +91,32 @@ _MAP_HEADS = tuple(bytes([0xA0 | n]) for n in range(24))
 _KEY_BYTES = tuple(bytes([k]) for k in range(24))
 
 
+def encode_item(value: object) -> bytes:
+    """``encode(value)``, byte for byte (or its error); bytes, unsigned ints, bools, None and text directly.
+
+    The scalars of the small maps a fire writes go through ``cowboy_protocol.codec.fixed`` instead of the
+    generic dispatch; anything those decline (out of range, not UTF-8, another type) goes to ``encode``.
+    """
+    t = type(value)
+    if t is bytes:
+        return byte_string(value)  # type: ignore[arg-type]
+    if t is int:
+        item = uint(value)
+        if item is not None:
+            return item
+    elif value is None:
+        return NULL
+    elif value is True:
+        return b"\xf5"
+    elif value is False:
+        return b"\xf4"
+    elif t is str:
+        item = text(value)
+        if item is not None:
+            return item
+    return encode(value)
+
+
 def encode_indexed(*values: object) -> bytes:
     """``encode({0: values[0], 1: values[1], ...})`` for at most 23 values, byte for byte.
 
@@ -97,39 +125,46 @@ def encode_indexed(*values: object) -> bytes:
     path (key encoding and sorting), which is most of the cost of the small maps a fire writes.
     """
     if len(values) == 2:  # accounts and per-actor counters
-        return b"\xa2\x00" + encode(values[0]) + b"\x01" + encode(values[1])
-    return _MAP_HEADS[len(values)] + b"".join([_KEY_BYTES[k] + encode(v) for k, v in enumerate(values)])
+        return b"\xa2\x00" + encode_item(values[0]) + b"\x01" + encode_item(values[1])
+    parts = [_MAP_HEADS[len(values)]]
+    for k, v in enumerate(values):
+        parts.append(_KEY_BYTES[k])
+        parts.append(encode_item(v))
+    return b"".join(parts)
 
 
-def _head(raw: bytes, pos: int, major: int) -> tuple[int, int]:
-    """``(argument, next position)`` of a shortest-form CBOR head of ``major`` at ``pos``.
+_unpack_H = struct.Struct(">H").unpack_from
+_unpack_I = struct.Struct(">I").unpack_from
+_unpack_Q = struct.Struct(">Q").unpack_from
 
-    Raises ``IndexError`` / ``ValueError`` for anything else (the caller falls back to the strict decoder).
+
+def _arg(raw: bytes, pos: int, major_bits: int) -> tuple[int, int]:
+    """``(argument, next position)`` of the shortest-form head at ``pos`` whose initial byte is ``major_bits`` (the
+    major type, pre-shifted) plus 0..27.
+
+    Raises ``IndexError`` / ``ValueError`` / ``struct.error`` for anything else (the caller falls back to the
+    strict decoder).
     """
-    ib = raw[pos]
-    if ib >> 5 != major:
-        raise ValueError("major type")
-    ai = ib & 0x1F
-    if ai < 24:
+    ai = raw[pos] - major_bits
+    if 0 <= ai < 24:
         return ai, pos + 1
-    if ai > 27:
-        raise ValueError("additional info")
-    width = 1 << (ai - 24)
-    end = pos + 1 + width
-    if end > len(raw):
-        raise IndexError("truncated head")
-    arg = int.from_bytes(raw[pos + 1:end], "big")
-    if arg < (24 if width == 1 else 1 << (4 * width)):
-        raise ValueError("not shortest form")
-    return arg, end
-
-
-def _bytes_at(raw: bytes, pos: int, major: int, max_len: int) -> tuple[bytes, int]:
-    n, pos = _head(raw, pos, major)
-    end = pos + n
-    if n > max_len or end > len(raw):
-        raise ValueError("length")
-    return raw[pos:end], end
+    if ai == 24:
+        arg = raw[pos + 1]
+        if arg >= 24:
+            return arg, pos + 2
+    elif ai == 25:
+        arg = _unpack_H(raw, pos + 1)[0]
+        if arg >= 1 << 8:
+            return arg, pos + 3
+    elif ai == 26:
+        arg = _unpack_I(raw, pos + 1)[0]
+        if arg >= 1 << 16:
+            return arg, pos + 5
+    elif ai == 27:
+        arg = _unpack_Q(raw, pos + 1)[0]
+        if arg >= 1 << 32:
+            return arg, pos + 9
+    raise ValueError("not a shortest-form head of that major type")
 
 
 def _decode_canonical(raw: bytes) -> Timer | None:
@@ -144,39 +179,66 @@ def _decode_canonical(raw: bytes) -> Timer | None:
     if type(raw) is not bytes:
         return None
     try:
-        if raw[0] != 0xA9 or raw[1] != 0x00 or raw[2] != 0x54:
+        # a9 (map of 9), 00 54 <actor 20>, 01 <height>
+        if raw[0] != 0xA9 or raw[1] != 0x00 or raw[2] != 0x54 or raw[23] != 0x01:
             return None
-        actor, pos = raw[3:23], 23
-        if len(actor) != ADDRESS_LEN or raw[pos] != 0x01:
-            return None
-        height, pos = _head(raw, pos + 1, 0)
+        height, pos = _arg(raw, 24, 0x00)
         if raw[pos] != 0x02:
             return None
-        payload, pos = _bytes_at(raw, pos + 1, 2, MAX_PAYLOAD_BYTES)
-        if raw[pos] != 0x03:
+        n, pos = _arg(raw, pos + 1, 0x40)
+        end = pos + n
+        if n > MAX_PAYLOAD_BYTES or raw[end] != 0x03:  # raw[end] also proves the payload is all there
             return None
-        timer_id, pos = _bytes_at(raw, pos + 1, 2, MAX_TIMER_ID_BYTES)
-        if raw[pos] != 0x04:
+        payload = raw[pos:end]
+        n, pos = _arg(raw, end + 1, 0x40)
+        end = pos + n
+        if n > MAX_TIMER_ID_BYTES or raw[end] != 0x04:
             return None
-        handler_raw, pos = _bytes_at(raw, pos + 1, 3, MAX_HANDLER_BYTES)
-        handler = handler_raw.decode("utf-8")
-        if raw[pos] != 0x05 or raw[pos + 1] != 0x54:
+        timer_id = raw[pos:end]
+        n, pos = _arg(raw, end + 1, 0x60)
+        end = pos + n
+        # 05 54 <fee payer 20> 06: raw[end + 22] also proves the 20 bytes are there
+        if n > MAX_HANDLER_BYTES or raw[end] != 0x05 or raw[end + 1] != 0x54 or raw[end + 22] != 0x06:
             return None
-        fee_payer, pos = raw[pos + 2:pos + 22], pos + 22
-        if len(fee_payer) != ADDRESS_LEN or raw[pos] != 0x06:
-            return None
-        gas, pos = _head(raw, pos + 1, 0)
+        handler = raw[pos:end].decode("utf-8")
+        gas, pos = _arg(raw, end + 23, 0x00)
         if raw[pos] != 0x07:
             return None
-        expires_at, pos = _head(raw, pos + 1, 0)
+        expires_at, pos = _arg(raw, pos + 1, 0x00)
         if raw[pos] != 0x08:
             return None
-        seq, pos = _head(raw, pos + 1, 0)
-    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        seq, pos = _arg(raw, pos + 1, 0x00)
+        fee_payer = raw[end + 2:end + 22]
+    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
         return None
     if pos != len(raw):
         return None
-    return Timer(actor, height, payload, timer_id, handler, fee_payer, gas, expires_at, seq)
+    return _make_timer(raw[3:23], height, payload, timer_id, handler, fee_payer, gas, expires_at, seq)
+
+
+_new = object.__new__
+_SET = tuple(getattr(Timer, name).__set__ for name in Timer.__slots__)  # declaration order (a test pins it)
+
+
+def _make_timer(actor_address: bytes, height: int, payload: bytes, timer_id: bytes, handler: str, fee_payer: bytes,
+                gas_limit_per_fire: int, expires_at: int, seq: int) -> Timer:
+    """``Timer(...)`` with the fields in declaration order, filled through the slot descriptors.
+
+    The frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (about twice the cost);
+    the instance is the same (same slots, same values; equality, hashing and frozenness are the class's).
+    """
+    t = _new(Timer)
+    s = _SET
+    s[0](t, actor_address)
+    s[1](t, height)
+    s[2](t, payload)
+    s[3](t, timer_id)
+    s[4](t, handler)
+    s[5](t, fee_payer)
+    s[6](t, gas_limit_per_fire)
+    s[7](t, expires_at)
+    s[8](t, seq)
+    return t
 
 
 def timer_id_preimage(actor_address: bytes, height: int, payload: bytes, nonce: int) -> bytes:

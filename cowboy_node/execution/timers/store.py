@@ -96,30 +96,36 @@ def get_timer(world: WorldState, timer_id: bytes) -> Timer | None:
 
 
 _META_CACHE_MAX = 4096
-_meta_by_raw: dict[bytes, ActorTimerMeta] = {}
-"""Decoded counters by their stored bytes: decoding is a pure function of the (immutable) bytes, and a
-burst of one actor's fires reads back each time the value the previous fire wrote, so the writer
+_counters_by_raw: dict[bytes, tuple[int, int]] = {}
+"""Decoded counters ``(live, next_nonce)`` by their stored bytes: decoding is a pure function of the (immutable)
+bytes, and a burst of one actor's fires reads back each time the value the previous fire wrote, so the writer
 records it here and the next read decodes nothing. Cleared when full (a node-local cache, never state)."""
 
 
-def _remember_meta(raw: bytes, meta: ActorTimerMeta) -> None:
-    if len(_meta_by_raw) >= _META_CACHE_MAX:
-        _meta_by_raw.clear()
-    _meta_by_raw[raw] = meta
+def _remember_counters(raw: bytes, counters: tuple[int, int]) -> None:
+    if len(_counters_by_raw) >= _META_CACHE_MAX:
+        _counters_by_raw.clear()
+    _counters_by_raw[raw] = counters
+
+
+def _counters(raw: bytes) -> tuple[int, int]:
+    """``(live, next_nonce)`` of stored counters (strictly decoded the first time those bytes are seen)."""
+    counters = _counters_by_raw.get(raw)
+    if counters is None:
+        meta = ActorTimerMeta.decode(raw)
+        counters = (meta.live, meta.next_nonce)
+        _remember_counters(raw, counters)
+    return counters
 
 
 def _decode_meta(raw: bytes) -> ActorTimerMeta:
-    meta = _meta_by_raw.get(raw)
-    if meta is None:
-        meta = ActorTimerMeta.decode(raw)
-        _remember_meta(raw, meta)
-    return meta
+    return ActorTimerMeta(*_counters(raw))
 
 
 def _encode_meta(live: int, next_nonce: int) -> bytes:
-    meta = ActorTimerMeta(live, next_nonce)
-    raw = meta.encode()
-    _remember_meta(raw, meta)
+    raw = encode_indexed(live, next_nonce)  # = ActorTimerMeta(live, next_nonce).encode()
+    if live >= 0 and next_nonce >= 0:  # what the strict decoder gives back for these bytes (encode refused > u64)
+        _remember_counters(raw, (live, next_nonce))
     return raw
 
 
@@ -221,8 +227,11 @@ def replace_record(world: WorldState, timer: Timer) -> None:
 
 def remove_timer(world: WorldState, timer: Timer) -> None:
     """Delete a live timer: record, height-index entry, actor-index entry, and its live count."""
-    world.delete(record_key(timer.timer_id))
+    actor, timer_id = timer.actor_address, timer.timer_id
+    world.delete(RECORD_PREFIX + timer_id)
     world.delete(height_key(timer.height, timer.seq))
-    world.delete(actor_key(timer.actor_address, timer.timer_id))
-    meta = get_meta(world, timer.actor_address)
-    world.set(meta_key(timer.actor_address), _encode_meta(max(meta.live - 1, 0), meta.next_nonce))
+    world.delete(ACTOR_PREFIX + actor + timer_id)
+    key = META_PREFIX + actor
+    raw = world.get(key)
+    live, next_nonce = (0, 0) if raw is None else _counters(raw)
+    world.set(key, _encode_meta(max(live - 1, 0), next_nonce))
