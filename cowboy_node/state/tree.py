@@ -125,12 +125,22 @@ def _native_keccak() -> tuple[Callable[[bytes], bytes], Callable[[], Callable[[b
                     raise ValueError("keccak failed")
                 return bytes(out)
 
+            def prefix(data: bytes, size: int) -> bytes:
+                if not 0 <= size <= len(data):
+                    raise ValueError("keccak prefix out of range")
+                if oneshot(data, size, ptr, 32, 64, 24, 1):
+                    raise ValueError("keccak failed")
+                return bytes(out)
+
+            single.prefix = prefix  # type: ignore[attr-defined]
             return single
 
         single = factory()
         for probe in (b"", b"abc", bytes(range(256)) * 3):
             expected = _keccak_public(probe)
             if safe(probe) != expected or single(probe) != expected:
+                return None
+            if _prefix_hasher(single)(probe + b"tail", len(probe)) != expected:
                 return None
         return safe, factory
     except Exception:
@@ -139,6 +149,20 @@ def _native_keccak() -> tuple[Callable[[bytes], bytes], Callable[[], Callable[[b
 
 def _public_factory() -> Callable[[bytes], bytes]:
     return _keccak_public
+
+
+def _prefix_hasher(h: Callable[[bytes], bytes]) -> Callable[[bytes, int], bytes]:
+    """``f(data, size) == h(data[:size])``: the native hasher's variant that hashes the first ``size``
+    bytes in place (a record's hashed part is its prefix; slicing it off would copy ~500 bytes per node),
+    else a slicing wrapper around ``h``."""
+    prefix: Callable[[bytes, int], bytes] | None = getattr(h, "prefix", None)
+    if prefix is not None:
+        return prefix
+
+    def sliced(data: bytes, size: int) -> bytes:
+        return h(data[:size])
+
+    return sliced
 
 
 _native = _native_keccak()
@@ -224,9 +248,9 @@ _Change = tuple[bytes, bytes | None, bytes | None]
 """(key hash, value hash, value); both None for a delete."""
 
 
-def _splice(rec: bytes, changed: list[tuple[int, _Leaf | bytes | None]]) -> tuple[bytes, bytes]:
+def _splice(rec: bytes, changed: list[tuple[int, _Leaf | bytes | None]]) -> tuple[bytes, int]:
     """The internal record ``rec`` with its children at the ``changed`` nibbles (ascending) replaced
-    (None: removed), in one pass; returns (hashed part, whole record).
+    (None: removed), in one pass; returns (whole record, length of its hashed part).
 
     The result may have no child or a lone leaf child; the caller decides what that means.
     """
@@ -261,8 +285,8 @@ def _splice(rec: bytes, changed: list[tuple[int, _Leaf | bytes | None]]) -> tupl
     kparts.append(rec[kpos:])
     hparts[1] = bitmap.to_bytes(2, "big")
     kparts[0] = leafmap.to_bytes(2, "big")
-    hashed = b"".join(hparts)
-    return hashed, hashed + b"".join(kparts)
+    hparts.extend(kparts)
+    return b"".join(hparts), 3 + 32 * bitmap.bit_count()
 
 
 class _NodeCache:
@@ -355,7 +379,7 @@ class _Batch:
     wins). ``leaf_ops`` are the leaf-record writes and deletes by store key, one per changed key.
     """
 
-    __slots__ = ("cache", "deletes", "dtab", "h", "leaf_ops", "lkey", "skip", "store_get", "writes")
+    __slots__ = ("cache", "deletes", "dtab", "h", "hp", "leaf_ops", "lkey", "skip", "store_get", "writes")
 
     def __init__(self, cache: _NodeCache, store_get: Callable[[bytes], bytes | None], dtab: list[bytes],
                  leaf_prefix: bytes) -> None:
@@ -365,6 +389,7 @@ class _Batch:
         self.skip = len(dtab[0])
         self.lkey = leaf_prefix
         self.h = _new_hasher()
+        self.hp = _prefix_hasher(self.h)
         self.writes: dict[bytes, bytes] = {}
         self.deletes: set[bytes] = set()
         self.leaf_ops: dict[bytes, bytes | None] = {}
@@ -463,6 +488,7 @@ class _Batch:
         frames.pop()
         vh, v = item[1], item[2]
         h = self.h
+        hp = self.hp
         writes = self.writes
         leafmap = (rec[end] << 8) | rec[end + 1]
         koff = end + 2 + 32 * (leafmap & _BELOW[n]).bit_count()
@@ -470,10 +496,9 @@ class _Batch:
             if v is None or vh is None:
                 return _UNCHANGED
             self.leaf_ops[self.lkey + kh] = vh + v
-            hashed = b"".join((_INTERNAL_TAG, (bitmap | bit).to_bytes(2, "big"), rec[3:off],
-                               h(_LEAF_TAG + kh + vh), rec[off:end]))
-            writes[here] = b"".join((hashed, (leafmap | bit).to_bytes(2, "big"), rec[end + 2:koff], kh,
-                                     rec[koff:]))
+            new = b"".join((_INTERNAL_TAG, (bitmap | bit).to_bytes(2, "big"), rec[3:off], h(_LEAF_TAG + kh + vh),
+                            rec[off:end], (leafmap | bit).to_bytes(2, "big"), rec[end + 2:koff], kh, rec[koff:]))
+            end += 32
         else:
             kh0 = rec[koff:koff + 32]
             if kh0 == kh:
@@ -484,7 +509,7 @@ class _Batch:
                         if isinstance(r, bytes):  # the child stayed an internal node
                             new = rec[:off] + r + rec[off + 32:]
                             writes[here] = new
-                            r = h(new[:end])
+                            r = hp(new, end)
                         else:
                             assert not isinstance(r, _Unchanged)
                             r = self.finish(here, rec, [(n, r)])
@@ -493,8 +518,7 @@ class _Batch:
                 if nh == rec[off:off + 32]:
                     return _UNCHANGED
                 self.leaf_ops[self.lkey + kh] = vh + v
-                hashed = rec[:off] + nh + rec[off + 32:end]
-                writes[here] = hashed + rec[end:]
+                new = rec[:off] + nh + rec[off + 32:]
             else:  # a new key meets another key's leaf: both go into a new internal node below
                 if v is None or vh is None:
                     return _UNCHANGED
@@ -510,24 +534,23 @@ class _Batch:
                 if n0 != n1:  # the usual case: a node with the two leaves as its only children
                     pair = (_BIT[n0] | _BIT[n1]).to_bytes(2, "big")
                     if n0 < n1:
-                        sub_hashed = b"".join((_INTERNAL_TAG, pair, h0, lh))
-                        writes[cpath] = b"".join((sub_hashed, pair, kh0, kh))
+                        sub_rec = b"".join((_INTERNAL_TAG, pair, h0, lh, pair, kh0, kh))
                     else:
-                        sub_hashed = b"".join((_INTERNAL_TAG, pair, lh, h0))
-                        writes[cpath] = b"".join((sub_hashed, pair, kh, kh0))
-                    sub = h(sub_hashed)
+                        sub_rec = b"".join((_INTERNAL_TAG, pair, lh, h0, pair, kh, kh0))
+                    writes[cpath] = sub_rec
+                    sub = hp(sub_rec, 67)
                 else:  # they share the next nibble too: a one-child chain
                     old, new_leaf = _Leaf(kh0, h0), _Leaf(kh, lh)
                     sub = self.build(d1, cpath, [old, new_leaf] if kh0 < kh else [new_leaf, old])
-                hashed = rec[:off] + sub + rec[off + 32:end]
-                writes[here] = b"".join((hashed, (leafmap & ~bit).to_bytes(2, "big"), rec[end + 2:koff],
-                                         rec[koff + 32:]))
-        r = h(hashed)
+                new = b"".join((rec[:off], sub, rec[off + 32:end], (leafmap & ~bit).to_bytes(2, "big"),
+                                rec[end + 2:koff], rec[koff + 32:]))
+        writes[here] = new
+        r = hp(new, end)
         # Above the bottom node only one internal child's hash changed: replace those 32 bytes.
         for here, rec, _, off, end in reversed(frames):
             new = rec[:off] + r + rec[off + 32:]
             writes[here] = new
-            r = h(new[:end])
+            r = hp(new, end)
         return r
 
     def update_internal(self, depth: int, here: bytes, rec: bytes, items: list[_Change], lo: int,
@@ -585,17 +608,16 @@ class _Batch:
         A node left without children disappears; one left with a lone leaf child disappears and the
         leaf moves up (its record, stored by key hash, is not rewritten).
         """
-        hashed, rec = _splice(rec, changed)
+        rec, end = _splice(rec, changed)
         bitmap = (rec[1] << 8) | rec[2]
         if not bitmap:
             self.deletes.add(here)
             return None
-        end = len(hashed)
         if not bitmap & (bitmap - 1) and (rec[end] | rec[end + 1]):
             self.deletes.add(here)
             return _Leaf(rec[end + 2:end + 34], rec[3:35])
         self.writes[here] = rec
-        return self.h(hashed)
+        return self.hp(rec, end)
 
     def build(self, depth: int, here: bytes, leaves: list[_Leaf]) -> bytes:
         """The canonical internal node at ``here`` for ``leaves`` (>= 2, sorted by key hash)."""
@@ -634,9 +656,11 @@ class _Batch:
             else:
                 hashes.append(self.build(depth + 1, cbase + _BYTE[hib | n if odd else n << 4], leaves[i:j]))
             i = j
-        hashed = _INTERNAL_TAG + bitmap.to_bytes(2, "big") + b"".join(hashes)
-        self.writes[here] = hashed + leafmap.to_bytes(2, "big") + b"".join(khs)
-        return self.h(hashed)
+        size = 3 + 32 * len(hashes)
+        hashes.append(leafmap.to_bytes(2, "big"))
+        hashes.extend(khs)
+        self.writes[here] = rec = _INTERNAL_TAG + bitmap.to_bytes(2, "big") + b"".join(hashes)
+        return self.hp(rec, size)
 
 
 # -- public API ---------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+from Crypto.Hash import keccak
+
+from cowboy_node.state import tree as tree_mod
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree, keccak256
 from tests.unit.state.test_state_tree import PREFIX, apply, nodes, nodes_of, ref_root
@@ -85,3 +89,23 @@ def test_single_changes_down_to_the_last_two_keys() -> None:
             assert nodes(store) == nodes_of(model)
     # one key left: the root is its leaf and only the leaf record and the root pointer remain
     assert set(nodes(store)) == set(nodes_of(model))
+
+
+def test_prefix_hasher_hashes_exactly_the_first_bytes() -> None:
+    h = tree_mod._new_hasher()
+    prefix = tree_mod._prefix_hasher(h)
+    data = bytes(range(256)) * 3
+    for size in (0, 1, 67, 135, 136, 137, 515, len(data)):
+        assert prefix(data, size) == keccak.new(digest_bits=256, data=data[:size]).digest()
+    calls: list[bytes] = []
+
+    def plain(d: bytes) -> bytes:  # a hasher without the native in-place variant: sliced, then hashed
+        calls.append(d)
+        return h(d)
+
+    assert tree_mod._prefix_hasher(plain)(data, 67) == h(data[:67]) and calls == [data[:67]]
+    if getattr(h, "prefix", None) is not None:
+        with pytest.raises(ValueError):
+            prefix(data, len(data) + 1)  # never reads past the buffer
+        with pytest.raises(ValueError):
+            prefix(data, -1)
