@@ -1,0 +1,73 @@
+"""Committing a block with the writes of its verification over an overlay leaves the same store as executing it
+again on the head (``Forks.commit``, issue 20 item 5): every key and value, tree nodes included, not only the
+root. The blocks create and update many accounts so the tree splits nodes on several levels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.consensus.beacon import sign_beacon
+from cowboy_node.consensus.forks import Forks
+from cowboy_node.consensus.records import ConsensusRecords
+from cowboy_node.crypto import bls
+from cowboy_node.execution.context import BlockEnv
+from cowboy_node.node.devgenesis import DevGenesis
+from cowboy_node.types.block import Block, Round
+from cowboy_protocol.crypto import ed25519
+from cowboy_protocol.types.transaction import Transaction
+from tests.helpers import ALICE_SK, FEE_RECIPIENT, transfer
+
+
+def _forks(new_chain: Callable[[], Chain]) -> Forks:
+    chain = new_chain()
+    return Forks(chain, ConsensusRecords(chain.store))
+
+
+def _build(f: Forks, dev: DevGenesis, parent: bytes, view: int, txs: list[Transaction], ts: int) -> Block:
+    seed = dev.validator_key.ed25519_seed
+    c = f.build(parent, Round(0, view), txs, timestamp_ms=ts, proposer=ed25519.public_key_from_seed(seed),
+                sign=lambda d: ed25519.sign(seed, d), fee_recipient=FEE_RECIPIENT, presence=lambda w: b"\x01\x00")
+    return c.prepared.block
+
+
+def _seed(dev: DevGenesis, view: int) -> bytes:
+    return sign_beacon(bls.secret_key_from_bytes(dev.validator_key.bls_secret), Round(0, view))
+
+
+def _keep(p: PreparedBlock, e: BlockEnv) -> PreparedBlock:
+    return p
+
+
+def _recipient(i: int) -> bytes:
+    return (0xC0B0 + i).to_bytes(2, "big") * 10
+
+
+def test_overlay_verified_commit_leaves_the_store_a_re_execution_leaves(
+        dev_genesis: DevGenesis, new_chain: Callable[[], Chain]) -> None:
+    prod, verified, reexecuted = _forks(new_chain), _forks(new_chain), _forks(new_chain)
+    t0 = prod.chain.head.header.timestamp_ms
+    leader = ed25519.public_key_from_seed(dev_genesis.validator_key.ed25519_seed)
+    a = _build(prod, dev_genesis, prod.chain.head.hash(), 1,
+               [transfer(ALICE_SK, n, _recipient(n), 1 + n) for n in range(40)], t0 + 1000)
+    prod.records.put_seed(Round(0, 1), _seed(dev_genesis, 1))
+    # B over A's overlay: half new recipients, half updates of A's
+    b = _build(prod, dev_genesis, a.hash(), 3,
+               [transfer(ALICE_SK, 40 + n, _recipient(20 + n), 7) for n in range(40)], t0 + 2000)
+    verified.verify(a, leader_key=leader, max_timestamp_ms=t0 + 2000)
+    verified.verify(b, leader_key=leader, max_timestamp_ms=t0 + 2000)
+    assert verified.candidates[b.hash()].direct_on is None  # the path under test: verified over an overlay
+    for f in (verified, reexecuted):
+        f.commit(a, seed=_seed(dev_genesis, 1), certificate=None, inspect=_keep)
+        f.commit(b, seed=_seed(dev_genesis, 3), certificate=None, inspect=_keep)
+    assert verified.executions["commit_unverified"] == 0
+    assert reexecuted.executions["commit_unverified"] == 2
+    left, right = dict(verified.chain.store.iterate()), dict(reexecuted.chain.store.iterate())
+    assert left.keys() == right.keys()
+    assert [k for k in left if left[k] != right[k]] == []
+    # and the head's in-memory tree answers as the store does: the next block verifies the same on both
+    prod.records.put_seed(Round(0, 3), _seed(dev_genesis, 3))
+    c = _build(prod, dev_genesis, b.hash(), 4, [transfer(ALICE_SK, 80, _recipient(3), 9)], t0 + 3000)
+    for f in (verified, reexecuted):
+        got = f.verify(c, leader_key=leader, max_timestamp_ms=t0 + 4000)
+        assert got.prepared.result.state_root == c.header.state_root
