@@ -8,7 +8,12 @@ Measures, in one run on this machine:
    signers of ``--batch``-sized batches while this process admits what is ready and builds and commits blocks
    of ``candidate_limit`` candidates; end to end = transfers / wall time, first submission to last commit;
    ``same_block_hashes`` checks that both paths committed the same blocks;
- - for both, transfers per CPU second of this process (the pool's workers apart: ``worker_cpu_s``);
+ - for both, transfers per CPU second of this process (the pool's workers apart: ``worker_cpu_s``), and
+   ``us_per_transfer``: this process's CPU µs per committed transfer by stage (admission, execution, commit, and
+   "other": the pool's result thread unpickling, mempool order, block set-up);
+ - with ``--base DIR`` (a worktree of a baseline commit), ``--rounds`` interleaved runs of both paths on the
+   baseline's code (this script with ``PYTHONPATH=DIR``) and on this checkout's, in fresh processes: medians,
+   ratios new ÷ baseline, and whether every run committed the same block hashes and state roots;
  - with ``--validators N`` (N > 1), transfers/s and proposal->finalization through a real N-validator loopback
    network (``bench/chain_throughput_network.py``), beside the single-validator figures;
  - state-root cost per write at 10^4, 10^5, 10^6 keys (bench/state_root.py);
@@ -18,7 +23,8 @@ Goals (issue 20 item 5): >= 10,000 transfers/s end to end on this 2-core machine
 4-validator testnet with proposal->finalization p50 <= 250 ms (docs/performance.md, "Chain throughput").
 
 Usage: python bench/chain_throughput.py [--txs N] [--senders N] [--workers N] [--batch N] [--inflight N]
-       [--state-sizes 10000,100000,1000000] [--validators 4 [--net-txs N] [--net-block-ms MS] ...]
+       [--state-sizes 10000,100000,1000000] [--base DIR [--rounds N]]
+       [--validators 4 [--net-txs N] [--net-block-ms MS] ...]
 """
 
 from __future__ import annotations
