@@ -17,14 +17,27 @@ them to each other. Measured:
   ``cowboy_tx_gossip_total``, ``cowboy_consensus_nullifications_total``, ``..._invalid_blocks_total``,
   ``cowboy_block_execution_duration_seconds_{sum,count}``; absent on code without them).
 
+- where proposal→finalization time goes (code with ``/status`` ``consensus.timeline``): per stage (build, body
+  arrival, execution start/end, notarize journaled/sent, notarized, finalize sent, finalized, commit start/end),
+  the p50 over views of ms after the leader started building, for the leader and the median follower; block
+  executions by kind summed over the validators (a block executed once per validator shows ``build`` + ``verify``
+  = 4 × blocks and no ``commit_unverified``);
+- CPU: each validator's utime + stime over the run (``/proc``), CPU-seconds per second, and CPU-µs per included
+  transfer per validator (everything the process did: consensus, RPC, gossip, admission, execution, commit, and
+  answering this bench's ``/status`` polls).
+
+Loads (``--loads``): ``idle`` (no transfers, ``--idle-s`` of blocks), a paced rate (e.g. ``200``: that many
+transfers/s offered for ``--paced-s``), ``max`` (``--net-txs`` as fast as the client lanes go). ``net_pyspy`` (a
+(py-spy, directory, seconds) triple, programmatic only) samples every validator during the load.
+
 Bounded: every wait has a deadline (``--net-timeout``); the validators are stopped (SIGTERM, then SIGKILL) in a
 ``finally``.
 
 Run on its own (``python -m bench.chain_throughput_network --base DIR``) it is an A/B of the validator code: the
 same network run, alternately with the validators importing ``cowboy_node`` from ``DIR`` (a ``git worktree`` of the
 baseline commit, via ``PYTHONPATH``; the client side stays this checkout's) and from this checkout, ``--rounds``
-times, interleaved (the machine is shared: load average before each run is reported), then one single-validator
-run of this checkout through the same harness; JSON with the medians and the ratios.
+times per load, interleaved (the machine is shared: load average before each run is reported), then one
+single-validator run of this checkout through the same harness; JSON with the medians and the ratios per load.
 """
 
 from __future__ import annotations
@@ -152,9 +165,17 @@ def _scrape(net: Testnet) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
+_PATH_STAGES = ("seen", "body", "exec_start", "exec_end", "journal_notarize", "sent_notarize", "notarized",
+                "sent_finalize", "finalized", "commit_start", "committed")
+
+
 def _timelines(net: Testnet) -> dict[str, Any]:
-    """Each validator's ``/status`` ``consensus.executions`` and ``consensus.timeline`` (absent on older code)."""
-    out: dict[str, Any] = {}
+    """The validators' ``/status`` ``consensus.executions`` (block executions by kind, summed) and the critical
+    path of the views all of them recorded (``consensus.timeline.recent``; absent on code without it): per stage,
+    the p50 over views of ms after the leader started building, for the leader (``L.``) and the median follower
+    (``F.``). The validators share the host's monotonic clock, so their records line up."""
+    executions: dict[str, int] = {}
+    views: dict[int, dict[int, dict[str, Any]]] = {}
     for i, v in enumerate(net.validators):
         try:
             conn = Conn(v.rpc_url.removeprefix("http://"))
@@ -163,8 +184,43 @@ def _timelines(net: Testnet) -> dict[str, Any]:
         except (OSError, RuntimeError, ValueError, http.client.HTTPException):
             continue
         c = st.get("consensus", {})
-        if "timeline" in c:
-            out[str(i)] = {"executions": c.get("executions"), "timeline": c["timeline"]}
+        if "timeline" not in c:
+            continue
+        for k, n in (c.get("executions") or {}).items():
+            executions[k] = executions.get(k, 0) + n
+        for rec in c["timeline"].get("recent", []):
+            views.setdefault(rec["view"], {})[i] = rec
+    if not views:
+        return {}
+    rows: dict[str, list[float]] = {}
+    used = 0
+    for by in views.values():
+        leaders = [i for i, rec in by.items() if rec["leader"]]
+        if len(by) < len(net.validators) or len(leaders) != 1 or "seen" not in by[leaders[0]]["ms"]:
+            continue
+        used += 1
+        lt = by[leaders[0]]["ms"]
+        t0 = lt["seen"]
+        for stage in _PATH_STAGES:
+            if stage in lt:
+                rows.setdefault(f"L.{stage}", []).append(lt[stage] - t0)
+            fol = [by[i]["ms"][stage] - t0 for i in by if i != leaders[0] and stage in by[i]["ms"]]
+            if fol:
+                rows.setdefault(f"F.{stage}", []).append(statistics.median(fol))
+    path = {k: round(statistics.median(vs), 1) for k, vs in rows.items()}
+    return {"executions": dict(sorted(executions.items())), "views": used, "critical_path_p50_ms": path}
+
+
+def _cpu_seconds(net: Testnet) -> list[float]:
+    """utime + stime of each validator process so far (``/proc/<pid>/stat``; 0 when unreadable)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = []
+    for v in net.validators:
+        try:
+            fields = Path(f"/proc/{v.proc.pid}/stat").read_text().rsplit(")", 1)[1].split() if v.proc else []
+            out.append((int(fields[11]) + int(fields[12])) / tick)
+        except (OSError, IndexError, ValueError):
+            out.append(0.0)
     return out
 
 
@@ -217,6 +273,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             start_height = int(conn0.json("/status")["height"])
             deadline = time.monotonic() + args.net_timeout
             spies = _start_pyspy(net, args)
+            cpu0 = _cpu_seconds(net)
             t0 = time.time()
             if args.net_txs:
                 codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline, rate))
@@ -261,8 +318,13 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["goal_p50_250ms_met"] = (rep["proposal_to_finalization_p50_ms"] or 1e9) <= 250
             for spy in spies:
                 spy.wait(timeout=120)
+            cpu = [b - a for a, b in zip(cpu0, _cpu_seconds(net), strict=True)]
+            rep["validator_cpu_s"] = [round(c, 2) for c in cpu]
+            rep["cpu_s_per_s"] = round(sum(cpu) / max(end - t0, 1e-9), 2)
+            if included:  # every validator admits (or receives), executes and commits every transfer
+                rep["validator_cpu_us_per_transfer"] = round(1e6 * sum(cpu) / len(cpu) / included, 1)
             rep["counters"] = _scrape(net)
-            rep["validator_timelines"] = _timelines(net)
+            rep["timeline"] = _timelines(net)
         except (OSError, RuntimeError, AssertionError, http.client.HTTPException, aiohttp.ClientError) as e:
             rep["error"] = f"{type(e).__name__}: {e}"[:2000]
         finally:
@@ -330,6 +392,8 @@ def _summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         summary[name] = {"transfers_per_s_median": _median(rs, "transfers_per_s"),
                          "p2f_p50_ms_median": _median(rs, "proposal_to_finalization_p50_ms"),
                          "p2f_p99_ms": [r.get("proposal_to_finalization", {}).get("p99_ms") for r in rs],
+                         "cpu_s_per_s": [r.get("cpu_s_per_s") for r in rs],
+                         "validator_cpu_us_per_transfer": [r.get("validator_cpu_us_per_transfer") for r in rs],
                          "complete": [r.get("complete") for r in rs]}
     b, n = summary["baseline"]["transfers_per_s_median"], summary["new"]["transfers_per_s_median"]
     summary["ratio_transfers_per_s_new_to_baseline"] = n / b if b and n else None
@@ -370,7 +434,8 @@ def main() -> None:
                 rep["load"] = load
                 out["runs"].append(rep)
                 print(json.dumps({k: rep.get(k) for k in ("config", "load", "transfers_per_s", "complete",
-                                                           "proposal_to_finalization", "load_average_before")}),
+                                                           "proposal_to_finalization", "cpu_s_per_s",
+                                                           "validator_cpu_us_per_transfer", "load_average_before")}),
                       flush=True)
     summary: dict[str, Any] = {load: _summarize([r for r in out["runs"] if r["load"] == load]) for load in loads}
     if not a.no_single:
