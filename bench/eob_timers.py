@@ -21,6 +21,11 @@ due timers inside one 1-second block (``block_s`` for M = 10,000 ≤ 1).
 of each (record read and decode, removal, fee account reads and writes, handler frame, sandbox call,
 the rest), plus the state tree's part of the commit.
 
+``machinery_cpu_us_per_fire`` (every run): the same PVM blocks with ``pvm.call_handler`` replaced by a stand-in
+that makes the handler's one host call (``set_state(payload, b"1")``) and charges nothing: what a fire costs
+outside the sandbox (DeliverTimers, the frame, the host call), unwrapped. The fires run through the node's
+runner (``eob.deliver_timers.default_run_fire``), so the same script measures older code too.
+
 Usage: python bench/eob_timers.py [--stored 10000,100000,1000000] [--due 10000] [--reps 3] [--profile]
 """
 
@@ -44,6 +49,8 @@ from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address
 from cowboy_node.execution.actors.store import kv_key, put_actor, put_source
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
+from cowboy_node.execution.eob import deliver_timers as eob_deliver_timers
+from cowboy_node.execution.eob.deliver_timers import default_run_fire
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import put_account
 from cowboy_node.execution.timers import deliver, store
@@ -157,15 +164,19 @@ class Bench:
                 "block_s": t3 - t0, "lane_cycles": float(report.lane_cycles_used), "fired": float(report.fired)}
 
 
-PHASES = (
-    # (label, module or class, attribute); inclusive thread CPU of every call, see ``phase_profile``
-    ("record_read_decode", store, "get_timer"),
-    ("record_removal", store, "remove_timer"),
-    ("fee_account_reads", deliver, "AccountCache.get"),
-    ("fee_account_writes", deliver, "AccountCache.put"),
-    ("handler_total", invoke, "run_timer_fire"),
-    ("handler_actor_record", invoke, "_get_actor"),
-    ("handler_sandbox_call", invoke, "call_handler"),
+PHASES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
+    # (label, module, attributes): inclusive thread CPU of every call of each attribute the code under test has
+    # (older code has some, newer others: the same script profiles both), see ``phase_profile``
+    ("record_read_decode", store, ("get_timer",)),
+    ("record_removal", store, ("remove_timer",)),
+    # reads: get (older code, twice per fire) or balance (once); writes: put (twice) or add (twice, each with its
+    # read of the store)
+    ("fee_account_reads", deliver, ("AccountCache.get", "AccountCache.balance")),
+    ("fee_account_writes", deliver, ("AccountCache.put", "AccountCache.add")),
+    # the runner End of Block uses (eob.deliver_timers.default_run_fire returns it)
+    ("handler_total", eob_deliver_timers, ("run_timer_fire", "run_checkpointed_fire")),
+    ("handler_actor_record", invoke, ("_get_actor",)),
+    ("handler_sandbox_call", invoke, ("call_handler",)),
 )
 
 
@@ -190,13 +201,17 @@ def phase_profile(bench: Bench) -> dict[str, float]:
                 spent[label] += clock() - t
         return timed
 
-    for label, module, attr in PHASES:
-        owner: object = module
-        if "." in attr:
-            cls_name, attr = attr.split(".")
-            owner = getattr(module, cls_name)
-        saved.append((owner, attr, getattr(owner, attr)))
-        setattr(owner, attr, wrap(label, getattr(owner, attr)))
+    for label, module, attrs in PHASES:
+        for dotted in attrs:
+            owner: object = module
+            attr = dotted
+            if "." in dotted:
+                cls_name, attr = dotted.split(".")
+                owner = getattr(module, cls_name)
+            if not hasattr(owner, attr):
+                continue
+            saved.append((owner, attr, getattr(owner, attr)))
+            setattr(owner, attr, wrap(label, getattr(owner, attr)))
     try:
         r = bench.block(_pvm)
     finally:
@@ -211,7 +226,27 @@ def phase_profile(bench: Bench) -> dict[str, float]:
 
 
 def _pvm(_world: WorldState, ctx: BlockContext) -> Callable[[WorldState, Timer, Meter], FireOutcome]:
-    return lambda w, t, m: invoke.run_timer_fire(w, ctx, t, m)
+    run_fire = default_run_fire()  # what End of Block runs
+    return lambda w, t, m: run_fire(w, ctx, t, m)
+
+
+def _stand_in_handler(_compiled: object, _handler: str, payload: bytes, *, meter: Meter,
+                      modules: dict[str, object], **_kw: object) -> bytes:
+    """In place of ``pvm.call_handler``: the bench handler's one host call, no sandbox."""
+    host = modules["pvm_host"]
+    host.set_state(payload, b"1")  # type: ignore[attr-defined]
+    return b""
+
+
+def machinery(bench: Bench, reps: int) -> float:
+    """Median thread CPU µs per fire of PVM blocks whose sandbox call is :func:`_stand_in_handler`."""
+    saved = invoke.call_handler  # type: ignore[attr-defined]
+    invoke.call_handler = _stand_in_handler  # type: ignore[attr-defined, assignment]
+    try:
+        runs = [bench.block(_pvm) for _ in range(reps)]
+    finally:
+        invoke.call_handler = saved  # type: ignore[attr-defined]
+    return round(statistics.median(r["deliver_cpu_s"] for r in runs) / bench.due * 1e6, 2)
 
 
 def _native(_world: WorldState, _ctx: BlockContext) -> Callable[[WorldState, Timer, Meter], FireOutcome]:
@@ -238,6 +273,7 @@ def measure(stored: int, due: int, *, reps: int = 3, profile: bool = False) -> d
         build_s = time.perf_counter() - t0
         pvm = [bench.block(_pvm) for _ in range(reps)]
         native = [bench.block(_native) for _ in range(reps)]
+        machinery_us = machinery(bench, reps)
         default_lane = bench.block(_pvm, LANE_TIMER_CYCLES)
         phases = phase_profile(bench) if profile else None
         bench.chain.store.close()
@@ -257,6 +293,8 @@ def measure(stored: int, due: int, *, reps: int = 3, profile: bool = False) -> d
             # The first block alone (cold timer records, see above), thread CPU.
             "eob_cpu_us_per_fire_first_block": round(pvm[0]["deliver_cpu_s"] / due * 1e6, 2),
             "baseline_native_eob_cpu_us_per_fire": us_per_fire(native, "deliver_cpu_s"),
+            # Everything but the sandbox (the handler's host call made by a stand-in), thread CPU.
+            "machinery_cpu_us_per_fire": machinery_us,
             # The state tree's part of the commit (WorldState.prepare_commit), thread CPU.
             "commit_prepare_cpu_us_per_fire": us_per_fire(pvm, "prepare_cpu_s"),
             # The state commit of what the fires wrote (tree update + synced batch), paid at block commit.

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cowboy_node.execution import mailbox
-from cowboy_node.execution.actors.invoke import run_timer_fire
+from cowboy_node.execution.actors.invoke import run_checkpointed_fire
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.scheduler.deliver import deliver as cip1_deliver
@@ -44,12 +44,13 @@ from cowboy_protocol.codec import encode
 from cowboy_protocol.types.timer_policy import MODE_CIP1
 
 RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
-"""Runs one timer fire: ``actors.invoke.run_timer_fire`` in the node, fakes in tests."""
+"""Runs one timer fire: ``actors.invoke.run_checkpointed_fire`` in the node, fakes in tests. Every caller here runs
+it inside ``timers.deliver.run_checkpointed`` (the checkpoint that reverts a failed fire)."""
 
 
 def default_run_fire() -> RunFire:
-    """``actors.invoke.run_timer_fire``, imported on use (the actor runtime depends on this package)."""
-    return run_timer_fire
+    """``actors.invoke.run_checkpointed_fire`` (``run_timer_fire`` without a second checkpoint of its own)."""
+    return run_checkpointed_fire
 
 
 def deliver_timers(world: WorldState, ctx: BlockContext, *, run_fire: RunFire | None = None,

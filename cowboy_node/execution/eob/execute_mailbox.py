@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cowboy_node.execution import mailbox
-from cowboy_node.execution.actors.invoke import run_callback, run_message, run_timer_fire, take_sdk_reply
+from cowboy_node.execution.actors.invoke import run_callback, run_checkpointed_fire, run_message, take_sdk_reply
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.jobs.sdk_jobs import Reply
 from cowboy_node.execution.meter import Meter
@@ -52,7 +52,7 @@ TOPIC_DELIVERED = "mailbox.delivered"
 TOPIC_DROPPED = "mailbox.dropped"
 
 RunFire = Callable[[WorldState, BlockContext, Timer, Meter], FireOutcome]
-"""Runs one timer fire (``actors.invoke.run_timer_fire``)."""
+"""Runs one timer fire (``actors.invoke.run_checkpointed_fire``: it runs inside ``charged_run``'s checkpoint)."""
 
 
 class RunMessage(Protocol):
@@ -66,7 +66,7 @@ class RunMessage(Protocol):
 
 def _default_run_fire() -> RunFire:
     # Imported on use: the actor runtime imports the Mailbox, which this package owns.
-    return run_timer_fire
+    return run_checkpointed_fire
 
 
 def _default_run_message() -> RunMessage:

@@ -96,3 +96,101 @@ def test_enter_and_leave_host_nest_like_host_scope() -> None:
         sdk_bridge.leave_host(t1)
     with pytest.raises(RuntimeError):
         sdk_bridge.current_host()  # nothing current (no sandbox call running either)
+
+
+# -- a fire inside the caller's checkpoint ------------------------------------------------------------------------
+
+NESTING = '''import pvm_host
+
+def init(payload):
+    pvm_host.set_state(b"count", payload)
+    return b""
+
+def inc(payload):
+    pvm_host.set_state(b"count", b"inc" + payload)
+    pvm_host.emit_event("counted", payload)
+    return b""
+
+def spin(payload):
+    pvm_host.set_state(b"count", b"spinning")
+    while True:
+        pass
+
+def boom(payload):
+    pvm_host.set_state(b"count", b"boom")
+    raise ValueError("no way")
+
+def nested_fail(payload):
+    pvm_host.set_state(b"outer", b"1")
+    pvm_host.call_actor(pvm_host.self_address(), "boom", b"", 20000, 1000)
+    return b""
+
+def nested_ok(payload):
+    pvm_host.set_state(b"outer", b"2")
+    pvm_host.call_actor(pvm_host.self_address(), "inc", b"n", 20000, 1000)
+    return b""
+
+def not_bytes(payload):
+    pvm_host.set_state(b"count", b"nb")
+    return "text"
+'''
+
+
+@pytest.mark.parametrize("handler", ["inc", "spin", "boom", "nested_fail", "nested_ok", "not_bytes", "missing"])
+@pytest.mark.parametrize("cycles", [3_000, 60_000])
+def test_a_fire_without_its_own_checkpoint_inside_run_checkpointed_is_the_guarded_fire(handler: str,
+                                                                                      cycles: int) -> None:
+    from cowboy_node.execution.meter import Meter
+    from cowboy_node.execution.timers.deliver import run_checkpointed
+    from cowboy_node.execution.timers.model import Timer
+    from tests.unit.execution.test_actors_helpers import make_env
+
+    results = []
+    for fire in (invoke.run_timer_fire, invoke.run_checkpointed_fire):
+        env = make_env()
+        _r, addr = env.deploy(NESTING, init="init", init_payload=b"0")
+        timer = Timer(actor_address=addr, height=1, payload=b"p", timer_id=bytes(32), handler=handler,
+                      fee_payer=addr, gas_limit_per_fire=cycles, expires_at=10, seq=0)
+        before = env.world.changes()
+        meter = Meter(cycles, 10_000)
+        outcome = run_checkpointed(env.world, meter, lambda m, t=timer, f=fire, e=env: f(e.world, e.ctx, t, m))
+        after = env.world.changes()
+        written = {k: v for k, v in after.items() if before.get(k, b"absent") != v}
+        results.append((outcome, written, meter.cycles_used, meter.cells_used, env.world.watch_log[-20:]))
+    assert results[0] == results[1]
+    if handler in ("inc", "nested_ok") and cycles > 3_000:
+        assert results[0][0].ok and results[0][1]  # the case where writes are kept is covered
+
+
+def test_make_outcome_is_the_dataclass() -> None:
+    from cowboy_node.execution.timers.deliver import FireOutcome, make_outcome
+    from cowboy_node.types.receipt import Event
+
+    ev = (Event(bytes(20), "t", b"d"),)
+    for args in ((True, 1, 2, None, ev), (False, 0, 0, "out_of_cycles", ())):
+        made, plain = make_outcome(*args), FireOutcome(*args)  # type: ignore[arg-type]
+        assert made == plain and hash(made) == hash(plain) and type(made) is FireOutcome
+    assert FireOutcome.__slots__ == ("ok", "cycles_used", "cells_used", "error_code", "events")
+
+
+def test_load_code_front_gives_the_code_caches_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cowboy_node.execution.actors.codecache import CODE_CACHE
+    from cowboy_node.execution.actors.model import source_hash
+    from cowboy_node.execution.errors import TxFailed
+    from tests.unit.execution.test_actors_helpers import make_env
+
+    monkeypatch.setattr(invoke, "_RECENT_CODE_MAX", 2)
+    monkeypatch.setattr(invoke, "_recent_code", {})
+    env = make_env()
+    sources = [NESTING + f"\n# {i}\n" for i in range(4)]
+    for i, src in enumerate(sources):
+        env.deploy(src, salt=bytes([i]))
+    for src in sources * 2:
+        digest = source_hash(src)
+        compiled = invoke.load_code(env.world, digest)
+        assert compiled is CODE_CACHE.get(digest) or compiled is invoke._recent_code.get(digest)
+        assert invoke.load_code(env.world, digest) is compiled
+        assert len(invoke._recent_code) <= 2
+    with pytest.raises(TxFailed) as e:
+        invoke.load_code(env.world, bytes(32))
+    assert e.value.code == "actor_code_missing"
