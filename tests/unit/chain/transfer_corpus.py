@@ -95,6 +95,7 @@ def run_corpus() -> dict[str, object]:
     producer_store, follower_store = MemoryStore(), MemoryStore()
     producer, follower = Chain(producer_store, dev.genesis), Chain(follower_store, dev.genesis)
     hashes: list[str] = []
+    headers: list[list[object]] = []
     outcomes: list[list[str]] = []
     left_out: list[list[str]] = []
     for txs in blocks():
@@ -104,10 +105,24 @@ def run_corpus() -> dict[str, object]:
         if follower.head.hash() != producer.head.hash():
             raise AssertionError("the follower committed another block")
         hashes.append(p.block.hash().hex())
+        h = p.block.header
+        headers.append([h.tx_root.hex(), h.receipts_root.hex(), h.cycles_used, h.cells_used, h.cycle_basefee,
+                        h.cell_basefee])
         outcomes.append([r.error_code or "ok" for r in p.result.receipts])
         left_out.append([e.code for _, e in p.result.rejected])
-    digest = keccak256(b"".join(keccak256(k) + keccak256(v) for k, v in producer_store.iterate(b"")))
-    follower_digest = keccak256(b"".join(keccak256(k) + keccak256(v) for k, v in follower_store.iterate(b"")))
     return {"block_hashes": hashes, "state_root": producer.head.header.state_root.hex(),
-            "store_digest": digest.hex(), "follower_store_digest": follower_digest.hex(),
-            "outcomes": outcomes, "left_out": left_out}
+            "store_digest": _digest(producer_store), "follower_store_digest": _digest(follower_store),
+            "headers": headers, "logical_digest": _digest(producer_store, _LOGICAL),
+            "follower_logical_digest": _digest(follower_store, _LOGICAL), "outcomes": outcomes,
+            "left_out": left_out}
+
+
+_LOGICAL = (b"s/", b"R/", b"T/", b"X/", b"Y/")
+"""Store prefixes whose contents do not depend on the state tree's layout or root definition: state values,
+receipts, the tx index and the event index (``B/``, ``H/`` and ``n/`` hold block bytes, block hashes and tree
+nodes, which do)."""
+
+
+def _digest(store: MemoryStore, prefixes: tuple[bytes, ...] = (b"",)) -> str:
+    """keccak256 over the (key, value) pairs under ``prefixes``, in key order."""
+    return keccak256(b"".join(keccak256(k) + keccak256(v) for p in prefixes for k, v in store.iterate(p))).hex()
