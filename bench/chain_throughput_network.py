@@ -169,29 +169,40 @@ _PATH_STAGES = ("seen", "body", "exec_start", "exec_end", "journal_notarize", "s
                 "sent_finalize", "finalized", "commit_start", "committed")
 
 
-def _timelines(net: Testnet) -> dict[str, Any]:
-    """The validators' ``/status`` ``consensus.executions`` (block executions by kind, summed) and the critical
-    path of the views all of them recorded (``consensus.timeline.recent``; absent on code without it): per stage,
-    the p50 over views of ms after the leader started building, for the leader (``L.``) and the median follower
-    (``F.``). The validators share the host's monotonic clock, so their records line up."""
+def _executions(net: Testnet) -> dict[str, int]:
+    """The validators' ``/status`` ``consensus.executions`` (block executions by kind), summed (absent on code
+    without it)."""
     executions: dict[str, int] = {}
-    views: dict[int, dict[int, dict[str, Any]]] = {}
-    for i, v in enumerate(net.validators):
+    for v in net.validators:
         try:
             conn = Conn(v.rpc_url.removeprefix("http://"))
             st = conn.json("/status")
             conn.close()
         except (OSError, RuntimeError, ValueError, http.client.HTTPException):
             continue
-        c = st.get("consensus", {})
-        if "timeline" not in c:
-            continue
-        for k, n in (c.get("executions") or {}).items():
+        for k, n in (st.get("consensus", {}).get("executions") or {}).items():
             executions[k] = executions.get(k, 0) + n
-        for rec in c["timeline"].get("recent", []):
+    return dict(sorted(executions.items()))
+
+
+def _timelines(net: Testnet, executions: dict[str, int]) -> dict[str, Any]:
+    """The critical path of the views every validator recorded (``data/consensus-timeline.json``, written at
+    shutdown; absent on code without it): per stage, the p50 over views of ms after the leader started building,
+    for the leader (``L.``) and the median follower (``F.``). The validators share the host's monotonic clock, so
+    their records line up."""
+    views: dict[int, dict[int, dict[str, Any]]] = {}
+    for i, v in enumerate(net.validators):
+        found = list(v.home.rglob("consensus-timeline.json"))
+        if not found:
+            continue
+        try:
+            records = json.loads(found[0].read_text())
+        except (OSError, ValueError):
+            continue
+        for rec in records:
             views.setdefault(rec["view"], {})[i] = rec
     if not views:
-        return {}
+        return {"executions": executions} if executions else {}
     rows: dict[str, list[float]] = {}
     used = 0
     for by in views.values():
@@ -256,6 +267,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["homes"] = tmp
         net = Testnet.create(Path(tmp), n=args.validators, block_time_ms=args.net_block_ms, proxied=False)
         pollers: list[Poller] = []
+        executions: dict[str, int] = {}
         try:
             keys = [(i + 50_000).to_bytes(32, "big") for i in range(args.net_senders)]
             _fund(net, [private_key_to_address(k) for k in keys])
@@ -324,7 +336,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             if included:  # every validator admits (or receives), executes and commits every transfer
                 rep["validator_cpu_us_per_transfer"] = round(1e6 * sum(cpu) / len(cpu) / included, 1)
             rep["counters"] = _scrape(net)
-            rep["timeline"] = _timelines(net)
+            executions.update(_executions(net))
         except (OSError, RuntimeError, AssertionError, http.client.HTTPException, aiohttp.ClientError) as e:
             rep["error"] = f"{type(e).__name__}: {e}"[:2000]
         finally:
@@ -333,6 +345,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             notes = stop_all(net)
             if notes:
                 rep["stop_notes"] = notes
+            if "error" not in rep:
+                rep["timeline"] = _timelines(net, executions)
     return rep
 
 

@@ -28,6 +28,7 @@ import collections
 import concurrent.futures
 import contextlib
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -99,6 +100,8 @@ MAX_FUTURE_DRIFT_MS = 5_000
 """A proposal whose timestamp is further ahead of this validator's clock is not voted for."""
 STATUS_INTERVAL_S = 1.0
 """How often each validator announces its finalized height."""
+TIMELINE_FILE = "consensus-timeline.json"
+"""Written next to the vote journal at shutdown: the newest view timeline records (``consensus/timeline.py``)."""
 BODY_CACHE = 512
 """Block bodies kept by hash (proposals seen, answers to requests)."""
 """Faulty-behaviour records kept for ``/status`` and the logs."""
@@ -244,9 +247,14 @@ class ConsensusService:
         self._act(self.engine.start(self._now()))
 
     def close(self) -> None:
-        """Release the builder thread and the journal (idempotent)."""
+        """Release the builder thread and the journal (idempotent); leave the newest view timeline records next
+        to the journal (``consensus-timeline.json``: not in ``/status``, which is polled often and would carry
+        them every time)."""
         self._executor.shutdown(wait=True)
         if self.journal is not None:
+            with contextlib.suppress(OSError):
+                path = self.journal.path.parent / TIMELINE_FILE
+                path.write_text(json.dumps(self.timeline.summary(recent=256).get("recent", [])))
             self.journal.close()
 
     def request_stop(self) -> None:
@@ -836,7 +844,7 @@ class ConsensusService:
         now = time.monotonic()
         cached = self._timeline_cache
         if cached is None or now - cached[0] >= 1.0:
-            cached = self._timeline_cache = (now, self.timeline.summary(recent=64))
+            cached = self._timeline_cache = (now, self.timeline.summary())
         return cached[1]
 
     def evidence_json(self, limit: int) -> list[dict[str, Any]]:
