@@ -219,6 +219,9 @@ class _RunnerConnection:
         self.runner_index: int | None = None
         self.address: bytes | None = None
         self.runner_pubkey: PubKey | None = None
+        self.epoch_valid_under: tuple[object, ...] | None = None
+        """The ``(valid snapshots, MIN_SUBSET, MAX_SUBSET)`` under which this session was last found
+        epoch-paired-valid (:meth:`TransportService._recheck_epochs`); None: not checked yet."""
 
     # --- ConnectionHandler ---
     def on_open(self, conn: FrameConnection) -> None:
@@ -298,6 +301,7 @@ class TransportService:
         self._server: QuicFrameServer | WorkerPool | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._stats_seen: dict[str, int] = {}  # QUIC adapter counter → value already reported as events
+        self._epoch_inputs: tuple[object, ...] | None = None  # _recheck_epochs' inputs at the last block
 
     # --- lifecycle ---
     @property
@@ -459,12 +463,22 @@ class TransportService:
             return
         valid = self.link.valid_snapshots()
         me = self.key.pubkey.key
+        # The verdict is a function of (valid snapshots, MIN_SUBSET, MAX_SUBSET) and of the session's fixed
+        # (runner key, epoch, hash): a connection found valid under the same inputs is not re-derived (one
+        # Sub(R) — a keccak per validator and a sort — per runner per block otherwise).
+        inputs = (tuple(valid), self.params.MIN_SUBSET, self.params.MAX_SUBSET)
+        if inputs == self._epoch_inputs:
+            inputs = self._epoch_inputs  # the same object: the per-connection comparisons below are by identity
+        self._epoch_inputs = inputs
         for conn in list(self._by_index.values()):
             session, pubkey = conn.session, conn.runner_pubkey
             if session is None or pubkey is None or conn.runner_index is None:
                 continue
+            if conn.epoch_valid_under is inputs:
+                continue
             if epoch_paired_valid(me, pubkey.key, valid, session.subset_epoch, session.validator_set_hash,
                                   min_subset=self.params.MIN_SUBSET, max_subset=self.params.MAX_SUBSET):
+                conn.epoch_valid_under = inputs
                 continue
             # Its epoch's pair no longer valid: OverlapExpired (§5.3). Pair still valid but this validator left the
             # runner's Sub(R) of that epoch (governed MIN_SUBSET/MAX_SUBSET changed): NotInSubset (§5.2).
