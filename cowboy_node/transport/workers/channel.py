@@ -2,6 +2,8 @@
 
 Writes made in one event-loop iteration go out as one ``transport.write`` (a burst of frames to many runners
 costs one system call); a torn stream (:class:`ipc.IpcError`) is handed to :meth:`ChannelProtocol.torn`.
+What the handlers of one read send (the pongs answering the pings it carried) leaves in one write at the end of
+that read, without a further loop iteration and callback per read.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class ChannelProtocol(asyncio.Protocol):
         self.decoder = ipc.Decoder()
         self._out = bytearray()
         self._flush_scheduled = False
+        self._receiving = False  # inside data_received: sends are written when it returns
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -31,8 +34,14 @@ class ChannelProtocol(asyncio.Protocol):
         except ipc.IpcError:
             self.torn()
             return
-        for m in messages:
-            self.on_message(m)
+        self._receiving = True
+        try:
+            for m in messages:
+                self.on_message(m)
+        finally:
+            self._receiving = False
+            if self._out and not self._flush_scheduled:
+                self._flush()
 
     def on_message(self, m: ipc.Message) -> None:
         """One decoded message (subclasses)."""
@@ -45,7 +54,7 @@ class ChannelProtocol(asyncio.Protocol):
     def send(self, kind: ipc.Kind, conn: int, payload: bytes = b"") -> None:
         """Queue one message; flushed with the others of this loop iteration."""
         self._out += ipc.encode(kind, conn, payload)
-        if not self._flush_scheduled:
+        if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
