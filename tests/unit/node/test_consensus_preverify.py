@@ -4,12 +4,15 @@ after the engine asked for the verification; the block is executed once (``node/
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.forks import Forks
+from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -23,7 +26,7 @@ from cowboy_node.consensus.simplex.types import (
 )
 from cowboy_node.consensus.sync_messages import CH_BLOCKS, CH_CONSENSUS
 from cowboy_node.crypto import bls, threshold
-from cowboy_node.node.consensus_service import ConsensusService, ServiceConfig
+from cowboy_node.node.consensus_service import TIMELINE_FILE, ConsensusService, ServiceConfig
 from cowboy_node.node.devgenesis import NetworkGenesis, create_genesis
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.state.memory import MemoryStore
@@ -139,3 +142,19 @@ def test_a_body_not_sent_by_the_views_leader_is_not_executed_early() -> None:
         svc.close()
 
     asyncio.run(run())
+
+
+def test_close_leaves_the_view_timeline_next_to_the_vote_journal(tmp_path: Path) -> None:
+    async def run() -> None:
+        svc, _ = _service(0)
+        svc.journal = VoteJournal(tmp_path / "consensus-votes.journal")  # start_engine loads it
+        svc._running = True
+        svc.start_engine()
+        svc.timeline.mark(1, "seen", 1.0, leader=False)
+        svc.timeline.mark(1, "committed", 1.25)
+        svc.timeline.close(1)
+        svc.close()
+
+    asyncio.run(run())
+    records = json.loads((tmp_path / TIMELINE_FILE).read_text())
+    assert records == [{"view": 1, "leader": False, "ms": {"seen": 1000.0, "committed": 1250.0}}]
