@@ -20,7 +20,7 @@ signing key and public key once, on first use. None of this changes a preimage b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -29,6 +29,7 @@ from cowboy_protocol.crypto import ed25519, secp256k1
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, Role, Scheme
 from cowboy_protocol.transport.errors import LocalProtocolError, SignatureError
+from cowboy_protocol.transport.fast_crypto import ed25519_signer, recovers_to
 from cowboy_protocol.transport.frames import (
     AckStatus,
     BackpressureSignal,
@@ -340,14 +341,14 @@ class ValidatorKey:
 
     seed: bytes
     """RFC 8032 seed."""
-    _prepared: tuple[ed25519.PreparedSigner, PubKey] | None = field(default=None, init=False, repr=False,
-                                                                   compare=False)
+    _prepared: tuple[Callable[[bytes], bytes], PubKey] | None = field(default=None, init=False, repr=False,
+                                                                     compare=False)
 
-    def _keys(self) -> tuple[ed25519.PreparedSigner, PubKey]:
+    def _keys(self) -> tuple[Callable[[bytes], bytes], PubKey]:
         prepared = self._prepared
         if prepared is None:
-            signer = ed25519.PreparedSigner(self.seed)  # validates the seed length
-            prepared = (signer, PubKey.validator(signer.public_key))
+            public = ed25519.public_key_from_seed(self.seed)
+            prepared = (ed25519_signer(self.seed), PubKey.validator(public))  # the signer validates the seed
             object.__setattr__(self, "_prepared", prepared)
         return prepared
 
@@ -363,7 +364,7 @@ class ValidatorKey:
 
     def sign(self, digest: bytes) -> bytes:
         """64-byte Ed25519 signature over the digest bytes."""
-        return self._keys()[0].sign(digest)
+        return self._keys()[0](digest)
 
 
 def verify_signature(role: Role, pubkey: PubKey, digest: bytes, signature: bytes | None) -> None:
@@ -383,19 +384,11 @@ def verify_signature(role: Role, pubkey: PubKey, digest: bytes, signature: bytes
         raise SignatureError("signature_length", f"{pubkey.scheme.name} signature must be "
                              f"{pubkey.scheme.signature_length} bytes, got {len(signature)}")
     if pubkey.scheme is Scheme.SECP256K1:
-        try:
-            ok = _compress(secp256k1.recover_public_key(digest, signature)) == pubkey.key
-        except secp256k1.InvalidSignature:
-            ok = False
+        ok = recovers_to(digest, signature, pubkey.key)  # recover_public_key's checks, then compare the points
     else:
         ok = ed25519.verify(pubkey.key, digest, signature)
     if not ok:
         raise SignatureError("bad_signature", "signature does not verify")
-
-
-def _compress(uncompressed: bytes) -> bytes:
-    """SEC1 compressed form ``(0x02 | y parity) ‖ X`` of an uncompressed ``0x04 ‖ X ‖ Y`` point."""
-    return bytes([2 | (uncompressed[64] & 1)]) + uncompressed[1:33]
 
 
 # --- frame-level helpers ------------------------------------------------------------------------------------
