@@ -194,6 +194,8 @@ class ValidatorSession(SessionBase):
 
     def tick(self, now: float, height: int) -> list[Event]:
         """Deadlines: handshake and idle timeouts (Goodbye IdleTimeout), then per-job ACK_TIMEOUT_BLOCKS."""
+        if self._state is SessionState.AUTHENTICATED and not self._jobs and now - self._last_rx < self._idle_timeout:
+            return []  # the usual tick (five a second per session): what the checks below would find
         events = self._timeouts(now)
         if self._state is not SessionState.AUTHENTICATED:
             return events
