@@ -17,6 +17,11 @@ from cowboy_node.transport.workers import ipc
 class ChannelProtocol(asyncio.Protocol):
     """Base of :class:`relay.RelayChannel` (validator side) and :class:`worker._Channel` (worker side)."""
 
+    flush_delay_s: float = 0.0
+    """How long a send made outside a read may wait for others to share its write (0: the next loop iteration).
+    Each write wakes the other process once: the worker waits a little (``worker.FLUSH_DELAY_S``) so that under
+    load several runners' frames reach the validator process per wake-up."""
+
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         """The Unix stream socket, once connected."""
@@ -56,7 +61,10 @@ class ChannelProtocol(asyncio.Protocol):
         self._out += ipc.encode(kind, conn, payload)
         if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            if self.flush_delay_s > 0:
+                asyncio.get_running_loop().call_later(self.flush_delay_s, self._flush)
+            else:
+                asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -40,6 +40,11 @@ log = logging.getLogger("cowboy.transport.worker")
 
 STATS_INTERVAL_S = 1.0
 """How often the adapter counters go to the validator process."""
+FLUSH_DELAY_S = 0.001
+"""How long relayed frames wait to share one write to the validator process (one wake-up of it per write): at
+thousands of runners per worker, a few frames per write instead of one; a heartbeat's round trip grows by at
+most this (its ACK waits ``quic_acks.REPLY_ACK_DELAY_S`` for the pong anyway). ``COWBOY_WORKER_FLUSH_DELAY_MS``
+overrides it (benchmarks; 0: the next loop iteration)."""
 
 
 class _Channel(ChannelProtocol):
@@ -48,6 +53,8 @@ class _Channel(ChannelProtocol):
     def __init__(self, worker: Worker) -> None:
         super().__init__()
         self.worker = worker
+        delay_ms = os.environ.get("COWBOY_WORKER_FLUSH_DELAY_MS")
+        self.flush_delay_s = FLUSH_DELAY_S if delay_ms is None else max(0.0, float(delay_ms) / 1000)
         self.closed = asyncio.get_running_loop().create_future()
 
     def on_message(self, m: ipc.Message) -> None:

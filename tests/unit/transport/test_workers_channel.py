@@ -5,6 +5,7 @@ loop iteration."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.channel import ChannelProtocol
@@ -68,3 +69,38 @@ def test_sends_outside_a_read_share_one_write_at_the_next_iteration() -> None:
         return tr.writes
 
     assert asyncio.run(scenario()) == [ipc.encode(ipc.Kind.AUTHENTICATED, 4) + ipc.encode(ipc.Kind.CLOSE, 5, b"")]
+
+
+def test_a_flush_delay_holds_sends_then_writes_them_together() -> None:
+    async def scenario() -> tuple[list[bytes], list[float], list[bytes]]:
+        loop = asyncio.get_running_loop()
+        delays: list[float] = []
+        real_call_later = loop.call_later
+
+        def call_later(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+            delays.append(delay)
+            return real_call_later(3600.0, callback, *args)  # never due within the test: it runs it itself
+
+        loop.call_later = call_later  # type: ignore[method-assign, assignment]
+        ch, tr = _Echo(), _Transport()
+        ch.flush_delay_s = 0.002
+        ch.connection_made(tr)  # type: ignore[arg-type]
+        ch.send(ipc.Kind.FRAME, 1, b"a")
+        await asyncio.sleep(0)
+        ch.send(ipc.Kind.FRAME, 2, b"b")  # a later iteration, inside the delay: same write, no second timer
+        await asyncio.sleep(0)
+        early = list(tr.writes)
+        ch._flush()  # what the timer runs
+        return early, delays, tr.writes
+
+    early, delays, writes = asyncio.run(scenario())
+    assert early == [] and delays == [0.002]
+    assert writes == [ipc.encode(ipc.Kind.FRAME, 1, b"a") + ipc.encode(ipc.Kind.FRAME, 2, b"b")]
+
+
+def test_replies_inside_a_read_are_not_delayed() -> None:
+    ch, tr = _Echo(), _Transport()
+    ch.flush_delay_s = 10.0
+    ch.connection_made(tr)  # type: ignore[arg-type]
+    ch.data_received(ipc.encode(ipc.Kind.FRAME, 3, b"x"))
+    assert tr.writes == [ipc.encode(ipc.Kind.SEND, 3, b"x")]
