@@ -9,7 +9,9 @@ presence refresh) → ``FrameConnection.send`` stand-in that runs ``encode_frame
 Hello/HelloAck through real bytes); the pings are real signed pings from those RunnerSessions, pre-generated
 so that their signing is not timed. A fake clock advances one second and one block per round, so the 1 Hz
 pings stay within the rate limit exactly as in production. ``tick_us_per_session`` is the 0.2 s deadline
-ticker's cost per session per tick (five ticks a second per heartbeat at 1 Hz).
+ticker's cost per session per tick (five ticks a second per heartbeat at 1 Hz); ``block_us_per_session`` is
+``on_block_committed`` of a block without jobs per session (the §5.3 epoch and registry re-checks every live
+session gets at each block, i.e. about once per heartbeat at 1 s blocks).
 
 Baselines measured in the same run (same process, same load):
 
@@ -116,6 +118,12 @@ class Registry:
     def assignment_for(self, job_id: bytes) -> None:
         """No jobs."""
         return None
+
+    def runner_health(self, addresses: list[bytes]) -> list[Any]:
+        """Every registered runner healthy (the per-block registry re-check)."""
+        from cowboy_protocol.types.runner import Health
+
+        return [Health.HEALTHY if a in self.index else None for a in addresses]
 
     def forward_transaction(self, tx_bytes: bytes) -> None:
         """No results."""
@@ -295,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet_logs()
     runs_us: list[float] = []
     ticks_us: list[float] = []
+    blocks_us: list[float] = []
     base: dict[str, Any] = {}
     for rep in range(args.repeat):
         service, clock, conns = setup(args.sessions, args.rounds)
@@ -313,6 +322,11 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(20):
             service.tick()
         ticks_us.append(1e6 * (time.process_time() - t0) / (20 * args.sessions))
+        t0 = time.process_time()
+        for _ in range(20):  # a committed block without jobs: the service's per-session re-checks
+            clock.height += 1
+            service.on_block_committed((), ())
+        blocks_us.append(1e6 * (time.process_time() - t0) / (20 * args.sessions))
         if not base:
             base = baselines(service, conns)
     if not runs_us:
@@ -323,6 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         "params": {"sessions": args.sessions, "rounds": args.rounds, "repeat": args.repeat},
         "heartbeat_us": round(hb, 2), "heartbeat_us_runs": [round(x, 2) for x in runs_us],
         "tick_us_per_session": round(min(ticks_us), 3),
+        "block_us_per_session": round(min(blocks_us), 3),
         "baseline": base,
         "ratio_to_floor": round(hb / base["floor_us"], 3),
         "validator_process_us_with_workers": round(hb - base["stages_us"]["decode_ping_bytes"] + base["relay_us"], 2),

@@ -20,7 +20,9 @@ class ChannelProtocol(asyncio.Protocol):
     flush_delay_s: float = 0.0
     """How long a send made outside a read may wait for others to share its write (0: the next loop iteration).
     Each write wakes the other process once: the worker waits a little (``worker.FLUSH_DELAY_S``) so that under
-    load several runners' frames reach the validator process per wake-up."""
+    load several runners' frames reach the validator process per wake-up. Only under load: when the previous
+    write is older than the delay, the send leaves at the next loop iteration (a lone frame gains nothing by
+    waiting, and the wait would cost a timer wake-up of its own)."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -29,6 +31,7 @@ class ChannelProtocol(asyncio.Protocol):
         self._out = bytearray()
         self._flush_scheduled = False
         self._receiving = False  # inside data_received: sends are written when it returns
+        self._last_flush = float("-inf")  # loop time of the last scheduled flush
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -61,10 +64,16 @@ class ChannelProtocol(asyncio.Protocol):
         self._out += ipc.encode(kind, conn, payload)
         if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
-            if self.flush_delay_s > 0:
-                asyncio.get_running_loop().call_later(self.flush_delay_s, self._flush)
+            loop = asyncio.get_running_loop()
+            delay = self.flush_delay_s
+            if delay > 0 and loop.time() - self._last_flush < delay:
+                loop.call_later(delay, self._scheduled_flush)
             else:
-                asyncio.get_running_loop().call_soon(self._flush)
+                loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._last_flush = asyncio.get_running_loop().time()
+        self._flush()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -41,10 +41,11 @@ log = logging.getLogger("cowboy.transport.worker")
 STATS_INTERVAL_S = 1.0
 """How often the adapter counters go to the validator process."""
 FLUSH_DELAY_S = 0.001
-"""How long relayed frames wait to share one write to the validator process (one wake-up of it per write): at
+"""How long relayed frames wait to share one write to the validator process (one wake-up of it per write), when
+the previous write is more recent than this (under load; otherwise they leave at the next loop iteration): at
 thousands of runners per worker, a few frames per write instead of one; a heartbeat's round trip grows by at
 most this (its ACK waits ``quic_acks.REPLY_ACK_DELAY_S`` for the pong anyway). ``COWBOY_WORKER_FLUSH_DELAY_MS``
-overrides it (benchmarks; 0: the next loop iteration)."""
+overrides it (benchmarks; 0: always the next loop iteration)."""
 
 
 class _Channel(ChannelProtocol):

@@ -79,22 +79,25 @@ def test_a_flush_delay_holds_sends_then_writes_them_together() -> None:
 
         def call_later(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
             delays.append(delay)
-            return real_call_later(3600.0, callback, *args)  # never due within the test: it runs it itself
+            return real_call_later(delay, callback, *args)  # never due within the test: it runs it itself
 
         loop.call_later = call_later  # type: ignore[method-assign, assignment]
         ch, tr = _Echo(), _Transport()
-        ch.flush_delay_s = 0.002
+        ch.flush_delay_s = 3600.0  # "recent" covers the whole test
         ch.connection_made(tr)  # type: ignore[arg-type]
-        ch.send(ipc.Kind.FRAME, 1, b"a")
+        ch.send(ipc.Kind.FRAME, 0, b"z")  # no write for a long time: no reason to wait
+        await asyncio.sleep(0)
+        assert tr.writes == [ipc.encode(ipc.Kind.FRAME, 0, b"z")] and delays == []
+        ch.send(ipc.Kind.FRAME, 1, b"a")  # right after a write: wait for company
         await asyncio.sleep(0)
         ch.send(ipc.Kind.FRAME, 2, b"b")  # a later iteration, inside the delay: same write, no second timer
         await asyncio.sleep(0)
-        early = list(tr.writes)
-        ch._flush()  # what the timer runs
-        return early, delays, tr.writes
+        early = tr.writes[1:]
+        ch._scheduled_flush()  # what the timer runs
+        return early, delays, tr.writes[1:]
 
     early, delays, writes = asyncio.run(scenario())
-    assert early == [] and delays == [0.002]
+    assert early == [] and delays == [3600.0]
     assert writes == [ipc.encode(ipc.Kind.FRAME, 1, b"a") + ipc.encode(ipc.Kind.FRAME, 2, b"b")]
 
 
