@@ -15,8 +15,10 @@ that position are anything else (not canonical, truncated, another type), so the
 
 from __future__ import annotations
 
-import struct
 from typing import Final
+
+# The canonical encoder's own head writer, byte table and readers: one definition of the shortest head.
+from cowboy_protocol.codec.cbor import _BYTE, _head, _unpack_H, _unpack_I, _unpack_Q
 
 __all__ = [
     "NULL",
@@ -31,29 +33,6 @@ __all__ = [
 U64_MAX: Final = (1 << 64) - 1
 NULL: Final = b"\xf6"
 """``encode(None)``."""
-
-_BYTE: Final = tuple(bytes((i,)) for i in range(256))
-_pack_BB = struct.Struct(">BB").pack
-_pack_BH = struct.Struct(">BH").pack
-_pack_BI = struct.Struct(">BI").pack
-_pack_BQ = struct.Struct(">BQ").pack
-_unpack_H = struct.Struct(">H").unpack_from
-_unpack_I = struct.Struct(">I").unpack_from
-_unpack_Q = struct.Struct(">Q").unpack_from
-
-
-def _head(mt: int, n: int) -> bytes:
-    """Shortest head for major-type bits ``mt`` (pre-shifted) and ``0 <= n <= U64_MAX``."""
-    if n < 24:
-        return _BYTE[mt | n]
-    if n < 0x100:
-        return _pack_BB(mt | 24, n)
-    if n < 0x10000:
-        return _pack_BH(mt | 25, n)
-    if n < 0x100000000:
-        return _pack_BI(mt | 26, n)
-    return _pack_BQ(mt | 27, n)
-
 
 def uint(n: object) -> bytes | None:
     """``encode(n)`` for an ``int`` (exactly, not a subclass) in ``[0, U64_MAX]``; else ``None``."""
