@@ -101,7 +101,10 @@ def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, prepared: Prepared
         raise TxInvalid("nonce_too_low", f"nonce {tx.nonce} already used (next is {account.nonce})", field="nonce")
     if account.balance < tx.max_fee():
         raise TxInvalid("insufficient_funds", f"balance {account.balance} is below the maximum fee {tx.max_fee()}")
-    mempool.add(tx, account.nonce, tx_hash=None if prepared is None else prepared.tx_hash)
+    tx_hash = tx.tx_hash() if prepared is None else prepared.tx_hash
+    mempool.add(tx, account.nonce, tx_hash=tx_hash)
+    # Only now: the signature check above passed and the transaction is pooled (a refusal leaves no mark).
+    mempool.signature_marks.record(tx_hash)
     return tx
 
 

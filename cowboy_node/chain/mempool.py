@@ -92,6 +92,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from cowboy_node.chain.sigmarks import SignatureMarks
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.transaction import Transaction
 
@@ -190,6 +191,10 @@ class Mempool:
         self._bytes = 0
         self._arrivals = 0
         self._now: float | None = None
+        self.signature_marks = SignatureMarks(2 * config.max_txs)
+        """Hashes of transactions admission pooled after their signature check passed (``chain/sigmarks.py``):
+        a block's execution skips that check for them. Twice the pool's size, so a pooled transaction's mark
+        outlives it until its block arrives; the pool itself never reads or removes marks."""
 
     # -- queries ---------------------------------------------------------------------
     def __len__(self) -> int:

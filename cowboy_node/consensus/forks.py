@@ -66,9 +66,13 @@ def seeds_due(world: WorldState, round_: Round, records: ConsensusRecords) -> tu
 class Forks:
     """The candidates above ``chain``'s head and the operations on them (see the module docstring)."""
 
-    def __init__(self, chain: Chain, records: ConsensusRecords) -> None:
+    def __init__(self, chain: Chain, records: ConsensusRecords, *,
+                 signature_checked: Callable[[bytes], bool] | None = None) -> None:
+        """``signature_checked``: this node's admission marks (``chain/sigmarks.py``), handed to every
+        verification (see :func:`~cowboy_node.execution.block.execute_block`); None checks every signature."""
         self.chain = chain
         self.records = records
+        self.signature_checked = signature_checked
         self.candidates: dict[bytes, Candidate] = {}
         """Candidates by block hash."""
         self.executions: collections.Counter[str] = collections.Counter()
@@ -141,7 +145,7 @@ class Forks:
         world, parent, direct = self.world_on(block.header.parent_hash)
         self.executions["verify" if direct else "verify_overlay"] += 1
         prepared = verify_and_prepare(self.chain, block, parent=parent, world=world, leader_key=leader_key,
-                                      max_timestamp_ms=max_timestamp_ms)
+                                      max_timestamp_ms=max_timestamp_ms, signature_checked=self.signature_checked)
         return self._keep(prepared, self._env_of(block, parent), self.chain.head.hash() if direct else None)
 
     def _env_of(self, block: Block, parent: BlockHeader) -> BlockEnv:
@@ -178,7 +182,7 @@ class Forks:
             adopt = TreeUpdate(prepared.result.state_root, tree_ops)
         else:  # never executed here (or on a parent state that is not the head's): execute on the head's world
             self.executions["commit_unverified"] += 1
-            prepared = verify_and_prepare(self.chain, block)
+            prepared = verify_and_prepare(self.chain, block, signature_checked=self.signature_checked)
             env = self._env_of(block, head.header)
         inspected = inspect(prepared, env)
         extra: list[WriteOp] = [seed_op(block.header.round, seed), drop_proposal_op(block.hash())]

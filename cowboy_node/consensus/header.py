@@ -16,6 +16,8 @@ and ConsumedSeedsV1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.consensus.beacon import verify_beacon
@@ -79,10 +81,11 @@ def fee_recipient_of(genesis: Genesis, proposer: bytes) -> bytes:
 
 def verify_and_prepare(chain: Chain, block: Block, *, parent: BlockHeader | None = None,
                        world: WorldState | None = None, leader_key: bytes | None = None,
-                       max_timestamp_ms: int | None = None) -> PreparedBlock:
+                       max_timestamp_ms: int | None = None,
+                       signature_checked: Callable[[bytes], bool] | None = None) -> PreparedBlock:
     """Check ``block`` against ``parent`` (default: ``chain``'s head) and re-execute it on ``world`` (default:
     the head's). Nothing is written: the caller commits a block executed on the head with
-    :meth:`Chain.commit`."""
+    :meth:`Chain.commit`. ``signature_checked``: see :func:`execute_block` (this node's admission marks)."""
     parent_header = parent if parent is not None else chain.head.header
     verify_header(block, parent_header, chain.genesis, leader_key=leader_key, max_timestamp_ms=max_timestamp_ms)
     world = world if world is not None else chain.world()
@@ -91,5 +94,5 @@ def verify_and_prepare(chain: Chain, block: Block, *, parent: BlockHeader | None
                        fee_recipient=fee_recipient_of(chain.genesis, h.proposer), beacon=h.beacon,
                        presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds,
                        parent=parent_header)
-    result = execute_block(world, env, block.header, block.transactions)
+    result = execute_block(world, env, block.header, block.transactions, signature_checked=signature_checked)
     return PreparedBlock(block, result, world)

@@ -9,7 +9,7 @@ Two entry points share the same code path:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport, Observe
@@ -142,10 +142,12 @@ def start_block(world: WorldState, env: BlockEnv, *, strict_presence: bool = Tru
 
 
 def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receipts: list[Receipt],
-            rejected: list[tuple[Transaction, TxInvalid]], observe: Observe | None = None) -> BlockResult:
+            rejected: list[tuple[Transaction, TxInvalid]], observe: Observe | None = None,
+            tx_hashes: list[bytes] | None = None) -> BlockResult:
     run_end_of_block(world, ctx, observe=observe)
     root, ops = world.prepare_commit()
-    tx_hashes = [t.tx_hash() for t in txs]
+    if tx_hashes is None:
+        tx_hashes = [t.tx_hash() for t in txs]
     encoded = [encode_receipt(r) for r in receipts]
     return BlockResult(
         transactions=txs, receipts=receipts, cycles_used=ctx.cycles_used, cells_used=ctx.cells_used,
@@ -194,19 +196,30 @@ def build_block(world: WorldState, env: BlockEnv, candidates: Iterable[Transacti
 
 
 def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,
-                  transactions: Iterable[Transaction]) -> BlockResult:
-    """Execute a received block and check every computed value against its header."""
+                  transactions: Iterable[Transaction], *,
+                  signature_checked: Callable[[bytes], bool] | None = None) -> BlockResult:
+    """Execute a received block and check every computed value against its header.
+
+    ``signature_checked`` (optional, node-local): given a transaction's hash (keccak256 of its full signed body),
+    whether this process already found that transaction's signature valid with :func:`check_signature`
+    (``chain/sigmarks.py``); such a transaction's check is skipped. The hash covers every byte the check reads,
+    so the outcome is the same with or without it; only the time differs.
+    """
     ctx = start_block(world, env)
     txs = list(transactions)
     if len(txs) > ctx.limits.max_block_txs:
         raise InvalidBlock("too_many_txs", f"block has {len(txs)} transactions, limit {ctx.limits.max_block_txs}")
+    # Hashed once: the lookups and the tx root use the same hashes.
+    tx_hashes = None if signature_checked is None else [t.tx_hash() for t in txs]
+    checked = [False] * len(txs) if tx_hashes is None or signature_checked is None else \
+        [signature_checked(h) for h in tx_hashes]
     receipts: list[Receipt] = []
     for i, tx in enumerate(txs):
         try:
-            receipts.append(execute_transaction(world, tx, ctx))
+            receipts.append(execute_transaction(world, tx, ctx, signature_checked=checked[i]))
         except TxInvalid as e:
             raise InvalidBlock("invalid_transaction", f"transaction {i} is invalid: {e.code}: {e.message}") from e
-    result = _finish(world, ctx, txs, receipts, [])
+    result = _finish(world, ctx, txs, receipts, [], tx_hashes=tx_hashes)
     checks = (
         ("tx_root", result.tx_root, header.tx_root),
         ("receipts_root", result.receipts_root, header.receipts_root),

@@ -158,12 +158,13 @@ class ConsensusService:
                  presence: Callable[[WorldState], bytes | None],
                  inspect: Callable[[PreparedBlock, BlockEnv, Observe | None], Any],
                  on_commit: Callable[[CommittedBlock], None], admit_gossip: Callable[[bytes], None],
-                 metrics: NodeMetrics, journal: VoteJournal | None = None) -> None:
+                 metrics: NodeMetrics, journal: VoteJournal | None = None,
+                 signature_checked: Callable[[bytes], bool] | None = None) -> None:
         self.chain = chain
         self.cfg = config
         self.scheme = scheme
         self.records = ConsensusRecords(chain.store)
-        self.forks = Forks(chain, self.records)
+        self.forks = Forks(chain, self.records, signature_checked=signature_checked)
         self.journal = journal
         self.metrics = metrics
         self.net: Network | None = None
@@ -788,7 +789,7 @@ class ConsensusService:
                     not self.scheme.verify_certificate(seed_message(p.round), cert.seed):
                 raise InvalidBlock("sync_bad_certificate", "the certificate does not finalize the last block")
             for i, block in enumerate(blocks):
-                prepared = verify_and_prepare(self.chain, block)
+                prepared = verify_and_prepare(self.chain, block, signature_checked=self.forks.signature_checked)
                 seed = blocks[i + 1].header.beacon if i + 1 < len(blocks) else cert.seed
                 extra = [seed_op(block.header.round, seed)]
                 if i + 1 == len(blocks):

@@ -121,7 +121,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             scheme=scheme, tree_lock=self._tree_lock, proposer_key=self._ed_pub,
             sign=lambda d: ed25519.sign(self._ed_seed, d), fee_recipient=self.fee_recipient,
             take_transactions=self._take_transactions, presence=self._presence_input, inspect=self._inspect,
-            on_commit=self._after_commit, admit_gossip=self._admit_gossip, metrics=self.metrics, journal=journal)
+            on_commit=self._after_commit, admit_gossip=self._admit_gossip, metrics=self.metrics, journal=journal,
+            signature_checked=mempool.signature_marks.checked)
         """Runs the consensus engine: proposes, verifies, commits finalized blocks."""
         self.block_time_ms = block_time_ms
         """Target interval between two blocks."""
