@@ -14,6 +14,9 @@ reused until the head moves (:func:`head_context`): they are state at the head, 
 head would read the same values. Decoding and signature recovery may have been done elsewhere (a worker
 process, ``chain/sigpool.py``): :func:`admit` then takes the result and gives the same accept/reject decision
 and error as doing them here.
+
+A pooled transaction's hash is then recorded in the pool's signature marks (``chain/sigmarks.py``): a block
+carrying exactly these bytes is executed here without recovering its signer again. Nothing else records one.
 """
 
 from __future__ import annotations
