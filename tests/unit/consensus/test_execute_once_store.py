@@ -6,37 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.chain.chain import Chain, PreparedBlock
-from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.forks import Forks
-from cowboy_node.consensus.records import ConsensusRecords
-from cowboy_node.crypto import bls
-from cowboy_node.execution.context import BlockEnv
+from cowboy_node.chain.chain import Chain
 from cowboy_node.node.devgenesis import DevGenesis
-from cowboy_node.types.block import Block, Round
+from cowboy_node.types.block import Round
 from cowboy_protocol.crypto import ed25519
-from cowboy_protocol.types.transaction import Transaction
-from tests.helpers import ALICE_SK, FEE_RECIPIENT, transfer
-
-
-def _forks(new_chain: Callable[[], Chain]) -> Forks:
-    chain = new_chain()
-    return Forks(chain, ConsensusRecords(chain.store))
-
-
-def _build(f: Forks, dev: DevGenesis, parent: bytes, view: int, txs: list[Transaction], ts: int) -> Block:
-    seed = dev.validator_key.ed25519_seed
-    c = f.build(parent, Round(0, view), txs, timestamp_ms=ts, proposer=ed25519.public_key_from_seed(seed),
-                sign=lambda d: ed25519.sign(seed, d), fee_recipient=FEE_RECIPIENT, presence=lambda w: b"\x01\x00")
-    return c.prepared.block
-
-
-def _seed(dev: DevGenesis, view: int) -> bytes:
-    return sign_beacon(bls.secret_key_from_bytes(dev.validator_key.bls_secret), Round(0, view))
-
-
-def _keep(p: PreparedBlock, e: BlockEnv) -> PreparedBlock:
-    return p
+from tests.helpers import ALICE_SK, transfer
+from tests.unit.consensus.test_execute_once import _build, _forks, _keep, _seed
 
 
 def _recipient(i: int) -> bytes:
