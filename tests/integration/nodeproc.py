@@ -35,10 +35,29 @@ def wait_for(what: str, cond: Any, timeout: float = 10.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+_PORT_SPAN = 1500
+"""Ports per pytest-xdist worker, from 12000 up: below Linux's ephemeral range (32768–60999 by default), so no
+outgoing connection of another test can take a port between this choice and the node's bind (port 0 is
+chosen from that range, which is how a node once failed with ``address already in use``)."""
+_next_port = 12000 + _PORT_SPAN * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0) \
+    + os.getpid() % 500
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free for both TCP and UDP now, from this worker's own range (see ``_PORT_SPAN``)."""
+    global _next_port
+    base = 12000 + _PORT_SPAN * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
+    for _ in range(_PORT_SPAN):
+        port = _next_port
+        _next_port = base + (_next_port + 1 - base) % _PORT_SPAN
+        try:
+            with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                tcp.bind(("127.0.0.1", port))
+                udp.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port in this worker's range")
 
 
 class NodeProcess:
@@ -63,6 +82,7 @@ class NodeProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"node exited with {self.proc.returncode}: {self.read_log()[-2000:]}")
             try:
                 if self.get("/health")["ok"]:
