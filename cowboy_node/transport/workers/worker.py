@@ -48,14 +48,25 @@ most this (its ACK waits ``quic_acks.REPLY_ACK_DELAY_S`` for the pong anyway). `
 overrides it (benchmarks; 0: always the next loop iteration)."""
 
 
+def _flush_delay_s(delay_ms: str | None) -> float:
+    """``FLUSH_DELAY_S``, or the override in milliseconds (a value that is not a number is named and ignored)."""
+    if delay_ms is None:
+        return FLUSH_DELAY_S
+    try:
+        return max(0.0, float(delay_ms) / 1000)
+    except ValueError:
+        log.warning("COWBOY_WORKER_FLUSH_DELAY_MS=%r is not a number; using the default %s ms", delay_ms,
+                    FLUSH_DELAY_S * 1000)
+        return FLUSH_DELAY_S
+
+
 class _Channel(ChannelProtocol):
     """The worker's end of the local channel; writes are coalesced into one send per loop iteration."""
 
     def __init__(self, worker: Worker) -> None:
         super().__init__()
         self.worker = worker
-        delay_ms = os.environ.get("COWBOY_WORKER_FLUSH_DELAY_MS")
-        self.flush_delay_s = FLUSH_DELAY_S if delay_ms is None else max(0.0, float(delay_ms) / 1000)
+        self.flush_delay_s = _flush_delay_s(os.environ.get("COWBOY_WORKER_FLUSH_DELAY_MS"))
         self.closed = asyncio.get_running_loop().create_future()
 
     def on_message(self, m: ipc.Message) -> None:

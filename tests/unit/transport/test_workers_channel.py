@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.channel import ChannelProtocol
 
@@ -107,3 +109,15 @@ def test_replies_inside_a_read_are_not_delayed() -> None:
     ch.connection_made(tr)  # type: ignore[arg-type]
     ch.data_received(ipc.encode(ipc.Kind.FRAME, 3, b"x"))
     assert tr.writes == [ipc.encode(ipc.Kind.SEND, 3, b"x")]
+
+
+def test_the_flush_delay_override_is_milliseconds_and_a_bad_value_keeps_the_default(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from cowboy_node.transport.workers.worker import FLUSH_DELAY_S, _flush_delay_s
+
+    assert _flush_delay_s(None) == FLUSH_DELAY_S
+    assert _flush_delay_s("2.5") == 0.0025
+    assert _flush_delay_s("-3") == 0.0  # never negative: 0 means the next loop iteration
+    with caplog.at_level("WARNING"):
+        assert _flush_delay_s("fast") == FLUSH_DELAY_S
+    assert "COWBOY_WORKER_FLUSH_DELAY_MS" in caplog.text
