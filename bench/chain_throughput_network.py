@@ -61,23 +61,12 @@ import aiohttp
 
 from bench.bench_harness import percentile, summary_ms
 from bench.consensus import Conn, Poller, stop_all
-from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
 from tests.e2e.netproc import Testnet
 
 SINK = bytes(19) + b"\x43"
-
-
-def _fund(net: Testnet, addrs: list[bytes]) -> None:
-    """Add ``addrs`` to the genesis balances of every home (before any validator has started)."""
-    for v in net.validators:
-        path = v.home / "genesis.json"
-        g = json.loads(path.read_text())
-        for a in addrs:
-            g["balances"][to_checksum_address(a)] = str(10**24)
-        path.write_text(json.dumps(g, indent=2))
 
 
 def _set_workers(net: Testnet, workers: int) -> None:
@@ -270,7 +259,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
         executions: dict[str, int] = {}
         try:
             keys = [(i + 50_000).to_bytes(32, "big") for i in range(args.net_senders)]
-            _fund(net, [private_key_to_address(k) for k in keys])
+            net.fund_in_genesis([private_key_to_address(k) for k in keys])
             if args.net_workers:
                 _set_workers(net, args.net_workers)
             chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]

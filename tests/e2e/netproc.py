@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cowboy_node.node.keys import load_validator_key
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.ed25519 import public_key_from_seed
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.types.instructions import Transfer
@@ -247,6 +248,16 @@ class Testnet:
     # -- processes ----------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.validators)
+
+    def fund_in_genesis(self, addrs: list[bytes], amount: int = 10**24) -> None:
+        """Give each of ``addrs`` ``amount`` in every home's genesis (before the first start: every validator
+        derives the same genesis)."""
+        for v in self.validators:
+            path = v.home / "genesis.json"
+            g = json.loads(path.read_text())
+            for a in addrs:
+                g["balances"][to_checksum_address(a)] = str(amount)
+            path.write_text(json.dumps(g, indent=2))
 
     def indices(self, among: Iterable[int] | None = None) -> list[int]:
         """``among`` as a list, or every live (running, not paused) validator."""

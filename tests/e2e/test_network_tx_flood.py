@@ -17,7 +17,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
@@ -42,17 +41,6 @@ pytestmark = pytest.mark.timeout(240)
 
 def _keys() -> list[bytes]:
     return [(i + 70_000).to_bytes(32, "big") for i in range(SENDERS)]
-
-
-def _fund(net: Testnet, addrs: list[bytes]) -> None:
-    """Add ``addrs`` to every home's genesis balances before the first start (every validator derives the same
-    genesis)."""
-    for v in net.validators:
-        path = v.home / "genesis.json"
-        g = json.loads(path.read_text())
-        for a in addrs:
-            g["balances"][to_checksum_address(a)] = str(10**24)
-        path.write_text(json.dumps(g, indent=2))
 
 
 def _sign(chain_id: str) -> list[list[bytes]]:
@@ -96,7 +84,7 @@ def _sample(text: str, name: str, **labels: str) -> float:
 def test_a_transfer_flood_to_one_validator_does_not_stall_finalization(tmp_path: Path) -> None:
     net = Testnet.create(tmp_path, n=4, block_time_ms=500, proxied=False)
     try:
-        _fund(net, [private_key_to_address(k) for k in _keys()])
+        net.fund_in_genesis([private_key_to_address(k) for k in _keys()])
         chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]
         per_sender = _sign(chain_id)
         net.start(timeout=60)
