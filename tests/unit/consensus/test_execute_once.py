@@ -12,20 +12,14 @@ import pytest
 
 from cowboy_node.chain import chain as chain_module
 from cowboy_node.chain.blockstore import TREE_PREFIX
-from cowboy_node.chain.chain import Chain, PreparedBlock
+from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus import header as header_module
-from cowboy_node.consensus.beacon import sign_beacon
-from cowboy_node.consensus.forks import Forks
-from cowboy_node.consensus.records import ConsensusRecords
-from cowboy_node.crypto import bls
-from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.records import get_account
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.tree import StateTree
-from cowboy_node.types.block import Block, Round
-from cowboy_protocol.crypto import ed25519
-from cowboy_protocol.types.transaction import Transaction
-from tests.helpers import ALICE, ALICE_SK, BOB, FEE_RECIPIENT, transfer
+from cowboy_node.types.block import Round
+from tests.helpers import ALICE, ALICE_SK, BOB, transfer
+from tests.unit.consensus.forks_harness import build_on, keep_prepared, leader_key, make_forks, seed_for
 
 
 @pytest.fixture
@@ -47,46 +41,22 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     return counts
 
 
-def _forks(new_chain: Callable[[], Chain]) -> Forks:
-    chain = new_chain()
-    return Forks(chain, ConsensusRecords(chain.store))
-
-
-def _pk(dev: DevGenesis) -> bytes:
-    return ed25519.public_key_from_seed(dev.validator_key.ed25519_seed)
-
-
-def _seed(dev: DevGenesis, view: int) -> bytes:
-    return sign_beacon(bls.secret_key_from_bytes(dev.validator_key.bls_secret), Round(0, view))
-
-
-def _build(f: Forks, dev: DevGenesis, parent: bytes, view: int, txs: list[Transaction], ts: int) -> Block:
-    seed = dev.validator_key.ed25519_seed
-    c = f.build(parent, Round(0, view), txs, timestamp_ms=ts, proposer=_pk(dev),
-                sign=lambda d: ed25519.sign(seed, d), fee_recipient=FEE_RECIPIENT, presence=lambda w: b"\x01\x00")
-    return c.prepared.block
-
-
-def _keep(p: PreparedBlock, e: BlockEnv) -> PreparedBlock:
-    return p
-
-
 def test_a_block_verified_over_an_overlay_is_committed_without_executing_it_again(
         dev_genesis: DevGenesis, new_chain: Callable[[], Chain], executions: collections.Counter[str]) -> None:
-    prod, fol = _forks(new_chain), _forks(new_chain)
+    prod, fol = make_forks(new_chain), make_forks(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    a = _build(prod, dev_genesis, prod.chain.head.hash(), 1, [transfer(ALICE_SK, 0, BOB, 3)], t0 + 1000)
-    prod.records.put_seed(Round(0, 1), _seed(dev_genesis, 1))
-    b = _build(prod, dev_genesis, a.hash(), 3, [transfer(ALICE_SK, 1, BOB, 4)], t0 + 2000)  # over A's overlay
+    a = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, [transfer(ALICE_SK, 0, BOB, 3)], t0 + 1000)
+    prod.records.put_seed(Round(0, 1), seed_for(dev_genesis, 1))
+    b = build_on(prod, dev_genesis, a.hash(), 3, [transfer(ALICE_SK, 1, BOB, 4)], t0 + 2000)  # over A's overlay
     assert executions == {"build": 2}
-    fol.verify(a, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 2000)
-    fol.verify(b, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 2000)
+    fol.verify(a, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 2000)
+    fol.verify(b, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 2000)
     assert fol.candidates[b.hash()].direct_on is None  # verified over A's overlay
     assert executions == {"build": 2, "execute": 2}
 
     for f in (prod, fol):
-        f.commit(a, seed=_seed(dev_genesis, 1), certificate=None, inspect=_keep)
-        f.commit(b, seed=_seed(dev_genesis, 3), certificate=None, inspect=_keep)
+        f.commit(a, seed=seed_for(dev_genesis, 1), certificate=None, inspect=keep_prepared)
+        f.commit(b, seed=seed_for(dev_genesis, 3), certificate=None, inspect=keep_prepared)
         # the head's tree adopted B's root, and the store holds B's state (read without any cache)
         assert f.chain.tree.root() == b.header.state_root
         assert StateTree(f.chain.store, TREE_PREFIX, cache_size=0).root() == b.header.state_root
@@ -97,22 +67,22 @@ def test_a_block_verified_over_an_overlay_is_committed_without_executing_it_agai
 
     # The next block on the new head (built through the head's tree and its cache) verifies on the follower
     # and commits: the adopted tree is the one a re-execution would have left.
-    prod.records.put_seed(Round(0, 3), _seed(dev_genesis, 3))
-    c = _build(prod, dev_genesis, b.hash(), 4, [transfer(ALICE_SK, 2, BOB, 5)], t0 + 3000)
-    fc = fol.verify(c, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 4000)
+    prod.records.put_seed(Round(0, 3), seed_for(dev_genesis, 3))
+    c = build_on(prod, dev_genesis, b.hash(), 4, [transfer(ALICE_SK, 2, BOB, 5)], t0 + 3000)
+    fc = fol.verify(c, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 4000)
     assert fc.direct_on == b.hash() and fc.prepared.result.state_root == c.header.state_root
     for f in (prod, fol):
-        f.commit(c, seed=_seed(dev_genesis, 4), certificate=None, inspect=_keep)
+        f.commit(c, seed=seed_for(dev_genesis, 4), certificate=None, inspect=keep_prepared)
         assert f.chain.tree.root() == c.header.state_root
     assert prod.chain.head.header.state_root == fol.chain.head.header.state_root
 
 
 def test_a_finalized_block_never_seen_before_is_executed_at_commit(
         dev_genesis: DevGenesis, new_chain: Callable[[], Chain], executions: collections.Counter[str]) -> None:
-    prod, other = _forks(new_chain), _forks(new_chain)
+    prod, other = make_forks(new_chain), make_forks(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    a = _build(prod, dev_genesis, prod.chain.head.hash(), 1, [transfer(ALICE_SK, 0, BOB, 3)], t0 + 1000)
-    used, _ = other.commit(a, seed=_seed(dev_genesis, 1), certificate=None, inspect=_keep)
+    a = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, [transfer(ALICE_SK, 0, BOB, 3)], t0 + 1000)
+    used, _ = other.commit(a, seed=seed_for(dev_genesis, 1), certificate=None, inspect=keep_prepared)
     assert executions == {"build": 1, "execute": 1}
     assert other.executions["commit_unverified"] == 1
     assert used.result.state_root == a.header.state_root == other.chain.tree.root()

@@ -22,7 +22,7 @@ from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_protocol.crypto.secp256k1 import N, recover_address
 from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, transfer
-from tests.unit.consensus.test_execute_once import _build, _pk, _seed
+from tests.unit.consensus.forks_harness import build_on, leader_key, seed_for
 
 
 @pytest.fixture
@@ -84,17 +84,17 @@ def test_a_follower_that_admitted_the_transactions_executes_the_block_without_re
     txs = [transfer(ALICE_SK, n, BOB, 10 + n) for n in range(4)]
     prod = _producer(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    block = _build(prod, dev_genesis, prod.chain.head.hash(), 1, txs, t0 + 1000)
+    block = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, txs, t0 + 1000)
     marked, plain = _follower(new_chain, txs), _follower(new_chain, None)
     recoveries.clear()  # the marked follower's admission recovered each once
 
-    marked.verify(block, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 1000)
+    marked.verify(block, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 1000)
     assert recoveries == []
-    plain.verify(block, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 1000)
+    plain.verify(block, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 1000)
     assert recoveries == [t.tx_hash() for t in txs]
     assert _summary(marked, block.hash()) == _summary(plain, block.hash())
     for f in (marked, plain):
-        f.commit(block, seed=_seed(dev_genesis, 1), certificate=None, inspect=lambda p, e: p)
+        f.commit(block, seed=seed_for(dev_genesis, 1), certificate=None, inspect=lambda p, e: p)
         assert f.chain.head.header.state_root == block.header.state_root
 
 
@@ -103,10 +103,10 @@ def test_a_transaction_admitted_by_another_node_only_is_still_checked(
     txs = [transfer(ALICE_SK, n, BOB, 1) for n in range(3)]
     prod = _producer(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    block = _build(prod, dev_genesis, prod.chain.head.hash(), 1, txs, t0 + 1000)
+    block = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, txs, t0 + 1000)
     f = _follower(new_chain, txs[:1])  # gossip brought only the first one here
     recoveries.clear()
-    f.verify(block, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 1000)
+    f.verify(block, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 1000)
     assert recoveries == [txs[1].tx_hash(), txs[2].tx_hash()]
 
 
@@ -116,10 +116,10 @@ def test_another_valid_signature_over_the_same_transaction_is_checked_in_full(
     twin = _resigned(admitted, _other_signature(admitted))  # same sender, nonce and payload; other bytes
     prod = _producer(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    block = _build(prod, dev_genesis, prod.chain.head.hash(), 1, [twin], t0 + 1000)
+    block = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, [twin], t0 + 1000)
     f = _follower(new_chain, [admitted])
     recoveries.clear()
-    f.verify(block, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 1000)
+    f.verify(block, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 1000)
     assert recoveries == [twin.tx_hash()]
     assert f.candidates[block.hash()].prepared.result.state_root == block.header.state_root
 
@@ -153,11 +153,11 @@ def _refused(dev_genesis: DevGenesis, new_chain: Callable[[], Chain], recoveries
     # The producer trusts its own pool's checks (signatures_checked=True): a leader that lies builds this block.
     prod = _producer(new_chain)
     t0 = prod.chain.head.header.timestamp_ms
-    block = _build(prod, dev_genesis, prod.chain.head.hash(), 1, [forged], t0 + 1000)
+    block = build_on(prod, dev_genesis, prod.chain.head.hash(), 1, [forged], t0 + 1000)
     f = _follower(new_chain, [admitted])
     recoveries.clear()
     with pytest.raises(InvalidBlock) as e:
-        f.verify(block, leader_key=_pk(dev_genesis), max_timestamp_ms=t0 + 1000)
+        f.verify(block, leader_key=leader_key(dev_genesis), max_timestamp_ms=t0 + 1000)
     assert e.value.code == "invalid_transaction" and "bad_signature" in str(e.value)
     assert recoveries == [forged.tx_hash()]
     assert block.hash() not in f.candidates and f.chain.height == 0
