@@ -32,7 +32,7 @@ from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import load_job
-from cowboy_node.execution.records import get_account
+from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transactions import check_signature, check_static
 from cowboy_node.execution.transfer_tx import decode_transfer
 from cowboy_node.state.world import WorldState

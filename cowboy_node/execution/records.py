@@ -46,15 +46,9 @@ def decode_account(raw: bytes) -> Account:
     return Account.decode(raw)
 
 
-def get_account(world: WorldState, address: bytes) -> Account:
-    """:func:`~cowboy_node.execution.system_state.get_account` with the fast decoder."""
-    raw = world.get(account_key(address))
-    return Account() if raw is None else decode_account(raw)
-
-
-def put_account(world: WorldState, address: bytes, balance: int, nonce: int) -> int:
-    """:func:`~cowboy_node.execution.system_state.put_account` of ``Account(balance, nonce)`` with the fast
-    encoder; returns the bytes written (for cell metering)."""
+def put_account_fields(world: WorldState, address: bytes, balance: int, nonce: int) -> int:
+    """Store ``Account(balance, nonce)`` without building it (a transfer's hot path; :func:`~cowboy_node.execution.
+    system_state.put_account` stores an ``Account`` through this); returns the bytes written (for cell metering)."""
     key = account_key(address)
     raw = encode_account(balance, nonce)
     world.set(key, raw)

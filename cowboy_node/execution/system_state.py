@@ -6,7 +6,7 @@ Governed configs live under the Basefee system actor's namespace, as CIP-5
 
 from __future__ import annotations
 
-from cowboy_node.execution.records import decode_account, encode_account
+from cowboy_node.execution.records import decode_account, put_account_fields
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_protocol.codec import decode, encode
@@ -55,10 +55,7 @@ def get_account(world: WorldState, address: bytes) -> Account:
 
 def put_account(world: WorldState, address: bytes, account: Account) -> int:
     """Store ``account``; returns the bytes written (for cell metering)."""
-    key = account_key(address)
-    raw = encode_account(account.balance, account.nonce)  # Account.encode's bytes, faster
-    world.set(key, raw)
-    return len(key) + len(raw)
+    return put_account_fields(world, address, account.balance, account.nonce)
 
 
 def move_balance(world: WorldState, src: bytes, dst: bytes, amount: int) -> None:

@@ -26,8 +26,9 @@ from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.presence_certificates import submit_presence_certificate
-from cowboy_node.execution.records import get_account, put_account, transfer_event_data
+from cowboy_node.execution.records import put_account_fields, transfer_event_data
 from cowboy_node.execution.runners import registry as runner_registry
+from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transfer_tx import recover_signer
 from cowboy_node.execution.validator_governance import execute_validator_approved
 from cowboy_node.execution.validator_set_activation import activate_validator_set
@@ -205,7 +206,7 @@ def execute_transaction(world: WorldState, tx: Transaction, ctx: BlockContext, *
                            cell_basefee=ctx.cell_basefee, cycle_tip=cycle_tip, cell_tip=cell_tip)
     if after is None:  # re-read: the instruction may have changed the sender's balance
         after = get_account(world, tx.sender)
-    put_account(world, tx.sender, after.balance - split.total, after.nonce + 1)
+    put_account_fields(world, tx.sender, after.balance - split.total, after.nonce + 1)
 
     ctx.cycles_used += meter.cycles_used
     ctx.cells_used += meter.cells_used
@@ -228,12 +229,12 @@ def _transfer_from(world: WorldState, tx: Transaction, sender: Account, meter: M
     if sender.balance - tx.max_fee() < ins.amount:
         raise TxFailed("insufficient_balance", "balance does not cover the amount plus the maximum fee")
     debited = sender.balance - ins.amount
-    meter.charge_cells(put_account(world, tx.sender, debited, sender.nonce))
+    meter.charge_cells(put_account_fields(world, tx.sender, debited, sender.nonce))
     recipient = get_account(world, ins.to)  # after the debit: the recipient may be the sender
     credited = recipient.balance + ins.amount
     if credited > U128_MAX:
         raise TxFailed("balance_overflow", "recipient balance would exceed u128")
-    meter.charge_cells(put_account(world, ins.to, credited, recipient.nonce))
+    meter.charge_cells(put_account_fields(world, ins.to, credited, recipient.nonce))
     events.append(Event(tx.sender, "transfer", transfer_event_data(ins.to, ins.amount)))
     return Account(credited, recipient.nonce) if ins.to == tx.sender else Account(debited, sender.nonce)
 

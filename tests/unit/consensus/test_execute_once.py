@@ -14,7 +14,7 @@ from cowboy_node.chain import chain as chain_module
 from cowboy_node.chain.blockstore import TREE_PREFIX
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus import header as header_module
-from cowboy_node.execution.records import get_account
+from cowboy_node.execution.system_state import get_account
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.tree import StateTree
 from cowboy_node.types.block import Round
