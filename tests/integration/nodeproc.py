@@ -39,17 +39,16 @@ _PORT_SPAN = 1500
 """Ports per pytest-xdist worker, from 12000 up: below Linux's ephemeral range (32768–60999 by default), so no
 outgoing connection of another test can take a port between this choice and the node's bind (port 0 is
 chosen from that range, which is how a node once failed with ``address already in use``)."""
-_next_port = 12000 + _PORT_SPAN * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0) \
-    + os.getpid() % 500
+_PORT_BASE = 12000 + _PORT_SPAN * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
+_next_port = _PORT_BASE + os.getpid() % 500
 
 
 def free_port() -> int:
     """A loopback port free for both TCP and UDP now, from this worker's own range (see ``_PORT_SPAN``)."""
     global _next_port
-    base = 12000 + _PORT_SPAN * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
     for _ in range(_PORT_SPAN):
         port = _next_port
-        _next_port = base + (_next_port + 1 - base) % _PORT_SPAN
+        _next_port = _PORT_BASE + (_next_port + 1 - _PORT_BASE) % _PORT_SPAN
         try:
             with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
                 tcp.bind(("127.0.0.1", port))
