@@ -51,7 +51,7 @@ def register(subparsers: SubParsers) -> None:
     p.add_argument("--block-time-ms", type=int, default=None)
     p.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
                    help="validator i uses BASE+10i (RPC), +1 (runner QUIC), +2 (p2p), +3 (metrics); "
-                        "0 picks free ports")
+                        "0 picks free ports below the kernel's ephemeral range (from 20000)")
     p.add_argument("--host", action="append", default=None,
                    help="address the validators listen on and dial each other at (default 127.0.0.1); give it "
                         "once for all, or once per validator in order for validators on different machines")

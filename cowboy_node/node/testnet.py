@@ -15,12 +15,14 @@ reach their operators over a secure channel.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import ipaddress
 import json
+import random
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -261,18 +263,21 @@ def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, in
              METRICS_OFFSET: socket.SOCK_STREAM}
     held: list[socket.socket] = []  # kept bound until every port is chosen, so none is handed out twice
     used: set[int] = set()
+    candidates = _candidate_ports()
     try:
         result = []
         for h in hosts:
             family = socket.AF_INET6 if ":" in h else socket.AF_INET
             ports = []
             for off in range(4):
-                for _ in range(100):
+                for _ in range(1000):
                     s = socket.socket(family, kinds[off])
                     held.append(s)
                     try:
-                        s.bind((h, 0))
+                        s.bind((h, next(candidates, 0)))
                     except OSError as e:
+                        if e.errno == errno.EADDRINUSE:
+                            continue
                         raise TestnetError(f"--base-port 0: cannot bind a free port on {h}: {e.strerror}") from None
                     port = s.getsockname()[1]
                     if port not in used:  # distinct numbers even across TCP and UDP
@@ -286,5 +291,25 @@ def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, in
     finally:
         for s in held:
             s.close()
+
+
+FREE_PORT_FLOOR = 20000
+"""``--base-port 0`` picks ports from here up to the start of the kernel's ephemeral range: a port the kernel
+hands to outgoing connections (another validator's, an RPC client's) can be taken between the choice and the
+node's bind, which once stopped a validator with ``cannot listen``."""
+
+
+def _candidate_ports() -> Iterator[int]:
+    """Ports below the ephemeral range, from a random start (so concurrent invocations rarely meet), wrapping
+    once; then none (the caller binds port 0) when that range is too small or unknown."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default start; elsewhere the range is different and only a guess
+    span = low - FREE_PORT_FLOOR
+    if span < 1000:
+        return iter(())
+    start = random.randrange(span)
+    return (FREE_PORT_FLOOR + (start + i) % span for i in range(span))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import subprocess
 import sys
@@ -13,9 +14,10 @@ import pytest
 from cowboy_node.chain.genesis import load_genesis
 from cowboy_node.consensus.beacon import verify_beacon
 from cowboy_node.crypto import bls, threshold
+from cowboy_node.node import testnet as testnet_module
 from cowboy_node.node.config import PeerAddress, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
-from cowboy_node.node.testnet import TestnetError, TestnetLayout, create_testnet
+from cowboy_node.node.testnet import FREE_PORT_FLOOR, TestnetError, TestnetLayout, create_testnet
 from cowboy_node.types.block import Round
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.keys import load_account_key
@@ -140,6 +142,31 @@ def test_free_ports_with_base_port_zero_are_distinct(tmp_path: Path) -> None:
     assert len(set(ports)) == 12 and 0 not in ports
     cfg = load_config(tmp_path / "free" / "validator-0")
     assert [p.port for p in cfg.p2p_peers] == [_port(net.validators[j].p2p_addr) for j in (1, 2)]
+
+
+def test_free_ports_stay_below_the_ephemeral_range_and_skip_ports_in_use(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    # The first 8 candidates are in use (held below): they are skipped, not an error.
+    busy = []
+    for port in range(FREE_PORT_FLOOR, FREE_PORT_FLOOR + 8):
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            s = socket.socket(socket.AF_INET, kind)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            busy.append(s)
+    monkeypatch.setattr(testnet_module.random, "randrange", lambda span: 0)
+    try:
+        net = create_testnet(tmp_path / "low", 3, base_port=0)
+    finally:
+        for s in busy:
+            s.close()
+    ports = [_port(a) for v in net.validators for a in (v.rpc_addr, v.quic_addr, v.p2p_addr, v.metrics_addr)]
+    assert len(set(ports)) == 12
+    assert all(FREE_PORT_FLOOR + 8 <= p < low for p in ports), ports
 
 
 def test_one_host_per_validator_and_ipv6(tmp_path: Path) -> None:
