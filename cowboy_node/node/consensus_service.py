@@ -90,7 +90,7 @@ from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.block import Block
+from cowboy_node.types.block import Block, BlockHeader
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.transaction import Transaction
 
@@ -514,16 +514,24 @@ class ConsensusService:
         if ok:
             self.timeline.mark(view, "voted", time.monotonic())
 
+    def _header(self, digest: bytes) -> BlockHeader | None:
+        """:meth:`Forks.header`, the committed head's taken from memory: a stored block is read back whole (every
+        transaction decoded, tens of ms for a full block), and the head is the parent asked for most views."""
+        head = self.chain.head
+        if digest == head.hash():
+            return head.header
+        return self.forks.header(digest)
+
     async def _known_header(self, digest: bytes) -> Any:
         """The header of ``digest``, fetching and verifying its body (and, recursively, unknown ancestors'
         bodies) when it is notarized but was never seen here."""
-        header = self.forks.header(digest)
+        header = self._header(digest)
         if header is not None:
             return header
         block = await self._body(digest, until_view=None)
         if block is None:
             return None
-        parent = self.forks.header(block.header.parent_hash) or await self._known_header(block.header.parent_hash)
+        parent = self._header(block.header.parent_hash) or await self._known_header(block.header.parent_hash)
         if parent is None:
             return None
         try:  # notarized by a quorum: verified without the leader check (the certificate is the proof)
@@ -681,7 +689,7 @@ class ConsensusService:
             return
         leader = engine.leader_of(view)
         if leader is None or leader != sender or leader == self.cfg.me or \
-                self.forks.header(block.header.parent_hash) is None:
+                self._header(block.header.parent_hash) is None:
             return
         for old in [w for w in self._preverified if w < engine.view]:
             self._preverified.discard(old)
