@@ -271,13 +271,23 @@ class Client:
     """Send time of each ping not answered yet (a pong later than the next ping still counts)."""
     rtts: list[float] | None = None
     """Ping → pong round trips (seconds) while measuring (``--workers`` mode)."""
+    assigned: list[tuple[bytes, int, float]] = field(default_factory=list)
+    """``(job_id, assignment_height, wall-clock time)`` of every verified assignment acked Accepted."""
 
 
-async def open_transport_client(port: int, sk: bytes) -> Client:
-    """Connect and authenticate a real RunnerSession (Hello/HelloAck bound to the TLS channel)."""
-    conn = await connect("127.0.0.1", port, idle_timeout_s=120, timeout_s=30)
-    session = RunnerSession(chain_id=CHAIN_ID, key=RunnerKey(sk), expected_validator=PubKey.validator(VSET[0]),
-                            validator_set=VSET, subset_epoch=0, channel_binding=conn.channel_binding,
+def source_address(i: int) -> str:
+    """A distinct loopback source address for runner ``i`` (127.10.x.y; all of 127.0.0.0/8 is local on Linux)."""
+    return f"127.10.{i // 250}.{i % 250 + 1}"
+
+
+async def open_transport_client(port: int, sk: bytes, chain_id: str = CHAIN_ID, vset: tuple[bytes, ...] = VSET,
+                                local_host: str | None = None) -> Client:
+    """Connect and authenticate a real RunnerSession (Hello/HelloAck bound to the TLS channel) to the validator
+    ``vset[0]`` of chain ``chain_id`` (the static server's by default; a real node's for
+    ``bench/runner_capacity_chain.py``), from ``local_host`` if given."""
+    conn = await connect("127.0.0.1", port, idle_timeout_s=120, timeout_s=30, local_host=local_host)
+    session = RunnerSession(chain_id=chain_id, key=RunnerKey(sk), expected_validator=PubKey.validator(vset[0]),
+                            validator_set=vset, subset_epoch=0, channel_binding=conn.channel_binding,
                             challenge_nonce=secrets.token_bytes(32))
     session.start(time.monotonic(), 1)
     while True:
@@ -348,6 +358,7 @@ async def reader(c: Client) -> None:
             if isinstance(frame, JobAssignment) and c.session is not None:  # the push probe: verify, ack
                 if any(isinstance(e, AssignmentReceived) for e in c.session.receive(frame, time.monotonic())):
                     c.session.ack(frame.job_id, AckStatus.accepted())
+                    c.assigned.append((frame.job_id, frame.assignment_height, time.time()))
                 for out in c.session.take_outbound():
                     c.conn.send(out)
             if isinstance(frame, HeartbeatPong):
@@ -539,27 +550,35 @@ async def run(sizes: list[int], seconds: float, warmup_s: float, pairs: int = 0)
 
 
 # --- --workers mode: several client processes, one server per K --------------------------------------------
-async def client_child(port: int, total: int, start: int, count: int) -> None:
+async def client_child(port: int, total: int, start: int, count: int, chain_id: str = CHAIN_ID,
+                       vset: tuple[bytes, ...] = VSET, distinct_sources: bool = False) -> None:
     """Client process: ``count`` runners (keys ``start..start+count`` of ``total``) pinging at 1 Hz, phases
     spread over the second across all client processes. Protocol on stdin/stdout: prints ``ready`` JSON once
-    connected; ``start`` begins the window, ``stop`` prints the window's pongs and round trips."""
+    connected; ``start`` begins the window, ``stop`` prints the window's pongs, round trips and the assignments
+    acked in it (``[job_id hex, assignment_height, wall time]``; ``bench/runner_capacity_chain.py`` uses them).
+    ``distinct_sources``: each runner from its own loopback address (:func:`source_address`), as real runners
+    come from their own hosts: a real node keeps its default per-source-IP Hello rate limit (2/s, burst 10)."""
     loop = asyncio.get_running_loop()
     sks = runner_keys(total, KEY_BASE)[start:start + count]
     clients: list[Client] = []
     tasks: list[asyncio.Task[None]] = []
     stop = asyncio.Event()
     failures = 0
+    errors: list[str] = []
     for i in range(0, count, CONNECT_BATCH):
-        got = await asyncio.gather(*[open_transport_client(port, sk) for sk in sks[i:i + CONNECT_BATCH]],
-                                   return_exceptions=True)
+        got = await asyncio.gather(*[open_transport_client(port, sk, chain_id, vset,
+                                                           source_address(start + i + j) if distinct_sources else None)
+                                     for j, sk in enumerate(sks[i:i + CONNECT_BATCH])], return_exceptions=True)
         for c in got:
             if isinstance(c, BaseException):
                 failures += 1
+                if len(errors) < 3:
+                    errors.append(repr(c)[:300])
                 continue
             clients.append(c)
             tasks.append(loop.create_task(reader(c)))
             tasks.append(loop.create_task(pinger(c, (start + len(clients) - 1) / total, stop)))
-    print(json.dumps({"held": len(clients), "connect_failures": failures}), flush=True)
+    print(json.dumps({"held": len(clients), "connect_failures": failures, "errors": errors}), flush=True)
     inp = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(inp), sys.stdin)
     pongs0 = 0
@@ -568,11 +587,14 @@ async def client_child(port: int, total: int, start: int, count: int) -> None:
             pongs0 = sum(c.pongs for c in clients)
             for c in clients:
                 c.rtts = []
+                c.assigned.clear()
         elif line == b"stop":
             rtts = [r for c in clients for r in (c.rtts or [])]
+            assigned = [[j.hex(), h, round(t, 4)] for c in clients for j, h, t in c.assigned]
             print(json.dumps({"pongs": sum(c.pongs for c in clients) - pongs0, "rtts_ms": [round(1000 * r, 3)
                                                                                          for r in rtts],
-                              "held_at_stop": sum(1 for c in clients if not c.conn.closed)}), flush=True)
+                              "held_at_stop": sum(1 for c in clients if not c.conn.closed),
+                              "assigned": assigned}), flush=True)
     stop.set()
     for c in clients:
         c.conn.abort()
@@ -703,6 +725,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--key-start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--key-count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--chain-id", default=CHAIN_ID, help=argparse.SUPPRESS)
+    parser.add_argument("--validator", help=argparse.SUPPRESS)  # hex Ed25519 key of a real node (--client)
+    parser.add_argument("--distinct-sources", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quiet_logs()
     _raise_nofile(2 * int(max(args.runners.split(","), key=int)) + 256)
@@ -717,7 +742,9 @@ def main(argv: list[str] | None = None) -> None:
             prof.dump_stats(f"{profile}-validator-{os.getpid()}.prof")
         return
     if args.client is not None:
-        asyncio.run(client_child(args.client, int(args.runners), args.key_start, args.key_count))
+        vset = (bytes.fromhex(args.validator.removeprefix("0x")),) if args.validator else VSET
+        asyncio.run(client_child(args.client, int(args.runners), args.key_start, args.key_count, args.chain_id,
+                                 vset, args.distinct_sources))
         return
     if args.workers is not None:
         ks = args.workers.split(",")
