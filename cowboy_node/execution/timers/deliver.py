@@ -41,6 +41,7 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
+from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import encode_u128
 from cowboy_protocol.types.params import TimerConfig
 
@@ -309,12 +310,27 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
     first_left: tuple[int, int] | None = None
     accounts = AccountCache()
     start = store.get_cursor(world)
-    for height, seq, timer_id in store.iter_index(world, start):
+    # The iterator yields the index as it was when the scan began; a handler may since have removed or rewritten
+    # an entry further on (cancel, extend). Every write of a height-index key is logged in ``world.watch_log``
+    # (store.py), so an entry whose key was logged after the scan began is read again from the world.
+    log = world.watch_log
+    seen = len(log)
+    touched: set[bytes] = set()
+    for key, raw in store.iter_entries(world, start):
+        height, seq = store.split_height_key(key)
         if height > current:
             break
-        timer = store.get_timer(world, timer_id)
-        if timer is None or timer.seq != seq:
-            continue  # removed earlier in this block (e.g. cancelled by a handler)
+        if len(log) != seen:
+            touched.update(log[seen:])
+            seen = len(log)
+        if key in touched:
+            now = world.get(key)
+            if now is None:
+                continue  # removed earlier in this block (e.g. cancelled by a handler)
+            raw = now
+        timer = Timer.decode(raw)
+        if timer.height != height or timer.seq != seq:
+            raise DecodeError("timer record is not at its (height, seq) key", field="timer_index")
         cost = max_cost(timer, cfg, ctx)
         available = 0
         if current <= timer.expires_at:
@@ -324,7 +340,8 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
                     deferred = True
                     first_left = first_left or (height, seq)
                     break
-                store.remove_timer(world, timer)
+                store.remove_indexed(world, timer)
+                seen = len(log)  # this removal: the scan has passed that key
                 removed_any = True
                 fired += 1
                 lane_used += _fire(world, ctx, cfg, timer, cost, run_handler, events, accounts)
@@ -334,7 +351,8 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
             first_left = first_left or (height, seq)
             continue
         gc_used += GC_CYCLES_PER_TIMER
-        store.remove_timer(world, timer)
+        store.remove_indexed(world, timer)
+        seen = len(log)
         removed_any = True
         if current > timer.expires_at:
             expired += 1

@@ -156,21 +156,21 @@ def insert(world: WorldState, policy: TimerPolicy, height: int, batch: list[Cand
 
 
 def collect_due(world: WorldState, height: int) -> list[Candidate]:
-    """Move up to :data:`MAX_INTAKE_PER_BLOCK` due height timers out of the height index (records stay)."""
+    """Move up to :data:`MAX_INTAKE_PER_BLOCK` due height timers out of the height index; their records move to
+    ``timer/g/<timer_id>`` (``store.park``) until materialised or cancelled."""
     out: list[Candidate] = []
     start = store.get_cursor(world)
     left: tuple[int, int] | None = None
-    for h, seq, timer_id in store.iter_index(world, start):
+    for key, raw in store.iter_entries(world, start):  # no handler runs here: the entries read are current
+        h, seq = store.split_height_key(key)
         if h > height:
             break
         if len(out) >= MAX_INTAKE_PER_BLOCK:
             left = (h, seq)
             break
-        timer = store.get_timer(world, timer_id)
-        world.delete(store.height_key(h, seq))
-        if timer is None or timer.seq != seq:
-            continue
-        out.append(Candidate(KIND_HEIGHT, timer_id, timer.actor_address, timer.height))
+        timer = store.decode_entry(key, raw)
+        store.park(world, timer, raw)
+        out.append(Candidate(KIND_HEIGHT, timer.timer_id, timer.actor_address, timer.height))
     if out:
         cursor = left or (height + 1, 0)
         if cursor != start:
@@ -180,7 +180,7 @@ def collect_due(world: WorldState, height: int) -> list[Candidate]:
 
 def _drop_height_record(world: WorldState, timer: Timer) -> None:
     """Remove a timer whose index entry already left for the Globalbox: record, actor index, live count."""
-    world.delete(store.record_key(timer.timer_id))
+    world.delete(store.parked_key(timer.timer_id))
     world.delete(store.actor_key(timer.actor_address, timer.timer_id))
     meta = store.get_meta(world, timer.actor_address)
     world.set(store.meta_key(timer.actor_address),

@@ -136,7 +136,7 @@ def roll_forward(world: WorldState, height: int, fired: list[Timer]) -> int:
     rolled = 0
     for t in fired:
         spec = get_interval(world, t.timer_id)
-        if spec is None or store.get_timer(world, t.timer_id) is not None:
+        if spec is None or store.has_timer(world, t.timer_id):
             continue  # cancelled meanwhile, or already pending again
         nxt = Timer(actor_address=t.actor_address, height=height + spec.every_blocks, payload=spec.payload,
                     timer_id=t.timer_id, handler=spec.handler, fee_payer=t.fee_payer,

@@ -2,7 +2,7 @@
 
 * ``Timer.decode`` walks the one canonical record layout by hand and hands anything else to the strict
   decoder: for every input its result (value or error) must be the strict decoder's.
-* The height index's id read, the per-actor counter cache, DeliverTimers' fee-payer account cache and
+* The per-actor counter cache, DeliverTimers' fee-payer account cache and
   the actor-record cache of a run only skip decoding bytes already decoded; a value changed behind
   them (by a handler, an upgrade) must be seen.
 """
@@ -121,33 +121,6 @@ def test_bounds_are_the_strict_paths() -> None:
         assert out == strict(raw) and isinstance(out, tuple) and out[0] is DecodeError
     top = Timer(ADDR, (1 << 64) - 1, b"", TID, "", PAYER, (1 << 64) - 1, (1 << 64) - 1, (1 << 64) - 1)
     assert Timer.decode(top.encode()) == top
-
-
-# -- height index id ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("value", [
-    bytes.fromhex("5820") + TID,              # 32 bytes, the usual id
-    bytes.fromhex("41aa"),                   # 1 byte (head in the initial byte)
-    bytes.fromhex("5818") + bytes(24),       # 24 bytes: the shortest 1-byte length head
-    bytes.fromhex("5817") + bytes(23),       # 23 bytes with a 1-byte head: non-shortest
-    bytes.fromhex("590100") + bytes(256),    # 256 bytes: the longest id
-    bytes.fromhex("590101") + bytes(257),    # 257 bytes: too long
-    bytes.fromhex("5820") + TID[:31],        # truncated
-    bytes.fromhex("5820") + TID + b"\x00",   # trailing byte
-    bytes.fromhex("7820") + TID,             # text, not bytes
-])
-def test_index_entry_id_is_read_as_the_strict_path(value: bytes) -> None:
-    def read(reader: object) -> object:
-        try:
-            return reader(value)  # type: ignore[operator]
-        except (CodecError, DecodeError) as e:
-            return (type(e), str(e))
-
-    def plain(v: bytes) -> bytes:
-        from cowboy_protocol.types.fields import expect_bytes
-        return expect_bytes(decode(v), "timer_index.timer_id", max_len=256)
-
-    assert read(store._index_timer_id) == read(plain)
 
 
 # -- per-actor counters -----------------------------------------------------------------------------

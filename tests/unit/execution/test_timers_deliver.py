@@ -17,6 +17,7 @@ from cowboy_node.execution.timers import (
     Timer,
     cancel_timer,
     deliver_timers,
+    extend_timer,
     schedule_timer,
     store,
 )
@@ -311,6 +312,56 @@ def test_handler_cancelling_a_later_due_timer_prevents_its_fire() -> None:
     assert run.ids == [a, c] and report.fired == 2
 
 
+@pytest.mark.parametrize("committed", [True, False])
+def test_handler_cancel_of_a_later_due_timer_is_seen_whether_or_not_the_index_was_committed(committed: bool) -> None:
+    # The scan's iterator holds the index as it was when the scan began (committed entries and pending ones); the
+    # cancelled entry must not fire in either part.
+    world = setup_world()
+    a, b, c = (sched(world, payload=bytes([i])) for i in range(3))
+    if committed:
+        commit(world)
+
+    def cancel_b(w: WorldState, t: Timer, m: Meter) -> None:
+        if t.timer_id == a:
+            assert cancel_timer(w, dctx(), m, actor=ACTOR, timer_id=b)
+
+    run = Runner(action=cancel_b)
+    assert deliver_timers(world, dctx(), run).fired == 2 and run.ids == [a, c]
+    assert store.get_timer(world, b) is None
+
+
+def test_a_cancel_by_a_failed_handler_is_reverted_and_the_timer_still_fires() -> None:
+    world = setup_world()
+    a, b = sched(world, payload=b"a"), sched(world, payload=b"b")
+    commit(world)
+
+    def cancel_b(w: WorldState, t: Timer, m: Meter) -> None:
+        if t.timer_id == a:
+            assert cancel_timer(w, dctx(), m, actor=ACTOR, timer_id=b)
+
+    run = Runner(ok=False, error="boom", action=cancel_b)  # every fire fails: its writes are reverted
+    assert deliver_timers(world, dctx(), run).fired == 2 and run.ids == [a, b]
+
+
+def test_a_later_due_timer_extended_by_a_handler_fires_with_its_new_expiry() -> None:
+    # b is due at H but expires at H - 3: left alone it is removed as expired. a's handler extends it first, which
+    # rewrites b's record in its height-index entry after the scan's iterator read it: the scan must use the new
+    # record (b fires) and not the one its iterator holds (b would expire).
+    world = setup_world()
+    a = sched(world, payload=b"a", now=H - 10)
+    b = sched(world, payload=b"b", now=H - 10, expires_at=H - 3)
+    commit(world)
+
+    def extend_b(w: WorldState, t: Timer, m: Meter) -> None:
+        if t.timer_id == a:
+            extend_timer(w, dctx(), m, actor=ACTOR, timer_id=b, new_expires_at=H + 5)
+
+    run = Runner(action=extend_b)
+    report = deliver_timers(world, dctx(), run)
+    assert (report.fired, report.expired) == (2, 0) and run.ids == [a, b]
+    assert run.calls[1].expires_at == H + 5
+
+
 def test_timer_config_is_read_once_per_delivery() -> None:
     world = setup_world()
     sched(world, payload=b"a"), sched(world, payload=b"b")
@@ -482,10 +533,10 @@ def test_delivery_reads_do_not_depend_on_timers_stored_at_other_heights(others: 
     world = WorldState(st, world.tree, data_prefix=b"s/")
     st.reads = 0
     assert deliver_timers(world, dctx(), Runner()).fired == 20
-    # 2 per fire (index entry, record) + the first future index entry + config + cursor + the fee payer's
-    # account once (read for the classification and handed to the pre-charge; pending afterwards) + the
-    # actor's meta once (pending afterwards)
-    assert st.reads == 2 * 20 + 1 + 1 + 1 + 1 + 1
+    # 1 per fire (the index entry, which holds the record: no read by id) + the first future index entry +
+    # config + cursor + the fee payer's account once (read for the classification and handed to the
+    # pre-charge; pending afterwards) + the actor's meta once (pending afterwards)
+    assert st.reads == 20 + 1 + 1 + 1 + 1 + 1
 
 
 # -- storm -------------------------------------------------------------------------------------------------------

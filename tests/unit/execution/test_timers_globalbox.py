@@ -80,3 +80,27 @@ def test_cancelled_timer_is_dropped_and_expired_one_emits_timer_expired() -> Non
     assert store.get_timer(world, keep) is None and store.get_meta(world, ACTOR).live == 0
     assert list(globalbox.queue(world)) == []
     del old
+
+
+def test_collected_timers_leave_the_height_index_for_timer_g_and_stay_readable_by_id() -> None:
+    world = make_world()
+    p = TimerPolicy(mode=MODE_GLOBALBOX)
+    tid = schedule_timer(world, make_ctx(1), big_meter(), actor=ACTOR, tx_sender=ACTOR, height=5,
+                         handler="handle_timer", payload=b"k")
+    t = store.get_timer(world, tid)
+    assert t is not None
+    before = world.changes()
+    assert before[b"timer/h/" + bytes.fromhex("0000000000000005" "0000000000000000")] == t.encode()
+    assert globalbox.collect_due(world, 5) == [Candidate(globalbox.KIND_HEIGHT, tid, ACTOR, 5)]
+    after = world.changes()
+    # the entry and the pointer are gone (deleted); the record, byte for byte, is at timer/g/<id>
+    assert after[b"timer/h/" + bytes.fromhex("0000000000000005" "0000000000000000")] is None
+    assert after[b"timer/t/" + tid] is None
+    assert after[b"timer/g/" + tid] == t.encode()
+    assert store.get_timer(world, tid) == t and store.has_timer(world, tid)
+    assert store.actor_timers(world, ACTOR) == [(tid, 5)] and store.get_meta(world, ACTOR).live == 1
+    store.remove_timer(world, t)  # a cancel while queued removes the parked record
+    assert world.get(b"timer/g/" + tid) is None and store.get_timer(world, tid) is None
+    assert store.actor_timers(world, ACTOR) == [] and store.get_meta(world, ACTOR).live == 0
+    globalbox.insert(world, p, 5, [Candidate(globalbox.KIND_HEIGHT, tid, ACTOR, 5)])
+    assert globalbox.materialize(world, make_ctx(6), p, []).cancelled == 1

@@ -204,13 +204,14 @@ def test_schedule_charges_200_cycles_and_the_bytes_it_writes() -> None:
     sched(world, meter, height=12, payload=b"p")
     # Bytes written (docs/timers.md §2/§6), for payload b"p", handler "handle_timer", height 12, seq 0,
     # gas 550000, expires_at 10 + 2592000 = 2592010 (0x278d0a):
-    #   record  key 8+32=40, value a9|00 54+20|01 0c|02 41 70|03 58 20+32|04 6c+12|05 54+20|
-    #           06 1a+4|07 1a+4|08 00 = 1+22+2+3+35+14+22+6+6+2 = 113              -> 153
-    #   height  key 8+8+8=24, value 58 20+32 = 34                                   ->  58
-    #   actor   key 8+20+32=60, value 0c = 1                                        ->  61
-    #   meta    key 8+20=28, value a2 00 01 01 01 = 5                               ->  33
-    #   seq     key 9, value 01 = 1                                                 ->  10
-    assert (meter.cycles_used, meter.cells_used) == (200, 153 + 58 + 61 + 33 + 10)
+    #   height  key 8+8+8=24, value the record a9|00 54+20|01 0c|02 41 70|03 58 20+32|04 6c+12|05 54+20|
+    #           06 1a+4|07 1a+4|08 00 = 1+22+2+3+35+14+22+6+6+2 = 113                 -> 137
+    #   pointer key 8+32=40, value height 8 BE + seq 8 BE = 16                          ->  56
+    #   actor   key 8+20+32=60, value 0c = 1                                          ->  61
+    #   meta    key 8+20=28, value a2 00 01 01 01 = 5                                 ->  33
+    #   seq     key 9, value 01 = 1                                                   ->  10
+    # (before the S16 layout the record sat at timer/t/<id> and the entry held the id: 153 + 58 + 61 + 33 + 10)
+    assert (meter.cycles_used, meter.cells_used) == (200, 137 + 56 + 61 + 33 + 10)
 
 
 def test_a_rejected_schedule_still_costs_its_200_cycles() -> None:
@@ -227,7 +228,7 @@ def test_out_of_cycles_or_cells_writes_nothing() -> None:
         sched(world, Meter(199, 10**9))
     assert e.value.code == "out_of_cycles" and world.changes() == {}
     with pytest.raises(TxFailed) as e:
-        sched(world, Meter(10**9, 314))  # needs 315 cells (see the test above)
+        sched(world, Meter(10**9, 296))  # needs 297 cells (see the test above)
     assert e.value.code == "out_of_cells" and world.changes() == {}
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pytest
+
 from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import set_timer_config
@@ -12,6 +14,7 @@ from cowboy_node.execution.timers.model import Timer
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
+from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
 
 ACTOR = bytes([0xA1]) * 20
@@ -72,6 +75,8 @@ def sched(world: WorldState, at: int, height: int, payload: bytes = b"", actor: 
 def test_key_layout_is_the_documented_one() -> None:
     tid = bytes([0x22]) * 32
     assert store.record_key(tid) == b"timer/t/" + tid
+    assert store.parked_key(tid) == b"timer/g/" + tid
+    assert store.pointer(258, 7) == bytes.fromhex("0000000000000102" "0000000000000007")
     assert store.height_key(258, 7) == b"timer/h/" + bytes.fromhex("0000000000000102") + bytes.fromhex(
         "0000000000000007")
     assert store.actor_key(ACTOR, tid) == b"timer/a/" + ACTOR + tid
@@ -92,15 +97,65 @@ def test_state_encodings_golden_bytes() -> None:
 def test_schedule_writes_exactly_the_documented_entries() -> None:
     world = make_world()
     tid = sched(world, 10, 12, b"p")
-    t = store.get_timer(world, tid)
-    assert t is not None and t.seq == 0 and t.height == 12
+    # The record, by hand from docs/timers.md §3 (map of 9, keys 0..8): actor, height 12, payload "p", the id,
+    # "handle_timer", fee payer = the actor, gas = max_cycles_per_fire 550,000 (0x086470), expires_at = 10 +
+    # max_ttl_blocks 2,592,000 = 2,592,010 (0x278d0a), seq 0.
+    record = (bytes.fromhex("a9" "0054") + ACTOR + bytes.fromhex("010c" "024170" "035820") + tid
+              + bytes.fromhex("046c") + b"handle_timer" + bytes.fromhex("0554") + ACTOR
+              + bytes.fromhex("061a00086470" "071a00278d0a" "0800"))
     assert world.changes() == {
         b"timer/a/" + ACTOR + tid: bytes([12]),                          # CBOR uint 12
-        b"timer/h/" + (12).to_bytes(8, "big") + (0).to_bytes(8, "big"): b"\x58\x20" + tid,  # CBOR bytes(32)
+        # the height-index entry holds the record (layout of S16, issue 20 item 4)
+        b"timer/h/" + bytes.fromhex("000000000000000c" "0000000000000000"): record,
         b"timer/m/" + ACTOR: bytes.fromhex("a2" "0001" "0101"),          # live 1, next_nonce 1
         b"timer/seq": bytes([1]),
-        b"timer/t/" + tid: t.encode(),
+        # the id's pointer: the 16 bytes after timer/h/ in the entry's key (height 12, seq 0), raw
+        b"timer/t/" + tid: bytes.fromhex("000000000000000c" "0000000000000000"),
     }
+    t = store.get_timer(world, tid)
+    assert t is not None and t.seq == 0 and t.height == 12 and t.encode() == record
+
+
+def test_schedule_charges_the_cells_it_stores() -> None:
+    world = make_world()
+    meter = big_meter()
+    schedule_timer(world, make_ctx(10), meter, actor=ACTOR, tx_sender=SENDER, height=12, handler="handle_timer",
+                   payload=b"p")
+    # len(key) + len(value) of each write (docs/timers.md §2): the entry, key 8 + 16, value the record of the test
+    # above (map head 1, then per field key byte + item: 22, 2, 3, 35, 14, 22, 6, 6, 2); the pointer, key 8 + 32,
+    # value 16; the actor index 8 + 20 + 32 and 1; the counters 8 + 20 and 5; the sequence 9 and 1
+    record_len = 1 + 22 + 2 + 3 + 35 + 14 + 22 + 6 + 6 + 2
+    assert meter.cells_used == (24 + record_len) + (40 + 16) + (60 + 1) + (28 + 5) + (9 + 1)
+
+
+def test_lookups_by_id_read_the_pointer_then_the_entry() -> None:
+    st = CountingStore()
+    world = make_world(st)
+    tid = sched(world, 10, 12, b"p")
+    commit(world)
+    world = make_world(st)
+    st.reads = 0
+    t = store.get_timer(world, tid)
+    assert t is not None and t.timer_id == tid and st.reads == 2
+    assert store.has_timer(world, tid) and not store.has_timer(world, bytes(32))
+
+
+def test_a_malformed_pointer_or_a_dangling_one_is_a_decode_error() -> None:
+    world = make_world()
+    tid = sched(world, 10, 12, b"p")
+    world.set(store.record_key(tid), bytes(15))
+    with pytest.raises(DecodeError):
+        store.get_timer(world, tid)
+    world.set(store.record_key(tid), store.pointer(12, 1))  # no entry at (12, 1)
+    with pytest.raises(DecodeError):
+        store.get_timer(world, tid)
+    world.set(store.record_key(tid), store.pointer(12, 0))
+    t = store.get_timer(world, tid)
+    assert t is not None
+    world.set(store.height_key(12, 5), t.encode())  # a record under another (height, seq) than its own
+    world.set(store.record_key(tid), store.pointer(12, 5))
+    with pytest.raises(DecodeError):
+        store.get_timer(world, tid)
 
 
 def test_get_timer_rejects_ids_no_timer_can_have() -> None:
