@@ -41,7 +41,7 @@ from cowboy_protocol.types.fields import ADDRESS_LEN, expect_map, expect_uint
 
 PREFIX = b"timer/"
 """Namespace of all timer state."""
-RECORD_PREFIX = b"timer/t/"
+POINTER_PREFIX = b"timer/t/"
 """``timer/t/<timer_id>`` -> pointer: ``<height 8 BE><seq 8 BE>``, the suffix of the timer's height-index key."""
 HEIGHT_PREFIX = b"timer/h/"
 """``timer/h/<height 8 BE><seq 8 BE>`` -> Timer record (canonical CBOR)."""
@@ -64,12 +64,12 @@ Write = tuple[bytes, bytes]
 """A pending ``(key, value)`` write; its cell cost is ``len(key) + len(value)``."""
 
 
-def record_key(timer_id: bytes) -> bytes:
+def pointer_key(timer_id: bytes) -> bytes:
     """State key of a timer's pointer (its id -> its height-index entry)."""
-    return RECORD_PREFIX + timer_id
+    return POINTER_PREFIX + timer_id
 
 
-def pointer(height: int, seq: int) -> bytes:
+def pointer_value(height: int, seq: int) -> bytes:
     """Pointer value of the timer at ``(height, seq)``: the 16 bytes after :data:`HEIGHT_PREFIX` in its key."""
     return height.to_bytes(8, "big") + seq.to_bytes(8, "big")
 
@@ -118,7 +118,7 @@ class ActorTimerMeta:
 
 def _index_key_of(world: WorldState, timer_id: bytes) -> bytes | None:
     """The height-index key the pointer of ``timer_id`` names, or None (no pointer)."""
-    ptr = world.get(RECORD_PREFIX + timer_id)
+    ptr = world.get(POINTER_PREFIX + timer_id)
     if ptr is None:
         return None
     if len(ptr) != POINTER_LEN:
@@ -282,7 +282,7 @@ def insert_writes(timer: Timer, meta: ActorTimerMeta) -> list[Write]:
         raise ValueError("actor_address must be 20 bytes")
     return [
         (height_key(timer.height, timer.seq), timer.encode()),
-        (record_key(timer.timer_id), pointer(timer.height, timer.seq)),
+        (pointer_key(timer.timer_id), pointer_value(timer.height, timer.seq)),
         (actor_key(timer.actor_address, timer.timer_id), encode(timer.height)),
         (meta_key(timer.actor_address), ActorTimerMeta(meta.live + 1, meta.next_nonce + 1).encode()),
         (KEY_SEQ, encode(timer.seq + 1)),
@@ -318,7 +318,7 @@ def remove_indexed(world: WorldState, timer: Timer) -> None:
     """Delete a live timer known to be in the height index (what the delivery scan read): entry, pointer,
     actor-index entry, and one from its live count."""
     world.delete(height_key(timer.height, timer.seq))
-    world.delete(RECORD_PREFIX + timer.timer_id)
+    world.delete(POINTER_PREFIX + timer.timer_id)
     _remove_rest(world, timer)
 
 
@@ -326,7 +326,7 @@ def park(world: WorldState, timer: Timer, raw: bytes) -> None:
     """Move an indexed timer's record (its stored bytes ``raw``) out of the height index for the Globalbox:
     entry and pointer deleted, record at :func:`parked_key`; its actor index and live count are unchanged."""
     world.delete(height_key(timer.height, timer.seq))
-    world.delete(RECORD_PREFIX + timer.timer_id)
+    world.delete(POINTER_PREFIX + timer.timer_id)
     world.set(PARKED_PREFIX + timer.timer_id, raw)
 
 

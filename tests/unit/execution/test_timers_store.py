@@ -74,9 +74,9 @@ def sched(world: WorldState, at: int, height: int, payload: bytes = b"", actor: 
 
 def test_key_layout_is_the_documented_one() -> None:
     tid = bytes([0x22]) * 32
-    assert store.record_key(tid) == b"timer/t/" + tid
+    assert store.pointer_key(tid) == b"timer/t/" + tid
     assert store.parked_key(tid) == b"timer/g/" + tid
-    assert store.pointer(258, 7) == bytes.fromhex("0000000000000102" "0000000000000007")
+    assert store.pointer_value(258, 7) == bytes.fromhex("0000000000000102" "0000000000000007")
     assert store.height_key(258, 7) == b"timer/h/" + bytes.fromhex("0000000000000102") + bytes.fromhex(
         "0000000000000007")
     assert store.actor_key(ACTOR, tid) == b"timer/a/" + ACTOR + tid
@@ -143,17 +143,17 @@ def test_lookups_by_id_read_the_pointer_then_the_entry() -> None:
 def test_a_malformed_pointer_or_a_dangling_one_is_a_decode_error() -> None:
     world = make_world()
     tid = sched(world, 10, 12, b"p")
-    world.set(store.record_key(tid), bytes(15))
+    world.set(store.pointer_key(tid), bytes(15))
     with pytest.raises(DecodeError):
         store.get_timer(world, tid)
-    world.set(store.record_key(tid), store.pointer(12, 1))  # no entry at (12, 1)
+    world.set(store.pointer_key(tid), store.pointer_value(12, 1))  # no entry at (12, 1)
     with pytest.raises(DecodeError):
         store.get_timer(world, tid)
-    world.set(store.record_key(tid), store.pointer(12, 0))
+    world.set(store.pointer_key(tid), store.pointer_value(12, 0))
     t = store.get_timer(world, tid)
     assert t is not None
     world.set(store.height_key(12, 5), t.encode())  # a record under another (height, seq) than its own
-    world.set(store.record_key(tid), store.pointer(12, 5))
+    world.set(store.pointer_key(tid), store.pointer_value(12, 5))
     with pytest.raises(DecodeError):
         store.get_timer(world, tid)
 
