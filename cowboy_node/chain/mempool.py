@@ -133,6 +133,8 @@ class MempoolConfig:
 class _Entry:
     tx: Transaction
     hash: bytes
+    body: bytes
+    """``tx.body()``, the key of the body index."""
     size: int
     arrival: int
     time: float | None
@@ -181,6 +183,8 @@ class Mempool:
         self._recently_evicted: OrderedDict[bytes, str] = OrderedDict()
         """The last :data:`EVICTED_MEMORY` transactions the pool dropped on its own: hash -> reason."""
         self._by_hash: dict[bytes, _Entry] = {}
+        self._by_body: dict[bytes, _Entry] = {}
+        """The same entries keyed by their transaction's full signed body (:meth:`by_body`)."""
         self._senders: dict[bytes, _Sender] = {}
         self._ready: dict[bytes, _Sender] = {}
         """Senders with at least one pending transaction."""
@@ -223,6 +227,12 @@ class Mempool:
     def get(self, tx_hash: bytes) -> Transaction | None:
         """The pooled transaction with this hash, if any."""
         e = self._by_hash.get(tx_hash)
+        return None if e is None else e.tx
+
+    def by_body(self, body: bytes) -> Transaction | None:
+        """The pooled transaction whose full signed body is exactly ``body``, if any: a follower decoding the
+        leader's block takes it instead of decoding those bytes again (``chain/block_decode.py``)."""
+        e = self._by_body.get(body)
         return None if e is None else e.tx
 
     def is_queued(self, tx_hash: bytes) -> bool | None:
@@ -282,7 +292,8 @@ class Mempool:
         if nonce > an + cfg.max_nonce_gap:
             raise MempoolError("nonce_gap_too_large", f"nonce {nonce} is more than {cfg.max_nonce_gap} "
                                f"ahead of the account nonce {an}", field="nonce")
-        size = len(tx.body())
+        body = tx.body()
+        size = len(body)
         if size > cfg.max_bytes:
             raise MempoolError("tx_too_large", f"body of {size} bytes exceeds the pool's {cfg.max_bytes} bytes")
         old: _Entry | None = None
@@ -333,7 +344,7 @@ class Mempool:
                 self._note_evicted(dropped.hash, "stale")
         self._recently_evicted.pop(h, None)  # admitted (again): no longer "evicted"
         self._arrivals += 1
-        e = _Entry(tx, h, size, self._arrivals, self._now)
+        e = _Entry(tx, h, body, size, self._arrivals, self._now)
         if old is not None:
             self._replace(old, e)
         else:
@@ -635,6 +646,7 @@ class Mempool:
         n = e.tx.nonce
         s.by_nonce[n] = e
         self._by_hash[e.hash] = e
+        self._by_body[e.body] = e
         self._bytes += e.size
         nonces = s.nonces
         if not nonces or n > nonces[-1]:
@@ -660,7 +672,9 @@ class Mempool:
         tail = self._tail(s)
         s.by_nonce[e.tx.nonce] = e
         del self._by_hash[old.hash]
+        del self._by_body[old.body]
         self._by_hash[e.hash] = e
+        self._by_body[e.body] = e
         self._bytes += e.size - old.size
         if old.queued:
             e.queued = True
@@ -677,6 +691,7 @@ class Mempool:
         del s.nonces[:k]
         for e in dropped:
             del self._by_hash[e.hash]
+            del self._by_body[e.body]
             self._bytes -= e.size
             if e.queued:
                 self._queued -= 1
@@ -697,6 +712,7 @@ class Mempool:
         del nonces[i]
         del s.by_nonce[n]
         del self._by_hash[e.hash]
+        del self._by_body[e.body]
         self._bytes -= e.size
         if e.queued:
             self._queued -= 1

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cowboy_node.chain.block_decode import KnownTransaction, decode_block
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.evidence import Evidence, EvidenceStore
 from cowboy_node.consensus.forks import Candidate, Forks
@@ -198,6 +199,9 @@ class ConsensusService:
         self._own_blocks: set[bytes] = set()
         self._preverified: set[int] = set()
         """Views whose leader's block started executing when its body arrived (:meth:`_maybe_preverify`)."""
+        self.known_transaction: KnownTransaction | None = None
+        """Transactions already decoded here, by full signed body (the node's ``Mempool.by_body``): a block body
+        received from a peer reuses them instead of decoding them again (``chain/block_decode.py``)."""
         self._build_s: dict[bytes, float] = {}
         self._observed: dict[bytes, StepTimer] = {}
         self._proposed_at: dict[int, float] = {}
@@ -672,7 +676,8 @@ class ConsensusService:
         self._act(self.engine.receive(sender, msg, self._now()))
 
     def _on_block(self, sender: int, payload: bytes) -> None:
-        block = Block.decode(payload)
+        known = self.known_transaction
+        block = Block.decode(payload) if known is None else decode_block(payload, known)
         self._remember_body(block)
         self._maybe_preverify(sender, block)
 

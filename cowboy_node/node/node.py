@@ -156,6 +156,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.proposal_budget = ProposalBudget(self.consensus.cfg.delta_ms / 2000)
         """Caps our proposals' candidates so a build takes about Δ/2 (a flood must not make views time out)."""
         self.consensus.on_built = self.proposal_budget.observe
+        self.consensus.known_transaction = mempool.by_body  # a leader's block reuses our pool's decoded txs
         self.quic_advertise: str | None = None
         """Our runner-facing QUIC endpoint (set at start-up when the transport runs)."""
         self.rpc_advertise = ""

@@ -448,6 +448,9 @@ def _check(p: Mempool, ref: _Reference, nonces: dict[bytes, int]) -> None:
     assert set(p._by_hash) == set(ref.txs)
     assert len(p) == len(pooled) == sum(len(s.by_nonce) for s in p._senders.values())
     assert p.size_bytes == sum(len(t.body()) for t in pooled if t is not None)
+    # The body index (block decoding reuses pooled transactions) holds exactly the pooled ones.
+    assert set(p._by_body) == {t.body() for t in pooled if t is not None}
+    assert all(p.by_body(t.body()) is t for t in pooled if t is not None)
     assert len(p) <= cfg.max_txs and p.size_bytes <= cfg.max_bytes
     queued = ref.queued(ref.txs, nonces)
     assert {h for h in p._by_hash if p.is_queued(h)} == queued
