@@ -22,9 +22,10 @@ them to each other. Measured:
   the p50 over views of ms after the leader started building, for the leader and the median follower; block
   executions by kind summed over the validators (a block executed once per validator shows ``build`` + ``verify``
   = 4 × blocks and no ``commit_unverified``);
-- CPU: each validator's utime + stime over the run (``/proc``), CPU-seconds per second, and CPU-µs per included
-  transfer per validator (everything the process did: consensus, RPC, gossip, admission, execution, commit, and
-  answering this bench's ``/status`` polls).
+- CPU: each validator's utime + stime over the run (``/proc``), its signature-pool worker processes included
+  (``--net-workers``; also reported apart), CPU-seconds per second, and CPU-µs per included transfer per validator
+  (everything the process did: consensus, RPC, gossip, admission, execution, commit, and answering this bench's
+  ``/status`` polls).
 
 Loads (``--loads``): ``idle`` (no transfers, ``--idle-s`` of blocks), a paced rate (e.g. ``200``: that many
 transfers/s offered for ``--paced-s``), ``max`` (``--net-txs`` as fast as the client lanes go). ``net_pyspy`` (a
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -211,16 +213,35 @@ def _timelines(net: Testnet, executions: dict[str, int]) -> dict[str, Any]:
     return {"executions": dict(sorted(executions.items())), "views": used, "critical_path_p50_ms": path}
 
 
-def _cpu_seconds(net: Testnet) -> list[float]:
-    """utime + stime of each validator process so far (``/proc/<pid>/stat``; 0 when unreadable)."""
+def _proc_cpu(pid: int, tick: int) -> tuple[float, list[int]]:
+    """utime + stime + cutime + cstime of ``pid`` (its waited-for children included) and its live children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children += [int(c) for c in (task / "children").read_text().split()]
+    return sum(int(f) for f in fields[11:15]) / tick, children
+
+
+def _cpu_seconds(net: Testnet) -> list[tuple[float, float]]:
+    """Per validator, (CPU seconds of its own process, CPU seconds of its descendants: signature-pool workers,
+    ``[mempool] admission_workers``) so far, from ``/proc``; (0, 0) when unreadable. A worker that exits is
+    counted in its parent's cutime once waited for."""
     tick = os.sysconf("SC_CLK_TCK")
-    out = []
+    out: list[tuple[float, float]] = []
     for v in net.validators:
         try:
-            fields = Path(f"/proc/{v.proc.pid}/stat").read_text().rsplit(")", 1)[1].split() if v.proc else []
-            out.append((int(fields[11]) + int(fields[12])) / tick)
+            own, todo = _proc_cpu(v.proc.pid, tick) if v.proc else (0.0, [])
+            desc = 0.0
+            while todo:
+                pid = todo.pop()
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    cpu, more = _proc_cpu(pid, tick)
+                    desc += cpu
+                    todo += more
+            out.append((own, desc))
         except (OSError, IndexError, ValueError):
-            out.append(0.0)
+            out.append((0.0, 0.0))
     return out
 
 
@@ -319,8 +340,10 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             rep["goal_p50_250ms_met"] = (rep["proposal_to_finalization_p50_ms"] or 1e9) <= 250
             for spy in spies:
                 spy.wait(timeout=120)
-            cpu = [b - a for a, b in zip(cpu0, _cpu_seconds(net), strict=True)]
+            pairs = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(cpu0, _cpu_seconds(net), strict=True)]
+            cpu = [own + workers for own, workers in pairs]
             rep["validator_cpu_s"] = [round(c, 2) for c in cpu]
+            rep["validator_workers_cpu_s"] = [round(w, 2) for _, w in pairs]
             rep["cpu_s_per_s"] = round(sum(cpu) / max(end - t0, 1e-9), 2)
             if included:  # every validator admits (or receives), executes and commits every transfer
                 rep["validator_cpu_us_per_transfer"] = round(1e6 * sum(cpu) / len(cpu) / included, 1)
