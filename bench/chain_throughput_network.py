@@ -245,6 +245,21 @@ def _cpu_seconds(net: Testnet) -> list[tuple[float, float]]:
     return out
 
 
+def _warm_workers(urls: list[str]) -> None:
+    """Start every validator's signature-pool workers before the measured window: they start on the first
+    submission and spend about a CPU-second importing the node's modules, which is not a per-transfer cost. One
+    malformed submission each goes through the pool and is refused (``malformed``, nothing pooled)."""
+    for url in urls:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request("POST", "/submit", body=b"\x00\x00\x00\x01\xff",
+                         headers={"Content-Type": "application/octet-stream"})
+            conn.getresponse().read()
+        finally:
+            conn.close()
+
+
 def _start_pyspy(net: Testnet, args: argparse.Namespace) -> list[subprocess.Popen[bytes]]:
     """With ``net_pyspy`` = (py-spy binary, output directory, seconds): sample every validator (all threads,
     idle time excluded) for that long from the start of the load; one speedscope file per validator."""
@@ -294,6 +309,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             conn0 = Conn(urls[0].removeprefix("http://"))
             start_height = int(conn0.json("/status")["height"])
             deadline = time.monotonic() + args.net_timeout
+            if args.net_workers:
+                _warm_workers(urls)
             spies = _start_pyspy(net, args)
             cpu0 = _cpu_seconds(net)
             t0 = time.time()
