@@ -59,6 +59,7 @@ import secrets
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,6 +274,8 @@ class Client:
     """Ping → pong round trips (seconds) while measuring (``--workers`` mode)."""
     assigned: list[tuple[bytes, int, float]] = field(default_factory=list)
     """``(job_id, assignment_height, wall-clock time)`` of every verified assignment acked Accepted."""
+    closed_reason: str | None = None
+    """Why the connection ended (the reader's ConnectionClosed), None while open."""
 
 
 def source_address(i: int) -> str:
@@ -348,6 +351,8 @@ async def pinger(c: Client, phase: float, stop: asyncio.Event, active: asyncio.E
         send_ping(c, nonce)
         nonce += 1
         next_at += 1.0
+        if next_at <= time.monotonic():  # a starved client skips the slots it missed: no catch-up burst, which
+            next_at += 1.0 * int(time.monotonic() - next_at + 1)  # the validator's ping-rate bucket would refuse
 
 
 async def reader(c: Client) -> None:
@@ -366,7 +371,8 @@ async def reader(c: Client) -> None:
                 sent = c.sent_at.pop(frame.nonce_echo, None)
                 if c.rtts is not None and sent is not None:
                     c.rtts.append(time.monotonic() - sent)
-    except ConnectionClosed:
+    except ConnectionClosed as e:
+        c.closed_reason = str(e)[:120]
         return
 
 
@@ -594,6 +600,8 @@ async def client_child(port: int, total: int, start: int, count: int, chain_id: 
             print(json.dumps({"pongs": sum(c.pongs for c in clients) - pongs0, "rtts_ms": [round(1000 * r, 3)
                                                                                          for r in rtts],
                               "held_at_stop": sum(1 for c in clients if not c.conn.closed),
+                              "close_reasons": dict(Counter(c.closed_reason for c in clients
+                                                            if c.closed_reason is not None).most_common(5)),
                               "assigned": assigned}), flush=True)
     stop.set()
     for c in clients:

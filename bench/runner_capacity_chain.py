@@ -27,7 +27,9 @@ Reported per window: block interval p50/p99/max from consecutive block header ti
 p99 / target with ``met`` (goal ≤ 1.2×); validator process CPU (utime + stime from /proc, core share) and RSS,
 the same for its child processes (the QUIC workers; K = 1 has none); and for the loaded window heartbeats
 answered (count and share of held runners × window seconds at 1 Hz), heartbeat round trip p50/p99 as the clients
-see it, CPU and RSS per 1,000 runners, ratios loaded / idle, and push latency two ways:
+see it, CPU and RSS per 1,000 runners, ratios loaded / idle, the client processes' core shares (are they
+keeping up?), the machine-wide count of UDP datagrams dropped for a full receive buffer (``RcvbufErrors``: other
+work on the machine counts too), why connections closed, and push latency two ways:
 
 * ``node``: the node's own ``cowboy_push_latency_seconds`` histogram (assignment block commit → JobAck{Accepted}
   received, ``TransportService``), scraped from ``/metrics`` before and after the window. It has buckets only
@@ -89,6 +91,9 @@ from cowboy_protocol.types.transaction import Transaction
 from tests.e2e.netproc import Testnet
 
 RUNNER_CAPACITY = Path(__file__).resolve().parent / "runner_capacity.py"
+STOP_LINE_LIMIT = 2**28
+"""Longest line read from a client process: its ``stop`` report lists every round trip of the window (about 8 bytes
+each: 5,000 runners for 300 s are 12 MB)."""
 GOAL_P99_RATIO = 1.2
 """Block interval p99 / target goal (issue 20 item 3)."""
 HEARTBEAT_TIMEOUT_BLOCKS = 100_000
@@ -107,6 +112,17 @@ def _proc_stat(pid: int) -> tuple[float, float] | None:
         return None
     cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return cpu, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def udp_rcvbuf_errors() -> int | None:
+    """Machine-wide UDP datagrams dropped for a full receive buffer (``RcvbufErrors`` of /proc/net/snmp)."""
+    try:
+        lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Udp:")]
+    except OSError:
+        return None
+    if len(lines) < 2 or "RcvbufErrors" not in lines[0]:
+        return None
+    return int(lines[1][lines[0].index("RcvbufErrors")])
 
 
 def _children(pid: int) -> list[int]:
@@ -136,10 +152,15 @@ class CpuWindow:
         self.pid = pid
         self.t0 = 0.0
         self.cpu0: dict[int, float] = {}
+        self.clients: list[int] = []
+        """Client process pids (their CPU is reported apart: are the clients keeping up?)."""
+        self.drops0: int | None = None
 
     def start(self) -> None:
         self.t0 = time.monotonic()
-        self.cpu0 = {p: s[0] for p in [self.pid, *_children(self.pid)] if (s := _proc_stat(p)) is not None}
+        self.drops0 = udp_rcvbuf_errors()
+        self.cpu0 = {p: s[0] for p in [self.pid, *_children(self.pid), *self.clients]
+                     if (s := _proc_stat(p)) is not None}
 
     def stop(self) -> dict[str, Any]:
         wall = time.monotonic() - self.t0
@@ -151,11 +172,16 @@ class CpuWindow:
         v_cpu, v_rss = cpu[self.pid], now[self.pid][1]
         w_cpu = [round(cpu[p], 3) for p in kids if p in now]
         w_rss = [round(now[p][1], 1) for p in kids if p in now]
+        c_cpu = [(_proc_stat(p) or (self.cpu0.get(p, 0.0), 0.0))[0] - self.cpu0.get(p, 0.0) for p in self.clients]
+        drops1 = udp_rcvbuf_errors()
         return {"wall_s": round(wall, 2), "validator_cpu_s": round(v_cpu, 3),
                 "validator_core_share": round(v_cpu / wall, 3), "validator_rss_mib": round(v_rss, 1),
                 "workers": len(w_cpu), "workers_cpu_s": w_cpu, "workers_core_share": round(sum(w_cpu) / wall, 3),
                 "workers_rss_mib": w_rss, "total_core_share": round((v_cpu + sum(w_cpu)) / wall, 3),
-                "total_rss_mib": round(v_rss + sum(w_rss), 1)}
+                "total_rss_mib": round(v_rss + sum(w_rss), 1),
+                "client_procs_core_shares": [round(c / wall, 3) for c in c_cpu],
+                "udp_rcvbuf_drops_machine_wide": None if drops1 is None or self.drops0 is None
+                else drops1 - self.drops0}
 
 
 def _q(xs: Sequence[float], q: float) -> float | None:
@@ -318,7 +344,7 @@ class Clients:
                     sys.executable, str(RUNNER_CAPACITY), "--client", str(port), "--runners", str(n),
                     "--key-start", str(start), "--key-count", str(count), "--chain-id", chain_id,
                     "--validator", validator, "--distinct-sources", stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE))
+                    stdout=asyncio.subprocess.PIPE, limit=STOP_LINE_LIMIT))
         ready = [await self._line(c, timeout_s) for c in self.procs]
         return {"held": sum(r["held"] for r in ready), "connect_failures": sum(r["connect_failures"] for r in ready),
                 "connect_errors": [e for r in ready for e in r.get("errors", [])][:3],
@@ -346,12 +372,15 @@ class Clients:
         for c in self.procs:
             if c.stdin is not None and not c.stdin.is_closing():
                 c.stdin.close()  # EOF: the client aborts its connections and exits
-        for c in self.procs:
-            try:
-                await asyncio.wait_for(c.wait(), 15)
-            except TimeoutError:
-                c.kill()
-                await c.wait()
+        deadline = time.monotonic() + 15
+        for c in self.procs:  # bounded: a process that has not exited by the deadline is killed by its pid
+            while c.returncode is None and _proc_stat(c.pid) is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            if c.returncode is None and _proc_stat(c.pid) is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(c.wait(), 5)
 
 
 async def submit_jobs(rpc: Rpc, chain_id: str, faucet_sk: bytes, nonce: int, rate: float, seconds: float,
@@ -386,6 +415,14 @@ def _per_1000(loaded: dict[str, Any], idle: dict[str, Any], runners: int) -> dic
             "total_core_share": round(loaded["total_core_share"] / k, 3),
             "total_core_share_above_idle": round((loaded["total_core_share"] - idle["total_core_share"]) / k, 3),
             "rss_above_idle_mib": round((loaded["total_rss_mib"] - idle["total_rss_mib"]) / k, 1)}
+
+
+def _merge(counts: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return out
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -434,6 +471,7 @@ async def run(args: argparse.Namespace, tmp: Path, started: list[Testnet]) -> di
 
             connected = await clients.start(quic_port, chain_id, v.public_key, args.runners, args.client_procs,
                                             args.connect_timeout_s)
+            cpu.clients = [c.pid for c in clients.procs]
             await asyncio.sleep(args.warmup_s)
             nonce = int((await rpc.get(f"/account/0x{faucet.hex()}"))["next_pending_nonce"])
             submitted: list[bytes] = []
@@ -473,6 +511,7 @@ async def run(args: argparse.Namespace, tmp: Path, started: list[Testnet]) -> di
             "per_1000_runners": _per_1000(lu, iu, held),
             "heartbeats": pongs, "heartbeats_answered_share": round(pongs / max(1.0, held * wall), 3),
             "held_at_stop": sum(g["held_at_stop"] for g in got),
+            "close_reasons": _merge([g.get("close_reasons", {}) for g in got]),
             "rtt_ms_p50": _q(rtts, 0.5), "rtt_ms_p99": _q(rtts, 0.99),
             "jobs_submitted": len(submitted), "jobs_refused": len(refused), "refusals": refused[:3],
             "jobs_pushed_and_acked": len(sub_ids & acked_ids), "acks": len(assigned),
@@ -526,7 +565,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--jobs-per-s", type=float, default=1.0, help="JobSubmit rate in the loaded window")
     p.add_argument("--http-concurrency", type=int, default=16, help="concurrent /submit requests at registration")
     p.add_argument("--register-timeout-s", type=float, default=600.0)
-    p.add_argument("--connect-timeout-s", type=float, default=600.0)
+    p.add_argument("--connect-timeout-s", type=float, default=300.0)
+    p.add_argument("--keep", action="store_true", help="keep the node's home (its node.log) and print where")
     p.add_argument("--max-wall-s", type=float, default=0.0, help="whole-run bound (0: derived from the others)")
     args = p.parse_args(argv)
     args.loadavg = [round(x, 2) for x in os.getloadavg()]
@@ -539,7 +579,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out = asyncio.run(asyncio.wait_for(run(args, tmp, started), bound))
     finally:
         _cleanup(started)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"node home kept in {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out, indent=2), flush=True)
     return out
 
