@@ -14,10 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.types.block import ED25519_SIG_LEN, Block, BlockHeader
-from cowboy_protocol.codec import CodecError, decode
-from cowboy_protocol.types.errors import DecodeError
-from cowboy_protocol.types.fields import expect_bytes, expect_map
+from cowboy_node.types.block import Block
 from cowboy_protocol.types.transaction import Transaction
 
 __all__ = ["KnownTransaction", "decode_block"]
@@ -30,21 +27,4 @@ KnownTransaction = Callable[[bytes], Transaction | None]
 def decode_block(raw: bytes, known: KnownTransaction, *, max_tx_bytes: int = 1 << 20) -> Block:
     """``Block.decode(raw, max_tx_bytes=max_tx_bytes)``, taking the transactions ``known`` holds instead of
     decoding their bodies (see the module docstring)."""
-    try:
-        value = decode(raw)
-    except CodecError as e:
-        raise DecodeError(f"block is not canonical CBOR: {e}") from e
-    m = expect_map(value, frozenset({0, 1, 2}), "block")
-    header = BlockHeader.from_cbor(m[0])
-    if not isinstance(m[1], list):
-        raise DecodeError("block.transactions: expected an array", field="transactions")
-    txs = []
-    for item in m[1]:
-        body = expect_bytes(item, "block.tx", max_len=max_tx_bytes)
-        tx = known(body)
-        # The identity check is the guarantee, not an assumption about ``known``: reused only for these bytes.
-        txs.append(tx if tx is not None and tx.body() == body else Transaction.from_body(body))
-    sig = expect_bytes(m[2], "block.signature")
-    if len(sig) not in (0, ED25519_SIG_LEN):
-        raise DecodeError("block.signature: expected 64 bytes", field="signature")
-    return Block(header, tuple(txs), sig)
+    return Block.decode(raw, max_tx_bytes=max_tx_bytes, known=known)

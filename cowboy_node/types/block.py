@@ -15,6 +15,7 @@ Header map (deterministic CBOR, every field covered by the block digest):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +181,16 @@ class BlockHeader:
         }
 
 
+def _transaction(body: bytes, known: Callable[[bytes], Transaction | None] | None) -> Transaction:
+    """The transaction of one block element: ``known``'s for exactly these bytes, else decoded."""
+    if known is not None:
+        tx = known(body)
+        # The identity check is the guarantee, not an assumption about ``known``: reused only for these bytes.
+        if tx is not None and tx.body() == body:
+            return tx
+    return Transaction.from_body(body)
+
+
 @dataclass(frozen=True, slots=True)
 class Block:
     """A header, its transactions and the proposer's finalizing signature."""
@@ -201,8 +212,14 @@ class Block:
         return encode({0: self.header.to_cbor(), 1: [t.body() for t in self.transactions], 2: self.signature})
 
     @classmethod
-    def decode(cls, raw: bytes, *, max_tx_bytes: int = 1 << 20) -> Block:
-        """Strict decode of canonical block bytes."""
+    def decode(cls, raw: bytes, *, max_tx_bytes: int = 1 << 20,
+               known: Callable[[bytes], Transaction | None] | None = None) -> Block:
+        """Strict decode of canonical block bytes.
+
+        ``known`` (optional) returns a transaction already decoded from exactly the given body bytes, or None;
+        such a transaction is used instead of decoding those bytes again (``chain/block_decode.py`` says why
+        the result is equal). It is used only if its own ``body()`` is byte for byte that element.
+        """
         try:
             value = decode(raw)
         except CodecError as e:
@@ -211,7 +228,7 @@ class Block:
         header = BlockHeader.from_cbor(m[0])
         if not isinstance(m[1], list):
             raise DecodeError("block.transactions: expected an array", field="transactions")
-        txs = tuple(Transaction.from_body(expect_bytes(b, "block.tx", max_len=max_tx_bytes)) for b in m[1])
+        txs = tuple(_transaction(expect_bytes(b, "block.tx", max_len=max_tx_bytes), known) for b in m[1])
         sig = expect_bytes(m[2], "block.signature")
         if len(sig) not in (0, ED25519_SIG_LEN):
             raise DecodeError("block.signature: expected 64 bytes", field="signature")
