@@ -60,6 +60,7 @@ CIP-11 HelloAck, bound to the channel binding exposed here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -132,6 +133,11 @@ MAX_STATELESS_RESET_BYTES = 64
 SERVER_CID_LENGTH = 16
 """Length of the connection ids the server issues: 12 random bytes then a 4-byte tag (:func:`issue_cid`)."""
 CID_TAG_BYTES = 4
+SERVER_UDP_RCVBUF = 4 * 1024 * 1024
+"""Receive buffer asked for a server's UDP socket. The kernel default (≈ 208 KiB) overflows when a few thousand
+runners' heartbeats arrive while the event loop is busy: the dropped datagrams come back as retransmission
+bursts that trip the validator's ping-rate limit (1,000–2,000 runners in ``bench/runner_capacity_chain.py``).
+The kernel caps it at ``net.core.rmem_max``; a refusal leaves the default."""
 CID_TAG_DOMAIN = b"cowboy-quic-cid-v1"
 
 
@@ -564,10 +570,14 @@ async def start_server(
     config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], idle_timeout=limits.idle_timeout_s)
     config.certificate, config.private_key = load_certificate(certificate_pem, private_key_pem)
     loop = asyncio.get_running_loop()
-    _, server = await loop.create_datagram_endpoint(
+    transport, server = await loop.create_datagram_endpoint(
         lambda: QuicFrameServer(configuration=config, limits=limits, handler_factory=handler_factory,
                                 reset_secret=reset_secret),
         local_addr=(host, port))
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SERVER_UDP_RCVBUF)
     return server
 
 

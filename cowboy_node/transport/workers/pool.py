@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.relay import RelayChannel
-from cowboy_protocol.transport.quic import ConnectionHandler, FrameConnection
+from cowboy_protocol.transport.quic import SERVER_UDP_RCVBUF, ConnectionHandler, FrameConnection
 from cowboy_protocol.transport.quic_limits import ServerLimits, ServerStats
 
 log = logging.getLogger("cowboy.transport.workers")
@@ -48,8 +48,9 @@ STABLE_AFTER_S = 10.0
 """A worker that lived this long restarts after the base back-off again."""
 STOP_GRACE_S = 2.0
 """How long :meth:`WorkerPool.close` waits for a worker to exit before SIGKILL."""
-UDP_RCVBUF = 4 * 1024 * 1024
-"""Receive buffer asked for each worker socket (datagrams wait there while a worker restarts)."""
+UDP_RCVBUF = SERVER_UDP_RCVBUF
+"""Receive buffer asked for each worker socket (the in-process server's; datagrams also wait there while a worker
+restarts)."""
 
 
 class PoolMetrics(Protocol):

@@ -16,6 +16,7 @@ import pytest
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import MAX_FRAME_BYTES, Frame, Goodbye, JobProgress, JobResult
 from cowboy_protocol.transport.quic import (
+    SERVER_UDP_RCVBUF,
     ClientConnection,
     ConnectionClosed,
     FrameConnection,
@@ -525,5 +526,31 @@ async def test_a_reply_carries_the_ack_of_the_frame_it_answers(piggyback: bool,
             assert received >= exchanges + 1  # at least one lone ACK (usually one per exchange)
         client.close()
         await bounded(client.wait_closed())
+    finally:
+        server.close()
+
+
+def _rmem_max() -> int | None:
+    try:
+        with open("/proc/sys/net/core/rmem_max") as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+async def test_the_server_socket_asks_for_a_receive_buffer_above_the_kernel_default() -> None:
+    """A burst of runners' heartbeats must wait in the socket, not be dropped (``SERVER_UDP_RCVBUF``): the server
+    gets a larger receive buffer than a fresh UDP socket, up to what the kernel allows."""
+    rmem_max = _rmem_max()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as plain:
+        default = plain.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    if rmem_max is None or rmem_max * 2 <= default:
+        pytest.skip(f"net.core.rmem_max ({rmem_max}) leaves no room above the default receive buffer ({default})")
+    server = await serve(Hub())
+    try:
+        sock = server._transport.get_extra_info("socket")  # the bound UDP socket
+        got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        # Linux doubles the asked value for its bookkeeping and caps the ask at rmem_max.
+        assert got == 2 * min(SERVER_UDP_RCVBUF, rmem_max) and got > default
     finally:
         server.close()
