@@ -110,6 +110,7 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/heartbeat_cost.py
 	$(VPY) bench/runner_capacity.py --pairs 4
 	$(VPY) bench/runner_capacity.py --workers 1,1w,2 --runners 300 --client-procs 2
+	$(VPY) bench/runner_capacity_chain.py --runners 300 --workers 2 --seconds 60
 	$(VPY) bench/consensus.py
 	$(VPY) bench/sdk_continuations.py
 	$(VPY) bench/sdk_loop_continuations.py
