@@ -40,6 +40,9 @@ EOB_STEP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 """Seconds spent in one End-of-Block step (most steps take well under a millisecond)."""
 SELECTION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1)
 """Seconds of one committee selection (goal: ≤ 2 ms for M = 1 over 5,000 eligible runners)."""
+PUSH_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""Seconds from an assignment's block commit to the runner's JobAck (goal: ≤ 5 ms; the buckets below it tell a
+healthy push from one at the edge)."""
 MEMPOOL_FULL_LOG_INTERVAL_S = 5.0
 """At most one "mempool full" log line per this many seconds (:meth:`NodeMetrics.mempool_refused_full`)."""
 
@@ -247,7 +250,7 @@ class NodeMetrics:
                                      namespace=ns, registry=r)
         self.push_latency_seconds = Histogram(
             "push_latency_seconds", "Assignment block commit to the runner's JobAck{Accepted}.", namespace=ns,
-            registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+            registry=r, buckets=PUSH_LATENCY_BUCKETS)
         self.presence_certificates = Counter(
             "presence_certificates", "CIP-11 Mode A SubmitPresenceCertificate transactions in committed blocks, by "
             "outcome: accepted, or the refusal code (mode_a_disabled, too_few_receipts, duplicate_receipt, "

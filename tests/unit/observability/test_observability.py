@@ -72,6 +72,17 @@ def test_block_interval_buckets_are_centred_on_one_second() -> None:
     assert ("cowboy_txs_per_block_bucket", (("le", "0.0"),)) in samples
 
 
+
+def test_push_latency_resolves_below_the_five_millisecond_goal() -> None:
+    """Issue 20 item 6 keeps a push ≤ 5 ms: a 2 ms push must be told apart from a 4.9 ms one."""
+    m = NodeMetrics()
+    m.push_latency(0.002)
+    m.push_latency(0.0049)
+    samples = _samples(m.exposition()[0].decode())
+    assert samples[("cowboy_push_latency_seconds_bucket", (("le", "0.001"),))] == 0
+    assert samples[("cowboy_push_latency_seconds_bucket", (("le", "0.0025"),))] == 1
+    assert samples[("cowboy_push_latency_seconds_bucket", (("le", "0.005"),))] == 2
+
 def test_two_node_metrics_instances_do_not_share_or_pollute_registries() -> None:
     a, b = NodeMetrics(), NodeMetrics()
     a.height.set(10)
