@@ -78,7 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 
 from bench.bench_harness import CAPS_EXAMPLE, CELLS_LIMIT, CYCLES_LIMIT, JOB_EXAMPLE, STAKE, runner_keys
-from bench.runner_capacity import KEY_BASE
+from bench.runner_capacity import KEY_BASE, _raise_nofile
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.types.instructions import Instruction
@@ -585,15 +585,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out, indent=2), flush=True)
     return out
-
-
-def _raise_nofile(want: int) -> None:
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, max(soft, want))
-    if want > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 if __name__ == "__main__":
