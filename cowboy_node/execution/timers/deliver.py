@@ -41,7 +41,6 @@ from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import encode_u128
 from cowboy_protocol.types.params import TimerConfig
 
@@ -328,9 +327,7 @@ def deliver_timers(world: WorldState, ctx: BlockContext, run_handler: RunHandler
             if now is None:
                 continue  # removed earlier in this block (e.g. cancelled by a handler)
             raw = now
-        timer = Timer.decode(raw)
-        if timer.height != height or timer.seq != seq:
-            raise DecodeError("timer record is not at its (height, seq) key", field="timer_index")
+        timer = store.decode_entry(key, raw)
         cost = max_cost(timer, cfg, ctx)
         available = 0
         if current <= timer.expires_at:

@@ -227,7 +227,8 @@ def set_cursor(world: WorldState, height: int, seq: int) -> None:
     world.set(KEY_CURSOR, encode({0: height, 1: seq}))
 
 
-def _split_height_key(key: bytes) -> tuple[int, int]:
+def split_height_key(key: bytes) -> tuple[int, int]:
+    """``(height, seq)`` of a height-index key."""
     off = len(HEIGHT_PREFIX)
     return int.from_bytes(key[off:off + 8], "big"), int.from_bytes(key[off + 8:off + 16], "big")
 
@@ -242,15 +243,10 @@ def iter_entries(world: WorldState, start: tuple[int, int] = (0, 0)) -> Iterator
     return world.iterate(HEIGHT_PREFIX, start=height_key(*start))
 
 
-def split_height_key(key: bytes) -> tuple[int, int]:
-    """``(height, seq)`` of a height-index key."""
-    return _split_height_key(key)
-
-
 def iter_index(world: WorldState, start: tuple[int, int] = (0, 0)) -> Iterator[tuple[int, int, Timer]]:
     """``(height, seq, timer)`` of height-index entries from ``start`` on, ascending (lazy, as :func:`iter_entries`)."""
     for key, raw in iter_entries(world, start):
-        height, seq = _split_height_key(key)
+        height, seq = split_height_key(key)
         yield height, seq, decode_entry(key, raw)
 
 
