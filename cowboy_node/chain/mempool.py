@@ -231,7 +231,7 @@ class Mempool:
 
     def by_body(self, body: bytes) -> Transaction | None:
         """The pooled transaction whose full signed body is exactly ``body``, if any: a follower decoding the
-        leader's block takes it instead of decoding those bytes again (``chain/block_decode.py``)."""
+        leader's block takes it instead of decoding those bytes again (``Block.decode``)."""
         e = self._by_body.get(body)
         return None if e is None else e.tx
 

@@ -35,7 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cowboy_node.chain.block_decode import KnownTransaction, decode_block
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.evidence import Evidence, EvidenceStore
 from cowboy_node.consensus.forks import Candidate, Forks
@@ -91,7 +90,7 @@ from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
-from cowboy_node.types.block import Block, BlockHeader
+from cowboy_node.types.block import Block, BlockHeader, KnownTransaction
 from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.transaction import Transaction
 
@@ -201,7 +200,7 @@ class ConsensusService:
         """Views whose leader's block started executing when its body arrived (:meth:`_maybe_preverify`)."""
         self.known_transaction: KnownTransaction | None = None
         """Transactions already decoded here, by full signed body (the node's ``Mempool.by_body``): a block body
-        received from a peer reuses them instead of decoding them again (``chain/block_decode.py``)."""
+        received from a peer reuses them instead of decoding them again (``Block.decode``)."""
         self._build_s: dict[bytes, float] = {}
         self._observed: dict[bytes, StepTimer] = {}
         self._proposed_at: dict[int, float] = {}
@@ -676,8 +675,7 @@ class ConsensusService:
         self._act(self.engine.receive(sender, msg, self._now()))
 
     def _on_block(self, sender: int, payload: bytes) -> None:
-        known = self.known_transaction
-        block = Block.decode(payload) if known is None else decode_block(payload, known)
+        block = Block.decode(payload, known=self.known_transaction)
         self._remember_body(block)
         self._maybe_preverify(sender, block)
 

@@ -181,7 +181,12 @@ class BlockHeader:
         }
 
 
-def _transaction(body: bytes, known: Callable[[bytes], Transaction | None] | None) -> Transaction:
+KnownTransaction = Callable[[bytes], Transaction | None]
+"""A transaction already decoded here whose full signed body is exactly the given bytes, or None
+(``Mempool.by_body``; see :meth:`Block.decode`)."""
+
+
+def _transaction(body: bytes, known: KnownTransaction | None) -> Transaction:
     """The transaction of one block element: ``known``'s for exactly these bytes, else decoded."""
     if known is not None:
         tx = known(body)
@@ -213,12 +218,16 @@ class Block:
 
     @classmethod
     def decode(cls, raw: bytes, *, max_tx_bytes: int = 1 << 20,
-               known: Callable[[bytes], Transaction | None] | None = None) -> Block:
+               known: KnownTransaction | None = None) -> Block:
         """Strict decode of canonical block bytes.
 
         ``known`` (optional) returns a transaction already decoded from exactly the given body bytes, or None;
-        such a transaction is used instead of decoding those bytes again (``chain/block_decode.py`` says why
-        the result is equal). It is used only if its own ``body()`` is byte for byte that element.
+        such a transaction is used instead of decoding those bytes again, and only if its own ``body()`` is byte
+        for byte that element. A follower passes its pool's (``Mempool.by_body``): its admission decoded the
+        leader's transactions when they arrived by gossip or RPC (≈ 15 µs for a transfer). The block is equal
+        either way: canonical decoding maps one byte string to one transaction, and the pooled one was decoded
+        from exactly these bytes; a body ``known`` does not return is decoded, and a malformed one raises what
+        it raises without ``known``.
         """
         try:
             value = decode(raw)

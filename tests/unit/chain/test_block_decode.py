@@ -1,5 +1,5 @@
 """A follower's decoding of the leader's block reuses its pool's decoded transactions, and is otherwise
-``Block.decode``: an equal block, the same error for bad bytes (``chain/block_decode.py``)."""
+``Block.decode``: an equal block, the same error for bad bytes (``Block.decode(known=...)``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_node.chain.block_decode import decode_block
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.consensus.forks import Forks
@@ -70,7 +69,7 @@ def test_equal_to_block_decode_and_pooled_transactions_are_not_decoded_again(
     pool = _pool_of(txs[:pooled])
     expected = Block.decode(raw)
     calls = _count_from_body(monkeypatch)
-    got = decode_block(raw, pool.by_body)
+    got = Block.decode(raw, known=pool.by_body)
     assert got == expected and got.hash() == expected.hash() and got.encode() == raw
     assert calls == [t.body() for t in txs[pooled:]]  # only the bodies the pool does not hold
     for i, t in enumerate(got.transactions):
@@ -80,7 +79,7 @@ def test_equal_to_block_decode_and_pooled_transactions_are_not_decoded_again(
 def test_a_known_transaction_with_other_bytes_is_not_used(raw_block: tuple[bytes, list[Transaction]]) -> None:
     raw, txs = raw_block
     wrong = replace(txs[1], _body=None)  # equal fields, but bound to another transaction's bytes below
-    got = decode_block(raw, lambda body: wrong if body == txs[0].body() else None)
+    got = Block.decode(raw, known=lambda body: wrong if body == txs[0].body() else None)
     assert got == Block.decode(raw) and got.transactions[0] == txs[0] and got.transactions[0] is not wrong
 
 
@@ -106,7 +105,7 @@ def test_bad_bytes_raise_what_block_decode_raises(raw_block: tuple[bytes, list[T
         with pytest.raises(DecodeError) as want:
             Block.decode(bad)
         with pytest.raises(DecodeError) as got:
-            decode_block(bad, pool.by_body)
+            Block.decode(bad, known=pool.by_body)
         assert (got.value.code, str(got.value), got.value.field) == (want.value.code, str(want.value),
                                                                       want.value.field)
 
@@ -117,7 +116,7 @@ def test_the_size_limit_applies_to_pooled_bodies_too(raw_block: tuple[bytes, lis
     with pytest.raises(DecodeError) as want:
         Block.decode(raw, max_tx_bytes=limit)
     with pytest.raises(DecodeError) as got:
-        decode_block(raw, _pool_of(txs).by_body, max_tx_bytes=limit)
+        Block.decode(raw, known=_pool_of(txs).by_body, max_tx_bytes=limit)
     assert str(got.value) == str(want.value)
 
 
