@@ -133,12 +133,12 @@ MAX_STATELESS_RESET_BYTES = 64
 SERVER_CID_LENGTH = 16
 """Length of the connection ids the server issues: 12 random bytes then a 4-byte tag (:func:`issue_cid`)."""
 CID_TAG_BYTES = 4
-SERVER_UDP_RCVBUF = 4 * 1024 * 1024
-"""Receive buffer asked for a server's UDP socket. The kernel default (≈ 208 KiB) overflows when a few thousand
-runners' heartbeats arrive while the event loop is busy: the dropped datagrams come back as retransmission
-bursts that trip the validator's ping-rate limit (1,000–2,000 runners in ``bench/runner_capacity_chain.py``).
-The kernel caps it at ``net.core.rmem_max``; a refusal leaves the default."""
 CID_TAG_DOMAIN = b"cowboy-quic-cid-v1"
+SERVER_UDP_RCVBUF = 4 * 1024 * 1024
+"""Receive buffer asked for a server's UDP socket (in-process and each worker's). With the kernel default
+(≈ 208 KiB) datagrams were dropped whenever the event loop fell behind 1,000 runners' heartbeats
+(``bench/runner_capacity_chain.py``; docs/performance.md "The in-process receive buffer"), and lost pings come
+back as retransmission bursts. The kernel caps it at ``net.core.rmem_max``; a refusal leaves the default."""
 
 
 def _cid_tag(secret: bytes, nonce: bytes) -> bytes:

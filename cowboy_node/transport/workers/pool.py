@@ -48,9 +48,6 @@ STABLE_AFTER_S = 10.0
 """A worker that lived this long restarts after the base back-off again."""
 STOP_GRACE_S = 2.0
 """How long :meth:`WorkerPool.close` waits for a worker to exit before SIGKILL."""
-UDP_RCVBUF = SERVER_UDP_RCVBUF
-"""Receive buffer asked for each worker socket (the in-process server's; datagrams also wait there while a worker
-restarts)."""
 
 
 class PoolMetrics(Protocol):
@@ -105,8 +102,8 @@ def bind_group(host: str, port: int, n: int) -> list[socket.socket]:
             s = socket.socket(family, socket.SOCK_DGRAM)
             socks.append(s)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            with contextlib.suppress(OSError):
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
+            with contextlib.suppress(OSError):  # the buffer also holds datagrams while a worker restarts
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SERVER_UDP_RCVBUF)
             s.bind((host, port))
             port = s.getsockname()[1]
             s.setblocking(False)
