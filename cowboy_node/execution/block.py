@@ -209,10 +209,11 @@ def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,
     txs = list(transactions)
     if len(txs) > ctx.limits.max_block_txs:
         raise InvalidBlock("too_many_txs", f"block has {len(txs)} transactions, limit {ctx.limits.max_block_txs}")
-    # Hashed once: the lookups and the tx root use the same hashes.
-    tx_hashes = None if signature_checked is None else [t.tx_hash() for t in txs]
-    checked = [False] * len(txs) if tx_hashes is None or signature_checked is None else \
-        [signature_checked(h) for h in tx_hashes]
+    tx_hashes: list[bytes] | None = None
+    checked = [False] * len(txs)
+    if signature_checked is not None:  # hashed once: the lookups and the tx root use the same hashes
+        tx_hashes = [t.tx_hash() for t in txs]
+        checked = [signature_checked(h) for h in tx_hashes]
     receipts: list[Receipt] = []
     for i, tx in enumerate(txs):
         try:
