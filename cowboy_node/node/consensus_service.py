@@ -116,6 +116,10 @@ class Network(Protocol):
 
     def connected(self) -> frozenset[int]: ...
 
+    def penalize(self, peer: int, reason: str) -> None:
+        """``peer`` crossed a budget or sent what it cannot back: disconnect it for a back-off (counted by
+        ``reason``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class CommittedBlock:

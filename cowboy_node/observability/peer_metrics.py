@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 __all__ = ["DROP_REASONS", "HANDSHAKE_FAILURE_REASONS", "NAMESPACE", "PeerMetrics"]
 
 NAMESPACE = "cowboy"
-DROP_REASONS = ("rate_limited", "too_large", "not_connected", "queue_full", "bad_frame")
-"""Why a message was dropped (sending: not_connected, too_large, queue_full; receiving: the others)."""
+DROP_REASONS = ("rate_limited", "too_large", "not_connected", "queue_full", "bad_frame", "penalized")
+"""Why a message was dropped (sending: not_connected, too_large, queue_full; receiving: the others; penalized: its
+sender is serving a back-off)."""
 HANDSHAKE_FAILURE_REASONS = ("wrong_network", "unknown_validator", "bad_signature", "unexpected_identity",
                              "handshake_timeout", "bad_frame")
 """Why a Hello/HelloAck was refused by this node."""
@@ -52,6 +53,9 @@ class PeerMetrics:
             "p2p_reconnects", "Outbound connections re-established after a disconnection.", namespace=ns, registry=r)
         self.handler_errors = Counter(
             "p2p_handler_errors", "Exceptions raised by the message callback (the connection stays up).",
+            namespace=ns, registry=r)
+        self.penalties = Counter(
+            "p2p_penalties", "Peers disconnected for a back-off (PeerNetwork.penalize), by reason.", ["reason"],
             namespace=ns, registry=r)
         for reason in DROP_REASONS:
             self.messages_dropped.labels(reason=reason)

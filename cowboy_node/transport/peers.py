@@ -133,6 +133,11 @@ class PeerLimits:
     """TLS plus Hello/HelloAck must complete within this."""
     idle_timeout_s: float = 30.0
     """QUIC idle timeout; the dialer pings every third of it."""
+    penalty_min_s: float = 5.0
+    """First back-off of a penalized peer (:meth:`PeerNetwork.penalize`); doubled for each offence within twice
+    the back-off of the previous one."""
+    penalty_max_s: float = 300.0
+    """Longest back-off of a penalized peer."""
 
 
 def channel_class(channel: int) -> int:
@@ -325,6 +330,8 @@ class PeerNetwork:
         self._started = False
         self._stopping = False
         self._flush_scheduled: set[int] = set()
+        self._penalties: dict[int, tuple[float, float]] = {}
+        """Penalized peers: index → (monotonic time the back-off ends, its length)."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -412,6 +419,34 @@ class PeerNetwork:
         """Peers with an authenticated outbound connection (the ones ``send`` can reach)."""
         return frozenset(i for i, out in self._out.items() if out.proto is not None)
 
+    def penalize(self, peer: int, reason: str) -> None:
+        """Disconnect ``peer`` (``Goodbye{penalized}``) and refuse its connections and messages for a back-off:
+        :attr:`PeerLimits.penalty_min_s`, doubled (up to ``penalty_max_s``) when it offends again soon after the
+        last one ended. ``reason`` is a short fixed label (metric ``cowboy_p2p_penalties_total{reason}``)."""
+        if peer not in self._out:
+            return
+        now, lim = time.monotonic(), self.limits
+        until, backoff = self._penalties.get(peer, (0.0, 0.0))
+        if until > now:
+            return  # already serving a back-off: what it sent meanwhile was dropped unread
+        backoff = min(lim.penalty_max_s, 2 * backoff) if now - until < 2 * backoff else lim.penalty_min_s
+        self._penalties[peer] = (now + backoff, backoff)
+        self._count(f"penalties.{reason}")
+        if self._metrics is not None:
+            self._metrics.penalties.labels(reason=reason).inc()
+        log.warning("p2p peer penalized", peer=peer, reason=reason, backoff_s=round(backoff, 1))
+        conn = self._inbound_by_index.get(peer)
+        if conn is not None:
+            conn.proto.close_with("penalized")
+        out = self._out[peer]
+        if out.proto is not None:
+            out.proto.close_with("penalized")
+
+    def penalized(self, peer: int) -> float:
+        """Seconds left of ``peer``'s back-off (0: not penalized)."""
+        until, _ = self._penalties.get(peer, (0.0, 0.0))
+        return max(0.0, until - time.monotonic())
+
     def stats(self) -> dict[str, int]:
         """Counters of this network (``handshake_failures.<reason>``, ``dropped.<reason>``, ``sent``,
         ``received``, ``reconnects``, ``handler_errors``, ``protocol_errors.<code>``), a copy."""
@@ -469,6 +504,10 @@ class PeerNetwork:
         info, limits = out.info, self.limits
         delay = limits.reconnect_min_s
         while not self._stopping:
+            wait = self.penalized(info.index)
+            if wait > 0:  # no link to a penalized peer until its back-off ends
+                await asyncio.sleep(wait)
+                continue
             handler = _DialHandler(self, out)
             proto: PeerProtocol | None = None
             try:
@@ -573,6 +612,9 @@ class PeerNetwork:
         self._inbound_by_index[conn.index] = conn
         if older is not None and older is not conn:
             older.proto.close_with("replaced")
+        if self.penalized(conn.index) > 0:
+            conn.proto.close_with("penalized")
+            return
         if conn.index not in self._buckets:
             now, lim = time.monotonic(), self.limits
             self._buckets[conn.index] = (TokenBucket(lim.max_messages_per_s, 2 * lim.max_messages_per_s, now),
@@ -592,6 +634,9 @@ class PeerNetwork:
             return
         msgs, nbytes = self._buckets[index]
         now = time.monotonic()
+        if self._penalties.get(index, (0.0, 0.0))[0] > now:
+            self._drop("penalized", str(index), frame.channel)
+            return
         if not msgs.take(1.0, now) or not nbytes.take(float(size), now):
             self._drop("rate_limited", str(index), frame.channel)
             return
