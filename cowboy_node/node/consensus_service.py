@@ -384,6 +384,8 @@ class ConsensusService:
                     self._evidence_seen.add(key)
                     self.evidence.add(Evidence(o.signer, o.round, o.reason, int(time.time() * 1000), o.votes))
                 log.warning("validator misbehaved", signer=o.signer, view=o.round.view, reason=o.reason)
+                if self.net is not None:  # every engine fault is the authenticated sender's own: back it off
+                    self.net.penalize(o.signer, _fault_label(o.reason))
         if self.engine is not None:
             self.metrics.consensus_view.set(self.engine.view)
         if self._wake is not None:
@@ -869,7 +871,7 @@ class ConsensusService:
 
 
 _FAULT_LABELS = (("conflicting", "equivocation"), ("another validator", "impersonation"),
-                 ("signature", "bad_signature"))
+                 ("certificate", "bad_certificate"), ("signature", "bad_signature"))
 """Engine fault reasons (by substring) → the bounded ``reason`` label of ``cowboy_consensus_faults_total``."""
 
 

@@ -505,8 +505,8 @@ class PeerNetwork:
         delay = limits.reconnect_min_s
         while not self._stopping:
             wait = self.penalized(info.index)
-            if wait > 0:  # no link to a penalized peer until its back-off ends
-                await asyncio.sleep(wait)
+            if wait > 0:  # no link to a penalized peer until its back-off ends (re-checked: it may be lifted)
+                await asyncio.sleep(min(wait, limits.reconnect_max_s))
                 continue
             handler = _DialHandler(self, out)
             proto: PeerProtocol | None = None

@@ -217,6 +217,9 @@ class _View:
     nullifies: dict[int, Nullify] = field(default_factory=dict)
     finalizes: dict[int, Finalize] = field(default_factory=dict)
     bad: set[int] = field(default_factory=set)
+    conflicted: set[tuple[int, str]] = field(default_factory=set)
+    """(signer, vote kind) already shown to conflict in this view: further differing votes of that kind from that
+    signer are dropped without a signature check (a proven fault is recorded once, its repeats cost nothing)."""
     notarization: Notarization | None = None
     nullification: Nullification | None = None
     finalization: Finalization | None = None
@@ -253,6 +256,8 @@ class Engine:
         self._last_vote_view = [0] * self.n
         """Per validator, the highest view of a vote received from it (own: every view we vote in)."""
         self._grace_from = config.floor_view
+        self._cert_muted: dict[int, int] = {}
+        """Peers that sent a certificate that does not verify → until when their certificates are ignored."""
         """No leader counts as inactive before ``skip_timeout`` views past this one (start, or a synced jump)."""
         if config.floor_seed is not None:
             self._state(config.floor_view).seed = bytes(config.floor_seed)
@@ -283,7 +288,7 @@ class Engine:
         elif isinstance(message, Notarize | Nullify | Finalize):
             self._on_vote(sender, message)
         else:
-            self._on_certificate(message)
+            self._on_certificate(sender, message)
         return self._flush()
 
     def tick(self, now: int) -> list[Output]:
@@ -626,10 +631,16 @@ class Engine:
             v.finalizes.pop(signer, None)
         self._emit(Faulty(signer, v.round, reason))
 
-    def _conflict(self, sender: int, seen: Vote, vote: Vote, reason: str) -> None:
-        """Two different votes of one kind from ``sender`` in one view. Both signatures are checked (rare, so
-        the two pairings are affordable): only then is it transferable evidence; a badly signed second vote
-        is reported as such (it proves nothing about the signer's key)."""
+    def _conflict(self, v: _View, sender: int, seen: Vote, vote: Vote, reason: str) -> None:
+        """Two different votes of one kind from ``sender`` in one view. Both signatures are checked, once per
+        (sender, view, kind): only then is it transferable evidence; a badly signed second vote is reported as such
+        (it proves nothing about the signer's key, though the authenticated sender is faulty either way). Every
+        later differing vote of that kind from ``sender`` in the view is dropped unverified — otherwise each one
+        would cost two pairing checks while the attacker spends one signature."""
+        key = (sender, type(vote).__name__)
+        if key in v.conflicted:
+            return
+        v.conflicted.add(key)
         if not self.scheme.verify(sender, vote.vote_message(), vote.signature):
             self._emit(Faulty(sender, vote.round, f"bad {type(vote).__name__.lower()} signature"))
         elif not self.scheme.verify(sender, seen.vote_message(), seen.signature):
@@ -653,7 +664,7 @@ class Engine:
             seen = v.notarizes.get(sender)
             if seen is not None:
                 if seen != vote:
-                    self._conflict(sender, seen, vote, "conflicting notarize votes")
+                    self._conflict(v, sender, seen, vote, "conflicting notarize votes")
                 return
             v.notarizes[sender] = vote
             if sender == v.leader and v.proposal is None:
@@ -669,7 +680,7 @@ class Engine:
             seen_f = v.finalizes.get(sender)
             if seen_f is not None:
                 if seen_f != vote:
-                    self._conflict(sender, seen_f, vote, "conflicting finalize votes")
+                    self._conflict(v, sender, seen_f, vote, "conflicting finalize votes")
                 return
             v.finalizes[sender] = vote
         self._try_certify(v)
@@ -724,21 +735,38 @@ class Engine:
 
     # -------------------------------------------------------------------------------- certificates
 
-    def _on_certificate(self, cert: Certificate) -> None:
+    def _on_certificate(self, sender: int, cert: Certificate) -> None:
+        """Admit a certificate at any higher view once it verifies: only a quorum makes one, so a verified
+        certificate is never junk. Nothing is kept before it verifies (a flood of junk creates no per-view
+        state), and one that does not verify proves its sender faulty (honest validators relay only verified
+        certificates): reported, and that sender's certificates are ignored for ``retry`` so a flood costs at
+        most one pairing check per retry period."""
         r = cert.round
         if r.epoch != self.epoch or r.view <= self.finalized_view:
-            return  # certificates are admitted at any higher view: only a quorum makes one
-        v = self._state(r.view)
-        have = {Notarization: v.notarization, Nullification: v.nullification, Finalization: v.finalization}[type(cert)]
-        if have is not None:
             return
-        if v.seed is not None and cert.seed != v.seed:
-            return  # the seed is unique: this certificate cannot verify
-        if not self.scheme.verify_certificate(cert.vote_message(), cert.signature):
+        if self._now < self._cert_muted.get(sender, -1):
             return
-        if v.seed is None and not self.scheme.verify_certificate(seed_message(r), cert.seed):
-            return
-        self._apply(cert)
+        v = self._views.get(r.view)
+        seed = None if v is None else v.seed
+        if v is not None:
+            have = {Notarization: v.notarization, Nullification: v.nullification,
+                    Finalization: v.finalization}[type(cert)]
+            if have is not None:
+                return
+        if seed is not None and cert.seed != seed:
+            self._bad_certificate(sender, r, "certificate seed differs from the round's seed")
+        elif not self.scheme.verify_certificate(cert.vote_message(), cert.signature):
+            self._bad_certificate(sender, r, "bad certificate signature")
+        elif seed is None and not self.scheme.verify_certificate(seed_message(r), cert.seed):
+            self._bad_certificate(sender, r, "bad certificate seed signature")
+        else:
+            self._apply(cert)
+
+    def _bad_certificate(self, sender: int, round_: Round, reason: str) -> None:
+        if len(self._cert_muted) >= self.n:  # bounded by the validator count; stale entries go first
+            self._cert_muted = {k: t for k, t in self._cert_muted.items() if t > self._now}
+        self._cert_muted[sender] = self._now + self._retry
+        self._emit(Faulty(sender, round_, reason))
 
     def _apply(self, cert: Certificate) -> None:
         """Record a verified certificate (assembled here or received) and act on it."""

@@ -44,6 +44,7 @@ LEADER = 1  # of view 1 (round robin)
 class _Net:
     def __init__(self) -> None:
         self.sent: list[tuple[int | None, int, bytes]] = []
+        self.penalized: list[tuple[int, str]] = []
 
     def send(self, to: int, channel: int, payload: bytes) -> bool:
         self.sent.append((to, channel, payload))
@@ -55,6 +56,9 @@ class _Net:
 
     def connected(self) -> frozenset[int]:
         return frozenset({1, 2, 3})
+
+    def penalize(self, peer: int, reason: str) -> None:
+        self.penalized.append((peer, reason))
 
 
 def _scheme(i: int) -> ThresholdScheme:
