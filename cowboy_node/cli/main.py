@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.cli import commands, testnet_command
+from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, create_empty_journal
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.node.homefiles import private_dir, write_private
@@ -58,6 +59,11 @@ def cmd_init(args: argparse.Namespace) -> int:
         fee_recipient=fee_recipient, genesis_time_ms=int(time.time() * 1000),
         block_time_ms=args.block_time_ms or 1000, cip11=Cip11Flags.for_phase(args.cip11_phase))
     write_validator_key(home / "keys" / "validator.key", dev.validator_key)
+    try:  # the key was made just now and never signed: its (empty) journal lets it vote at once
+        create_empty_journal(home / "data" / VOTE_JOURNAL_FILE)
+    except JournalError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     write_private(home / "genesis.json", dev.genesis.raw)
     write_private(home / "config.toml", render_config(
         chain_id=args.chain_id, rpc_addr=args.rpc_addr, quic_addr=args.quic_addr,
@@ -75,13 +81,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     # to every other cowboy-node command (tx, query, keys...), which never need them.
     import uvloop
 
-    from cowboy_node.node.startup import StartupError, run_node
+    from cowboy_node.node.startup import NodeFailed, StartupError, run_node
 
     try:
-        return uvloop.run(run_node(Path(args.home)))
+        return uvloop.run(run_node(Path(args.home), fresh_key=args.fresh_key))
     except StartupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except NodeFailed as e:
+        print(f"fatal: {e}", file=sys.stderr)
+        return 3
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -133,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the validator")
     run.add_argument("--home", required=True)
+    run.add_argument("--fresh-key", action="store_true",
+                     help="vote at once even without the vote journal (data/consensus-votes.journal): only for a "
+                          "key that has never signed in this network; otherwise a validator without its journal "
+                          "watches [consensus] double_sign_check_views views before voting")
     run.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("replay", help="re-execute the stored chain from genesis and check every state root")

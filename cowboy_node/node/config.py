@@ -32,7 +32,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
                 "queued_lifetime_s": int, "journal": bool, "admission_workers": int},
     "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
-    "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int},
+    "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int, "double_sign_check_views": int},
     "ui": {"peers": list, "cors_origins": list},
 }
 """Type of every key by section; a ``list`` value is checked element by element by its own parser."""
@@ -64,6 +64,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "p2p.max_message_bytes": (64 * 1024, 64 * _MIB),
     "consensus.delta_ms": (0, 600_000),  # 0: automatic
     "consensus.skip_timeout_views": (0, 100_000),  # 0: never skip a silent leader
+    "consensus.double_sign_check_views": (0, 100_000),  # 0: a validator without its journal votes at once
 }
 """Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
 ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
@@ -184,6 +185,9 @@ class NodeConfig:
     """Leader election: ``random`` (from the beacon) or ``round_robin``."""
     consensus_skip_timeout_views: int = 10
     """A leader silent for this many views has its views nullified on entry, without the 2Δ wait (0: off)."""
+    consensus_double_sign_check_views: int = 10
+    """A validator (of several) that starts without its vote journal votes only once it is in sync and has
+    watched this many views (CometBFT's ``double_sign_check_height``; 0: off)."""
     ui_peers: tuple[str, ...] = ()
     """``[ui] peers``: other validators' RPC URLs the network page (``/ui``) polls from the browser (docs/ui.md)."""
     ui_cors_origins: tuple[str, ...] = ()
@@ -275,6 +279,7 @@ def load_config(home: Path) -> NodeConfig:
         consensus_delta_ms=values.get("consensus.delta_ms", 0),
         consensus_election=values.get("consensus.election", "random"),
         consensus_skip_timeout_views=values.get("consensus.skip_timeout_views", 10),
+        consensus_double_sign_check_views=values.get("consensus.double_sign_check_views", 10),
         ui_peers=parse_origins(values.get("ui.peers", []), path=p, key="ui.peers"),
         ui_cors_origins=parse_origins(values.get("ui.cors_origins", []), path=p, key="ui.cors_origins"),
     )
@@ -498,4 +503,8 @@ election = "random"
 # A leader from whom no vote arrived for this many views is presumed down: its views are nullified at once
 # instead of after the 2*delta leader timeout (0 disables).
 skip_timeout_views = 10
+# A validator started without its vote journal (data/consensus-votes.journal: a wiped or lost data directory)
+# does not vote until it is in sync and has watched this many views, so it cannot contradict a vote it sent
+# before (0..100000; 0 disables). `cowboy-node run --fresh-key` skips the watch for a key that never signed.
+# double_sign_check_views = 10
 """

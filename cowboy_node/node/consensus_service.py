@@ -9,7 +9,9 @@ The service:
 - answers ``VerifyBlock`` by fetching the body if needed and checking and executing it on its parent
   (:class:`cowboy_node.consensus.forks.Forks`); a body the view's leader sends is executed as soon as it
   arrives (before its proposal vote is processed), so the verification usually finds it done;
-- journals every own vote with fsync before anything after it is sent (restart safety);
+- journals every own vote with fsync before anything after it is sent (restart safety); a journal error stops
+  the node before the vote leaves it (:attr:`ConsensusService.fatal`), and a validator that starts without its
+  journal abstains until it has watched the network (:class:`~cowboy_node.consensus.journal.DoubleSignGuard`);
 - commits ``Finalized`` blocks in order with their seed and certificate, then lets the node update the
   mempool, push assignments (CIP-11 §10.1: only finalized, applied blocks) and record metrics;
 - syncs: peers announce their finalized height every second; a validator behind asks one of them for runs
@@ -39,7 +41,15 @@ from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.evidence import Evidence, EvidenceStore
 from cowboy_node.consensus.forks import Candidate, Forks
 from cowboy_node.consensus.header import verify_and_prepare
-from cowboy_node.consensus.journal import VoteJournal
+from cowboy_node.consensus.journal import (
+    DoubleSignGuard,
+    JournalError,
+    JournalWriteError,
+    VoteJournal,
+    marker_path,
+    remove_marker,
+    write_marker,
+)
 from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.engine import (
@@ -50,6 +60,7 @@ from cowboy_node.consensus.simplex.engine import (
     Faulty,
     Finalized,
     Journal,
+    JournalRejected,
     Notarized,
     Nullified,
     Output,
@@ -105,6 +116,10 @@ TIMELINE_FILE = "consensus-timeline.json"
 BODY_CACHE = 512
 """Block bodies kept by hash (proposals seen, answers to requests)."""
 """Faulty-behaviour records kept for ``/status`` and the logs."""
+COMPACT_AFTER = 256
+"""The vote journal is compacted after a commit once it holds more records than this."""
+ABSTAIN = 2**62
+"""``Config.vote_above_view`` while the double-sign guard watches: above any view the engine will reach."""
 
 
 class Network(Protocol):
@@ -151,6 +166,12 @@ class ServiceConfig:
     """Leader election."""
     skip_timeout: int = 10
     """Views of silence after which a leader's view is nullified on entry (engine ``skip_timeout``; 0: off)."""
+    double_sign_check_views: int = 10
+    """``[consensus] double_sign_check_views``: a validator (of several) that starts without its vote journal
+    votes only after it has been in sync and watched this many views (0: off)."""
+    fresh_key: bool = False
+    """``cowboy-node run --fresh-key``: the operator vouches that this key never signed in this network; vote at
+    once even without a journal."""
 
 
 class ConsensusService:
@@ -221,6 +242,13 @@ class ConsensusService:
         self.timeline = ViewTimeline()
         """Per-view stage times (where proposal→finalization time goes; ``/status`` ``consensus.timeline``)."""
         self._timeline_cache: tuple[float, dict[str, object]] | None = None
+        self.fatal: JournalWriteError | None = None
+        """The journal error that stopped this validator (None while healthy): once set, no output of the engine
+        is acted on any more (the vote it failed to journal, or any later one, never leaves) and the node stops."""
+        self._guard: DoubleSignGuard | None = None
+        """While not None: the double-sign guard is watching and the engine abstains (see :meth:`start_engine`)."""
+        self._guard_reason: str | None = None
+        """Why the engine abstains (``no_vote_journal``), for ``/status``."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -234,12 +262,14 @@ class ConsensusService:
         """Create the engine at the committed head (the floor) with the journaled votes, and enter a view."""
         head = self.chain.head
         floor_seed = self.forks.parent_seed(head.header)
-        votes = self.journal.load() if self.journal is not None else []
+        self._start_guard()
+        votes = self.journal.load() if self.journal is not None else []  # JournalError: the caller refuses to start
         if self.journal is not None and self.journal.dropped_bytes:
             log.warning("vote journal had a torn last record; dropped it (that vote was never sent)",
                         path=str(self.journal.path), dropped_bytes=self.journal.dropped_bytes)
         cfg = Config(me=self.cfg.me, delta_ms=self.cfg.delta_ms, election=self.cfg.election, genesis=head.hash(),
-                     floor_view=head.header.round.view, floor_seed=floor_seed, skip_timeout=self.cfg.skip_timeout)
+                     floor_view=head.header.round.view, floor_seed=floor_seed, skip_timeout=self.cfg.skip_timeout,
+                     vote_above_view=ABSTAIN if self._guard is not None else 0)
         stale = []
         for raw in self.records.proposals():  # own proposals not committed before a restart
             block = Block.decode(raw)
@@ -249,10 +279,83 @@ class ConsensusService:
                 stale.append(drop_proposal_op(block.hash()))
         if stale:
             self.chain.store.write_batch(stale, sync=False)
-        self.engine = Engine(cfg, self.scheme, votes)
+        try:
+            self.engine = Engine(cfg, self.scheme, votes)
+        except JournalRejected as e:
+            assert self.journal is not None
+            raise JournalError(self.journal.path, f"{e}: refusing to start (this validator may already have "
+                                                  "equivocated; inspect the journal before removing it)") from None
+        self.metrics.consensus_voting.set(0 if self._guard is not None else 1)
         if votes:
             log.info("vote journal replayed", votes=len(votes), highest_view=max(v.round.view for v in votes))
         self._act(self.engine.start(self._now()))
+
+    def _start_guard(self) -> None:
+        """Decide, before the journal is opened (which creates it), whether the double-sign guard watches.
+
+        It does when a journal is configured but absent (a wiped or lost data directory: this key may have voted
+        in views the node is about to re-enter with no memory of it) or when the guard's marker is there (a crash
+        while watching), unless this is the only validator (nobody else's votes can form a certificate with a
+        vote it may have sent, and there is no network to watch), ``--fresh-key`` was given or
+        ``double_sign_check_views`` is 0. The marker is written durably *before* the journal is created, so a
+        crash while watching restarts the watch instead of finding a journal and voting."""
+        journal = self.journal
+        if journal is None:
+            return
+        marker = marker_path(journal.path)
+        absent = not journal.path.exists()
+        watching = absent or marker.exists()
+        if not watching:
+            return
+        views = self.cfg.double_sign_check_views
+        why = "no vote journal" if absent else "a double-sign watch was interrupted"
+        if self.scheme.n == 1 or self.cfg.fresh_key or views == 0:
+            remove_marker(marker)
+            exempt = "single validator" if self.scheme.n == 1 else \
+                "--fresh-key" if self.cfg.fresh_key else "double_sign_check_views = 0"
+            (log.info if self.scheme.n == 1 else log.warning)(
+                f"{why}; voting at once ({exempt})", path=str(journal.path))
+            return
+        if not marker.exists():
+            write_marker(marker, f"watching {views} views before voting: started without {journal.path.name}\n")
+        self._guard = DoubleSignGuard(views)
+        self._guard_reason = "no_vote_journal"
+        log.warning(f"{why}: not voting until in sync and {views} views watched "
+                    "(`cowboy-node run --fresh-key` votes at once for a key that never signed)",
+                    path=str(journal.path), marker=str(marker), double_sign_check_views=views)
+
+    def _watch(self) -> None:
+        """One step of the double-sign guard: once the watch is over, vote above the current view and drop the
+        marker (in that order: a crash in between watches again, which is safe)."""
+        guard, engine, journal = self._guard, self.engine, self.journal
+        if guard is None or engine is None or journal is None:
+            return
+        if not guard.observe(engine.view, self.syncing):
+            return
+        engine.allow_votes_above(engine.view)
+        self._guard, self._guard_reason = None, None
+        self.metrics.consensus_voting.set(1)
+        log.info("double-sign watch over; voting from the next view", view=engine.view + 1, watched=guard.views)
+        remove_marker(marker_path(journal.path))
+
+    def _journal_failed(self, e: JournalWriteError) -> None:
+        """A journal write failed: nothing more leaves this validator, and the node stops."""
+        if self.fatal is None:
+            self.fatal = e
+            log.critical("vote journal write failed; stopping before the vote is sent", path=str(e.path),
+                         errno=e.errno, errno_name=e.errno_name, error=str(e))
+        self.metrics.consensus_voting.set(0)
+        self.request_stop()
+
+    def _compact_journal(self) -> None:
+        """Drop the journaled votes of views the node can no longer re-enter: at or below the committed head's
+        view (a restart resumes there; blocks finalized but not yet committed are re-finalized from it)."""
+        if self.journal is None or self.journal.records <= COMPACT_AFTER:
+            return
+        try:
+            self.journal.compact(above_view=self.chain.head.header.round.view)
+        except JournalWriteError as e:
+            self._journal_failed(e)
 
     def close(self) -> None:
         """Release the builder thread and the journal (idempotent); leave the newest view timeline records next
@@ -263,7 +366,11 @@ class ConsensusService:
             with contextlib.suppress(OSError):
                 path = self.journal.path.parent / TIMELINE_FILE
                 path.write_text(json.dumps(self.timeline.summary(recent=256).get("recent", [])))
-            self.journal.close()
+            try:
+                self.journal.close()
+            except OSError as e:
+                log.error("closing the vote journal failed", path=str(self.journal.path), errno=e.errno,
+                          error=str(e))
 
     def request_stop(self) -> None:
         """Stop after the block in progress."""
@@ -328,12 +435,24 @@ class ConsensusService:
     # ------------------------------------------------------------------------------------------ outputs
 
     def _act(self, outputs: list[Output]) -> None:
+        if self.fatal is not None:  # stopped on a journal error: the engine may think it sent votes; none leaves
+            return
+        if self._guard is not None:
+            try:
+                self._watch()
+            except JournalWriteError as e:
+                self._journal_failed(e)
+                return
         for o in outputs:
             if isinstance(o, Journal):
                 if self.journal is not None:
                     self.timeline.mark(o.vote.round.view, f"journal_{type(o.vote).__name__.lower()}",
                                        time.monotonic())
-                    self.journal.append(o.vote)  # fsync before the Broadcast that follows
+                    try:
+                        self.journal.append(o.vote)  # every byte written and fsynced before the Broadcast after it
+                    except JournalWriteError as e:
+                        self._journal_failed(e)
+                        return
             elif isinstance(o, Broadcast):
                 self._count_sent(o.message)
                 if isinstance(o.message, Notarize | Finalize) and o.message.signer == self.cfg.me:
@@ -641,8 +760,7 @@ class ConsensusService:
         self.timeline.mark(view, "committed", time.monotonic())
         self.timeline.close(view)
         self.metrics.consensus_finalized_height.set(block.header.height)
-        if self.journal is not None and self.engine is not None and self.journal.records > 256:
-            self.journal.compact(self.engine.own_votes())
+        self._compact_journal()
 
     # ------------------------------------------------------------------------------------------ peers
 
@@ -855,7 +973,19 @@ class ConsensusService:
             "peers": sorted(self.net.connected()) if self.net is not None else [],
             "delta_ms": self.cfg.delta_ms, "evidence": self.evidence.count,
             "executions": dict(sorted(self.forks.executions.items())), "timeline": self._timeline_summary(),
+            "voting": self._voting_json(),
         }
+
+    def _voting_json(self) -> dict[str, Any]:
+        """``consensus.voting``: whether this validator signs votes, and if not why and until when."""
+        if self.fatal is not None:
+            return {"enabled": False, "reason": "journal_error", "until_view": None,
+                    "error": str(self.fatal), "errno": self.fatal.errno_name}
+        guard = self._guard
+        if guard is not None:
+            return {"enabled": False, "reason": self._guard_reason, "until_view": guard.until_view,
+                    "watch_views": guard.views, "watching_since_view": guard.watch_from}
+        return {"enabled": True, "reason": None, "until_view": None}
 
     def _timeline_summary(self) -> dict[str, object]:
         """The timeline summary, recomputed at most once a second (``/status`` is polled often)."""

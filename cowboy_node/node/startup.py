@@ -11,7 +11,7 @@ from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import check_interpreter, load_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
-from cowboy_node.consensus.journal import VoteJournal
+from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
@@ -42,6 +42,11 @@ class StartupError(Exception):
     """The node cannot start; the message names the file/key and what was expected."""
 
 
+class NodeFailed(Exception):
+    """The node stopped on a fatal error after it started (the vote journal could not be written); the message
+    names the file and the errno. ``cowboy-node run`` exits non-zero."""
+
+
 P2P_CERT_FILE = "p2p-cert.pem"
 P2P_KEY_FILE = "p2p-key.pem"
 """The validator peer layer's TLS key, in the home directory (identity is proven by the Ed25519 handshake)."""
@@ -49,8 +54,6 @@ P2P_IDLE_TIMEOUT_S = 5.0
 """Peer connections with nothing received for this long are dropped and redialled. Short because a restarted
 validator's peers would otherwise keep sending into the old process's dead connection (QUIC without stateless
 reset) for the whole timeout; healthy links carry consensus traffic and a status message every second."""
-VOTE_JOURNAL_FILE = "consensus-votes.journal"
-"""The consensus vote journal, in the data directory (losing it could let a restarted validator equivocate)."""
 
 
 async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetrics) -> PeerNetwork | None:
@@ -123,8 +126,13 @@ def conn_limits(cfg: NodeConfig) -> ConnLimits:
                       fd_reserve=cfg.rpc_fd_reserve)
 
 
-async def run_node(home: Path) -> int:
-    """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code."""
+async def run_node(home: Path, *, fresh_key: bool = False) -> int:
+    """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code.
+
+    ``fresh_key`` (``run --fresh-key``): vote at once even without a vote journal (the double-sign guard,
+    ``[consensus] double_sign_check_views``, is skipped). Raises :class:`StartupError` when the node cannot start
+    (a vote journal that cannot be read, or that holds conflicting own votes, included) and :class:`NodeFailed`
+    when it stopped on a vote journal write error."""
     try:
         cfg = load_config(home)
         configure_logging(cfg.log_format, cfg.log_level)
@@ -159,7 +167,8 @@ async def run_node(home: Path) -> int:
                     metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
                     skip_timeout_views=cfg.consensus_skip_timeout_views,
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
-                    admission_workers=cfg.mempool_admission_workers)
+                    admission_workers=cfg.mempool_admission_workers,
+                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
@@ -210,7 +219,10 @@ async def run_node(home: Path) -> int:
              validators=len(genesis.validators), me=node.index,
              p2p=f"{cfg.p2p_addr} (udp)" if peers is not None else None)
     try:
-        await node.run()
+        try:
+            await node.run()
+        except JournalError as e:  # raised while the engine starts: unreadable or conflicting journal
+            raise StartupError(str(e)) from None
     finally:
         if peers is not None:
             await peers.stop()
@@ -225,4 +237,9 @@ async def run_node(home: Path) -> int:
                 log.error("mempool journal write failed", path=str(node.mempool_journal.path), error=str(e))
         chain.close()
         log.info("node stopped", height=chain.height)
+    fatal = node.consensus.fatal
+    if fatal is not None:
+        raise NodeFailed(f"{fatal.path}: vote journal write failed ({fatal.errno_name}, errno {fatal.errno}): "
+                         f"{fatal}; the node stopped before sending the vote. Free space or fix the disk, then "
+                         "restart (the journal is kept; a torn last record is dropped)")
     return 0

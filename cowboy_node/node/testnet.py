@@ -29,6 +29,7 @@ from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.genesis import Genesis
+from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, create_empty_journal
 from cowboy_node.crypto import threshold
 from cowboy_node.node.config import PeerAddress, join_host_port, render_config, split_host_port
 from cowboy_node.node.devgenesis import MAX_VALIDATORS, create_genesis, entropy_bytes
@@ -174,6 +175,7 @@ def create_testnet(output: Path, n: int, *, chain_id: str = "cowboy-testnet-1", 
         private_dir(h.home)
         private_dir(h.home / "keys")
         private_dir(h.home / "data")
+        create_empty_journal(h.home / "data" / VOTE_JOURNAL_FILE)  # new keys never signed: vote from view 1
         write_validator_key(h.home / "keys" / "validator.key", net.validator_keys[i])
         write_account_key(h.home / "keys" / "fee_recipient.key", fee_sks[i])
         write_private(h.home / "genesis.json", genesis.raw)

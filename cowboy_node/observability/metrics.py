@@ -139,6 +139,9 @@ class NodeMetrics:
                                                 "committed block.", namespace=ns, registry=r)
         self.consensus_peers = Gauge("consensus_peers", "Validator peers with an authenticated connection.",
                                      namespace=ns, registry=r)
+        self.consensus_voting = Gauge("consensus_voting", "1 while this validator signs votes; 0 while it abstains "
+                                      "(the double-sign guard: started without its vote journal) or stopped on a "
+                                      "journal error.", namespace=ns, registry=r)
         latency = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
         self.consensus_notarization_seconds = Histogram(
             "consensus_notarization_seconds", "From a view's proposal (built here or first seen) to its "

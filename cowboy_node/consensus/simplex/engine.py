@@ -64,6 +64,7 @@ __all__ = [
     "Faulty",
     "Finalized",
     "Journal",
+    "JournalRejected",
     "Notarized",
     "Nullified",
     "Output",
@@ -161,6 +162,17 @@ class ConsensusFault(RuntimeError):
     """Certificates contradict each other: more than ``f`` validators are faulty. The engine cannot go on."""
 
 
+class JournalRejected(ValueError):
+    """The journaled votes handed to the engine cannot be restored: two different own votes of one kind in one
+    view, ``nullify`` and ``finalize`` in one view, or a vote of another validator or epoch. Starting from them
+    could mean signing a third vote contradicting one already sent: the host must refuse to start."""
+
+    def __init__(self, view: int, reason: str) -> None:
+        super().__init__(f"journal holds {reason} for view {view}")
+        self.view = view
+        """The view the offending votes are for."""
+
+
 # ------------------------------------------------------------------------------------------------ config
 
 
@@ -188,6 +200,11 @@ class Config:
     """A leader from whom no vote arrived in this many views is presumed down: entering its view nullifies at
     once instead of waiting 2Δ (commonware's ``skip_timeout``; 0 disables). Liveness only — a leader that is
     merely slow still gets its view when any vote of it arrives."""
+    vote_above_view: int = 0
+    """Abstain: never sign a vote (no :class:`Journal`, no own vote broadcast) for a view at or below this one;
+    everything else (certificates, view changes, finalization, :class:`Fetch` answers) works as usual. The host
+    raises it while a validator without its journal watches the network (the double-sign guard) and lowers it
+    with :meth:`Engine.allow_votes_above`. 0: vote in every view."""
 
     @property
     def leader_timeout_ms(self) -> int:
@@ -256,6 +273,7 @@ class Engine:
         self._last_vote_view = [0] * self.n
         """Per validator, the highest view of a vote received from it (own: every view we vote in)."""
         self._grace_from = config.floor_view
+        self._vote_above = config.vote_above_view
         self._cert_muted: dict[int, int] = {}
         """Peers that sent a certificate that does not verify → until when their certificates are ignored."""
         """No leader counts as inactive before ``skip_timeout`` views past this one (start, or a synced jump)."""
@@ -371,8 +389,20 @@ class Engine:
         self._finalize_chain()
         return self._flush()
 
+    def allow_votes_above(self, view: int) -> None:
+        """Sign votes again, for views above ``view`` only (ends the abstention of :attr:`Config.vote_above_view`;
+        a lower ``view`` than the current limit also lowers it)."""
+        self._vote_above = view
+
+    @property
+    def votes_above(self) -> int:
+        """No own vote is signed at or below this view (:attr:`Config.vote_above_view`)."""
+        return self._vote_above
+
     def own_votes(self) -> list[Vote]:
-        """This validator's votes in views above the finalized one (what the journal must keep)."""
+        """This validator's votes the engine still holds in views above its finalized one. Not what the journal
+        keeps: a restart resumes from the committed head, which may be below the finalized view, so the host
+        compacts its journal by the committed head's view (:meth:`VoteJournal.compact`)."""
         out: list[Vote] = []
         for view in sorted(self._views):
             if view <= self.finalized_view:
@@ -412,26 +442,34 @@ class Engine:
         return v.notarization is not None or v.nullification is not None or v.finalization is not None
 
     def _restore(self, vote: Vote) -> None:
-        if vote.round.epoch != self.epoch or vote.signer != self.cfg.me:
-            raise ValueError("journaled vote is not this validator's in this epoch")
+        """Take back one journaled own vote. Refuses (:class:`JournalRejected`) what this engine would never have
+        signed: two different votes of one kind in a view, ``nullify`` with ``finalize``, another signer or
+        epoch. An exact repeat of a vote is harmless and kept once."""
         view = vote.round.view
+        if vote.round.epoch != self.epoch or vote.signer != self.cfg.me:
+            raise JournalRejected(view, f"a vote of validator {vote.signer} in epoch {vote.round.epoch} (this is "
+                                        f"validator {self.cfg.me} in epoch {self.epoch})")
         if view <= self.finalized_view:
             return
         v = self._state(view)
         if isinstance(vote, Notarize):
             if v.my_notarize is not None and v.my_notarize != vote:
-                raise ValueError(f"journal holds two notarize votes for view {view}")
+                raise JournalRejected(view, "two different notarize votes")
             v.my_notarize = vote
             v.notarizes[vote.signer] = vote
         elif isinstance(vote, Nullify):
+            if v.my_nullify is not None and v.my_nullify != vote:
+                raise JournalRejected(view, "two different nullify votes")
             v.my_nullify = vote
             v.timed_out = True
             v.nullifies[vote.signer] = vote
         else:
+            if v.my_finalize is not None and v.my_finalize != vote:
+                raise JournalRejected(view, "two different finalize votes")
             v.my_finalize = vote
             v.finalizes[vote.signer] = vote
         if v.my_nullify is not None and v.my_finalize is not None:
-            raise ValueError(f"journal holds nullify and finalize for view {view}")
+            raise JournalRejected(view, "nullify and finalize votes")
         self.view = max(self.view, view)
         self._start_view = max(self._start_view, view)
 
@@ -574,7 +612,7 @@ class Engine:
     # -------------------------------------------------------------------------------- own votes
 
     def _notarize(self, v: _View, p: Proposal) -> None:
-        if v.my_notarize is not None or v.my_nullify is not None:
+        if v.my_notarize is not None or v.my_nullify is not None or v.round.view <= self._vote_above:
             return
         vote = Notarize(p, self.cfg.me, self.scheme.sign(notarize_message(p)), self.scheme.sign(seed_message(p.round)))
         v.my_notarize = vote
@@ -586,7 +624,7 @@ class Engine:
     def _nullify(self, v: _View) -> None:
         v.timed_out = True
         v.retry_at = self._now + self._retry
-        if v.my_nullify is not None or v.my_finalize is not None:
+        if v.my_nullify is not None or v.my_finalize is not None or v.round.view <= self._vote_above:
             return
         vote = Nullify(v.round, self.cfg.me, self.scheme.sign(nullify_message(v.round)),
                        self.scheme.sign(seed_message(v.round)))
@@ -597,7 +635,8 @@ class Engine:
         self._try_certify(v)
 
     def _finalize(self, v: _View, p: Proposal) -> None:
-        if v.my_finalize is not None or v.my_nullify is not None or v.round.view <= self.finalized_view:
+        if v.my_finalize is not None or v.my_nullify is not None or v.round.view <= self.finalized_view \
+                or v.round.view <= self._vote_above:
             return
         vote = Finalize(p, self.cfg.me, self.scheme.sign(finalize_message(p)), self.scheme.sign(seed_message(p.round)))
         v.my_finalize = vote

@@ -152,14 +152,14 @@ def test_zero_length_record_is_an_error(tmp_path: Path) -> None:
         VoteJournal(path).load()
 
 
-def test_compact_keeps_exactly_the_given_votes_and_appending_continues(tmp_path: Path) -> None:
+def test_compact_keeps_exactly_the_votes_above_the_view_and_appending_continues(tmp_path: Path) -> None:
     path = tmp_path / "votes.journal"
     j = VoteJournal(path)
     j.load()
-    votes = _votes()
+    votes = _votes()  # views 1, 2, 1
     for v in votes:
         j.append(v)
-    j.compact([votes[1]])
+    j.compact(above_view=1)
     assert j.records == 1
     assert not path.with_suffix(".tmp").exists()  # written aside, then renamed over the journal
     j.append(votes[2])
@@ -174,7 +174,7 @@ def test_compact_to_nothing_leaves_an_empty_journal(tmp_path: Path) -> None:
     j = VoteJournal(path)
     j.load()
     j.append(_votes()[0])
-    j.compact([])
+    j.compact(above_view=1)
     j.close()
     assert path.read_bytes() == b""
     assert VoteJournal(path).load() == []
