@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def test_start_refuses_a_data_directory_of_another_chain(tmp_path: Path) -> None
     a.start()
     assert a.terminate() == 0
     b = NodeProcess(tmp_path / "b")
+    shutil.rmtree(b.home / "data")  # holds the empty vote journal init created
     (a.home / "data").rename(b.home / "data")
     res = cli("run", "--home", str(b.home), check=False, timeout=60)
     assert res.returncode == 1 and "belongs to chain" in res.stderr
