@@ -98,6 +98,15 @@ def _verifies(outs: list[Output]) -> list[Proposal]:
     return [o.proposal for o in outs if isinstance(o, VerifyBlock)]
 
 
+def _reasons(outs: list[Output]) -> list[str]:
+    return [o.reason for o in outs if isinstance(o, Faulty)]
+
+
+def _nullified(outs: list[Output]) -> list[Round]:
+    """Rounds of the nullify votes broadcast."""
+    return [o.message.round for o in outs if isinstance(o, Broadcast) and isinstance(o.message, Nullify)]
+
+
 # ------------------------------------------------------------------------------------------------ justification
 
 
@@ -124,7 +133,7 @@ def test_proposal_whose_parent_digest_differs_from_the_certified_block_is_nullif
     wrong = _p(2, parent_view=1, parent=hashlib.sha256(b"not p1").digest())
     outs = e.receive(2, _vote(Notarize, 2, wrong), 2)
     assert _verifies(outs) == [] and not _sent(outs, Notarize)
-    assert [m.round for m in _sent(outs, Nullify)] == [Round(0, 2)]  # type: ignore[attr-defined]
+    assert _nullified(outs) == [Round(0, 2)]
 
 
 def test_proposal_on_a_parent_below_the_finalized_view_is_nullified() -> None:
@@ -138,12 +147,12 @@ def test_proposal_on_a_parent_below_the_finalized_view_is_nullified() -> None:
     e.receive(1, _notarization(p1), 1)
     e.receive(2, _nullification(2), 2)
     outs = e.receive(2, _finalization(p2), 3)
-    assert [o.proposal for o in _of(outs, Finalized)] == [p1, p2]  # type: ignore[attr-defined]
+    assert [o.proposal for o in outs if isinstance(o, Finalized)] == [p1, p2]
     assert (e.view, e.finalized_view) == (3, 2)
     below = _p(3, parent_view=1, parent=p1.payload)
     outs = e.receive(3, _vote(Notarize, 3, below), 4)
     assert _verifies(outs) == [] and not _sent(outs, Notarize)
-    assert [m.round for m in _sent(outs, Nullify)] == [Round(0, 3)]  # type: ignore[attr-defined]
+    assert _nullified(outs) == [Round(0, 3)]
 
 
 def test_proposal_on_the_floor_view_with_another_digest_is_nullified() -> None:
@@ -152,7 +161,7 @@ def test_proposal_on_the_floor_view_with_another_digest_is_nullified() -> None:
     wrong = _p(1, parent=hashlib.sha256(b"not genesis").digest())
     outs = e.receive(1, _vote(Notarize, 1, wrong), 1)
     assert _verifies(outs) == [] and not _sent(outs, Notarize)
-    assert [m.round for m in _sent(outs, Nullify)] == [Round(0, 1)]  # type: ignore[attr-defined]
+    assert _nullified(outs) == [Round(0, 1)]
     floored = _engine(floor_view=4, genesis=_p(4).payload)
     floored.start(0)
     assert floored.view == 5
@@ -186,7 +195,7 @@ def test_certificate_with_a_forged_signature_is_rejected() -> None:
     forged = Notarization(p1, hashlib.sha384(b"junk").digest(), _threshold(seed_message(p1.round)))
     outs = e.receive(2, forged, 1)
     assert not _of(outs, Notarized) and e.view == 1
-    assert [o.reason for o in _of(outs, Faulty)] == ["bad certificate signature"]  # type: ignore[attr-defined]
+    assert _reasons(outs) == ["bad certificate signature"]
     assert _of(e.receive(3, _notarization(p1), 2), Notarized) and e.view == 2  # the real one is taken
 
 
@@ -199,7 +208,7 @@ def test_certificate_with_a_forged_seed_is_rejected() -> None:
     forged = Notarization(p1, _threshold(notarize_message(p1)), hashlib.sha384(b"junk seed").digest())
     outs = e.receive(2, forged, 1)
     assert not _of(outs, Notarized) and e.view == 1
-    assert [o.reason for o in _of(outs, Faulty)] == ["bad certificate seed signature"]  # type: ignore[attr-defined]
+    assert _reasons(outs) == ["bad certificate seed signature"]
 
 
 def test_certificate_whose_seed_differs_from_the_rounds_known_seed_is_rejected() -> None:
@@ -212,8 +221,7 @@ def test_certificate_whose_seed_differs_from_the_rounds_known_seed_is_rejected()
     other = Notarization(p1, _threshold(notarize_message(p1)), hashlib.sha384(b"other seed").digest())
     outs = e.receive(2, other, 2)
     assert not _of(outs, Notarized) and not _sent(outs, Notarization)
-    assert [o.reason for o in _of(outs, Faulty)] == [  # type: ignore[attr-defined]
-        "certificate seed differs from the round's seed"]
+    assert _reasons(outs) == ["certificate seed differs from the round's seed"]
 
 
 # ------------------------------------------------------------------------------------------------ own votes, journal
