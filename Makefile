@@ -129,9 +129,12 @@ soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady l
 	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
 
 SIM_SEEDS ?= 2000
-.PHONY: sim
+.PHONY: sim mutation-consensus
 sim: $(STAMP) ## Long deterministic consensus simulation: SIM_SEEDS (default 2000) seeds per scenario
 	SIM_SEEDS=$(SIM_SEEDS) $(VPY) -m pytest -q -p no:cacheprovider --timeout=0 tests/unit/consensus/test_simplex_sim.py -k "not threshold_bls"
+
+mutation-consensus: $(STAMP) ## Remove each consensus rule in turn (scripts/consensus_mutations.py); fails if its tests still pass
+	$(VPY) scripts/consensus_mutations.py
 
 clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -2,6 +2,16 @@
 and partitions, crashes with journal restarts, and byzantine roles (after commonware's ``simplex/mocks``).
 
 Everything random comes from one ``random.Random(seed)``: a seed replays the same run exactly.
+
+Crash model (as the consensus service persists): each own vote is appended to the validator's journal before it
+is broadcast. A crash may tear the journal (``torn``): the node then dies in the middle of its next append, so the
+record is incomplete — ``VoteJournal.load`` drops a torn tail — and the vote it was appending is never sent. The
+host commits finalized blocks through a queue lagging the engine by up to ``commit_lag`` blocks, and compacts the
+journal after a commit once it holds more than ``compact_over`` records: ``compaction="committed"`` keeps the votes
+above the committed view (the correct rule), ``"finalized"`` keeps ``engine.own_votes()`` — the votes above the
+engine's finalized view, what the service did before issue 30 (unsafe: see ``test_sim_buggy_compaction``). A
+restart begins from the committed head (``Config.floor_view``/``genesis`` are the last committed block), not from
+what the engine had finalized; the blocks between are finalized again and must be the same.
 """
 
 from __future__ import annotations
@@ -31,9 +41,15 @@ from cowboy_node.consensus.simplex.engine import (
 )
 from cowboy_node.consensus.simplex.scheme import Scheme, quorum_size
 from cowboy_node.consensus.simplex.types import (
+    MAX_FETCH_VIEWS,
+    Certificate,
+    Fetch,
+    Finalization,
     Finalize,
     Message,
+    Notarization,
     Notarize,
+    Nullification,
     Nullify,
     Proposal,
     Vote,
@@ -47,7 +63,13 @@ from cowboy_node.consensus.simplex.types import (
 from cowboy_node.types.block import Round
 
 GENESIS = hashlib.sha256(b"sim-genesis").digest()
-ROLES = ("equivocator", "conflicter", "nuller", "silent", "outdated", "impersonator")
+ROLES = ("equivocator", "conflicter", "nuller", "silent", "outdated", "impersonator", "bad_parent", "forger",
+         "withholder", "fetch_abuser")
+"""Byzantine roles. ``bad_parent``: as leader, signs (correctly) proposals on a wrong parent digest, an
+uncertified parent view, or a certified parent that skips views without nullification. ``forger``: sends forged
+certificates (random-byte signatures, a real certificate with another seed, views far above the current one) and
+answers every Fetch with junk. ``withholder``: sends its votes of each view only to a subset of peers chosen per
+view. ``fetch_abuser``: floods Fetch for many views (below, around and far above the current one) all the time."""
 
 
 # ------------------------------------------------------------------------------------------------ mock scheme
@@ -139,6 +161,15 @@ class NodeLog:
     sent_votes: list[Vote] = field(default_factory=list)
     faulty: list[Faulty] = field(default_factory=list)
     notarized: dict[int, bytes] = field(default_factory=dict)
+    committed: int = 0
+    """How many blocks of ``finalized`` the host has committed (the commit queue lags the engine)."""
+    incarnation: int = 0
+    past_chains: list[list[Proposal]] = field(default_factory=list)
+    """The finalized chain of each earlier incarnation (a restart keeps only the committed prefix)."""
+    torn: int = 0
+    """Journal appends torn by a crash (their votes never sent)."""
+    uncommitted: int = 0
+    """Finalized but not yet committed blocks lost by restarts (finalized again by the next incarnation)."""
 
 
 @dataclass
@@ -156,7 +187,8 @@ class Sim:
                  latency: tuple[int, int] = (5, 40), loss: float = 0.0, election: Election = Election.RANDOM,
                  roles: dict[int, str] | None = None, partitions: Sequence[Partition] = (),
                  crashes: Sequence[tuple[int, int, int]] = (), wire: bool = False, build_ms: int = 10,
-                 verify_ms: int = 5, skip_timeout: int | None = None) -> None:
+                 verify_ms: int = 5, skip_timeout: int | None = None, torn: float = 0.0, commit_lag: int = 0,
+                 compaction: str = "committed", compact_over: int = 8, faults_until: int | None = None) -> None:
         self.n = n
         self.rng = random.Random(seed)
         self.schemes = schemes or fast_schemes(n)
@@ -168,6 +200,13 @@ class Sim:
         self.skip_timeout = skip_timeout
         """Engine ``skip_timeout`` (None: the engine's default)."""
         """Send every message through its CBOR bytes (encode → decode) as a real transport would."""
+        if compaction not in ("committed", "finalized", "none"):
+            raise ValueError(f"unknown compaction {compaction!r}")
+        self.torn, self.commit_lag, self.compaction, self.compact_over = torn, commit_lag, compaction, compact_over
+        self.faults_until = faults_until
+        """Byzantine roles act before this time only (None: the whole run); silent stays silent."""
+        self._tearing: set[int] = set()
+        self._withheld: dict[tuple[int, int], set[int]] = {}
         self.logs = {i: NodeLog() for i in range(n)}
         self.engines: dict[int, Engine | None] = {}
         self.signers = {i: self.schemes(i) for i in range(n)}
@@ -187,10 +226,12 @@ class Sim:
     # ------------------------------------------------------------------ plumbing
 
     def _new_engine(self, i: int, journal: Sequence[Vote]) -> Engine:
-        """A (re)started validator: its floor is the last block it saw finalized, its journal its own votes."""
-        done = self.logs[i].finalized
+        """A (re)started validator: its floor is the last block its host committed, its journal its own votes."""
+        done = self.logs[i].finalized[:self.logs[i].committed]
         floor_view, floor = (done[-1].round.view, done[-1].payload) if done else (0, GENESIS)
-        cfg = Config(me=i, delta_ms=self.delta, election=self.election, genesis=floor, floor_view=floor_view)
+        seed = self.logs[i].seeds.get(Round(0, floor_view)) if floor_view else None  # as the service: the head's seed
+        cfg = Config(me=i, delta_ms=self.delta, election=self.election, genesis=floor, floor_view=floor_view,
+                     floor_seed=seed)
         if self.skip_timeout is not None:
             cfg = dataclasses.replace(cfg, skip_timeout=self.skip_timeout)
         return Engine(cfg, self.schemes(i), journal)
@@ -216,6 +257,11 @@ class Sim:
         role = self.roles.get(i)
         for o in outputs:
             if isinstance(o, Journal):
+                if i in self._tearing:  # the crash lands in this append: a torn record, the vote never sent
+                    self._tearing.discard(i)
+                    log.torn += 1
+                    self.engines[i] = None
+                    return
                 log.journal.append(o.vote)
             elif isinstance(o, Broadcast | Send):
                 for to, m in self._byzantine(i, role, o):
@@ -231,6 +277,7 @@ class Sim:
             elif isinstance(o, Finalized):
                 log.finalized.append(o.proposal)
                 log.finalizations[o.certificate.round.view] = o.certificate.signature
+                self._commit(i, engine)
             elif isinstance(o, SeedRevealed):
                 log.seeds[o.round] = o.seed
             elif isinstance(o, Notarized):
@@ -238,6 +285,30 @@ class Sim:
             elif isinstance(o, Faulty):
                 log.faulty.append(o)
         self._arm(i)
+
+    def _commit(self, i: int, engine: Engine) -> None:
+        """The host's commit queue: it lags the engine's finalized chain by 0..commit_lag blocks; after a commit
+        the journal is compacted as the service does, once it holds more than ``compact_over`` records."""
+        log = self.logs[i]
+        behind = self.rng.randint(0, self.commit_lag) if self.commit_lag else 0
+        log.committed = max(log.committed, len(log.finalized) - behind)
+        if self.compaction == "none" or len(log.journal) <= self.compact_over:
+            return
+        if self.compaction == "finalized":  # the service before issue 30: above the engine's finalized view
+            log.journal = list(engine.own_votes())
+        else:
+            committed_view = log.finalized[log.committed - 1].round.view if log.committed else 0
+            log.journal = [v for v in log.journal if v.round.view > committed_view]
+
+    def _restart(self, i: int) -> None:
+        log = self.logs[i]
+        self._tearing.discard(i)
+        log.incarnation += 1
+        log.past_chains.append(list(log.finalized))
+        log.uncommitted += len(log.finalized) - log.committed
+        del log.finalized[log.committed:]
+        self.engines[i] = self._new_engine(i, list(log.journal))
+        self._handle(i, self.engines[i].start(self.now))  # type: ignore[union-attr]
 
     def _arm(self, i: int) -> None:
         engine = self.engines[i]
@@ -265,6 +336,14 @@ class Sim:
         peers = [j for j in range(self.n) if j != i]
         m = o.message
         plain = [(o.to, m)] if isinstance(o, Send) else [(j, m) for j in peers]
+        if self.faults_until is not None and self.now >= self.faults_until:
+            return plain
+        if role == "forger":
+            return self._forge(i, o, plain, peers)
+        if role == "fetch_abuser":
+            top = (self.engines[i].view if self.engines[i] is not None else 1) + 1000  # type: ignore[union-attr]
+            views = tuple(sorted(self.rng.sample(range(1, top), MAX_FETCH_VIEWS)))
+            return plain + [(j, Fetch(0, views)) for j in peers]
         if role is None or role == "outdated":
             if role == "outdated" and self._old[i]:
                 plain += [(j, self.rng.choice(self._old[i])) for j in peers]
@@ -287,12 +366,66 @@ class Sim:
         if role == "nuller":
             null = self._sign(i, Nullify, m.round)
             return [(j, x) for j in peers for x in ((m, null) if not isinstance(m, Nullify) else (m,))]
+        if role == "bad_parent" and isinstance(m, Notarize) and m.signer == i and \
+                self.engines[i] is not None and self.engines[i].leader_of(m.round.view) == i:  # type: ignore[union-attr]
+            alt = self._bad_parent(i, m.proposal)
+            return [(j, self._sign(i, Notarize, alt)) for j in peers]
+        if role == "withholder":
+            to = self._withheld.get((i, m.round.view))
+            if to is None:
+                k = self.rng.randint(0, len(peers) - 1)
+                to = self._withheld[(i, m.round.view)] = set(self.rng.sample(peers, k))
+            return [(j, x) for j, x in plain if j in to]
         if role == "impersonator":
             forged = self._sign(i, type(m), m.round if isinstance(m, Nullify) else m.proposal, wrong_key=True)
             other = self._sign(i, type(m), m.round if isinstance(m, Nullify) else m.proposal,
                                as_signer=(i + 1) % self.n)
             return [(j, x) for j in peers for x in (forged, other)]
         return plain
+
+    def _bad_parent(self, i: int, p: Proposal) -> Proposal:
+        """``p`` moved onto a bad parent: a wrong digest, an uncertified view, or a certified block further back
+        than ``p``'s parent (skipping certified views: they hold no nullification)."""
+        kind = self.rng.randrange(3)
+        if kind == 0 or p.round.view < 2:
+            return Proposal(p.round, p.parent_view, self.rng.randbytes(32), p.payload)
+        if kind == 1:
+            view = self.rng.randrange(p.round.view)
+            return Proposal(p.round, view, self.rng.randbytes(32), p.payload)
+        back = [(w, d) for w, d in self.logs[i].notarized.items() if w < p.parent_view]
+        if p.parent_view > 0:
+            back.append((0, GENESIS))
+        if not back:
+            return Proposal(p.round, p.parent_view, self.rng.randbytes(32), p.payload)
+        view, digest = self.rng.choice(back)
+        return Proposal(p.round, view, digest, p.payload)
+
+    def _junk(self, cert: Certificate | None, view: int) -> Certificate:
+        """A certificate that does not verify: random-byte signature and seed (or a real one with another seed)."""
+        if cert is not None and self.rng.random() < 0.5:
+            return dataclasses.replace(cert, seed=self.rng.randbytes(48))
+        rnd = Round(0, view)
+        sig, seed = self.rng.randbytes(48), self.rng.randbytes(48)
+        kind = self.rng.randrange(3)
+        if kind == 0:
+            return Nullification(rnd, sig, seed)
+        p = Proposal(rnd, max(0, view - 1), self.rng.randbytes(32), self.rng.randbytes(32))
+        return Notarization(p, sig, seed) if kind == 1 else Finalization(p, sig, seed)
+
+    def _forge(self, i: int, o: Broadcast | Send, plain: list[tuple[int, Message]],
+               peers: list[int]) -> list[tuple[int, Message]]:
+        m = o.message
+        cert = m if isinstance(m, Notarization | Nullification | Finalization) else None
+        if isinstance(o, Send) and cert is not None:  # a Fetch answer: junk instead
+            return [(o.to, self._junk(cert, cert.round.view))]
+        engine = self.engines[i]
+        view = engine.view if engine is not None else 1
+        out = list(plain)
+        for j in peers:
+            if self.rng.random() < 0.5:
+                target = view + (self.rng.randint(65, 10**6) if self.rng.random() < 0.3 else self.rng.randint(0, 2))
+                out.append((j, self._junk(cert, cert.round.view if cert is not None else target)))
+        return out
 
     # ------------------------------------------------------------------ run
 
@@ -308,11 +441,19 @@ class Sim:
             self.now = at
             engine = self.engines[i]
             if kind == "crash":
-                self.engines[i] = None
+                if self.torn and self.rng.random() < self.torn and engine is not None:
+                    self._tearing.add(i)  # dies in its next journal append (or at the hard stop below)
+                    self._push(at + 5 * self.delta, "crash_hard", i, 0, None)
+                else:
+                    self.engines[i] = None
+                continue
+            if kind == "crash_hard":
+                if i in self._tearing:
+                    self._tearing.discard(i)
+                    self.engines[i] = None
                 continue
             if kind == "restart":
-                self.engines[i] = self._new_engine(i, list(self.logs[i].journal))
-                self._handle(i, self.engines[i].start(at))  # type: ignore[union-attr]
+                self._restart(i)
                 continue
             if engine is None:
                 continue
@@ -323,6 +464,8 @@ class Sim:
                 assert isinstance(payload, ProposalWanted)
                 block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
                                        + i.to_bytes(2, "big")).digest()
+                if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
+                    block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
                 self._handle(i, engine.propose(payload.round, block, at))
             elif kind == "verify":
                 assert isinstance(payload, Proposal)
@@ -343,10 +486,13 @@ class Sim:
 
 def check_safety(r: SimResult) -> None:
     """Honest finalized chains are prefixes of one another, linked, and one block per view; seeds agree."""
-    chains = [r.logs[i].finalized for i in r.honest]
+    chains = [r.logs[i].finalized for i in r.honest] + [c for i in r.honest for c in r.logs[i].past_chains]
     longest = max(chains, key=len)
+    at_height: dict[int, Proposal] = {}
     for c in chains:
-        assert c == longest[:len(c)], "two honest validators finalized different chains"
+        for h, p in enumerate(c):
+            assert at_height.setdefault(h, p) == p, f"two finalized blocks at height {h + 1}"
+        assert c == longest[:len(c)], "two honest validators (or incarnations) finalized different chains"
     prev_view, prev = 0, GENESIS
     for p in longest:
         assert p.parent == prev and p.parent_view == prev_view and p.round.view > prev_view, "broken chain"
@@ -374,6 +520,24 @@ def check_votes(votes: Sequence[Vote]) -> None:
         else:
             nullified.add(view)
     assert not nullified & set(finalized), f"nullify and finalize in views {sorted(nullified & set(finalized))}"
+
+
+def conflicting_votes(votes: Sequence[Vote]) -> str | None:
+    """What :func:`check_votes` reports about ``votes`` (None: no conflict)."""
+    try:
+        check_votes(votes)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def check_live_after(r: SimResult, view: int, within: int) -> None:
+    """Every honest validator finalized a block of a view in ``(view, view + within]``: once the faults stopped
+    (at ``view``), progress resumed within a bounded number of views."""
+    for i in r.honest:
+        after = [p.round.view for p in r.logs[i].finalized if p.round.view > view]
+        assert after and min(after) <= view + within, \
+            f"validator {i}: first finalization after view {view} at {min(after) if after else None} (> +{within})"
 
 
 def finalized_after(r: SimResult, i: int, view: int) -> int:
