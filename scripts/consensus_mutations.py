@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE = "cowboy_node/consensus/simplex/engine.py"
 RULES = "tests/unit/consensus/test_engine_rules.py"
 JOURNAL = "tests/unit/consensus/test_vote_journal.py"
+FLOOD = "tests/unit/consensus/test_engine_flood_bounds.py"
+GUARD = "tests/unit/node/test_double_sign_guard.py"
 ENGINE_TESTS = "tests/unit/consensus/test_simplex_engine.py"
 
 
@@ -88,8 +90,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "no nullify after finalize", ENGINE,
-        "if v.my_nullify is not None or v.my_finalize is not None:",
-        "if v.my_nullify is not None:",
+        "if v.my_nullify is not None or v.my_finalize is not None or v.round.view <= self._vote_above:",
+        "if v.my_nullify is not None or v.round.view <= self._vote_above:",
         (f"{RULES}::test_no_nullify_after_finalize_even_when_the_view_times_out",),
     ),
     Mutation(
@@ -116,9 +118,35 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "never a second notarize in a view", ENGINE,
-        "if v.my_notarize is not None or v.my_nullify is not None:\n            return\n        vote = Notarize(",
-        "if v.my_nullify is not None:\n            return\n        vote = Notarize(",
+        "if v.my_notarize is not None or v.my_nullify is not None or v.round.view <= self._vote_above:\n"
+        "            return\n        vote = Notarize(",
+        "if v.my_nullify is not None or v.round.view <= self._vote_above:\n            return\n        vote = Notarize(",
         (f"{RULES}::test_never_a_second_notarize_in_a_view_even_if_the_host_verifies_another_proposal",),
+    ),
+    Mutation(
+        "an abstaining validator (double-sign guard) signs no notarize", ENGINE,
+        "if v.my_notarize is not None or v.my_nullify is not None or v.round.view <= self._vote_above:",
+        "if v.my_notarize is not None or v.my_nullify is not None:",
+        (f"{GUARD}::test_a_validator_without_its_journal_votes_only_after_being_in_sync_and_watching",
+         f"{GUARD}::test_an_abstaining_engine_signs_nothing_but_follows_certificates"),
+    ),
+    Mutation(
+        "no per-view state before a certificate verifies", ENGINE,
+        "v = self._views.get(r.view)\n        seed = None if v is None else v.seed",
+        "v = self._state(r.view)\n        seed = None if v is None else v.seed",
+        (f"{FLOOD}::test_junk_certificates_for_far_views_create_no_view_state",),
+    ),
+    Mutation(
+        "a bad certificate's sender is muted for retry", ENGINE,
+        "if self._now < self._cert_muted.get(sender, -1):\n            return",
+        "pass",
+        (f"{FLOOD}::test_a_sender_of_a_bad_certificate_is_reported_and_its_certificates_ignored_for_retry",),
+    ),
+    Mutation(
+        "a proven conflict is checked once per (signer, view, kind)", ENGINE,
+        "if key in v.conflicted:\n            return",
+        "pass",
+        (f"{FLOOD}::test_an_equivocator_is_recorded_once_per_view_and_kind_and_its_repeats_cost_no_check",),
     ),
 )
 
