@@ -120,7 +120,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "never a second notarize in a view", ENGINE,
         "if v.my_notarize is not None or v.my_nullify is not None or v.round.view <= self._vote_above:\n"
         "            return\n        vote = Notarize(",
-        "if v.my_nullify is not None or v.round.view <= self._vote_above:\n            return\n        vote = Notarize(",
+        "if v.my_nullify is not None or v.round.view <= self._vote_above:\n"
+        "            return\n        vote = Notarize(",
         (f"{RULES}::test_never_a_second_notarize_in_a_view_even_if_the_host_verifies_another_proposal",),
     ),
     Mutation(
