@@ -275,10 +275,12 @@ class SyncClient:
         return min(able, key=key)
 
     def _expire(self, now: float) -> None:
+        late = {r.peer for r in self._s.inflight.values() if now - r.sent_at >= self.limits.timeout_s}
         for first, r in list(self._s.inflight.items()):
-            if now - r.sent_at >= self.limits.timeout_s:
+            if r.peer in late:  # all it was asked: it is distrusted now
                 del self._s.inflight[first]
-                self._fail(r.peer, "timeout", now)
+        for peer in sorted(late):
+            self._fail(peer, "timeout", now)
         held = self._s.held
         if held and not self._applying and now - self._progress_at >= self.limits.stall_s:
             self._metrics.consensus_sync_refused.labels(reason="unproven").inc()
@@ -339,8 +341,9 @@ class SyncClient:
             h = first + i
             if h > head and h not in self._s.held:
                 self._s.held[h] = _Held(block, sender, len(msg.blocks[i]))
-        if page.certified_height > head:
-            self._s.certs.setdefault(page.certified_height, (page.certificate, sender))
+        c = page.certified_height
+        if c > head and (c not in self._s.certs or c < first + len(page.blocks)):  # one inside its run was
+            self._s.certs[c] = (page.certificate, sender)  # checked against its block: it replaces a claim
         self._advance()
         self.plan()
 
