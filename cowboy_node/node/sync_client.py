@@ -47,7 +47,8 @@ from cowboy_node.consensus.sync_messages import (
     SyncResponse,
     encode_sync,
 )
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.errors import InvalidBlock, TxInvalid
+from cowboy_node.execution.transactions import check_signature
 from cowboy_node.node.sync_server import MESSAGE_CAP, PAGE_HEADROOM, PeerSender
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
@@ -116,6 +117,9 @@ class VerifiedPage:
     """A finalization certificate verified under the group key."""
     size: int
     """Bytes of its encoded blocks."""
+    signatures_ok: frozenset[bytes] = frozenset()
+    """Hashes of its transactions whose signature verified here (``execution.transactions.check_signature``), so
+    the builder thread skips that check when it executes them (the sync-verify thread does it meanwhile)."""
 
 
 @dataclass(slots=True)
@@ -162,7 +166,15 @@ def verify_page(msg: SyncResponse | SyncPage, scheme: Scheme) -> VerifiedPage:
     if not scheme.verify_certificate(finalize_message(p), cert.signature) or \
             not scheme.verify_certificate(seed_message(p.round), cert.seed):
         raise PageRefused("bad_certificate", "the certificate does not verify")
-    return VerifiedPage(first, blocks, certified, cert, sum(len(b) for b in msg.blocks))
+    ok = set()
+    for b in blocks:
+        for tx in b.transactions:
+            try:
+                check_signature(tx)
+            except TxInvalid:
+                continue  # refused again, with its error, when the block is executed
+            ok.add(tx.tx_hash())
+    return VerifiedPage(first, blocks, certified, cert, sum(len(b) for b in msg.blocks), frozenset(ok))
 
 
 class SyncClient:
@@ -194,6 +206,7 @@ class SyncClient:
         self._rr = 0
         self._avg_block = 64 * 1024.0
         self._opening: collections.Counter[int] = collections.Counter()
+        self._sig_ok: set[bytes] = set()
         self._progress_at = 0.0
         self.syncing = False
         """True while a trusted peer claims a finalized height two or more above ours."""
@@ -287,6 +300,7 @@ class SyncClient:
             log.warning("held sync blocks not proven by any certificate; asking again", blocks=len(held))
             held.clear()
             self._s.certs.clear()
+            self._sig_ok.clear()
 
     def _fail(self, peer: int, reason: str, now: float) -> None:
         """``peer`` did not deliver or sent what does not verify: distrust it for a doubling back-off and
@@ -341,6 +355,7 @@ class SyncClient:
             h = first + i
             if h > head and h not in self._s.held:
                 self._s.held[h] = _Held(block, sender, len(msg.blocks[i]))
+        self._sig_ok |= page.signatures_ok
         c = page.certified_height
         if c > head and (c not in self._s.certs or c < first + len(page.blocks)):  # one inside its run was
             self._s.certs[c] = (page.certificate, sender)  # checked against its block: it replaces a claim
@@ -412,10 +427,18 @@ class SyncClient:
             log.error("a certified synced block does not verify here", reason=e.code, error=str(e))
             self._s.held.clear()
             self._s.certs.clear()
+            self._sig_ok.clear()
         finally:
             self._applying = False
         self._advance()
         self.plan()
+
+    def _checked(self, tx_hash: bytes) -> bool:
+        """Whether a transaction's signature already verified here (a synced page's, or the node's marks)."""
+        if tx_hash in self._sig_ok:
+            self._sig_ok.discard(tx_hash)
+            return True
+        return self._signature_checked is not None and self._signature_checked(tx_hash)
 
     def _slice(self, work: list[tuple[Block, bytes, Finalization | None]]) -> list[PreparedBlock]:
         """Execute and commit held proven blocks on the head for at most ``slice_s`` (builder thread, lock held)."""
@@ -424,7 +447,7 @@ class SyncClient:
         for block, seed, cert in work:
             if block.header.parent_hash != self.chain.head.hash():
                 break  # committed meanwhile by consensus
-            prepared = verify_and_prepare(self.chain, block, signature_checked=self._signature_checked)
+            prepared = verify_and_prepare(self.chain, block, signature_checked=self._checked)
             extra = [seed_op(block.header.round, seed)]
             if cert is not None:
                 extra.append(finalization_op(block.header.height, cert))
