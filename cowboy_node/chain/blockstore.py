@@ -82,6 +82,16 @@ class BlockStore:
         raw = self._store.get(_BLOCK + _BE8.pack(height))
         return None if raw is None else Block.decode(raw)
 
+    def block_bytes(self, height: int) -> bytes | None:
+        """The stored bytes of the block at ``height`` (its canonical encoding), not decoded: what a peer asking
+        for it is sent as is."""
+        return self._store.get(_BLOCK + _BE8.pack(height))
+
+    def block_bytes_by_hash(self, block_hash: bytes) -> bytes | None:
+        """The stored bytes of the committed block with this hash, not decoded."""
+        height = self.height_of(block_hash)
+        return None if height is None else self.block_bytes(height)
+
     def receipts(self, height: int) -> list[Receipt] | None:
         """Receipts of the block at ``height``."""
         raw = self._store.get(_RECEIPTS + _BE8.pack(height))

@@ -92,6 +92,11 @@ class Forks:
         height = self.chain.blocks.height_of(digest)
         return None if height is None else self.chain.blocks.block(height)
 
+    def memory_block(self, digest: bytes) -> Block | None:
+        """A candidate block (held in memory, not committed), by hash."""
+        c = self.candidates.get(digest)
+        return None if c is None else c.prepared.block
+
     def parent_seed(self, parent: BlockHeader) -> bytes | None:
         """The seed of ``parent``'s round: the beacon of its child (the genesis beacon for block 0)."""
         if parent.height == 0:

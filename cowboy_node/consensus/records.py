@@ -89,6 +89,27 @@ class ConsensusRecords:
                 return h, cert
         return None
 
+    def finalization_bytes(self, height: int) -> bytes | None:
+        """The stored (encoded) certificate of the block at ``height``, not decoded: served to peers as is."""
+        return self._store.get(_FIN + _BE8.pack(height))
+
+    def certified_heights(self, height: int, up_to: int) -> list[int]:
+        """Heights in ``[height, up_to]`` with their own stored certificate, ascending (nothing decoded)."""
+        out: list[int] = []
+        for key, _ in self._store.iterate(_FIN, start=_FIN + _BE8.pack(height)):
+            h = int(_BE8.unpack(key[len(_FIN):])[0])
+            if h > up_to:
+                break
+            out.append(h)
+        return out
+
+    def next_certified_bytes(self, height: int, up_to: int) -> tuple[int, bytes] | None:
+        """The lowest height in ``[height, up_to]`` with its own stored certificate, and its stored bytes."""
+        for key, raw in self._store.iterate(_FIN, start=_FIN + _BE8.pack(height)):
+            h = int(_BE8.unpack(key[len(_FIN):])[0])
+            return (h, raw) if h <= up_to else None
+        return None
+
     def put_proposal(self, digest: bytes, block: bytes) -> None:
         """Keep this validator's proposal ``block`` durably (synced) before its proposal vote is journaled."""
         self._store.write_batch([(_PROP + digest, bytes(block))], sync=True)

@@ -5,6 +5,7 @@ Status        {0: 0, 1: finalized_height}                       every second, to
 BlockRequest  {0: 1, 1: digest bytes(32)}                        "send me this block's body"
 SyncRequest   {0: 2, 1: from_height, 2: max_blocks (1..64)}      "send me finalized blocks from this height"
 SyncResponse  {0: 3, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: Finalization bytes}
+SyncPage      {0: 4, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: certified_height, 3: Finalization bytes}
 ```
 
 Transactions travel on their own channel, :data:`CH_TX_BATCH`, as a :class:`TxBatch` (:func:`encode_tx_batch`):
@@ -16,6 +17,14 @@ TxBatch       {0: 0, 1: [tx bytes, ...] (1..MAX_TX_BATCH_TXS)}     gossip of adm
 Block bodies themselves (a proposal, or the answer to a BlockRequest) travel on the blocks channel as plain
 encoded blocks. A SyncResponse's blocks are consecutive, and its certificate finalizes the last of them;
 the requester links them by ``parent_hash`` from its own head, so one certificate proves the whole run.
+
+A server answers with a run sized in bytes (below the peer message cap, at least one block). When the run
+contains a block with its own stored certificate it ends there and is a SyncResponse (the same bytes and meaning
+as before); when it does not (the server's own certificates are sparser than the byte budget allows), it is a
+SyncPage: its certificate finalizes the block at ``certified_height`` > the run's last height, the nearest such
+block the server holds. The requester verifies that certificate at once and keeps the page's blocks (unexecuted)
+until the chain linked from its head reaches the certified block, whose hash must be the certificate's payload:
+one certificate then proves every page below it.
 """
 
 from __future__ import annotations
@@ -82,6 +91,18 @@ class SyncResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncPage:
+    """Consecutive finalized blocks and the certificate of a later block (see the module docstring)."""
+
+    blocks: tuple[bytes, ...]
+    """Encoded blocks, consecutive heights from the request's ``from_height``."""
+    certified_height: int
+    """Height of the block the certificate finalizes: above the last block's."""
+    finalization: bytes
+    """Encoded Finalization of the block at ``certified_height``."""
+
+
+@dataclass(frozen=True, slots=True)
 class TxBatch:
     """Transactions a validator admitted (from RPC), gossiped to the others in one message."""
 
@@ -113,7 +134,7 @@ def decode_tx_batch(data: bytes) -> TxBatch:
     return TxBatch(tuple(txs))
 
 
-SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse
+SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse | SyncPage
 
 
 def encode_sync(m: SyncMessage) -> bytes:
@@ -124,6 +145,8 @@ def encode_sync(m: SyncMessage) -> bytes:
         return encode({0: 1, 1: m.digest})
     if isinstance(m, SyncRequest):
         return encode({0: 2, 1: m.from_height, 2: m.max_blocks})
+    if isinstance(m, SyncPage):
+        return encode({0: 4, 1: list(m.blocks), 2: m.certified_height, 3: m.finalization})
     return encode({0: 3, 1: list(m.blocks), 2: m.finalization})
 
 
@@ -150,12 +173,23 @@ def decode_sync(data: bytes) -> SyncMessage:
         return SyncRequest(expect_uint(m[1], "sync_request.from_height"), n)
     if kind == 3:
         m = expect_map(value, frozenset({0, 1, 2}), "sync_response")
-        blocks = m[1]
-        if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_SYNC_BLOCKS \
-                or not all(isinstance(b, bytes) for b in blocks):
-            raise DecodeError(f"sync_response.blocks must be 1..{MAX_SYNC_BLOCKS} byte strings")
-        fin = m[2]
-        if not isinstance(fin, bytes):
-            raise DecodeError("sync_response.finalization must be bytes")
-        return SyncResponse(tuple(blocks), fin)
+        return SyncResponse(_blocks(m[1], "sync_response"), _fin(m[2], "sync_response"))
+    if kind == 4:
+        m = expect_map(value, frozenset({0, 1, 2, 3}), "sync_page")
+        blocks = _blocks(m[1], "sync_page")
+        certified = expect_uint(m[2], "sync_page.certified_height")
+        return SyncPage(blocks, certified, _fin(m[3], "sync_page"))
     raise DecodeError(f"sync message: unknown kind {kind!r}")
+
+
+def _blocks(value: object, what: str) -> tuple[bytes, ...]:
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_SYNC_BLOCKS \
+            or not all(isinstance(b, bytes) for b in value):
+        raise DecodeError(f"{what}.blocks must be 1..{MAX_SYNC_BLOCKS} byte strings")
+    return tuple(value)
+
+
+def _fin(value: object, what: str) -> bytes:
+    if not isinstance(value, bytes):
+        raise DecodeError(f"{what}.finalization must be bytes")
+    return value

@@ -29,7 +29,6 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import itertools
 import json
 import threading
 import time
@@ -40,7 +39,6 @@ from typing import Any, Protocol
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.evidence import Evidence, EvidenceStore
 from cowboy_node.consensus.forks import Candidate, Forks
-from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.consensus.journal import (
     DoubleSignGuard,
     JournalError,
@@ -50,7 +48,7 @@ from cowboy_node.consensus.journal import (
     remove_marker,
     write_marker,
 )
-from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
+from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.engine import (
     Broadcast,
@@ -71,6 +69,7 @@ from cowboy_node.consensus.simplex.engine import (
 )
 from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.consensus.simplex.types import (
+    Fetch,
     Finalization,
     Finalize,
     Message,
@@ -78,26 +77,19 @@ from cowboy_node.consensus.simplex.types import (
     Proposal,
     decode_message,
     encode_message,
-    finalize_message,
-    seed_message,
 )
 from cowboy_node.consensus.sync_messages import (
     CH_BLOCKS,
     CH_CONSENSUS,
     CH_SYNC,
     CH_TXS,
-    MAX_SYNC_BLOCKS,
-    MAX_SYNC_REQUEST,
     BlockRequest,
-    Status,
-    SyncRequest,
-    SyncResponse,
-    decode_sync,
     encode_sync,
 )
 from cowboy_node.consensus.timeline import ViewTimeline
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
@@ -218,8 +210,6 @@ class ConsensusService:
         self._running = False
         self._event_loop: asyncio.AbstractEventLoop | None = None
         """The loop :meth:`run` runs on (after-commit work of synced blocks is scheduled there)."""
-        self._peer_heights: dict[int, int] = {}
-        self._sync_inflight: tuple[int, float] | None = None
         self._own_blocks: set[bytes] = set()
         self._preverified: set[int] = set()
         """Views whose leader's block started executing when its body arrived (:meth:`_maybe_preverify`)."""
@@ -249,6 +239,11 @@ class ConsensusService:
         """While not None: the double-sign guard is watching and the engine abstains (see :meth:`start_engine`)."""
         self._guard_reason: str | None = None
         """Why the engine abstains (``no_vote_journal``), for ``/status``."""
+        self.resolver = Resolver(chain, self.records, scheme, net=lambda: self.net, metrics=metrics,
+                                 in_builder=lambda fn: self._in_builder(fn), spawn=self._spawn,
+                                 memory_body=lambda d: self._bodies.get(d) or self.forks.memory_block(d),
+                                 on_applied=self._on_synced, signature_checked=signature_checked)
+        """Serves and fetches finalized blocks (``node/sync_resolver.py``)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -361,6 +356,7 @@ class ConsensusService:
         """Release the builder thread and the journal (idempotent); leave the newest view timeline records next
         to the journal (``consensus-timeline.json``: not in ``/status``, which is polled often and would carry
         them every time)."""
+        self.resolver.close()
         self._executor.shutdown(wait=True)
         if self.journal is not None:
             with contextlib.suppress(OSError):
@@ -791,6 +787,8 @@ class ConsensusService:
         self.metrics.consensus_messages_received.labels(kind=type(msg).__name__.lower()).inc()
         if self.engine is None:
             return
+        if isinstance(msg, Fetch) and not self.resolver.allow_fetch(sender, len(msg.views)):
+            return  # over its budget of views answered (refused and counted there)
         if isinstance(msg, Notarize | Finalize) and msg.signer == sender:
             self.timeline.mark(msg.round.view, f"{type(msg).__name__.lower()}{sender}", time.monotonic())
         if isinstance(msg, Notarize) and msg.signer == sender and self.engine.leader_of(msg.round.view) == sender:
@@ -837,127 +835,33 @@ class ConsensusService:
             log.exception("early block verification failed unexpectedly", view=view, error=repr(e))
 
     def _on_sync(self, sender: int, payload: bytes) -> None:
-        msg = decode_sync(payload)
-        net = self.net
-        if isinstance(msg, Status):
-            self._peer_heights[sender] = msg.height
-            self._maybe_sync()
-        elif isinstance(msg, BlockRequest):
-            block = self._bodies.get(msg.digest) or self.forks.block(msg.digest)
-            if block is not None and net is not None:
-                net.send(sender, CH_BLOCKS, block.encode())
-        elif isinstance(msg, SyncRequest):
-            response = self._sync_answer(msg)
-            if response is not None and net is not None:
-                net.send(sender, CH_SYNC, encode_sync(response))
-        elif isinstance(msg, SyncResponse):
-            self._sync_inflight = None
-            if self._running:
-                self._spawn(self._apply_sync(sender, msg))
-
-    def _sync_answer(self, req: SyncRequest) -> SyncResponse | None:
-        head = self.chain.height
-        if req.from_height < 1 or req.from_height > head:
-            return None
-        target = min(req.from_height + req.max_blocks - 1, head)
-        found = self.records.next_certified(target, head) or self.records.next_certified(req.from_height, target)
-        if found is None:
-            return None
-        last, cert = found
-        last = min(last, req.from_height + MAX_SYNC_BLOCKS - 1)
-        if self.records.finalization(last) is None:
-            return None
-        blocks = []
-        for h in range(req.from_height, last + 1):
-            b = self.chain.blocks.block(h)
-            if b is None:
-                return None
-            blocks.append(b.encode())
-        return SyncResponse(tuple(blocks), encode_message(cert))
+        self.resolver.on_sync(sender, payload)
+        self.syncing = self.resolver.syncing
 
     async def _status_loop(self) -> None:
         while True:
             if self.net is not None:
-                self.net.broadcast(CH_SYNC, encode_sync(Status(self.chain.height)))
+                self.net.broadcast(CH_SYNC, self.resolver.status())
                 self.metrics.consensus_peers.set(len(self.net.connected()))
             self._maybe_sync()
             await asyncio.sleep(STATUS_INTERVAL_S)
 
     def _maybe_sync(self, force: bool = False) -> None:
-        """Ask the most advanced peer for blocks when it is ahead (by two, or at all when ``force``)."""
-        if self.net is None or not self._peer_heights:
-            return
-        peer, height = max(self._peer_heights.items(), key=lambda kv: kv[1])
-        behind = height - self.chain.height
-        self.syncing = behind >= 2
-        if behind < (1 if force else 2):
-            return
-        inflight = self._sync_inflight
-        if inflight is not None and time.monotonic() - inflight[1] < 2.0:
-            return
-        self._sync_inflight = (peer, time.monotonic())
-        self.net.send(peer, CH_SYNC, encode_sync(SyncRequest(self.chain.height + 1, MAX_SYNC_REQUEST)))
+        """Let the resolver ask peers that are ahead for blocks (``force``: one block behind is enough)."""
+        self.resolver.tick(force)
+        self.syncing = self.resolver.syncing
 
-    async def _apply_sync(self, sender: int, resp: SyncResponse) -> None:
-        try:
-            blocks = [Block.decode(b) for b in resp.blocks]
-            cert = decode_message(resp.finalization)
-        except DecodeError as e:
-            self.metrics.consensus_bad_messages.labels(reason="bad_sync_response").inc()
-            log.warning("bad sync response", sender=sender, error=str(e))
-            return
-        if not isinstance(cert, Finalization):
-            self.metrics.consensus_bad_messages.labels(reason="bad_sync_response").inc()
-            return
-
-        def apply() -> int:
-            head = self.chain.head
-            if blocks[0].header.parent_hash != head.hash():
-                return 0  # stale answer: we moved on meanwhile
-            for a, b in itertools.pairwise(blocks):
-                if b.header.parent_hash != a.hash():
-                    raise InvalidBlock("sync_not_linked", "synced blocks are not a chain")
-            last = blocks[-1]
-            p = cert.proposal
-            if p.payload != last.hash() or p.round != last.header.round or \
-                    not self.scheme.verify_certificate(finalize_message(p), cert.signature) or \
-                    not self.scheme.verify_certificate(seed_message(p.round), cert.seed):
-                raise InvalidBlock("sync_bad_certificate", "the certificate does not finalize the last block")
-            for i, block in enumerate(blocks):
-                prepared = verify_and_prepare(self.chain, block, signature_checked=self.forks.signature_checked)
-                seed = blocks[i + 1].header.beacon if i + 1 < len(blocks) else cert.seed
-                extra = [seed_op(block.header.round, seed)]
-                if i + 1 == len(blocks):
-                    extra.append(finalization_op(block.header.height, cert))
-                self.chain.commit(prepared, extra)
-                self._on_commit_from_builder(prepared)
-            return len(blocks)
-
-        try:
-            n = await self._in_builder(apply)
-        except InvalidBlock as e:
-            self.metrics.consensus_bad_messages.labels(reason=e.code).inc()
-            log.warning("sync response refused", sender=sender, reason=e.code)
-            return
-        if n:
-            last = blocks[-1]
-            self.metrics.consensus_synced_blocks.inc(n)
-            self.metrics.consensus_finalized_height.set(last.header.height)
-            log.info("synced finalized blocks", count=n, height=last.header.height, peer=sender)
-            for block in blocks:
-                self.forks.candidates.pop(block.hash(), None)
-            if self.engine is not None:
-                self._act(self.engine.advance_floor(last.header.round.view, last.hash(), cert.seed, self._now()))
-            if self._commit_wake is not None:
-                self._commit_wake.set()
-            self._maybe_sync()
-
-    def _on_commit_from_builder(self, prepared: PreparedBlock) -> None:
-        """After-commit work for a synced block (scheduled on the event loop: the node's hooks are not
-        thread-safe)."""
-        loop = self._event_loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._on_commit, CommittedBlock(prepared, None, False, 0.0, 0.0))
+    def _on_synced(self, last: Block, seed: bytes, committed: list[PreparedBlock]) -> None:
+        """Synced blocks were committed (on the event loop): the node's after-commit work, then the engine's floor
+        moves to the last of them."""
+        for prepared in committed:
+            self.forks.candidates.pop(prepared.block.hash(), None)
+            self._on_commit(CommittedBlock(prepared, None, False, 0.0, 0.0))
+        log.info("synced finalized blocks", count=len(committed), height=last.header.height)
+        if self.engine is not None:
+            self._act(self.engine.advance_floor(last.header.round.view, last.hash(), seed, self._now()))
+        if self._commit_wake is not None:
+            self._commit_wake.set()
 
     # ------------------------------------------------------------------------------------------ status
 

@@ -173,6 +173,15 @@ class NodeMetrics:
                                                 "vote for, by reason.", ["reason"], namespace=ns, registry=r)
         self.consensus_synced_blocks = Counter("consensus_synced_blocks", "Finalized blocks fetched from peers "
                                                "and committed while catching up.", namespace=ns, registry=r)
+        self.consensus_requests_refused = Counter(
+            "consensus_requests_refused", "Peer requests (sync runs, block bodies, certificate fetches) this "
+            "validator refused to serve, by kind and reason (node/sync_server.py).", ["kind", "reason"],
+            namespace=ns, registry=r)
+        self.consensus_sync_refused = Counter(
+            "consensus_sync_refused", "Sync answers this validator refused or gave up waiting for, by reason "
+            "(node/sync_client.py).", ["reason"], namespace=ns, registry=r)
+        self.consensus_sync_served_bytes = Counter(
+            "consensus_sync_served_bytes", "Bytes of stored blocks sent to syncing peers.", namespace=ns, registry=r)
         self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
                                     ["route", "status"], namespace=ns, registry=r)
         # HTTP API connection limits (cowboy_node/rpc/conn_limits.py).

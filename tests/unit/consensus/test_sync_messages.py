@@ -13,6 +13,7 @@ from cowboy_node.consensus.sync_messages import (
     BlockRequest,
     Status,
     SyncMessage,
+    SyncPage,
     SyncRequest,
     SyncResponse,
     decode_sync,
@@ -33,6 +34,9 @@ GOLDEN: list[tuple[str, SyncMessage, str]] = [
     # {0: 3, 1: [h'6162', h'63'], 2: h'66696e'}
     ("sync_response", SyncResponse((b"ab", b"c"), b"fin"),
      "a3" "0003" "01" "82" "426162" "4163" "02" "4366696e"),
+    # {0: 4, 1: [h'6162', h'63'], 2: 5, 3: h'66696e'}: a4 = map of 4 pairs
+    ("sync_page", SyncPage((b"ab", b"c"), 5, b"fin"),
+     "a4" "0004" "01" "82" "426162" "4163" "02" "05" "03" "4366696e"),
 ]
 
 
@@ -88,7 +92,10 @@ BAD = {
     "non_shortest_int": "a2" "0000" "011805",
     "unsorted_keys": "a2" "0105" "0000",
     # unknown kinds and non-maps
-    "unknown_kind_4": "a2" "0004" "0100",
+    "unknown_kind_5": "a2" "0005" "0100",
+    "sync_page_missing_height": "a3" "0004" "01814161" "024166",
+    "sync_page_height_not_uint": "a4" "0004" "01814161" "0220" "034166",
+    "sync_page_empty_blocks": "a4" "0004" "0180" "0205" "034166",
     "kind_is_text": "a2" "006161" "0100",
     "not_a_map": "82" "0005",
     "trailing_byte": "a2" "0000" "0105" "00",

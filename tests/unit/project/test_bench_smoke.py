@@ -115,3 +115,12 @@ def test_soak_prints_one_json_with_samples_goals_and_its_idle_baseline() -> None
     assert goals["block_interval_p99"]["limit_ms"] == 300 and goals["rss_plateau"]["limit_pct"] == 5
     assert all(isinstance(g["met"], bool) for g in goals.values())
     assert doc["node"]["exited_with"] is None
+
+
+@pytest.mark.timeout(180)
+def test_sync_catchup_prints_one_json_with_the_production_rate_beside_the_catch_up() -> None:
+    doc = _run("sync_catchup.py", "--blocks", "4", "--txs", "5", "--servers", "1")
+    assert doc["bench"] == "sync_catchup"
+    assert doc["catch_up"]["blocks"] == 4 and doc["catch_up"]["same_head"]
+    assert doc["catch_up"]["server_refusals"] == {} and doc["production"]["blocks_per_s"] > 0
+    assert set(doc["catch_up"]["loop_lag_catch_up"]) == {"p50_ms", "p99_ms", "max_ms", "samples"}

@@ -1,0 +1,215 @@
+"""Sync catch-up benchmark (issue 30 §3; prints JSON).
+
+In one run on this machine:
+ - builds a finalized chain of ``--blocks`` full transfer blocks (``--txs`` transfers each, real threshold seeds and
+   finalization certificates) on a LevelDB store, executing and committing every block like a validator does: the
+   **production** figures are that build rate (blocks/s this machine executes and commits at that load) and the
+   network's cadence at ``--block-ms`` (a validator cannot produce faster than one block per block time), the
+   production rate being the lower of the two;
+ - starts ``--servers`` serving validators (sharing that store) and one empty validator, each with its own
+   ``PeerNetwork`` over loopback QUIC and the node's own :class:`~cowboy_node.node.sync_resolver.Resolver`; the servers
+   announce their height each second; the empty one catches up: **catch-up** blocks/s and MB/s, and the ratio
+   catch-up ÷ production (goal ≥ 3);
+ - the event loop's lag (a 5 ms ticker: how late it runs) before and during the catch-up, p50/p99/max: serving and
+   applying must never hold the loop (where votes are handled) for more than a few ms. All validators share this one
+   process and loop here, so the figure is pessimistic for a server;
+ - the refusals counted by the servers (``cowboy_consensus_requests_refused_total``): honest full-speed sync must
+   never hit a budget.
+
+Usage: python bench/sync_catchup.py [--blocks 2000] [--txs 1200] [--block-ms 500] [--servers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cowboy_node.chain.chain import Chain
+from cowboy_node.consensus.records import ConsensusRecords
+from cowboy_node.consensus.sync_messages import CH_SYNC
+from cowboy_node.node.sync_resolver import Resolver
+from cowboy_node.observability.logging import configure_logging
+from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.state.leveldb import LevelDBStore
+from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from tests.helpers import BOB, transfer
+from tests.unit.node.sync_chain import build_chain, network, scheme
+
+
+def _port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
+class _Lag:
+    """How late a 5 ms ticker runs on the event loop (ms)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.phase = "idle"
+        self.by_phase: dict[str, list[float]] = {}
+
+    async def run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.005)
+            self.by_phase.setdefault(self.phase, []).append((time.perf_counter() - t - 0.005) * 1000)
+
+    def summary(self, phase: str) -> dict[str, float]:
+        xs = self.by_phase.get(phase, [])
+        return {"p50_ms": _pct(xs, 0.5), "p99_ms": _pct(xs, 0.99), "max_ms": round(max(xs, default=0.0), 2),
+                "samples": len(xs)}
+
+
+async def catch_up(args: argparse.Namespace, net_g: Any, server_chain: Chain, tmp: Path) -> dict[str, Any]:
+    genesis = net_g.genesis
+    servers = list(range(args.servers))
+    me = 3
+    ids = [*servers, me]
+    ports = {i: _port() for i in ids}
+    keys = [v.ed25519_public_key for v in genesis.validators]
+    client_chain = Chain(LevelDBStore(str(tmp / "client")), genesis)
+    builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
+    lock = threading.Lock()
+    tasks: set[asyncio.Task[Any]] = set()
+    applied = {"blocks": 0}
+    metrics = {i: NodeMetrics() for i in ids}
+    nets: dict[int, PeerNetwork] = {}
+    resolvers: dict[int, Resolver] = {}
+
+    def spawn(coro: Any) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+    async def in_builder(fn: Any) -> Any:
+        def locked() -> Any:
+            with lock:
+                return fn()
+        return await asyncio.get_running_loop().run_in_executor(builder, locked)
+
+    def on_applied(last: Any, seed: bytes, done: list[Any]) -> None:
+        applied["blocks"] += len(done)
+
+    for i in ids:
+        chain = client_chain if i == me else server_chain
+        resolvers[i] = Resolver(chain, ConsensusRecords(chain.store), scheme(net_g, None),
+                                net=lambda i=i: nets.get(i), metrics=metrics[i], in_builder=in_builder, spawn=spawn,
+                                memory_body=lambda d: None, on_applied=on_applied)
+        peers = [PeerInfo(j, keys[j], "127.0.0.1", ports[j]) for j in ids if j != i]
+        nets[i] = PeerNetwork(me=i, ed25519_seed=net_g.validator_keys[i].ed25519_seed, listen_host="127.0.0.1",
+                              listen_port=ports[i], peers=peers, validator_keys=keys, network_id=genesis.hash(),
+                              cert_path=tmp / f"v{i}.crt", key_path=tmp / f"v{i}.key",
+                              on_message=lambda s, c, p, i=i: resolvers[i].on_sync(s, p) if c == CH_SYNC else None,
+                              limits=PeerLimits())
+    for n in nets.values():
+        await n.start()
+    lag = _Lag()
+    ticker = asyncio.get_running_loop().create_task(lag.run())
+    deadline = time.monotonic() + 30
+    while not all(len(nets[i].connected()) == len(ids) - 1 for i in ids):
+        if time.monotonic() > deadline:
+            raise RuntimeError("peers did not connect")
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # the idle loop's lag, before any sync
+    lag.phase = "catch_up"
+    total = server_chain.height
+    size = sum(len(server_chain.blocks.block_bytes(h) or b"") for h in range(1, total + 1))
+    t0 = time.perf_counter()
+    while client_chain.height < total:
+        for i in servers:
+            nets[i].broadcast(CH_SYNC, resolvers[i].status())
+        resolvers[me].tick()
+        await asyncio.sleep(1.0 if client_chain.height == 0 else 0.25)
+        if time.perf_counter() - t0 > args.timeout:
+            break
+    wall = time.perf_counter() - t0
+    lag.phase = "after"
+    ticker.cancel()
+    ok = client_chain.height == total and client_chain.head.hash() == server_chain.head.hash()
+    refused = {}
+    for i in servers:
+        for metric in metrics[i].consensus_requests_refused.collect():
+            for s in metric.samples:
+                if s.name.endswith("_total") and s.value:
+                    refused[f"{s.labels['kind']}.{s.labels['reason']}"] = refused.get(
+                        f"{s.labels['kind']}.{s.labels['reason']}", 0) + int(s.value)
+    sync_refused = {}
+    for metric in metrics[me].consensus_sync_refused.collect():
+        for s in metric.samples:
+            if s.name.endswith("_total") and s.value:
+                sync_refused[s.labels["reason"]] = int(s.value)
+    for n in nets.values():
+        await n.stop()
+    for r in resolvers.values():
+        r.close()
+    builder.shutdown(wait=True)
+    client_chain.store.close()
+    return {"blocks": client_chain.height, "same_head": ok, "seconds": round(wall, 2),
+            "blocks_per_s": round(client_chain.height / wall, 2), "mb_per_s": round(size / wall / 1e6, 2),
+            "chain_mb": round(size / 1e6, 2), "loop_lag_idle": lag.summary("idle"),
+            "loop_lag_catch_up": lag.summary("catch_up"), "server_refusals": refused,
+            "client_refusals": sync_refused}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=2000)
+    ap.add_argument("--txs", type=int, default=1200, help="transfers per block")
+    ap.add_argument("--block-ms", type=int, default=500, help="the network's block time (its cadence)")
+    ap.add_argument("--servers", type=int, default=2, help="serving validators (1..3)")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    args = ap.parse_args()
+    configure_logging("console", "error")
+    senders = [(0x10000 + i).to_bytes(32, "big") for i in range(args.txs)]
+    net_g = network({private_key_to_address(sk): 10**24 for sk in senders})
+    t0 = time.perf_counter()
+    signed = [[transfer(sk, h, BOB, 1) for sk in senders] for h in range(args.blocks)]
+    sign_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="sync-bench-") as d:
+        tmp = Path(d)
+        t1 = time.perf_counter()
+        server_chain, _ = build_chain(args.blocks, net=net_g, store=LevelDBStore(str(tmp / "server")),
+                                      txs=lambda h: signed[h - 1], block_ms=args.block_ms)
+        build_s = time.perf_counter() - t1
+        signed.clear()
+        build_rate = args.blocks / build_s
+        cadence = 1000 / args.block_ms
+        production = min(build_rate, cadence)
+        sync = asyncio.run(catch_up(args, net_g, server_chain, tmp))
+        server_chain.store.close()
+    print(json.dumps({
+        "bench": "sync_catchup", "blocks": args.blocks, "txs_per_block": args.txs, "block_ms": args.block_ms,
+        "servers": args.servers, "sign_s": round(sign_s, 1),
+        "production": {"build_commit_blocks_per_s": round(build_rate, 2), "cadence_blocks_per_s": cadence,
+                       "blocks_per_s": round(production, 2),
+                       "mb_per_s": round(production * sync["chain_mb"] / max(1, args.blocks), 2)},
+        "catch_up": sync,
+        "ratio_catch_up_to_production": round(sync["blocks_per_s"] / production, 2),
+        "ratio_catch_up_to_build_commit": round(sync["blocks_per_s"] / build_rate, 2),
+        "goal_ratio": 3.0,
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Catching up (``node/sync_client.py``, issue 30 §2/§3): pipelined requests applied in order, peers rotated, a
+lying or silent peer distrusted and penalized, answers that do not verify refused. Time is held by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from cowboy_node.chain.chain import Chain
+from cowboy_node.consensus.records import ConsensusRecords
+from cowboy_node.consensus.sync_messages import (
+    CH_SYNC,
+    SyncPage,
+    SyncRequest,
+    SyncResponse,
+    decode_sync,
+)
+from cowboy_node.node.sync_client import FetchLimits, SyncClient
+from cowboy_node.node.sync_server import read_page
+from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.state.memory import MemoryStore
+from tests.unit.node.sync_chain import NET, build_chain, scheme
+from tests.unit.node.test_sync_server import FakeNet
+
+SERVER, BLOCKS = build_chain(12)
+SPARSE, _ = build_chain(12, cert_every=100)
+
+
+class Rig:
+    def __init__(self, limits: FetchLimits | None = None) -> None:
+        self.chain = Chain(MemoryStore(), NET.genesis)
+        self.net = FakeNet()
+        self.metrics = NodeMetrics()
+        self.now = [0.0]
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.applied: list[int] = []
+
+        async def direct(fn: Any) -> Any:
+            return fn()
+
+        self.client = SyncClient(
+            self.chain, scheme(NET, None), net=lambda: self.net, metrics=self.metrics, clock=lambda: self.now[0],
+            in_builder=direct, off_loop=direct, spawn=self._spawn, connected=self.net.connected,
+            on_applied=lambda last, seed, done: self.applied.extend(p.block.header.height for p in done),
+            limits=limits or FetchLimits(page_bytes=64 * 1024 * 1024))
+
+    def _spawn(self, coro: Any) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def settle(self) -> None:
+        while self.tasks:
+            await self.tasks.pop(0)
+
+    def requests(self) -> list[tuple[int, SyncRequest]]:
+        out = []
+        for to, ch, payload in self.net.sent:
+            m = decode_sync(payload)
+            if ch == CH_SYNC and isinstance(m, SyncRequest):
+                out.append((to, m))
+        self.net.sent.clear()
+        return out
+
+    def answer(self, peer: int, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> None:
+        raw = read_page(chain.blocks, ConsensusRecords(chain.store), req, chain.height, page_bytes)
+        assert raw is not None
+        m = decode_sync(raw)
+        assert isinstance(m, SyncResponse | SyncPage)
+        self.client.on_answer(peer, m)
+
+    def refused(self, reason: str) -> float:
+        return float(self.metrics.consensus_sync_refused.labels(reason=reason)._value.get())
+
+
+def test_pipelined_requests_to_different_peers_are_applied_in_height_order() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client._avg_block = 1e9  # one block per request: several requests in flight
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        reqs = rig.requests()
+        assert {to for to, _ in reqs} == {1, 2} and len(reqs) >= 4  # spread over both peers
+        for to, req in reversed(reqs):  # the highest answered first: held, nothing applied yet
+            rig.answer(to, req)
+            await rig.settle()
+            if req.from_height > 1:
+                assert rig.applied == []
+        assert rig.applied == list(range(1, len(reqs) + 1))
+        assert rig.chain.head.hash() == BLOCKS[len(reqs) - 1].hash()
+
+    asyncio.run(run())
+
+
+def test_a_lying_status_peer_is_distrusted_and_penalized_and_does_not_hold_the_node_syncing() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client.on_status(2, 12)
+        for to, req in rig.requests():
+            rig.answer(to, req)
+        await rig.settle()
+        assert rig.chain.height == 12
+        rig.client.on_status(1, 1_000_000)  # a claim nobody can back
+        assert rig.client.syncing
+        reqs = rig.requests()
+        assert {to for to, _ in reqs} == {1} and min(r.from_height for _, r in reqs) == 13  # only it claims them
+        rig.now[0] += 10.0  # no answer within the timeout
+        rig.client.plan()
+        assert rig.net.penalized == [(1, "sync_timeout")] and rig.refused("timeout") == 1
+        assert not rig.client.syncing and rig.requests() == []  # its claim no longer counts
+        rig.client.on_status(1, 1_000_000)  # repeated while distrusted: still ignored
+        assert not rig.client.syncing
+
+    asyncio.run(run())
+
+
+def test_a_peer_that_does_not_deliver_is_rotated_away_from() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        (first, req), = rig.requests()
+        rig.now[0] += 10.0
+        rig.client.plan()
+        (second, again), = rig.requests()
+        assert second != first and again.from_height == req.from_height == 1
+        rig.answer(second, again)
+        await rig.settle()
+        assert rig.chain.height == 12
+
+    asyncio.run(run())
+
+
+def test_an_answer_whose_certificate_does_not_verify_is_refused_and_its_sender_penalized() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client.on_status(3, 12)
+        (_to, req), = rig.requests()
+        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
+        m = decode_sync(raw or b"")
+        assert isinstance(m, SyncResponse)
+        cert = bytearray(m.finalization)
+        cert[-60] ^= 1  # inside the signature
+        rig.client.on_answer(3, dataclasses.replace(m, finalization=bytes(cert)))
+        await rig.settle()
+        assert rig.chain.height == 0 and rig.refused("bad_certificate") + rig.refused("malformed") == 1
+        assert rig.net.penalized and rig.net.penalized[0][0] == 3
+
+    asyncio.run(run())
+
+
+def test_an_unlinked_run_is_refused_and_its_sender_penalized() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client.on_status(3, 12)
+        (_to, req), = rig.requests()
+        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
+        m = decode_sync(raw or b"")
+        assert isinstance(m, SyncResponse)
+        blocks = list(m.blocks)
+        blocks[3], blocks[4] = blocks[4], blocks[3]
+        rig.client.on_answer(3, dataclasses.replace(m, blocks=tuple(blocks)))
+        await rig.settle()
+        assert rig.chain.height == 0 and rig.net.penalized == [(3, "sync_bad_heights")]
+
+    asyncio.run(run())
+
+
+def test_pages_without_their_own_certificate_wait_for_the_one_that_proves_them() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client._avg_block = 1e9  # one block per request
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        reqs = rig.requests()
+        for to, req in reqs:  # blocks 1..n each in a page naming block 12's certificate: held
+            rig.answer(to, req, chain=SPARSE)
+        await rig.settle()
+        assert rig.applied == [] and rig.chain.height == 0
+        while rig.chain.height < 12:
+            for to, req in rig.requests():
+                rig.answer(to, req, chain=SPARSE)
+            await rig.settle()
+        assert rig.applied == list(range(1, 13))
+
+    asyncio.run(run())
+
+
+def test_a_page_that_does_not_extend_the_head_is_refused_and_its_sender_penalized() -> None:
+    async def run() -> None:
+        other, _ = build_chain(12, block_ms=700)  # another (certified) chain from the same genesis
+        rig = Rig()
+        rig.client.on_status(1, 12)
+        (to, req), = rig.requests()
+        rig.answer(to, SyncRequest(1, 1), chain=SERVER)
+        await rig.settle()
+        assert rig.chain.height == 1
+        rig.client.on_status(1, 12)
+        (to, req), = rig.requests()
+        rig.answer(to, req, chain=other)  # height 2.. of a chain whose block 1 is not ours
+        await rig.settle()
+        assert rig.chain.height == 1 and (1, "sync_unlinked") in rig.net.penalized
+
+    asyncio.run(run())
+
+
+def test_a_valid_certificate_of_another_block_at_that_height_proves_nothing() -> None:
+    async def run() -> None:
+        long, _ = build_chain(14, cert_every=100)  # certificate of block 14 only
+        other, _ = build_chain(12, block_ms=700)  # a certified block 12 that is not ours
+        wrong = ConsensusRecords(other.store).finalization_bytes(12)
+        assert wrong is not None
+        rig = Rig()
+        rig.client._avg_block = 1e9
+        rig.client.on_status(1, 14)
+        rig.client.on_status(2, 14)
+        while rig.chain.height == 0 and not any(h == 12 for h in rig.client._s.held):
+            for to, req in rig.requests():
+                raw = read_page(long.blocks, ConsensusRecords(long.store), req, 14, 1 << 26)
+                m = decode_sync(raw or b"")
+                assert isinstance(m, SyncPage)
+                if req.from_height < 12:  # claims block 12 is the one `wrong` finalizes
+                    m = SyncPage(m.blocks, 12, wrong)
+                rig.client.on_answer(to, m)
+            await rig.settle()
+        assert rig.chain.height == 0  # block 12's hash is not the certificate's payload: nothing applied
+        while rig.chain.height < 14:
+            for to, req in rig.requests():
+                rig.answer(to, req, chain=long)
+            await rig.settle()
+        assert rig.chain.head.hash() == long.head.hash()
+
+    asyncio.run(run())
