@@ -29,8 +29,10 @@ Per flood: messages, CPU seconds per message (``process_time``), sends and bytes
 after (``len(engine._views)`` etc., via getattr), CPU of the next ``tick`` and of a ``_prune`` after the flood,
 liveness (the engine finalizes a view from honest votes afterwards — the current view first nullified
 when the flood's clock passed its leader timeout — and that step's CPU), and from a
-second subprocess with tracemalloc on (its CPU is not used): tracemalloc peak and retained bytes, plus the RSS
-delta of the first (untraced) run. Machines are noisy: compare ratios, not absolute times.
+second subprocess with tracemalloc on (its CPU is not used): tracemalloc peak and retained bytes from the
+flood's first message to its last (pre-built messages excluded, the engine still alive), plus the RSS delta of the
+first (untraced) run. The fake network keeps no payloads: a real send queue's memory is not in these figures.
+Machines are noisy: compare ratios, not absolute times.
 
 Usage: python bench/consensus_flood.py [--baseline /work/wt-base] [--scale 1.0] [--floods a,b] [--no-tracemalloc]
 """
@@ -63,6 +65,23 @@ DELTA_MS = 1000
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _mem_mark() -> int | None:
+    """Start of a measured flood: the traced bytes now, with the peak reset (None when not tracing)."""
+    if not tracemalloc.is_tracing():
+        return None
+    tracemalloc.reset_peak()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def _mem_figures(mark: int | None) -> dict[str, int]:
+    """Traced bytes allocated by the flood and still held (the engine/service alive), and its peak above the
+    mark (the pre-built messages are not counted)."""
+    if mark is None:
+        return {}
+    cur, peak = tracemalloc.get_traced_memory()
+    return {"tracemalloc_peak_bytes": peak - mark, "tracemalloc_retained_bytes": cur - mark}
 
 
 class Keys:
@@ -277,7 +296,9 @@ def flood_engine(name: str, n: int, rate: float) -> dict[str, Any]:
                 raise RuntimeError("could not finalize the 64 views the Fetch flood asks for")
         msgs, sender = [Fetch(0, tuple(range(1, 65)))] * max(1, n // 100), REQUESTER
     before = _rss_bytes()
+    mark = _mem_mark()
     fig, now = _timed_engine_flood(engine, sender, msgs, rate, 1)
+    fig.update(_mem_figures(mark))
     fig["rss_delta_bytes"] = _rss_bytes() - before
     fig["state_after"] = _engine_state(engine)
     fig.update(_after(engine, keys, now))
@@ -395,6 +416,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         svc._event_loop = asyncio.get_running_loop()
         sends0, bytes0 = net.sends, net.bytes
         rss0 = _rss_bytes()
+        mark = _mem_mark()
         c0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
         for channel, payload in payloads:
             svc.on_peer_message(REQUESTER, channel, payload)
@@ -405,7 +427,8 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         cpu = time.process_time() - c0
         wall = time.perf_counter() - w0
         svc._running = False
-        return {"messages": count, "request_bytes": len(payloads[0][1]), "cpu_s": round(cpu, 4),
+        mem = _mem_figures(mark)
+        return {**mem, "messages": count, "request_bytes": len(payloads[0][1]), "cpu_s": round(cpu, 4),
                 "cpu_s_per_message": cpu / count, "event_loop_cpu_s_per_message": loop_s / count,
                 "event_loop_cpu_in_calls_s_per_message": loop_calls_s / count,
                 "wall_s_incl_settle": round(wall, 3), "sends_per_message": (net.sends - sends0) / count,
@@ -430,15 +453,13 @@ def worker(name: str, tree: str, n: int, rate: float, blocks: int, block_txs: in
     logging.getLogger().setLevel(logging.ERROR)
     if traced:
         tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
     if name in ("fetch_service", "block_request_service"):
         fig = flood_service(name, n, blocks, block_txs)
     else:
         fig = flood_engine(name, n, rate)
     if traced:
-        cur, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        return {"tracemalloc_peak_bytes": peak - base, "tracemalloc_retained_bytes": cur - base}
+        return {k: v for k, v in fig.items() if k.startswith("tracemalloc_")}
     import cowboy_node
 
     fig["cowboy_node_from"] = str(Path(cowboy_node.__file__).resolve().parents[1])
