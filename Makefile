@@ -122,6 +122,7 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/pvm_interrupt_cost.py
 	$(VPY) bench/pvm_call_setup.py
 	$(VPY) bench/follower_signatures.py
+	$(VPY) bench/consensus_flood.py
 	$(VPY) bench/ui_snapshot.py
 	$(VPY) bench/sync_catchup.py
 	@echo "not run here: bench/qh3_echo.py (needs qh3 installed with --qh3-path), bench/soak.py (make soak), python -m bench.chain_throughput_network (an A/B: needs --base, a worktree of a baseline commit)"
