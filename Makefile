@@ -130,11 +130,12 @@ soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady l
 
 FAULTS_SECONDS ?= 25
 FAULTS_SUMMARY ?= faults-under-load.jsonl
+FAULTS_TMP ?= .e2e-faults-tmp
 .PHONY: e2e-faults
-e2e-faults: $(STAMP) ## Faults under load (issue 30 §5): 4 real validators, >= 300 transfers/s, kill -9 / SIGSTOP leader / wipe / partition / 100±50 ms + 5 % loss, FAULTS_SECONDS (25) each; JSON lines in FAULTS_SUMMARY (~6 min)
+e2e-faults: $(STAMP) ## Faults under load (issue 30 §5): 4 real validators, >= 300 transfers/s, kill -9 / SIGSTOP leader / wipe / partition / 100±50 ms + 5 % loss, FAULTS_SECONDS (25) each; JSON lines in FAULTS_SUMMARY, node logs kept in FAULTS_TMP (~7 min)
 	rm -f '$(FAULTS_SUMMARY)'
 	rc=0; FAULTS_FULL=1 FAULTS_SECONDS='$(FAULTS_SECONDS)' FAULTS_SUMMARY='$(FAULTS_SUMMARY)' \
-		$(VPY) -m pytest -q -p no:cacheprovider tests/e2e/test_network_faults_under_load.py || rc=$$?; \
+		$(VPY) -m pytest -q -p no:cacheprovider --basetemp='$(FAULTS_TMP)' tests/e2e/test_network_faults_under_load.py || rc=$$?; \
 		echo "--- $(FAULTS_SUMMARY) ---"; cat '$(FAULTS_SUMMARY)' 2>/dev/null || true; exit $$rc
 
 SIM_SEEDS ?= 2000
