@@ -192,6 +192,13 @@ def _hold(seconds: float, every: Callable[[], None]) -> None:
         time.sleep(min(0.5, max(0.0, left)))
 
 
+def _view(net: Testnet, i: int) -> int | None:
+    try:
+        return int(net.status(i)["consensus"]["view"])
+    except (RpcUnavailable, AssertionError, KeyError, TypeError):
+        return None
+
+
 def _log_excerpt(net: Testnet, i: int, lines: int = 12) -> list[str]:
     """The last ``lines`` lines of validator ``i``'s log that are not routine commits."""
     keep = [ln for ln in net.validators[i].tail(4000).splitlines() if "block committed" not in ln]
@@ -235,13 +242,14 @@ def _perturb(run: Run, name: str, victim: int | None, out: Callable[[], None], b
                      interval=0.25)
     gaps = Gaps(net, everyone)
     h_start = _top(net, others)
-    view_start = int(net.status(run.scan_on)["consensus"]["view"])
+    view_start = _view(net, run.scan_on)
     t_fault = time.monotonic()
     out()
     _hold(FAULT_S, gaps.sample)
-    h_end = _top(net, others)
+    h_end = max((h for h in net.heights(others).values() if h is not None), default=h_start)
     record["blocks_during_fault"] = h_end - h_start
-    record["views_during_fault"] = int(net.status(run.scan_on)["consensus"]["view"]) - view_start
+    view_end = _view(net, run.scan_on)
+    record["views_during_fault"] = None if view_start is None or view_end is None else view_end - view_start
     checks["others_finalized_during_fault"] = h_end - h_start >= MIN_FAULT_BLOCKS
     back_at = time.monotonic()
     back()
@@ -306,25 +314,29 @@ def _perturb(run: Run, name: str, victim: int | None, out: Callable[[], None], b
     # Agreement on every height not checked before: every validator up to the lowest of them, and (when one is
     # still behind) the others up to the lowest of theirs.
     hs_all = net.heights(everyone)
-    low_all = min(h for h in hs_all.values() if h is not None)
-    hs_others = {i: h for i, h in hs_all.items() if i in others}
-    low_others = min(h for h in hs_others.values() if h is not None)
+    record["heights_at_agreement"] = hs_all
+    low_all = min((h for h in hs_all.values() if h is not None), default=0)
+    low_others = min((h for i, h in hs_all.items() if i in others and h is not None), default=0)
     try:
         net.assert_agreement(low_all, among=everyone, from_height=run.agreed + 1)
         if low_others > low_all:
             net.assert_agreement(low_others, among=others, from_height=low_all + 1)
         checks["agreement"] = True
         run.agreed = low_all
-    except AssertionError as e:
+    except (AssertionError, RpcUnavailable) as e:  # RpcUnavailable: a validator's API did not answer in time
         checks["agreement"] = False
-        record["agreement_error"] = str(e)[:500]
+        record["agreement_error"] = f"{type(e).__name__}: {str(e)[:500]}"
     record["agreement_all_up_to"] = low_all
     record["agreement_others_up_to"] = max(low_all, low_others)
     # Evidence names no (honest) validator.
-    named = _evidence(net)
-    checks["no_evidence_against_honest"] = not named
-    if named:
-        record["evidence"] = named
+    try:
+        named = _evidence(net)
+        checks["no_evidence_against_honest"] = not named
+        if named:
+            record["evidence"] = named
+    except RpcUnavailable as e:
+        checks["no_evidence_against_honest"] = False
+        record["evidence_error"] = str(e)[:300]
     _, stats1 = load.snapshot()
     span = stats1.elapsed_s - stats0.elapsed_s
     record["offered_per_s"] = round((stats1.offered - stats0.offered) / span, 1) if span > 0 else None
