@@ -30,7 +30,7 @@ LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
-	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | \
 		awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
 
 $(VPY):
@@ -129,6 +129,16 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 
 soak: $(STAMP) ## Soak a real node for SOAK_SECONDS (default 600) under steady load; JSON with goal verdicts
 	$(VPY) bench/soak.py --duration $(SOAK_SECONDS)
+
+FAULTS_SECONDS ?= 25
+FAULTS_SUMMARY ?= faults-under-load.jsonl
+FAULTS_TMP ?= .e2e-faults-tmp
+.PHONY: e2e-faults
+e2e-faults: $(STAMP) ## Faults under load (issue 30 §5): 4 real validators, >= 300 transfers/s, kill -9 / SIGSTOP leader / wipe / partition / 100±50 ms + 5 % loss, FAULTS_SECONDS (25) each; JSON lines in FAULTS_SUMMARY, node logs kept in FAULTS_TMP (~7 min)
+	rm -f '$(FAULTS_SUMMARY)'
+	rc=0; FAULTS_FULL=1 FAULTS_SECONDS='$(FAULTS_SECONDS)' FAULTS_SUMMARY='$(FAULTS_SUMMARY)' \
+		$(VPY) -m pytest -q -p no:cacheprovider --basetemp='$(FAULTS_TMP)' tests/e2e/test_network_faults_under_load.py || rc=$$?; \
+		echo "--- $(FAULTS_SUMMARY) ---"; cat '$(FAULTS_SUMMARY)' 2>/dev/null || true; exit $$rc
 
 SIM_SEEDS ?= 2000
 .PHONY: sim mutation-consensus

@@ -223,3 +223,104 @@ def test_fixed_listen_port(echo: Echo, client: socket.socket) -> None:
     with UdpLink(port, ("127.0.0.1", echo.port)) as link:
         assert link.port == port and link.addr == f"127.0.0.1:{port}"
         assert _roundtrip(client, link, b"z") == b"echo:z"
+
+
+class Sink:
+    """A UDP socket on loopback that only receives, read by its own thread (so a burst does not overflow the
+    socket buffer): ``(payload, arrival monotonic time)`` of every datagram."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = int(self.sock.getsockname()[1])
+        self._got: list[tuple[bytes, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self.sock.recvfrom(65535)[0]
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._got.append((data, time.monotonic()))
+
+    def collect(self, quiet_s: float) -> list[tuple[bytes, float]]:
+        """Everything received once nothing more has arrived for ``quiet_s`` (bounded: 10 s)."""
+        deadline = time.monotonic() + 10
+        seen = -1
+        while len(self._got) != seen and time.monotonic() < deadline:
+            seen = len(self._got)
+            self._stop.wait(quiet_s)
+        return list(self._got)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def _one_way(link: UdpLink, sink: Sink, client: socket.socket, n: int,
+             spacing_s: float = 0.0) -> tuple[dict[int, float], list[int]]:
+    """Send ``n`` numbered datagrams through ``link`` to ``sink``: each delivered one's one-way seconds, and the
+    order they arrived in."""
+    sent: dict[int, float] = {}
+    for i in range(n):
+        sent[i] = time.monotonic()
+        client.sendto(b"%d" % i, ("127.0.0.1", link.port))
+        if spacing_s:
+            time.sleep(spacing_s)  # pacing the sender, not waiting for a result
+    got = sink.collect(0.5)
+    order = [int(p) for p, _ in got]
+    return {int(p): t - sent[int(p)] for p, t in got}, order
+
+
+def test_delay_with_jitter_stays_in_bounds_spreads_and_reorders(client: socket.socket) -> None:
+    sink = Sink()
+    try:
+        with UdpLink(0, ("127.0.0.1", sink.port)) as link:
+            link.set_delay(100, jitter_ms=50, rng_seed=5)
+            lat, order = _one_way(link, sink, client, 200, spacing_s=0.001)
+            assert len(lat) == 200, "jitter alone must not lose anything"
+            assert min(lat.values()) >= 0.049, min(lat.values())
+            assert max(lat.values()) <= 0.150 + 0.1, max(lat.values())  # + scheduling slack on a loaded host
+            assert max(lat.values()) - min(lat.values()) >= 0.06, "the hold does not vary"
+            assert order != sorted(order), "100 ± 50 ms at 1 ms spacing must reorder some datagrams"
+            with pytest.raises(ValueError):
+                link.set_delay(10, jitter_ms=20)
+    finally:
+        sink.close()
+
+
+def test_loss_draws_repeat_for_the_same_seed(client: socket.socket) -> None:
+    """With a target that never answers, only the up direction draws: the same seed drops the same datagrams."""
+    runs: list[set[int]] = []
+    for _ in range(2):
+        sink = Sink()
+        try:
+            with UdpLink(0, ("127.0.0.1", sink.port)) as link:
+                link.impair(loss=0.05, rng_seed=11)
+                lat, _ = _one_way(link, sink, client, 400)
+                runs.append(set(lat))
+                c = _settled(link, lambda c: c.relayed_up + c.dropped_up == 400)
+                assert c.dropped_up == 400 - len(lat)
+        finally:
+            sink.close()
+    assert runs[0] == runs[1]
+    assert 5 <= 400 - len(runs[0]) <= 40, f"5 % loss dropped {400 - len(runs[0])} of 400"
+
+
+def test_impair_sets_delay_jitter_and_loss_and_clears_them(echo: Echo, client: socket.socket) -> None:
+    with UdpLink(0, ("127.0.0.1", echo.port)) as link:
+        link.impair(delay_ms=60, jitter_ms=20, loss=0.0, rng_seed=1)
+        t0 = time.monotonic()
+        assert _roundtrip(client, link, b"held") == b"echo:held"
+        assert time.monotonic() - t0 >= 0.079  # two holds of at least 40 ms
+        link.impair()
+        t0 = time.monotonic()
+        assert _roundtrip(client, link, b"clean") == b"echo:clean"
+        assert time.monotonic() - t0 < 0.04

@@ -8,7 +8,9 @@ with a selector; :meth:`UdpLink.close` stops it and closes every socket (the thr
 
 Controls (thread-safe, effective for the next datagram): :meth:`~UdpLink.cut` drops everything both ways,
 :meth:`~UdpLink.heal` restores, :meth:`~UdpLink.set_loss` drops each datagram with probability ``p`` (seeded),
-:meth:`~UdpLink.set_delay` holds each datagram ``ms`` milliseconds before it is sent on. Counters:
+:meth:`~UdpLink.set_delay` holds each datagram ``ms`` milliseconds (± a uniform, seeded ``jitter_ms``; jitter
+reorders datagrams, as netem's does) before it is sent on, :meth:`~UdpLink.impair` sets delay, jitter and loss at
+once. Counters:
 :attr:`~UdpLink.relayed` / :attr:`~UdpLink.dropped` (totals) and per direction in :meth:`~UdpLink.counters`.
 """
 
@@ -71,6 +73,8 @@ class UdpLink:
         self._loss = 0.0
         self._rng = random.Random(0)
         self._delay_s = 0.0
+        self._jitter_s = 0.0
+        self._jitter_rng = random.Random(0)
         self._counters = Counters()
         self._closed = threading.Event()
         self._queue: list[tuple[float, int, socket.socket, bytes, tuple[str, int], bool]] = []
@@ -117,12 +121,24 @@ class UdpLink:
             self._loss = float(p)
             self._rng = random.Random(rng_seed)
 
-    def set_delay(self, ms: float) -> None:
-        """Hold every datagram (either way) ``ms`` milliseconds before sending it on (0: none)."""
-        if ms < 0:
-            raise ValueError("delay must not be negative")
+    def set_delay(self, ms: float, jitter_ms: float = 0.0, rng_seed: int = 0) -> None:
+        """Hold every datagram (either way) ``ms`` milliseconds before sending it on (0: none); with ``jitter_ms``
+        each datagram's hold is drawn uniformly from ``[ms - jitter_ms, ms + jitter_ms]`` by ``Random(rng_seed)``
+        (so datagrams can overtake each other)."""
+        if ms < 0 or jitter_ms < 0:
+            raise ValueError("delay and jitter must not be negative")
+        if jitter_ms > ms:
+            raise ValueError("jitter must not exceed the delay (a datagram cannot leave before it arrived)")
         with self._lock:
             self._delay_s = ms / 1000.0
+            self._jitter_s = jitter_ms / 1000.0
+            self._jitter_rng = random.Random(rng_seed)
+
+    def impair(self, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss: float = 0.0, rng_seed: int = 0) -> None:
+        """:meth:`set_delay` and :meth:`set_loss` in one call (``impair()`` with no arguments: a clean link);
+        the loss and jitter draws use separate generators, both seeded from ``rng_seed``."""
+        self.set_delay(delay_ms, jitter_ms, rng_seed=rng_seed + 1)
+        self.set_loss(loss, rng_seed=rng_seed)
 
     def counters(self) -> Counters:
         """A copy of the per-direction counters."""
@@ -188,6 +204,8 @@ class UdpLink:
         if self._cut or (self._loss > 0.0 and self._rng.random() < self._loss):
             self._count(up, relayed=False)
             return None
+        if self._jitter_s > 0.0:
+            return self._delay_s + self._jitter_rng.uniform(-self._jitter_s, self._jitter_s)
         return self._delay_s
 
     def _send(self, sock: socket.socket, data: bytes, dest: tuple[str, int], up: bool) -> None:
