@@ -106,6 +106,9 @@ STATUS_INTERVAL_S = 1.0
 TIMELINE_FILE = "consensus-timeline.json"
 """Written next to the vote journal at shutdown: the newest view timeline records (``consensus/timeline.py``)."""
 BODY_CACHE = 512
+BODY_CACHE_BYTES = 256 * 1024 * 1024
+"""Encoded bytes of peer-sent bodies kept at most (a peer may send blocks up to the message cap: the count alone
+would let one faulty validator fill gigabytes)."""
 """Block bodies kept by hash (proposals seen, answers to requests)."""
 """Faulty-behaviour records kept for ``/status`` and the logs."""
 COMPACT_AFTER = 256
@@ -199,6 +202,9 @@ class ConsensusService:
         self._admit_gossip = admit_gossip
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
         self._bodies: collections.OrderedDict[bytes, Block] = collections.OrderedDict()
+        self._body_sizes: dict[bytes, int] = {}
+        """Encoded size of each cached body received from a peer (``BODY_CACHE_BYTES`` bounds their sum)."""
+        self._body_bytes = 0
         self._body_waiters: dict[bytes, asyncio.Event] = {}
         self._finals: collections.deque[Finalized] = collections.deque()
         self._wanted: ProposalWanted | None = None
@@ -665,12 +671,18 @@ class ConsensusService:
             return None
         return block.header
 
-    def _remember_body(self, block: Block) -> None:
+    def _remember_body(self, block: Block, size: int = 0) -> None:
+        """Cache ``block`` (``size``: its encoded bytes when a peer sent it), evicting the oldest beyond
+        ``BODY_CACHE`` bodies or ``BODY_CACHE_BYTES`` bytes (the newest one always stays)."""
         digest = block.hash()
+        self._body_bytes += size - self._body_sizes.pop(digest, 0)
+        if size:
+            self._body_sizes[digest] = size
         self._bodies[digest] = block
         self._bodies.move_to_end(digest)
-        while len(self._bodies) > BODY_CACHE:
-            self._bodies.popitem(last=False)
+        while len(self._bodies) > 1 and (len(self._bodies) > BODY_CACHE or self._body_bytes > BODY_CACHE_BYTES):
+            old, _ = self._bodies.popitem(last=False)
+            self._body_bytes -= self._body_sizes.pop(old, 0)
         waiter = self._body_waiters.pop(digest, None)
         if waiter is not None:
             waiter.set()
@@ -789,7 +801,9 @@ class ConsensusService:
             return
         if isinstance(msg, Fetch) and not self.resolver.allow_fetch(sender, len(msg.views)):
             return  # over its budget of views answered (refused and counted there)
-        if isinstance(msg, Notarize | Finalize) and msg.signer == sender:
+        engine = self.engine
+        if isinstance(msg, Notarize | Finalize) and msg.signer == sender and \
+                engine.finalized_view < msg.round.view <= engine.view + engine.cfg.window:  # junk views make no record
             self.timeline.mark(msg.round.view, f"{type(msg).__name__.lower()}{sender}", time.monotonic())
         if isinstance(msg, Notarize) and msg.signer == sender and self.engine.leader_of(msg.round.view) == sender:
             self._proposed_at.setdefault(msg.round.view, time.monotonic())
@@ -797,8 +811,17 @@ class ConsensusService:
         self._act(self.engine.receive(sender, msg, self._now()))
 
     def _on_block(self, sender: int, payload: bytes) -> None:
+        """A block body from a peer: kept only when awaited here or of a view still to commit (above the committed
+        head's, at most the engine's vote window ahead) — unsolicited bodies of other views are dropped, counted."""
         block = Block.decode(payload, known=self.known_transaction)
-        self._remember_body(block)
+        engine = self.engine
+        digest = block.hash()
+        view = block.header.round.view
+        if digest not in self._body_waiters and engine is not None and \
+                not self.chain.head.header.round.view < view <= engine.view + engine.cfg.window:
+            self.metrics.consensus_bad_messages.labels(reason="unsolicited_body").inc()
+            return
+        self._remember_body(block, len(payload))
         self._maybe_preverify(sender, block)
 
     def _maybe_preverify(self, sender: int, block: Block) -> None:
