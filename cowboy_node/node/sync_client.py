@@ -18,8 +18,9 @@ claim, never rotated (one lying peer held a validator in ``syncing`` forever), a
   other peers.
 - **Peers rotate.** A peer is asked only for heights its Status claimed; peers that delivered recently are
   preferred, ties rotate. A peer that does not answer within :attr:`FetchLimits.timeout_s` is distrusted (not asked,
-  its claim not counted for ``syncing``) for a doubling back-off and penalized: a height nobody delivers cannot
-  keep the node syncing.
+  its claim not counted for ``syncing``) for a doubling back-off — not penalized: lateness proves nothing, and a
+  penalty would cut an honest loaded peer's consensus link too. A height nobody delivers cannot keep the node
+  syncing.
 - **Sliced.** Proven blocks are executed in the builder thread under the state lock, in slices of at most
   :attr:`FetchLimits.slice_s` of work: the engine's verifications and builds queued meanwhile run between slices.
 """
@@ -303,15 +304,16 @@ class SyncClient:
             self._sig_ok.clear()
 
     def _fail(self, peer: int, reason: str, now: float) -> None:
-        """``peer`` did not deliver or sent what does not verify: distrust it for a doubling back-off and
-        penalize it."""
+        """``peer`` did not deliver or sent what does not verify: distrust it for a doubling back-off, and
+        penalize it (disconnect) only for what proves it faulty — a timeout proves nothing (a loaded or refusing
+        honest server is also late, and disconnecting it would cut its consensus messages too)."""
         self._metrics.consensus_sync_refused.labels(reason=reason).inc()
         p = self._s.peers.setdefault(peer, _Peer())
         p.failures += 1
         p.distrusted_until = now + min(300.0, self.limits.distrust_s * 2 ** (p.failures - 1))
         log.warning("sync peer failed", peer=peer, reason=reason, failures=p.failures)
         net = self._net()
-        if net is not None:
+        if net is not None and reason != "timeout":
             net.penalize(peer, f"sync_{reason}")
 
     # ------------------------------------------------------------------------------------------ answers

@@ -63,7 +63,8 @@ class Refusal(enum.Enum):
     BYTE_BUDGET = "byte_budget"
     """The answer would exceed the peer's response byte budget."""
     PEER_BUSY = "peer_busy"
-    """The peer already has :attr:`ServeLimits.per_peer` answers being read."""
+    """The peer already has :attr:`ServeLimits.per_peer` answers being read (no strike: an honest node catching up
+    asks every peer for each missing body every 500 ms, and each answer waits for a disk read)."""
     SERVER_BUSY = "server_busy"
     """This node already reads :attr:`ServeLimits.total` answers (not the peer's fault: no strike)."""
     FETCH_BUDGET = "fetch_budget"
@@ -223,7 +224,7 @@ class SyncServer:
             self._refuse(sender, kind, Refusal.REQUEST_BUDGET, strike=True)
             return False
         if self._serving[sender] >= self.limits.per_peer:
-            self._refuse(sender, kind, Refusal.PEER_BUSY, strike=True)
+            self._refuse(sender, kind, Refusal.PEER_BUSY, strike=False)
             return False
         if sum(self._serving.values()) >= self.limits.total:
             self._refuse(sender, kind, Refusal.SERVER_BUSY, strike=False)

@@ -1,5 +1,5 @@
 """Catching up (``node/sync_client.py``, issue 30 §2/§3): pipelined requests applied in order, peers rotated, a
-lying or silent peer distrusted and penalized, answers that do not verify refused. Time is held by hand."""
+lying or silent peer distrusted (not disconnected), answers that do not verify refused. Time is held by hand."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_pipelined_requests_to_different_peers_are_applied_in_height_order() -> 
     asyncio.run(run())
 
 
-def test_a_lying_status_peer_is_distrusted_and_penalized_and_does_not_hold_the_node_syncing() -> None:
+def test_a_lying_status_peer_is_distrusted_not_disconnected_and_does_not_hold_the_node_syncing() -> None:
     async def run() -> None:
         rig = Rig()
         rig.client.on_status(2, 12)
@@ -105,7 +105,9 @@ def test_a_lying_status_peer_is_distrusted_and_penalized_and_does_not_hold_the_n
         assert {to for to, _ in reqs} == {1} and min(r.from_height for _, r in reqs) == 13  # only it claims them
         rig.now[0] += 10.0  # no answer within the timeout
         rig.client.plan()
-        assert rig.net.penalized == [(1, "sync_timeout")] and rig.refused("timeout") == 1
+        # Distrusted, not penalized: a late answer proves nothing (an honest loaded peer is late too), and a
+        # penalty would also cut that peer's consensus link.
+        assert rig.net.penalized == [] and rig.refused("timeout") == 1
         assert not rig.client.syncing and rig.requests() == []  # its claim no longer counts
         rig.client.on_status(1, 1_000_000)  # repeated while distrusted: still ignored
         assert not rig.client.syncing

@@ -174,6 +174,22 @@ def test_a_peer_with_its_answers_being_read_is_refused_more() -> None:
     asyncio.run(run())
 
 
+def test_being_busy_with_a_peers_answers_never_gets_it_penalized() -> None:
+    """A catching-up honest validator asks every peer for each missing body every 500 ms: refusing it for our own
+    concurrency limit is no offence of its (a penalty would cut its consensus link too)."""
+    async def run() -> None:
+        net, metrics, tasks, now = FakeNet(), NodeMetrics(), [], [0.0]
+        server = _server(CHAIN, ServeLimits(per_peer=1, strikes=2), net, metrics, tasks, now)
+        server.on_sync_request(1, SyncRequest(1, 1))
+        for _ in range(10):  # while the first answer is still being read
+            server.on_block_request(1, BLOCKS[0].hash())
+        await asyncio.gather(*tasks)
+        server.close()
+        assert _refused(metrics, "block", "peer_busy") == 10 and net.penalized == []
+
+    asyncio.run(run())
+
+
 def test_a_fetch_over_its_view_budget_never_reaches_the_engine() -> None:
     from tests.unit.node.test_consensus_preverify import _service
     svc, net = _service(0)
