@@ -47,7 +47,7 @@ MAX_IN_FLIGHT_PER_TARGET = 64
 """Most unanswered requests queued for one validator; beyond that its senders wait (the offered rate drops)."""
 REQUEST_TIMEOUT_S = 3.0
 """A request not answered within this counts as ``timeout`` and is sent again later."""
-STOP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 60.0
 """:meth:`LoadGenerator.stop` waits this long for the process before killing it."""
 SINK = bytes(19) + b"\x66"
 """Recipient of every load transfer."""
