@@ -84,16 +84,32 @@ class ThreadedApp:
         self._loop.close()
 
 
+HOLD_LIMIT_S = 120.0
+"""Longest a held answer waits for :meth:`HttpServer.release` (a test that forgets to release still ends)."""
+
+
 class HttpServer(ThreadedApp):
     """A local HTTP server answering ``GET /price`` with :data:`BODY`; ``delay_s`` makes every answer slow."""
 
-    def __init__(self, delay_s: float = 0.0, host: str = "127.0.0.1") -> None:
+    def __init__(self, delay_s: float = 0.0, host: str = "127.0.0.1", *, hold: bool = False) -> None:
         super().__init__(host)
         self.delay_s = delay_s
         self.hits = 0
+        self._released = threading.Event()
+        """With ``hold``: answers wait for :meth:`release` (a test holds a job in flight explicitly instead of
+        racing a fixed delay against its checks)."""
+        if not hold:
+            self._released.set()
+
+    def release(self) -> None:
+        """Let held answers go (and every later one answer at once)."""
+        self._released.set()
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.hits += 1
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not self._released.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         await asyncio.sleep(self.delay_s)
         return web.Response(body=BODY, content_type="application/json")
 
@@ -258,8 +274,8 @@ class HostHttpServer(HttpServer):
     """:class:`HttpServer` on another loopback address (``127.0.0.N``): jobs for it pass the on-chain capability
     filter only for runners whose ``http_domains`` name that address, so several runners can share one node."""
 
-    def __init__(self, host: str, delay_s: float = 0.0) -> None:
-        super().__init__(delay_s, host)
+    def __init__(self, host: str, delay_s: float = 0.0, *, hold: bool = False) -> None:
+        super().__init__(delay_s, host, hold=hold)
 
     @property
     def url(self) -> str:

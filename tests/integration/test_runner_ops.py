@@ -211,7 +211,7 @@ def test_drain_signals_backpressure_finishes_the_in_flight_job_and_exits_0(
     runner, host = world.runner("drain")
     r = runner_cli("drain", "--home", str(runner.home), check=False)  # no daemon yet
     assert r.returncode == EXIT_NOT_RUNNING, r.stderr
-    with HostHttpServer(host, delay_s=4.0) as server:
+    with HostHttpServer(host, hold=True) as server:  # the first job stays in flight until released below
         running(runner).wait_session()
         assert runner.status()["accepting"] is True
         wait_for("the validator to count the runner present", lambda: node_present(world.node) == 1)
@@ -232,6 +232,7 @@ def test_drain_signals_backpressure_finishes_the_in_flight_job_and_exits_0(
         receipt = called["receipt"]
         assert receipt["status"] == "success" or receipt["error_code"] == "no_eligible_runner", called
         second = bytes.fromhex(called["result"][2:]) if receipt["status"] == "success" else None
+        server.release()  # every check above ran with the first job in flight; now let it finish
         assert runner.proc is not None
         runner.proc.wait(timeout=60)  # exits by itself once the in-flight job's result is out
         assert runner.stop() == 0, runner.read_log()[-3000:]  # (stop only collects the exit code here)
