@@ -115,7 +115,8 @@ async def catch_up(args: argparse.Namespace, net_g: Any, server_chain: Chain, tm
         chain = client_chain if i == me else server_chain
         resolvers[i] = Resolver(chain, ConsensusRecords(chain.store), scheme(net_g, None),
                                 net=lambda i=i: nets.get(i), metrics=metrics[i], in_builder=in_builder, spawn=spawn,
-                                memory_body=lambda d: None, on_applied=on_applied)
+                                memory_body=lambda d: None, on_applied=on_applied,
+                                verify_workers=args.verify_workers if i == me else 0)
         peers = [PeerInfo(j, keys[j], "127.0.0.1", ports[j]) for j in ids if j != i]
         nets[i] = PeerNetwork(me=i, ed25519_seed=net_g.validator_keys[i].ed25519_seed, listen_host="127.0.0.1",
                               listen_port=ports[i], peers=peers, validator_keys=keys, network_id=genesis.hash(),
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("--block-ms", type=int, default=500, help="the network's block time (its cadence)")
     ap.add_argument("--servers", type=int, default=2, help="serving validators (1..3)")
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--verify-workers", type=int, default=1,
+                    help="the catching-up validator's [consensus] sync_verify_workers (node default 1)")
     args = ap.parse_args()
     configure_logging("console", "error")
     senders = [(0x10000 + i).to_bytes(32, "big") for i in range(args.txs)]
@@ -200,7 +203,7 @@ def main() -> None:
         server_chain.store.close()
     print(json.dumps({
         "bench": "sync_catchup", "blocks": args.blocks, "txs_per_block": args.txs, "block_ms": args.block_ms,
-        "servers": args.servers, "sign_s": round(sign_s, 1),
+        "servers": args.servers, "verify_workers": args.verify_workers, "sign_s": round(sign_s, 1),
         "production": {"build_commit_blocks_per_s": round(build_rate, 2), "cadence_blocks_per_s": cadence,
                        "blocks_per_s": round(production, 2),
                        "mb_per_s": round(production * sync["chain_mb"] / max(1, args.blocks), 2)},

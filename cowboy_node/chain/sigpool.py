@@ -105,7 +105,7 @@ def _warm() -> int:
     return 0
 
 
-def _exit_with_parent() -> None:
+def exit_with_parent() -> None:
     """Worker initializer: exit when the node's process is gone, even killed with SIGKILL (a worker blocked on
     its task queue would otherwise wait forever: it holds that queue's write end itself)."""
     parent = multiprocessing.parent_process()
@@ -136,7 +136,7 @@ class SignaturePool:
         self._executor: ProcessPoolExecutor | None = None
         if workers:
             self._executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_exit_with_parent)
+                                                 initializer=exit_with_parent)
 
     def warm_up(self) -> None:
         """Start every worker now (the executor starts processes lazily) and wait until each answered."""

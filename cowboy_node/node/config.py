@@ -32,7 +32,8 @@ _SCHEMA: dict[str, dict[str, type]] = {
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
                 "queued_lifetime_s": int, "journal": bool, "admission_workers": int},
     "p2p": {"addr": str, "peers": list, "max_message_bytes": int},
-    "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int, "double_sign_check_views": int},
+    "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int, "double_sign_check_views": int,
+                  "sync_verify_workers": int},
     "ui": {"peers": list, "cors_origins": list},
 }
 """Type of every key by section; a ``list`` value is checked element by element by its own parser."""
@@ -65,6 +66,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "consensus.delta_ms": (0, 600_000),  # 0: automatic
     "consensus.skip_timeout_views": (0, 100_000),  # 0: never skip a silent leader
     "consensus.double_sign_check_views": (0, 100_000),  # 0: a validator without its journal votes at once
+    "consensus.sync_verify_workers": (0, 16),  # 0: sync answers are verified in a thread of the node
 }
 """Allowed range (inclusive) of every integer key, by ``"section.key"``; a value outside it stops start-up with a
 ConfigError naming the key and the range. Every integer key in ``_SCHEMA`` needs an entry here (a test checks)."""
@@ -188,6 +190,8 @@ class NodeConfig:
     consensus_double_sign_check_views: int = 10
     """A validator (of several) that starts without its vote journal votes only once it is in sync and has
     watched this many views (CometBFT's ``double_sign_check_height``; 0: off)."""
+    consensus_sync_verify_workers: int = 1
+    """Processes verifying fetched blocks while catching up (``[consensus] sync_verify_workers``; 0: a thread)."""
     ui_peers: tuple[str, ...] = ()
     """``[ui] peers``: other validators' RPC URLs the network page (``/ui``) polls from the browser (docs/ui.md)."""
     ui_cors_origins: tuple[str, ...] = ()
@@ -280,6 +284,7 @@ def load_config(home: Path) -> NodeConfig:
         consensus_election=values.get("consensus.election", "random"),
         consensus_skip_timeout_views=values.get("consensus.skip_timeout_views", 10),
         consensus_double_sign_check_views=values.get("consensus.double_sign_check_views", 10),
+        consensus_sync_verify_workers=values.get("consensus.sync_verify_workers", 1),
         ui_peers=parse_origins(values.get("ui.peers", []), path=p, key="ui.peers"),
         ui_cors_origins=parse_origins(values.get("ui.cors_origins", []), path=p, key="ui.cors_origins"),
     )
@@ -507,4 +512,7 @@ skip_timeout_views = 10
 # does not vote until it is in sync and has watched this many views, so it cannot contradict a vote it sent
 # before (0..100000; 0 disables). `cowboy-node run --fresh-key` skips the watch for a key that never signed.
 # double_sign_check_views = 10
+# Worker processes that verify the blocks a lagging validator fetches (decoding, certificates, transaction
+# signatures), so catching up uses another core beside execution; started only when syncing (0..16; 0: a thread).
+# sync_verify_workers = 1
 """

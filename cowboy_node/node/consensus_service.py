@@ -167,6 +167,8 @@ class ServiceConfig:
     fresh_key: bool = False
     """``cowboy-node run --fresh-key``: the operator vouches that this key never signed in this network; vote at
     once even without a journal."""
+    sync_verify_workers: int = 0
+    """``[consensus] sync_verify_workers``: processes verifying fetched blocks while catching up (0: a thread)."""
 
 
 class ConsensusService:
@@ -248,7 +250,8 @@ class ConsensusService:
         self.resolver = Resolver(chain, self.records, scheme, net=lambda: self.net, metrics=metrics,
                                  in_builder=lambda fn: self._in_builder(fn), spawn=self._spawn,
                                  memory_body=lambda d: self._bodies.get(d) or self.forks.memory_block(d),
-                                 on_applied=self._on_synced, signature_checked=signature_checked)
+                                 on_applied=self._on_synced, signature_checked=signature_checked,
+                                 verify_workers=config.sync_verify_workers)
         """Serves and fetches finalized blocks (``node/sync_resolver.py``)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle

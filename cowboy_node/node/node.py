@@ -89,7 +89,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
                  skip_timeout_views: int = 10, journal: VoteJournal | None = None,
-                 admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False) -> None:
+                 admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
+                 sync_verify_workers: int = 0) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -118,7 +119,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.consensus = ConsensusService(
             chain, config=ServiceConfig(me=me, block_time_ms=block_time_ms, delta_ms=delta_ms or auto_delta,
                                         election=election, skip_timeout=skip_timeout_views,
-                                        double_sign_check_views=double_sign_check_views, fresh_key=fresh_key),
+                                        double_sign_check_views=double_sign_check_views, fresh_key=fresh_key,
+                                        sync_verify_workers=sync_verify_workers),
             scheme=scheme, tree_lock=self._tree_lock, proposer_key=self._ed_pub,
             sign=lambda d: ed25519.sign(self._ed_seed, d), fee_recipient=self.fee_recipient,
             take_transactions=self._take_transactions, presence=self._presence_input, inspect=self._inspect,

@@ -168,7 +168,8 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
                     skip_timeout_views=cfg.consensus_skip_timeout_views,
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
                     admission_workers=cfg.mempool_admission_workers,
-                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key)
+                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
+                    sync_verify_workers=cfg.consensus_sync_verify_workers)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None

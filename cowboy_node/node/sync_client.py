@@ -5,13 +5,16 @@ claim, never rotated (one lying peer held a validator in ``syncing`` forever), a
 2 s, and executed a whole run in one builder job. Here (:class:`SyncClient`):
 
 - **Pipelined.** Up to :attr:`FetchLimits.window` SyncRequests are in flight at once, at most
-  :attr:`FetchLimits.per_peer` per peer, each for the lowest heights not yet asked for or held, sized by the
-  average block seen so far to fit one answer. Answers are verified as they come, in any order, off the event loop
-  (decoding full blocks takes tens of ms); blocks are applied strictly in height order.
-- **Verified.** An answer must match a request in flight to its sender, hold consecutive heights from the one
-  asked, be linked by ``parent_hash``, and carry a finalization certificate (signature and seed verified under the
-  group key) of a block at or above its last; a certificate inside the run must finalize that very block. A failure
-  is the sender's own fault: refused (``cowboy_consensus_sync_refused_total{reason}``) and penalized.
+  :attr:`FetchLimits.per_peer` unanswered per peer, each for the lowest heights not yet asked for or held, sized by
+  the average block seen so far to fit one answer (the last stretch shared among the free slots). Answers are
+  verified as they come, in any order, off the event loop (``node/sync_verify.py``, in worker processes: decoding
+  a full block and recovering its signers cost as much as executing it); blocks are applied in height order.
+- **Verified.** An answer must match a request in flight to its sender (by its first block's height, read on the
+  loop from that header alone; from then on the request is not late, and heights a page cut by bytes did not
+  bring are free to ask for at once), hold consecutive heights from the one asked, be linked by ``parent_hash``,
+  and carry a finalization certificate (signature and seed verified under the group key) of a block at or above
+  its last; a certificate inside the run must finalize that very block. A failure is the sender's own fault:
+  refused (``cowboy_consensus_sync_refused_total{reason}``) and penalized.
 - **Proven before applied.** Blocks wait (unexecuted, bounded by :attr:`FetchLimits.max_buffered_bytes`) until the
   chain linked from the head reaches a block whose hash a verified certificate names; everything below it is
   then final. Held blocks that stay unproven for :attr:`FetchLimits.stall_s` are dropped and asked again of
@@ -27,9 +30,8 @@ claim, never rotated (one lying peer held a validator in ``syncing`` forever), a
 
 from __future__ import annotations
 
-import collections
 import functools
-import itertools
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,8 +40,7 @@ from typing import Any
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.consensus.records import finalization_op, seed_op
-from cowboy_node.consensus.simplex.scheme import Scheme
-from cowboy_node.consensus.simplex.types import Finalization, decode_message, finalize_message, seed_message
+from cowboy_node.consensus.simplex.types import Finalization
 from cowboy_node.consensus.sync_messages import (
     CH_SYNC,
     MAX_SYNC_REQUEST,
@@ -48,23 +49,16 @@ from cowboy_node.consensus.sync_messages import (
     SyncResponse,
     encode_sync,
 )
-from cowboy_node.execution.errors import InvalidBlock, TxInvalid
-from cowboy_node.execution.transactions import check_signature
+from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.node.sync_server import MESSAGE_CAP, PAGE_HEADROOM, PeerSender
+from cowboy_node.node.sync_verify import PageRefused, VerifiedPage
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
-from cowboy_node.types.block import Block
+from cowboy_node.types.block import Block, BlockHeader
+from cowboy_protocol.codec.cbor import CodecError, decode
 from cowboy_protocol.types.errors import DecodeError
 
 log = get_logger("cowboy.sync")
-
-
-class PageRefused(Exception):
-    """An answer that does not verify; ``reason`` is the metric label, the sender is at fault."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,25 +96,8 @@ class _Inflight:
     peer: int
     count: int
     sent_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedPage:
-    """A decoded answer whose shape, links and certificate verified (built off the event loop)."""
-
-    first: int
-    """Height of its first block."""
-    blocks: tuple[Block, ...]
-    """Consecutive blocks from ``first``."""
-    certified_height: int
-    """Height of the block its certificate finalizes (≥ the last block's)."""
-    certificate: Finalization
-    """A finalization certificate verified under the group key."""
-    size: int
-    """Bytes of its encoded blocks."""
-    signatures_ok: frozenset[bytes] = frozenset()
-    """Hashes of its transactions whose signature verified here (``execution.transactions.check_signature``), so
-    the builder thread skips that check when it executes them (the sync-verify thread does it meanwhile)."""
+    answered: int = 0
+    """Bytes of its answer, once one arrived (being verified: no longer late, no longer free to ask again)."""
 
 
 @dataclass(slots=True)
@@ -138,66 +115,26 @@ class _State:
     certs: dict[int, tuple[Finalization, int]] = field(default_factory=dict)
 
 
-def verify_page(msg: SyncResponse | SyncPage, scheme: Scheme) -> VerifiedPage:
-    """Decode and check one answer (raises :class:`PageRefused`); its first block's height says which request it
-    answers (the caller checks that). Pure: runs in a thread."""
-    try:
-        blocks = tuple(Block.decode(b) for b in msg.blocks)
-        cert = decode_message(msg.finalization)
-    except DecodeError as e:
-        raise PageRefused("malformed", str(e)) from None
-    first = blocks[0].header.height
-    last = first + len(blocks) - 1
-    certified = last if isinstance(msg, SyncResponse) else msg.certified_height
-    if not isinstance(cert, Finalization):
-        raise PageRefused("bad_certificate", "not a finalization")
-    for i, b in enumerate(blocks):
-        if b.header.height != first + i:
-            raise PageRefused("bad_heights", f"block {i} has height {b.header.height}, not {first + i}")
-    for a, b in itertools.pairwise(blocks):
-        if b.header.parent_hash != a.hash():
-            raise PageRefused("unlinked", f"block at {b.header.height} does not link to its predecessor")
-    if certified < last:
-        raise PageRefused("bad_certificate", "the certificate is below the run")
-    p = cert.proposal
-    if certified <= last:
-        b = blocks[certified - first]
-        if p.payload != b.hash() or p.round != b.header.round:
-            raise PageRefused("bad_certificate", "the certificate does not finalize the run's block")
-    if not scheme.verify_certificate(finalize_message(p), cert.signature) or \
-            not scheme.verify_certificate(seed_message(p.round), cert.seed):
-        raise PageRefused("bad_certificate", "the certificate does not verify")
-    ok = set()
-    for b in blocks:
-        for tx in b.transactions:
-            try:
-                check_signature(tx)
-            except TxInvalid:
-                continue  # refused again, with its error, when the block is executed
-            ok.add(tx.tx_hash())
-    return VerifiedPage(first, blocks, certified, cert, sum(len(b) for b in msg.blocks), frozenset(ok))
-
-
 class SyncClient:
-    """The requesting side of sync (see the module docstring). Everything but :func:`verify_page` and the
-    execution slices runs on the event loop; ``clock`` is monotonic seconds (tests move it by hand)."""
+    """The requesting side of sync (see the module docstring). Everything but ``verify`` (a
+    :class:`~cowboy_node.node.sync_verify.PageVerifier`'s) and the execution slices runs on the event loop;
+    ``clock`` is monotonic seconds (tests move it by hand)."""
 
-    def __init__(self, chain: Chain, scheme: Scheme, *, net: Callable[[], PeerSender | None],
+    def __init__(self, chain: Chain, *, net: Callable[[], PeerSender | None],
                  metrics: NodeMetrics, clock: Callable[[], float],
                  in_builder: Callable[[Callable[[], Any]], Awaitable[Any]],
-                 off_loop: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 verify: Callable[[SyncResponse | SyncPage], Awaitable[VerifiedPage]],
                  spawn: Callable[[object], None], connected: Callable[[], frozenset[int]],
                  on_applied: Callable[[Block, bytes, list[PreparedBlock]], None],
                  signature_checked: Callable[[bytes], bool] | None = None,
                  limits: FetchLimits | None = None) -> None:
         self.chain = chain
         self.limits = limits or FetchLimits()
-        self._scheme = scheme
         self._net = net
         self._metrics = metrics
         self._clock = clock
         self._in_builder = in_builder
-        self._off_loop = off_loop
+        self._verify = verify
         self._spawn = spawn
         self._connected = connected
         self._on_applied = on_applied
@@ -206,7 +143,6 @@ class SyncClient:
         self._applying = False
         self._rr = 0
         self._avg_block = 64 * 1024.0
-        self._opening: collections.Counter[int] = collections.Counter()
         self._sig_ok: set[bytes] = set()
         self._progress_at = 0.0
         self.syncing = False
@@ -240,8 +176,7 @@ class SyncClient:
         if net is None:
             return
         connected = self._connected()
-        while len(self._s.inflight) < self.limits.window and \
-                sum(h.size for h in self._s.held.values()) < self.limits.max_buffered_bytes:
+        while len(self._s.inflight) < self.limits.window and self._buffered() < self.limits.max_buffered_bytes:
             gap = self._next_gap(head, target)
             if gap is None:
                 return
@@ -250,9 +185,15 @@ class SyncClient:
             if peer is None:
                 return
             per_page = max(1, min(MAX_SYNC_REQUEST, int(0.9 * self.limits.page_bytes / self._avg_block)))
-            count = max(1, min(per_page, room, self._s.peers[peer].claimed - first + 1))
+            # The last stretch is shared among the free slots, so several peers serve it at once.
+            share = math.ceil((target - first + 1) / (self.limits.window - len(self._s.inflight)))
+            count = max(1, min(per_page, share, room, self._s.peers[peer].claimed - first + 1))
             self._s.inflight[first] = _Inflight(peer, count, now)
             net.send(peer, CH_SYNC, encode_sync(SyncRequest(first, count)))
+
+    def _buffered(self) -> int:
+        """Bytes of blocks held, and of answers being verified."""
+        return sum(h.size for h in self._s.held.values()) + sum(r.answered for r in self._s.inflight.values())
 
     def _next_gap(self, head: int, target: int) -> tuple[int, int] | None:
         """The lowest height above the head neither held nor asked for, and how many follow it free."""
@@ -272,9 +213,10 @@ class SyncClient:
         return None
 
     def _pick(self, first: int, now: float, connected: frozenset[int]) -> int | None:
-        busy: dict[int, int] = {}
+        busy: dict[int, int] = {}  # requests a peer is still serving (an answered one is verified here)
         for r in self._s.inflight.values():
-            busy[r.peer] = busy.get(r.peer, 0) + 1
+            if not r.answered:
+                busy[r.peer] = busy.get(r.peer, 0) + 1
         able = [i for i, p in self._s.peers.items() if p.claimed >= first and p.distrusted_until <= now
                 and i in connected and busy.get(i, 0) < self.limits.per_peer]
         if not able:
@@ -289,9 +231,11 @@ class SyncClient:
         return min(able, key=key)
 
     def _expire(self, now: float) -> None:
-        late = {r.peer for r in self._s.inflight.values() if now - r.sent_at >= self.limits.timeout_s}
+        # Lateness ends when the answer arrives: the time its verification takes here is not the server's.
+        late = {r.peer for r in self._s.inflight.values()
+                if not r.answered and now - r.sent_at >= self.limits.timeout_s}
         for first, r in list(self._s.inflight.items()):
-            if r.peer in late:  # all it was asked: it is distrusted now
+            if r.peer in late and not r.answered:  # all it still owes: it is distrusted now
                 del self._s.inflight[first]
         for peer in sorted(late):
             self._fail(peer, "timeout", now)
@@ -319,39 +263,47 @@ class SyncClient:
     # ------------------------------------------------------------------------------------------ answers
 
     def on_answer(self, sender: int, msg: SyncResponse | SyncPage) -> None:
-        """An answer arrived (on the event loop). Only one to a request in flight to its sender is opened."""
-        asked = sum(1 for r in self._s.inflight.values() if r.peer == sender)
-        if self._opening[sender] >= asked:  # more answers than requests in flight to it: not opened
-            self._metrics.consensus_sync_refused.labels(reason="unsolicited").inc()
-            return
-        self._opening[sender] += 1
-        self._spawn(self._receive(sender, msg))
-
-    async def _receive(self, sender: int, msg: SyncResponse | SyncPage) -> None:
-        scheme = self._scheme
+        """An answer arrived (on the event loop). Only the first answer to a request in flight to its sender is
+        opened; it is matched by its first block's height (read from that block's header alone: ≈ 1 ms for a full
+        block, against ≈ 100 ms to verify the page, which happens off the loop)."""
         try:
-            page: VerifiedPage = await self._off_loop(lambda: verify_page(msg, scheme))
-        except PageRefused as e:
-            log.warning("sync answer refused", peer=sender, reason=e.reason, detail=str(e))
-            for f in [f for f, r in self._s.inflight.items() if r.peer == sender]:
-                del self._s.inflight[f]
-            self._fail(sender, e.reason, self._clock())
-            self.plan()
+            first = _first_height(msg.blocks[0])
+        except DecodeError as e:
+            self._refused(sender, PageRefused("malformed", str(e)))
             return
-        finally:
-            self._opening[sender] -= 1
-        first = page.first
         r = self._s.inflight.get(first)
-        if r is None or r.peer != sender:
+        if r is None or r.peer != sender or r.answered:  # not asked of it, expired, or answered already
             self._metrics.consensus_sync_refused.labels(reason="unsolicited").inc()
-            return  # not what was asked of it (or expired meanwhile: counted as a timeout)
+            return
+        size = sum(len(b) for b in msg.blocks)
+        # Answered: no longer late; heights it did not bring (a page cut by bytes) are free to ask for again now.
+        self._s.inflight[first] = _Inflight(sender, len(msg.blocks), r.sent_at, answered=size)
+        self._avg_block = 0.7 * self._avg_block + 0.3 * (size / len(msg.blocks))
+        self._spawn(self._receive(sender, first, msg))
+        self.plan()
+
+    def _refused(self, sender: int, e: PageRefused) -> None:
+        log.warning("sync answer refused", peer=sender, reason=e.reason, detail=str(e))
+        for f in [f for f, r in self._s.inflight.items() if r.peer == sender]:
+            del self._s.inflight[f]
+        self._fail(sender, e.reason, self._clock())
+        self.plan()
+
+    async def _receive(self, sender: int, first: int, msg: SyncResponse | SyncPage) -> None:
+        try:
+            page: VerifiedPage = await self._verify(msg)
+        except PageRefused as e:
+            self._refused(sender, e)
+            return
+        r = self._s.inflight.get(first)
+        if r is None or r.peer != sender or page.first != first:
+            return  # dropped meanwhile (another answer of the sender was refused)
         del self._s.inflight[first]
         now = self._clock()
         if not self._s.held:
             self._progress_at = now
         p = self._s.peers.setdefault(sender, _Peer())
         p.delivered_at, p.failures = now, 0
-        self._avg_block = 0.7 * self._avg_block + 0.3 * (page.size / len(page.blocks))
         head = self.chain.height
         for i, block in enumerate(page.blocks):
             h = first + i
@@ -460,4 +412,15 @@ class SyncClient:
         return done
 
 
-__all__ = ["FetchLimits", "PageRefused", "SyncClient", "VerifiedPage", "verify_page"]
+def _first_height(raw: bytes) -> int:
+    """The height in a block's header, without decoding its transactions (raises DecodeError)."""
+    try:
+        value = decode(raw)
+    except CodecError as e:
+        raise DecodeError(f"block is not canonical CBOR: {e}") from None
+    if not isinstance(value, dict) or 0 not in value:
+        raise DecodeError("block: expected a map with a header")
+    return BlockHeader.from_cbor(value[0]).height
+
+
+__all__ = ["FetchLimits", "SyncClient"]

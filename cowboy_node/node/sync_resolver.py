@@ -15,8 +15,6 @@ Fetch (:meth:`Resolver.allow_fetch`), and calls :meth:`Resolver.tick` every seco
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -35,6 +33,7 @@ from cowboy_node.consensus.sync_messages import (
 )
 from cowboy_node.node.sync_client import FetchLimits, SyncClient
 from cowboy_node.node.sync_server import ServeLimits, SyncServer
+from cowboy_node.node.sync_verify import PageVerifier
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.types.block import Block
 
@@ -59,8 +58,9 @@ class Resolver:
                  on_applied: Callable[[Block, bytes, list[PreparedBlock]], None],
                  signature_checked: Callable[[bytes], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic, serve: ServeLimits | None = None,
-                 fetch: FetchLimits | None = None) -> None:
-        self._verify = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sync-verify")
+                 fetch: FetchLimits | None = None, verify_workers: int = 0) -> None:
+        self.verifier = PageVerifier(scheme, verify_workers)
+        """Verifies answers off the event loop (``verify_workers`` processes; 0: a thread)."""
 
         def body_encoder(digest: bytes) -> Callable[[], bytes] | None:
             block = memory_body(digest)  # a body held in memory (not yet committed): encoded in a serving thread
@@ -73,14 +73,11 @@ class Resolver:
         self.server = SyncServer(chain.blocks, records, head=lambda: chain.height, net=net, metrics=metrics,
                                  clock=clock, spawn=spawn, limits=serve, memory_body=body_encoder)
         """Answers peers' requests."""
-        self.client = SyncClient(chain, scheme, net=net, metrics=metrics, clock=clock, in_builder=in_builder,
-                                 off_loop=self._off_loop, spawn=spawn, connected=connected, on_applied=on_applied,
+        self.client = SyncClient(chain, net=net, metrics=metrics, clock=clock, in_builder=in_builder,
+                                 verify=self.verifier.verify, spawn=spawn, connected=connected, on_applied=on_applied,
                                  signature_checked=signature_checked, limits=fetch)
         """Catches up with peers."""
         self._chain = chain
-
-    async def _off_loop(self, fn: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._verify, fn)
 
     @property
     def syncing(self) -> bool:
@@ -114,7 +111,7 @@ class Resolver:
     def close(self) -> None:
         """Wait for the reads and verifications in progress (before the store closes)."""
         self.server.close()
-        self._verify.shutdown(wait=True, cancel_futures=True)
+        self.verifier.close()
 
 
 __all__ = ["Resolver", "ResolverNetwork"]

@@ -95,6 +95,11 @@ class ThresholdScheme:
         self._group_point = bls.decode_g2(self._group)
         self._pk_points = tuple(bls.decode_g2(pk) for pk in self._pks)
 
+    def public_parts(self) -> tuple[bytes, tuple[bytes, ...], int]:
+        """``(group_public_key, share_public_keys, quorum)``: what a verify-only copy is built from (in another
+        process; the share never leaves this one)."""
+        return self._group, self._pks, self._quorum
+
     @classmethod
     def from_dealing(cls, dealing: threshold.Dealing, me: int | None) -> ThresholdScheme:
         """The scheme of validator ``me`` (0-based; None: verify only) in ``dealing``."""

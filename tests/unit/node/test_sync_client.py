@@ -18,6 +18,7 @@ from cowboy_node.consensus.sync_messages import (
 )
 from cowboy_node.node.sync_client import FetchLimits, SyncClient
 from cowboy_node.node.sync_server import read_page
+from cowboy_node.node.sync_verify import VerifiedPage, verify_page
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.state.memory import MemoryStore
 from tests.unit.node.sync_chain import NET, build_chain, scheme
@@ -39,9 +40,18 @@ class Rig:
         async def direct(fn: Any) -> Any:
             return fn()
 
+        verifier = scheme(NET, None)
+        self.gate: asyncio.Event | None = None
+        """When set to an unset Event, every verification waits for it (an answer held in verification)."""
+
+        async def verify(msg: SyncResponse | SyncPage) -> VerifiedPage:
+            if self.gate is not None:
+                await self.gate.wait()
+            return verify_page(msg, verifier)
+
         self.client = SyncClient(
-            self.chain, scheme(NET, None), net=lambda: self.net, metrics=self.metrics, clock=lambda: self.now[0],
-            in_builder=direct, off_loop=direct, spawn=self._spawn, connected=self.net.connected,
+            self.chain, net=lambda: self.net, metrics=self.metrics, clock=lambda: self.now[0],
+            in_builder=direct, verify=verify, spawn=self._spawn, connected=self.net.connected,
             on_applied=lambda last, seed, done: self.applied.extend(p.block.header.height for p in done),
             limits=limits or FetchLimits(page_bytes=64 * 1024 * 1024))
 
@@ -62,11 +72,19 @@ class Rig:
         return out
 
     def answer(self, peer: int, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> None:
+        """``peer`` answers ``req`` as the real server does (``page_bytes``: its byte budget)."""
         raw = read_page(chain.blocks, ConsensusRecords(chain.store), req, chain.height, page_bytes)
         assert raw is not None
         m = decode_sync(raw)
         assert isinstance(m, SyncResponse | SyncPage)
         self.client.on_answer(peer, m)
+
+    async def serve_all(self, chain: Chain = SERVER) -> None:
+        """Answer every request, and those sent in reply, until none is left."""
+        while reqs := self.requests():
+            for to, req in reqs:
+                self.answer(to, req, chain)
+            await self.settle()
 
     def refused(self, reason: str) -> float:
         return float(self.metrics.consensus_sync_refused.labels(reason=reason)._value.get())
@@ -95,9 +113,7 @@ def test_a_lying_status_peer_is_distrusted_not_disconnected_and_does_not_hold_th
     async def run() -> None:
         rig = Rig()
         rig.client.on_status(2, 12)
-        for to, req in rig.requests():
-            rig.answer(to, req)
-        await rig.settle()
+        await rig.serve_all()
         assert rig.chain.height == 12
         rig.client.on_status(1, 1_000_000)  # a claim nobody can back
         assert rig.client.syncing
@@ -134,7 +150,7 @@ def test_a_peer_that_does_not_deliver_is_rotated_away_from() -> None:
 
 def test_an_answer_whose_certificate_does_not_verify_is_refused_and_its_sender_penalized() -> None:
     async def run() -> None:
-        rig = Rig()
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))  # one request for all 12
         rig.client.on_status(3, 12)
         (_to, req), = rig.requests()
         raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
@@ -152,7 +168,7 @@ def test_an_answer_whose_certificate_does_not_verify_is_refused_and_its_sender_p
 
 def test_an_unlinked_run_is_refused_and_its_sender_penalized() -> None:
     async def run() -> None:
-        rig = Rig()
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))  # one request for all 12
         rig.client.on_status(3, 12)
         (_to, req), = rig.requests()
         raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
@@ -190,7 +206,7 @@ def test_pages_without_their_own_certificate_wait_for_the_one_that_proves_them()
 def test_a_page_that_does_not_extend_the_head_is_refused_and_its_sender_penalized() -> None:
     async def run() -> None:
         other, _ = build_chain(12, block_ms=700)  # another (certified) chain from the same genesis
-        rig = Rig()
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))  # one request at a time
         rig.client.on_status(1, 12)
         (to, req), = rig.requests()
         rig.answer(to, SyncRequest(1, 1), chain=SERVER)
@@ -230,5 +246,82 @@ def test_a_valid_certificate_of_another_block_at_that_height_proves_nothing() ->
                 rig.answer(to, req, chain=long)
             await rig.settle()
         assert rig.chain.head.hash() == long.head.hash()
+
+    asyncio.run(run())
+
+
+def test_an_answer_being_verified_is_not_late_however_long_its_verification_takes() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))
+        rig.gate = asyncio.Event()
+        rig.client.on_status(1, 12)
+        (to, req), = rig.requests()
+        rig.answer(to, req)  # arrived in time; its verification is held
+        await asyncio.sleep(0)
+        rig.now[0] += 60.0  # verification here takes far longer than the timeout
+        rig.client.plan()
+        assert rig.refused("timeout") == 0 and rig.requests() == []  # not late, not asked again
+        rig.gate.set()
+        await rig.settle()
+        assert rig.chain.height == 12 and rig.refused("timeout") == 0 and rig.refused("unsolicited") == 0
+
+    asyncio.run(run())
+
+
+def test_heights_a_page_cut_by_bytes_did_not_bring_are_asked_for_before_it_is_verified() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=3, per_peer=1, page_bytes=1 << 26))
+        rig.gate = asyncio.Event()
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        reqs = rig.requests()
+        first = next((to, r) for to, r in reqs if r.from_height == 1)
+        assert first[1].max_blocks == 4  # 12 heights shared among 3 slots
+        small = sum(len(SERVER.blocks.block_bytes(h) or b"") for h in range(1, 4)) + 200
+        rig.answer(first[0], first[1], page_bytes=small)  # the server's page holds 3 of the blocks asked
+        await asyncio.sleep(0)
+        again = rig.requests()  # the verification of that page is still held
+        assert [r.from_height for _, r in again] == [4] and again[0][0] == first[0]
+        rig.gate.set()
+        await rig.settle()
+        rig.gate = None
+        for to, r in [*again, *[x for x in reqs if x is not first]]:
+            rig.answer(to, r)
+        await rig.settle()
+        await rig.serve_all()
+        assert rig.chain.height == 12 and rig.chain.head.hash() == SERVER.head.hash()
+
+    asyncio.run(run())
+
+
+def test_a_second_answer_to_one_request_is_not_opened() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))
+        rig.gate = asyncio.Event()
+        rig.client.on_status(1, 12)
+        (to, req), = rig.requests()
+        rig.answer(to, req)
+        rig.answer(to, req)  # the same answer again while the first is verified
+        rig.answer(2, req)  # and from a peer it was not asked of
+        assert rig.refused("unsolicited") == 2 and len(rig.tasks) == 1
+        rig.gate.set()
+        await rig.settle()
+        assert rig.chain.height == 12
+
+    asyncio.run(run())
+
+
+def test_an_answer_whose_first_block_does_not_decode_is_refused_and_its_sender_penalized() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))
+        rig.client.on_status(3, 12)
+        (_to, req), = rig.requests()
+        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
+        m = decode_sync(raw or b"")
+        assert isinstance(m, SyncResponse)
+        rig.client.on_answer(3, dataclasses.replace(m, blocks=(b"\xff", *m.blocks[1:])))
+        await rig.settle()
+        assert rig.chain.height == 0 and rig.refused("malformed") == 1
+        assert rig.net.penalized == [(3, "sync_malformed")] and rig.tasks == []
 
     asyncio.run(run())
