@@ -292,13 +292,20 @@ class VoteJournal:
             os.close(fd)
 
 
+WATCH_STEP = 3
+"""The longest view jump a double-sign watch counts as watching (a longer one starts the count over)."""
+
+
 class DoubleSignGuard:
     """CometBFT's ``double_sign_check_height`` for Simplex views: a validator that started without its journal
     does not vote until it has been in sync and watched the network enter ``views`` views one after the other.
 
-    The count starts over whenever the node is syncing or its view jumps by more than one (a jump is catching
-    up, not watching: the certificate that caused it may be old). Once done, votes are allowed for the views
-    above the current one. Pure bookkeeping; the caller owns the marker file and the engine."""
+    The count starts over whenever the node is syncing or its view jumps by more than :data:`WATCH_STEP` views
+    (a long jump is catching up, not watching: the certificate that caused it may be old). Short jumps are how a
+    live network looks from one validator: one input (a certificate of the next view, a notarization and a
+    nullification together) often moves the engine two or three views, and under load or loss a watch that
+    demanded one view at a time would never end. Once done, votes are allowed for the views above the current
+    one. Pure bookkeeping; the caller owns the marker file and the engine."""
 
     def __init__(self, views: int) -> None:
         if views < 1:
@@ -323,7 +330,7 @@ class DoubleSignGuard:
         if syncing:
             self.watch_from = self._last = None
             return False
-        if self.watch_from is None or self._last is None or view > self._last + 1 or view < self._last:
+        if self.watch_from is None or self._last is None or view > self._last + WATCH_STEP or view < self._last:
             self.watch_from = self._last = view
             return False
         self._last = view

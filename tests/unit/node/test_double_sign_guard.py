@@ -16,7 +16,7 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.cli.main import main
-from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, DoubleSignGuard, VoteJournal, marker_path
+from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, WATCH_STEP, DoubleSignGuard, VoteJournal, marker_path
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.engine import Broadcast, Config, Engine, Journal
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -236,6 +236,19 @@ def test_the_guard_counts_views_entered_one_by_one_while_in_sync() -> None:
     assert g.observe(43, syncing=False) and g.done
     with pytest.raises(ValueError):
         DoubleSignGuard(0)
+
+
+def test_the_guard_counts_short_jumps_as_watching_and_starts_over_on_a_long_one() -> None:
+    """One input often moves a live engine two or three views (a certificate of the next view arrives first);
+    a watch that restarted on each would never end under load. A jump longer than WATCH_STEP is catching up."""
+    g = DoubleSignGuard(10)
+    assert not g.observe(100, syncing=False) and g.until_view == 110
+    for v in (102, 105, 106, 109):  # jumps of 2, 3, 1, 3
+        assert not g.observe(v, syncing=False) and g.until_view == 110
+    assert g.observe(110, syncing=False) and g.done
+    g = DoubleSignGuard(10)
+    g.observe(100, syncing=False)
+    assert not g.observe(100 + WATCH_STEP + 1, syncing=False) and g.until_view == 100 + WATCH_STEP + 1 + 10
 
 
 # ------------------------------------------------------------------------------------------------ engine abstention
