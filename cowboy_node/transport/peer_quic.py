@@ -1,6 +1,7 @@
 """Validator peer layer, aioquic adapter: one framed stream per connection, the TLS exporter, close with a Goodbye.
 
-The only peer-layer module that imports aioquic. It authenticates nothing and interprets no frame: it gives the
+With :mod:`~cowboy_node.transport.peer_congestion` (the links' congestion control), the only peer-layer module that
+imports aioquic. It authenticates nothing and interprets no frame: it gives the
 layer above (:mod:`cowboy_node.transport.peers`) whole frames (``peer_frames.FrameReader``), the connection's TLS
 exporter once the handshake completes, a way to write framed bytes with coalesced transmission, the bytes not yet
 acknowledged by the peer (backpressure), and exactly one ``on_close(reason)``.
@@ -37,6 +38,7 @@ from aioquic.quic.events import (
 )
 from aioquic.quic.packet import QuicErrorCode
 
+from cowboy_node.transport import peer_congestion
 from cowboy_node.transport.peer_frames import (
     BINDING_BYTES,
     EXPORTER_LABEL,
@@ -240,18 +242,20 @@ class _ClientPeerProtocol(PeerProtocol):
             self._transport.close()
 
 
-def _configuration(*, is_client: bool, idle_timeout_s: float) -> QuicConfiguration:
+def _configuration(*, is_client: bool, idle_timeout_s: float, congestion: str) -> QuicConfiguration:
     config = QuicConfiguration(is_client=is_client, alpn_protocols=[ALPN], idle_timeout=idle_timeout_s,
-                               max_data=FLOW_WINDOW, max_stream_data=FLOW_WINDOW)
+                               max_data=FLOW_WINDOW, max_stream_data=FLOW_WINDOW,
+                               congestion_control_algorithm=congestion)
     if is_client:
         config.verify_mode = ssl.CERT_NONE  # identity is the Hello signature over the exporter, not the cert
     return config
 
 
 async def listen(host: str, port: int, *, cert_pem: bytes, key_pem: bytes, idle_timeout_s: float, max_body: int,
-                 make_handler: Callable[[PeerProtocol], PeerHandler | None]) -> QuicServer:
+                 make_handler: Callable[[PeerProtocol], PeerHandler | None],
+                 congestion: str = peer_congestion.NAME) -> QuicServer:
     """Bind the UDP listener; ``make_handler`` is called for each new connection (None refuses it at once)."""
-    config = _configuration(is_client=False, idle_timeout_s=idle_timeout_s)
+    config = _configuration(is_client=False, idle_timeout_s=idle_timeout_s, congestion=congestion)
     config.certificate, config.private_key = load_certificate(cert_pem, key_pem)
 
     def create_protocol(quic: QuicConnection, **kwargs: object) -> PeerProtocol:
@@ -266,12 +270,12 @@ async def listen(host: str, port: int, *, cert_pem: bytes, key_pem: bytes, idle_
 
 
 async def dial(host: str, port: int, *, idle_timeout_s: float, max_body: int, timeout_s: float,
-               handler: PeerHandler | None = None) -> PeerProtocol:
+               handler: PeerHandler | None = None, congestion: str = peer_congestion.NAME) -> PeerProtocol:
     """Open a QUIC connection and complete TLS; raises ConnectionError (refused, closed) or TimeoutError."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
     family, addr = infos[0][0], infos[0][4]
-    config = _configuration(is_client=True, idle_timeout_s=idle_timeout_s)
+    config = _configuration(is_client=True, idle_timeout_s=idle_timeout_s, congestion=congestion)
     config.server_name = host
     quic = QuicConnection(configuration=config)
     local = ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0)

@@ -54,6 +54,7 @@ from aioquic.asyncio.server import QuicServer
 
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.peer_metrics import PeerMetrics
+from cowboy_node.transport import peer_congestion
 from cowboy_node.transport.peer_frames import (
     FRAME_OVERHEAD,
     ROLE_DIALER,
@@ -138,6 +139,9 @@ class PeerLimits:
     the back-off of the previous one."""
     penalty_max_s: float = 300.0
     """Longest back-off of a penalized peer."""
+    congestion_control: str = peer_congestion.NAME
+    """QUIC congestion control of the links (``transport/peer_congestion.py``; aioquic's ``"reno"`` is the
+    baseline ``bench/p2p_lossy_link.py`` compares it with)."""
 
 
 def channel_class(channel: int) -> int:
@@ -342,7 +346,7 @@ class PeerNetwork:
         cert_pem, key_pem = ensure_certificate(self._cert_path, self._key_path, f"cowboy-validator-{self.me}")
         self._server = await listen(self.listen_host, self.listen_port, cert_pem=cert_pem, key_pem=key_pem,
                                     idle_timeout_s=self.limits.idle_timeout_s, max_body=self._max_body,
-                                    make_handler=self._new_inbound)
+                                    make_handler=self._new_inbound, congestion=self.limits.congestion_control)
         self._started = True
         for out in self._out.values():
             out.task = asyncio.create_task(self._dialer(out), name=f"p2p-dial-{out.info.index}")
@@ -512,7 +516,8 @@ class PeerNetwork:
             proto: PeerProtocol | None = None
             try:
                 proto = await dial(info.host, info.port, idle_timeout_s=limits.idle_timeout_s,
-                                   max_body=self._max_body, timeout_s=limits.handshake_timeout_s, handler=handler)
+                                   max_body=self._max_body, timeout_s=limits.handshake_timeout_s, handler=handler,
+                                   congestion=limits.congestion_control)
                 proto.write(encode_frame(make_hello(self._signer, network_id=self.network_id, role=ROLE_DIALER,
                                                     index=self.me, binding=proto.binding)))
                 try:
