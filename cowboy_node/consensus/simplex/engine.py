@@ -574,6 +574,8 @@ class Engine:
         if v.leader != self.cfg.me or v.proposal is not None or v.proposal_requested or v.my_nullify is not None \
                 or v.round.view != self.view or self._ended(v):
             return
+        if v.round.view <= self._vote_above:  # abstaining: a proposal is a notarize it may not sign, so no build
+            return
         if v.my_notarize is not None:  # restarted after proposing: our journaled notarize is the proposal
             v.proposal = v.my_notarize.proposal
             return

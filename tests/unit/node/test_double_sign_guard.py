@@ -18,7 +18,7 @@ from cowboy_node.chain.errors import ConfigError
 from cowboy_node.cli.main import main
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, WATCH_STEP, DoubleSignGuard, VoteJournal, marker_path
 from cowboy_node.consensus.simplex.elector import Election
-from cowboy_node.consensus.simplex.engine import Broadcast, Config, Engine, Journal
+from cowboy_node.consensus.simplex.engine import Broadcast, Config, Engine, Journal, ProposalWanted
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.consensus.simplex.types import Fetch, Notarization, Notarize, Nullify, Proposal
 from cowboy_node.crypto import bls, threshold
@@ -278,6 +278,25 @@ def test_an_abstaining_engine_signs_nothing_but_follows_certificates() -> None:
     outs += e.tick(3_000)
     assert [type(o.vote) for o in outs if isinstance(o, Journal)] == [Nullify]  # view 3: votes again
     assert e.votes_above == 2
+
+
+def test_an_abstaining_leader_asks_for_no_block() -> None:
+    """Building a block it cannot propose would cost the node a full build per led view (and its proposal
+    would be a notarize it must not sign): the engine asks for none until it votes again."""
+    genesis = bytes(32)
+    e = Engine(Config(me=0, delta_ms=100, genesis=genesis, election=Election.ROUND_ROBIN, vote_above_view=8),
+               _scheme(0))
+    outs = e.start(0)
+    led: list[int] = []
+    for view in range(1, 13):
+        if e.leader_of(e.view) == 0:
+            led.append(e.view)
+        if e.view == 9:
+            assert not [o for o in outs if isinstance(o, ProposalWanted)]  # led views ≤ 8: nothing asked
+            outs = []
+        outs += e.receive(1, nullification(view), 10 * view)
+    assert any(v <= 8 for v in led) and any(v > 8 for v in led)
+    assert [o.round.view for o in outs if isinstance(o, ProposalWanted)] == [v for v in led if v > 8]
 
 
 # ------------------------------------------------------------------------------------------------ homes and config
