@@ -251,11 +251,13 @@ def _perturb(run: Run, name: str, victim: int | None, out: Callable[[], None], b
     _hold(FAULT_S, gaps.sample)
     h_end = max((h for h in net.heights(others).values() if h is not None), default=h_start)
     record["blocks_during_fault"] = h_end - h_start
+    record["others_blocks_per_s_during_fault"] = round((h_end - h_start) / FAULT_S, 2)
     view_end = _view(net, run.scan_on)
     record["views_during_fault"] = None if view_start is None or view_end is None else view_end - view_start
     checks["others_finalized_during_fault"] = h_end - h_start >= MIN_FAULT_BLOCKS
     back_at = time.monotonic()
     back()
+    h_back = _top(net, others)
     # Catch-up: the healed validator (every validator after a link fault) at the head of the others.
     caught: float | None = None
     catch_up_to = [victim] if victim is not None else everyone
@@ -282,6 +284,8 @@ def _perturb(run: Run, name: str, victim: int | None, out: Callable[[], None], b
             time.sleep(5.0)
         record["heights_after_deadline"] = trail[::max(1, len(trail) // 6)]
     record["catch_up_s"] = None if caught is None else round(caught, 2)
+    if victim is not None and caught:  # the others' cadence while the healed validator syncs from them (reported)
+        record["others_blocks_per_s_while_serving"] = round((_top(net, others) - h_back) / caught, 2)
     record["max_height_gap"] = gaps.max_gap
     checks["caught_up_within_60s"] = caught is not None
     if caught is None:
