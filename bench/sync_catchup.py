@@ -7,13 +7,14 @@ In one run on this machine:
  - measures the **production** rate in this run: a validator verifying (signatures checked), executing and
    committing ``--sample`` of those blocks on a fresh store, as a follower does while the network produces them,
    capped by the network's cadence at ``--block-ms`` (no network produces faster than one block per block time);
- - starts ``--servers`` serving validators (sharing that store) and one empty validator, each with its own
-   ``PeerNetwork`` over loopback QUIC and the node's own :class:`~cowboy_node.node.sync_resolver.Resolver`; the servers
-   announce their height each second; the empty one catches up: **catch-up** blocks/s and MB/s, and the ratio
-   catch-up ÷ production (goal ≥ 3);
+ - starts ``--servers`` serving validators (sharing that store, in a child process: they stand for other
+   machines, and their QUIC sending would otherwise share this process's core) and one empty validator, each with
+   its own ``PeerNetwork`` over loopback QUIC and the node's own
+   :class:`~cowboy_node.node.sync_resolver.Resolver`; the servers announce their height each second; the empty
+   one catches up: **catch-up** blocks/s and MB/s, and the ratio catch-up ÷ production (goal ≥ 3);
  - the event loop's lag (a 5 ms ticker: how late it runs) before and during the catch-up, p50/p99/max: serving and
-   applying must never hold the loop (where votes are handled) for more than a few ms. All validators share this one
-   process and loop here, so the figure is pessimistic for a server;
+   applying must never hold the loop (where votes are handled) for more than a few ms (the catching-up validator's
+   loop: its receiving, verifying and applying);
  - the refusals counted by the servers (``cowboy_consensus_requests_refused_total``): honest full-speed sync must
    never hit a budget.
 
@@ -87,96 +88,143 @@ class _Lag:
                 "samples": len(xs)}
 
 
-async def catch_up(args: argparse.Namespace, net_g: Any, server_chain: Chain, tmp: Path) -> dict[str, Any]:
-    genesis = net_g.genesis
-    servers = list(range(args.servers))
-    me = 3
-    ids = [*servers, me]
-    ports = {i: _port() for i in ids}
-    keys = [v.ed25519_public_key for v in genesis.validators]
-    client_chain = Chain(LevelDBStore(str(tmp / "client")), genesis)
-    builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
-    lock = threading.Lock()
-    tasks: set[asyncio.Task[Any]] = set()
-    applied = {"blocks": 0}
-    metrics = {i: NodeMetrics() for i in ids}
-    nets: dict[int, PeerNetwork] = {}
-    resolvers: dict[int, Resolver] = {}
-
-    def spawn(coro: Any) -> None:
-        t = asyncio.get_running_loop().create_task(coro)
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
-    async def in_builder(fn: Any) -> Any:
-        def locked() -> Any:
-            with lock:
-                return fn()
-        return await asyncio.get_running_loop().run_in_executor(builder, locked)
-
-    def on_applied(last: Any, seed: bytes, done: list[Any]) -> None:
-        applied["blocks"] += len(done)
-
-    for i in ids:
-        chain = client_chain if i == me else server_chain
-        resolvers[i] = Resolver(chain, ConsensusRecords(chain.store), scheme(net_g, None),
-                                net=lambda i=i: nets.get(i), metrics=metrics[i], in_builder=in_builder, spawn=spawn,
-                                memory_body=lambda d: None, on_applied=on_applied,
-                                verify_workers=args.verify_workers if i == me else 0)
-        peers = [PeerInfo(j, keys[j], "127.0.0.1", ports[j]) for j in ids if j != i]
-        nets[i] = PeerNetwork(me=i, ed25519_seed=net_g.validator_keys[i].ed25519_seed, listen_host="127.0.0.1",
-                              listen_port=ports[i], peers=peers, validator_keys=keys, network_id=genesis.hash(),
-                              cert_path=tmp / f"v{i}.crt", key_path=tmp / f"v{i}.key",
-                              on_message=lambda s, c, p, i=i: resolvers[i].on_sync(s, p) if c == CH_SYNC else None,
-                              limits=PeerLimits())
-    for n in nets.values():
-        await n.start()
-    lag = _Lag()
-    ticker = asyncio.get_running_loop().create_task(lag.run())
-    deadline = time.monotonic() + 30
-    while not all(len(nets[i].connected()) == len(ids) - 1 for i in ids):
-        if time.monotonic() > deadline:
-            raise RuntimeError("peers did not connect")
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(1.0)  # the idle loop's lag, before any sync
-    lag.phase = "catch_up"
-    total = server_chain.height
-    size = sum(len(server_chain.blocks.block_bytes(h) or b"") for h in range(1, total + 1))
-    t0 = time.perf_counter()
-    while client_chain.height < total:
-        for i in servers:
-            nets[i].broadcast(CH_SYNC, resolvers[i].status())
-        resolvers[me].tick()
-        await asyncio.sleep(1.0 if client_chain.height == 0 else 0.25)
-        if time.perf_counter() - t0 > args.timeout:
-            break
-    wall = time.perf_counter() - t0
-    lag.phase = "after"
-    ticker.cancel()
-    ok = client_chain.height == total and client_chain.head.hash() == server_chain.head.hash()
-    refused = {}
-    for i in servers:
-        for metric in metrics[i].consensus_requests_refused.collect():
-            for s in metric.samples:
-                if s.name.endswith("_total") and s.value:
-                    refused[f"{s.labels['kind']}.{s.labels['reason']}"] = refused.get(
-                        f"{s.labels['kind']}.{s.labels['reason']}", 0) + int(s.value)
-    sync_refused = {}
-    for metric in metrics[me].consensus_sync_refused.collect():
+def _refusals(metrics: NodeMetrics, server: bool) -> dict[str, int]:
+    out: dict[str, int] = {}
+    family = metrics.consensus_requests_refused if server else metrics.consensus_sync_refused
+    for metric in family.collect():
         for s in metric.samples:
             if s.name.endswith("_total") and s.value:
-                sync_refused[s.labels["reason"]] = int(s.value)
-    for n in nets.values():
-        await n.stop()
-    for r in resolvers.values():
-        r.close()
-    builder.shutdown(wait=True)
+                key = f"{s.labels['kind']}.{s.labels['reason']}" if server else s.labels["reason"]
+                out[key] = out.get(key, 0) + int(s.value)
+    return out
+
+
+class _Validators:
+    """Some validators of the bench's network in this process: a Resolver and a PeerNetwork each."""
+
+    def __init__(self, net_g: Any, here: dict[int, Chain], ports: dict[int, int], tmp: Path,
+                 verify_workers: dict[int, int], on_applied: Any) -> None:
+        keys = [v.ed25519_public_key for v in net_g.genesis.validators]
+        self.builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
+        self._lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.metrics = {i: NodeMetrics() for i in here}
+        self.nets: dict[int, PeerNetwork] = {}
+        self.resolvers: dict[int, Resolver] = {}
+        for i, chain in here.items():
+            self.resolvers[i] = Resolver(chain, ConsensusRecords(chain.store), scheme(net_g, None),
+                                         net=lambda i=i: self.nets.get(i), metrics=self.metrics[i],
+                                         in_builder=self._in_builder, spawn=self._spawn, memory_body=lambda d: None,
+                                         on_applied=on_applied, verify_workers=verify_workers.get(i, 0))
+            peers = [PeerInfo(j, keys[j], "127.0.0.1", ports[j]) for j in ports if j != i]
+            self.nets[i] = PeerNetwork(
+                me=i, ed25519_seed=net_g.validator_keys[i].ed25519_seed, listen_host="127.0.0.1",
+                listen_port=ports[i], peers=peers, validator_keys=keys, network_id=net_g.genesis.hash(),
+                cert_path=tmp / f"v{i}.crt", key_path=tmp / f"v{i}.key",
+                on_message=lambda s, c, p, i=i: self.resolvers[i].on_sync(s, p) if c == CH_SYNC else None,
+                limits=PeerLimits())
+
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _in_builder(self, fn: Any) -> Any:
+        def locked() -> Any:
+            with self._lock:
+                return fn()
+        return await asyncio.get_running_loop().run_in_executor(self.builder, locked)
+
+    async def start(self, peers: int) -> None:
+        for n in self.nets.values():
+            await n.start()
+        deadline = time.monotonic() + 60
+        while not all(len(n.connected()) == peers for n in self.nets.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("peers did not connect")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        for n in self.nets.values():
+            await n.stop()
+        for r in self.resolvers.values():
+            r.close()
+        self.builder.shutdown(wait=True)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """The serving validators, in a process of their own (``--serve``: they stand for other machines): announce
+    their height every second until stdin closes, then print their refusals as JSON."""
+    net_g = _network(args.txs)
+    chain = Chain(LevelDBStore(args.serve), net_g.genesis)
+    ports = {int(k): v for k, v in json.loads(args.ports).items()}
+    servers = [i for i in ports if i != CLIENT]
+    vals = _Validators(net_g, {i: chain for i in servers}, ports, Path(args.tmp), {}, lambda *a: None)
+    await vals.start(len(ports) - 1)
+    loop = asyncio.get_running_loop()
+    done = loop.run_in_executor(None, sys.stdin.read)
+    while not done.done():
+        for i in servers:
+            vals.nets[i].broadcast(CH_SYNC, vals.resolvers[i].status())
+        await asyncio.wait([done], timeout=1.0)
+    refused: dict[str, int] = {}
+    for i in servers:
+        for k, v in _refusals(vals.metrics[i], server=True).items():
+            refused[k] = refused.get(k, 0) + v
+    await vals.stop()
+    chain.store.close()
+    print(json.dumps(refused), flush=True)
+
+
+CLIENT = 3
+"""The catching-up validator's index."""
+
+
+async def catch_up(args: argparse.Namespace, net_g: Any, store_path: Path, target: tuple[int, bytes, int],
+                   tmp: Path) -> dict[str, Any]:
+    """The empty validator catches up with ``args.servers`` serving validators run by a child process."""
+    total, head_hash, size = target
+    ports = {i: _port() for i in [*range(args.servers), CLIENT]}
+    client_chain = Chain(LevelDBStore(str(tmp / "client")), net_g.genesis)
+    vals = _Validators(net_g, {CLIENT: client_chain}, ports, tmp, {CLIENT: args.verify_workers}, lambda *a: None)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve", str(store_path), "--ports", json.dumps(ports), "--tmp", str(tmp),
+        "--txs", str(args.txs), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        await vals.start(args.servers)
+        lag = _Lag()
+        ticker = asyncio.get_running_loop().create_task(lag.run())
+        await asyncio.sleep(1.0)  # the idle loop's lag, before any sync
+        lag.phase = "catch_up"
+        resolver = vals.resolvers[CLIENT]
+        t0 = time.perf_counter()
+        while client_chain.height < total:
+            resolver.tick()
+            await asyncio.sleep(0.25)
+            if time.perf_counter() - t0 > args.timeout:
+                break
+        wall = time.perf_counter() - t0
+        lag.phase = "after"
+        ticker.cancel()
+        ok = client_chain.height == total and client_chain.head.hash() == head_hash
+        client_refused = _refusals(vals.metrics[CLIENT], server=False)
+    finally:
+        await vals.stop()
+        assert child.stdin is not None
+        child.stdin.close()
+        out, _ = await asyncio.wait_for(child.communicate(), 60)
     client_chain.store.close()
     return {"blocks": client_chain.height, "same_head": ok, "seconds": round(wall, 2),
             "blocks_per_s": round(client_chain.height / wall, 2), "mb_per_s": round(size / wall / 1e6, 2),
             "chain_mb": round(size / 1e6, 2), "loop_lag_idle": lag.summary("idle"),
-            "loop_lag_catch_up": lag.summary("catch_up"), "server_refusals": refused,
-            "client_refusals": sync_refused}
+            "loop_lag_catch_up": lag.summary("catch_up"),
+            "server_refusals": json.loads(out.decode().strip().splitlines()[-1] or "{}"),
+            "client_refusals": client_refused}
+
+
+def _network(txs: int) -> Any:
+    senders = [(0x10000 + i).to_bytes(32, "big") for i in range(txs)]
+    return network({private_key_to_address(sk): 10**24 for sk in senders})
 
 
 def _sign_blocks(job: tuple[int, int, int]) -> list[bytes]:
@@ -223,10 +271,15 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=100, help="blocks of the same-run production sample")
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep the built chain here (outside the repository) and reuse it on the next run")
+    ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)  # the child process of the serving validators
+    ap.add_argument("--ports", default="{}", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     configure_logging("console", "error")
-    senders = [(0x10000 + i).to_bytes(32, "big") for i in range(args.txs)]
-    net_g = network({private_key_to_address(sk): 10**24 for sk in senders})
+    if args.serve:
+        asyncio.run(serve(args))
+        return
+    net_g = _network(args.txs)
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as d:
         tmp = Path(d)
         key = f"sync-{args.blocks}x{args.txs}-{args.block_ms}ms"
@@ -252,8 +305,11 @@ def main() -> None:
             (store_dir / "COMPLETE").write_text("built\n")
         sample = production_sample(net_g, server_chain, min(args.sample, args.blocks), tmp)
         production = min(sample["blocks_per_s"], 1000 / args.block_ms)
-        sync = asyncio.run(catch_up(args, net_g, server_chain, tmp))
-        server_chain.store.close()
+        total = server_chain.height
+        target = (total, server_chain.head.hash(),
+                  sum(len(server_chain.blocks.block_bytes(h) or b"") for h in range(1, total + 1)))
+        server_chain.store.close()  # the serving process opens it (LevelDB: one process at a time)
+        sync = asyncio.run(catch_up(args, net_g, store_dir / "db", target, tmp))
         if args.cache is None:
             shutil.rmtree(store_dir, ignore_errors=True)
     print(json.dumps({
