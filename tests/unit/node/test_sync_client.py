@@ -325,3 +325,44 @@ def test_an_answer_whose_first_block_does_not_decode_is_refused_and_its_sender_p
         assert rig.net.penalized == [(3, "sync_malformed")] and rig.tasks == []
 
     asyncio.run(run())
+
+
+def test_only_able_peers_are_asked_connected_claiming_the_height_and_under_their_request_limit() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=6, per_peer=2, page_bytes=1 << 26))
+        rig.client._connected = lambda: frozenset({1, 2})  # 3 is not connected
+        rig.client._avg_block = 1e9  # one block per request: the window could use every peer
+        rig.client.on_status(3, 12)  # claims everything, but no link to it
+        rig.client.on_status(2, 1)  # connected, but claims only height 1
+        rig.client.on_status(1, 12)
+        reqs = rig.requests()
+        asked = [(to, r.from_height) for to, r in reqs]
+        assert all(to != 3 for to, _ in asked)  # never a peer that is not connected
+        assert all(h <= 1 for to, h in asked if to == 2)  # never above what a peer claims
+        assert sum(1 for to, _ in asked if to == 1) == 2  # never more than per_peer unanswered to one peer
+        assert len(reqs) == 3
+
+    asyncio.run(run())
+
+
+def test_a_distrusted_peer_is_not_asked_even_with_a_request_slot_free() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=3, per_peer=1, page_bytes=1 << 26))
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        reqs = dict(rig.requests())  # 12 heights over 3 slots: 1..4 and 5..8 (one per peer)
+        assert set(reqs) == {1, 2} and reqs[1].from_height == 1
+        rig.now[0] += 5.0
+        rig.answer(2, reqs[2])  # peer 2 delivers (held: 1..4 are still missing); peer 1 never does
+        await rig.settle()
+        (to, nxt), = rig.requests()
+        assert to == 2 and nxt.from_height == 9  # peer 2 serves the rest
+        rig.now[0] += 5.0
+        rig.client.on_status(1, 12)  # peer 1 late: distrusted, however much it claims
+        assert rig.requests() == [] and rig.refused("timeout") == 1  # a slot is free, peer 2 is busy: nobody
+        rig.answer(2, nxt)
+        await rig.settle()
+        await rig.serve_all()
+        assert rig.chain.height == 12 and all(to == 2 for to, _ in rig.requests())
+
+    asyncio.run(run())
