@@ -34,6 +34,9 @@ JOURNAL = "tests/unit/consensus/test_vote_journal.py"
 FLOOD = "tests/unit/consensus/test_engine_flood_bounds.py"
 GUARD = "tests/unit/node/test_double_sign_guard.py"
 ENGINE_TESTS = "tests/unit/consensus/test_simplex_engine.py"
+JOURNAL_SRC = "cowboy_node/consensus/journal.py"
+SYNC_CLIENT = "cowboy_node/node/sync_client.py"
+SYNC_TESTS = "tests/unit/node/test_sync_client.py"
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,51 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if key in v.conflicted:\n            return",
         "pass",
         (f"{FLOOD}::test_an_equivocator_is_recorded_once_per_view_and_kind_and_its_repeats_cost_no_check",),
+    ),
+    Mutation(
+        "an abstaining leader asks for no block", ENGINE,
+        "if v.round.view <= self._vote_above:  # abstaining: a proposal is a notarize it may not sign, so no build\n"
+        "            return",
+        "pass",
+        (f"{GUARD}::test_an_abstaining_leader_asks_for_no_block",),
+    ),
+    Mutation(
+        "the double-sign watch counts short view jumps", JOURNAL_SRC,
+        "view > self._last + WATCH_STEP", "view > self._last + 1",
+        (f"{GUARD}::test_the_guard_counts_short_jumps_as_watching_and_starts_over_on_a_long_one",),
+    ),
+    Mutation(
+        "an answered sync request is not late while it is verified", SYNC_CLIENT,
+        "if not r.answered and now - r.sent_at >= self.limits.timeout_s}",
+        "if now - r.sent_at >= self.limits.timeout_s}",
+        (f"{SYNC_TESTS}::test_an_answer_being_verified_is_not_late_however_long_its_verification_takes",),
+    ),
+    Mutation(
+        "heights a byte-cut page did not bring are asked for at once", SYNC_CLIENT,
+        "_Inflight(sender, len(msg.blocks), r.sent_at, answered=size)",
+        "_Inflight(sender, r.count, r.sent_at, answered=size)",
+        (f"{SYNC_TESTS}::test_heights_a_page_cut_by_bytes_did_not_bring_are_asked_for_before_it_is_verified",),
+    ),
+    Mutation(
+        "a second answer to one sync request is not opened", SYNC_CLIENT,
+        "if r is None or r.peer != sender or r.answered:", "if r is None or r.peer != sender:",
+        (f"{SYNC_TESTS}::test_a_second_answer_to_one_request_is_not_opened",),
+    ),
+    Mutation(
+        "sync asks only peers that claim the height", SYNC_CLIENT,
+        "if p.claimed >= first and p.distrusted_until <= now", "if p.distrusted_until <= now",
+        (f"{SYNC_TESTS}::test_only_able_peers_are_asked_connected_claiming_the_height_and_under_their_request_limit",),
+    ),
+    Mutation(
+        "sync asks only connected peers", SYNC_CLIENT,
+        "and i in connected and busy.get(i, 0) < self.limits.per_peer]",
+        "and busy.get(i, 0) < self.limits.per_peer]",
+        (f"{SYNC_TESTS}::test_only_able_peers_are_asked_connected_claiming_the_height_and_under_their_request_limit",),
+    ),
+    Mutation(
+        "sync never asks a distrusted peer", SYNC_CLIENT,
+        "p.distrusted_until <= now\n                and", "True\n                and",
+        (f"{SYNC_TESTS}::test_a_distrusted_peer_is_not_asked_even_with_a_request_slot_free",),
     ),
 )
 
