@@ -44,14 +44,13 @@ from cowboy_node.consensus.simplex.types import Finalization
 from cowboy_node.consensus.sync_messages import (
     CH_SYNC,
     MAX_SYNC_REQUEST,
-    SyncPage,
+    PackedPage,
     SyncRequest,
-    SyncResponse,
     encode_sync,
 )
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.node.sync_server import MESSAGE_CAP, PAGE_HEADROOM, PeerSender
-from cowboy_node.node.sync_verify import PageRefused, VerifiedPage
+from cowboy_node.node.sync_verify import Answer, PageRefused, VerifiedPage
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.types.block import Block, BlockHeader
@@ -81,6 +80,8 @@ class FetchLimits:
     """Work of one builder job when applying (at least one block)."""
     page_bytes: int = MESSAGE_CAP - PAGE_HEADROOM
     """What a server fits in one answer (sizes the requests)."""
+    packed: bool = True
+    """Ask for answers as PackedPages (zlib: about half the bytes of full transfer blocks)."""
 
 
 @dataclass(slots=True)
@@ -123,7 +124,7 @@ class SyncClient:
     def __init__(self, chain: Chain, *, net: Callable[[], PeerSender | None],
                  metrics: NodeMetrics, clock: Callable[[], float],
                  in_builder: Callable[[Callable[[], Any]], Awaitable[Any]],
-                 verify: Callable[[SyncResponse | SyncPage], Awaitable[VerifiedPage]],
+                 verify: Callable[[Answer], Awaitable[VerifiedPage]],
                  spawn: Callable[[object], None], connected: Callable[[], frozenset[int]],
                  on_applied: Callable[[Block, bytes, list[PreparedBlock]], None],
                  signature_checked: Callable[[bytes], bool] | None = None,
@@ -189,7 +190,7 @@ class SyncClient:
             share = math.ceil((target - first + 1) / (self.limits.window - len(self._s.inflight)))
             count = max(1, min(per_page, share, room, self._s.peers[peer].claimed - first + 1))
             self._s.inflight[first] = _Inflight(peer, count, now)
-            net.send(peer, CH_SYNC, encode_sync(SyncRequest(first, count)))
+            net.send(peer, CH_SYNC, encode_sync(SyncRequest(first, count, packed=self.limits.packed)))
 
     def _buffered(self) -> int:
         """Bytes of blocks held, and of answers being verified."""
@@ -262,23 +263,26 @@ class SyncClient:
 
     # ------------------------------------------------------------------------------------------ answers
 
-    def on_answer(self, sender: int, msg: SyncResponse | SyncPage) -> None:
+    def on_answer(self, sender: int, msg: Answer) -> None:
         """An answer arrived (on the event loop). Only the first answer to a request in flight to its sender is
         opened; it is matched by its first block's height (read from that block's header alone: ≈ 1 ms for a full
         block, against ≈ 100 ms to verify the page, which happens off the loop)."""
-        try:
-            first = _first_height(msg.blocks[0])
-        except DecodeError as e:
-            self._refused(sender, PageRefused("malformed", str(e)))
-            return
+        if isinstance(msg, PackedPage):  # its height, count and size are outside the compressed bytes
+            first, count, size = msg.first_height, msg.blocks, msg.raw_size
+        else:
+            try:
+                first = _first_height(msg.blocks[0])
+            except DecodeError as e:
+                self._refused(sender, PageRefused("malformed", str(e)))
+                return
+            count, size = len(msg.blocks), sum(len(b) for b in msg.blocks)
         r = self._s.inflight.get(first)
         if r is None or r.peer != sender or r.answered:  # not asked of it, expired, or answered already
             self._metrics.consensus_sync_refused.labels(reason="unsolicited").inc()
             return
-        size = sum(len(b) for b in msg.blocks)
         # Answered: no longer late; heights it did not bring (a page cut by bytes) are free to ask for again now.
-        self._s.inflight[first] = _Inflight(sender, len(msg.blocks), r.sent_at, answered=size)
-        self._avg_block = 0.7 * self._avg_block + 0.3 * (size / len(msg.blocks))
+        self._s.inflight[first] = _Inflight(sender, count, r.sent_at, answered=size)
+        self._avg_block = 0.7 * self._avg_block + 0.3 * (size / count)
         self._spawn(self._receive(sender, first, msg))
         self.plan()
 
@@ -289,7 +293,7 @@ class SyncClient:
         self._fail(sender, e.reason, self._clock())
         self.plan()
 
-    async def _receive(self, sender: int, first: int, msg: SyncResponse | SyncPage) -> None:
+    async def _receive(self, sender: int, first: int, msg: Answer) -> None:
         try:
             page: VerifiedPage = await self._verify(msg)
         except PageRefused as e:
@@ -308,7 +312,7 @@ class SyncClient:
         for i, block in enumerate(page.blocks):
             h = first + i
             if h > head and h not in self._s.held:
-                self._s.held[h] = _Held(block, sender, len(msg.blocks[i]))
+                self._s.held[h] = _Held(block, sender, page.block_sizes[i])
         self._sig_ok |= page.signatures_ok
         c = page.certified_height
         if c > head and (c not in self._s.certs or c < first + len(page.blocks)):  # one inside its run was

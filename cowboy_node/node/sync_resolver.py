@@ -24,6 +24,7 @@ from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.consensus.sync_messages import (
     BlockRequest,
+    PackedPage,
     Status,
     SyncPage,
     SyncRequest,
@@ -93,7 +94,7 @@ class Resolver:
             self.server.on_block_request(sender, msg.digest)
         elif isinstance(msg, SyncRequest):
             self.server.on_sync_request(sender, msg)
-        elif isinstance(msg, SyncResponse | SyncPage):
+        elif isinstance(msg, SyncResponse | SyncPage | PackedPage):
             self.client.on_answer(sender, msg)
 
     def allow_fetch(self, sender: int, views: int) -> bool:

@@ -27,6 +27,7 @@ import asyncio
 import collections
 import concurrent.futures
 import enum
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,9 +37,11 @@ from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.sync_messages import (
     CH_BLOCKS,
     CH_SYNC,
+    PackedPage,
     SyncPage,
     SyncRequest,
     SyncResponse,
+    decode_sync,
     encode_sync,
 )
 from cowboy_node.node.peer_budgets import PeerBudgets
@@ -159,6 +162,19 @@ def read_page(blocks: BlockStore, records: ConsensusRecords, req: SyncRequest, h
     return encode_sync(SyncPage(tuple(run), c, cert))
 
 
+PACK_LEVEL = 1
+"""zlib level of PackedPages: level 1 already halves full transfer blocks (level 6 gains under 1 %, at twice the
+time: ≈ 9 against 19 ms per 220 KB block)."""
+
+
+def pack_page(raw: bytes, first_height: int) -> bytes:
+    """``raw`` (an encoded SyncResponse or SyncPage from :func:`read_page`) as an encoded PackedPage. Runs in a
+    serving thread (zlib releases the GIL)."""
+    inner = decode_sync(raw)  # its list of block byte strings only: the blocks themselves are not decoded
+    assert isinstance(inner, SyncResponse | SyncPage)
+    return encode_sync(PackedPage(first_height, len(inner.blocks), len(raw), zlib.compress(raw, PACK_LEVEL)))
+
+
 class SyncServer:
     """Answers peers' SyncRequests and BlockRequests off the event loop, and budgets their Fetches."""
 
@@ -195,8 +211,11 @@ class SyncServer:
             return
         head = self._head()
         page_bytes = self.limits.page_bytes
-        self._serve(sender, RequestKind.SYNC, CH_SYNC,
-                    lambda: read_page(self._blocks, self._records, req, head, page_bytes))
+
+        def read() -> bytes | None:
+            raw = read_page(self._blocks, self._records, req, head, page_bytes)
+            return pack_page(raw, req.from_height) if raw is not None and req.packed else raw
+        self._serve(sender, RequestKind.SYNC, CH_SYNC, read)
 
     def on_block_request(self, sender: int, digest: bytes) -> None:
         """A peer asks for one block body: a committed block's stored bytes, or a body held in memory."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from cowboy_node.chain.sigpool import exit_with_parent
 from cowboy_node.consensus.simplex.scheme import Scheme, ThresholdScheme
 from cowboy_node.consensus.simplex.types import Finalization, decode_message, finalize_message, seed_message
-from cowboy_node.consensus.sync_messages import SyncPage, SyncResponse
+from cowboy_node.consensus.sync_messages import PackedPage, SyncPage, SyncResponse, unpack_page
 from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.transactions import check_signature
 from cowboy_node.types.block import Block
@@ -57,6 +57,8 @@ class VerifiedPage:
     """A finalization certificate verified under the group key."""
     size: int
     """Bytes of its encoded blocks."""
+    block_sizes: tuple[int, ...] = ()
+    """Bytes of each encoded block."""
     signatures_ok: frozenset[bytes] = frozenset()
     """Hashes of its transactions whose signature verified here (``execution.transactions.check_signature``), so
     the builder thread skips that check when it executes them."""
@@ -99,7 +101,27 @@ def verify_page(msg: SyncResponse | SyncPage, scheme: Scheme) -> VerifiedPage:
             except TxInvalid:
                 continue  # refused again, with its error, when the block is executed
             ok.add(tx.tx_hash())
-    return VerifiedPage(first, blocks, certified, cert, sum(len(b) for b in msg.blocks), frozenset(ok))
+    return VerifiedPage(first, blocks, certified, cert, sum(len(b) for b in msg.blocks),
+                        tuple(len(b) for b in msg.blocks), frozenset(ok))
+
+
+Answer = SyncResponse | SyncPage | PackedPage
+"""What a SyncRequest is answered with."""
+
+
+def verify_answer(msg: Answer, scheme: Scheme) -> VerifiedPage:
+    """:func:`verify_page` of ``msg``, unpacked first when it is a PackedPage (whose declared first height and
+    block count must be the page's). Pure: runs in a thread or a worker process."""
+    if not isinstance(msg, PackedPage):
+        return verify_page(msg, scheme)
+    try:
+        inner = unpack_page(msg)
+    except DecodeError as e:
+        raise PageRefused("malformed", str(e)) from None
+    page = verify_page(inner, scheme)
+    if page.first != msg.first_height:
+        raise PageRefused("malformed", f"packed page declares height {msg.first_height}, holds {page.first}")
+    return page
 
 
 _WORKER_SCHEME: Scheme | None = None
@@ -111,9 +133,9 @@ def _worker_init(parts: tuple[bytes, tuple[bytes, ...], int]) -> None:
     _WORKER_SCHEME = ThresholdScheme(parts[0], parts[1], parts[2], None)
 
 
-def _worker_verify(msg: SyncResponse | SyncPage) -> VerifiedPage:
+def _worker_verify(msg: Answer) -> VerifiedPage:
     assert _WORKER_SCHEME is not None, "worker initializer did not run"
-    return verify_page(msg, _WORKER_SCHEME)
+    return verify_answer(msg, _WORKER_SCHEME)
 
 
 class PageVerifier:
@@ -137,7 +159,7 @@ class PageVerifier:
                 initargs=(self._scheme.public_parts(),))
         return self._procs
 
-    async def verify(self, msg: SyncResponse | SyncPage) -> VerifiedPage:
+    async def verify(self, msg: Answer) -> VerifiedPage:
         """The verified page, or raises :class:`PageRefused` (never blocks the event loop)."""
         loop = asyncio.get_running_loop()
         if self.workers:
@@ -146,7 +168,7 @@ class PageVerifier:
             except concurrent.futures.process.BrokenProcessPool:
                 self._procs = None  # a worker died (killed, out of memory): verify here, restart on next use
         scheme = self._scheme
-        return await loop.run_in_executor(self._thread, lambda: verify_page(msg, scheme))
+        return await loop.run_in_executor(self._thread, lambda: verify_answer(msg, scheme))
 
     def close(self) -> None:
         """Stop the workers and the thread (verifications queued are cancelled)."""
@@ -156,4 +178,5 @@ class PageVerifier:
             self._procs = None
 
 
-__all__ = ["MAX_VERIFY_WORKERS", "PageRefused", "PageVerifier", "VerifiedPage", "verify_page"]
+__all__ = ["MAX_VERIFY_WORKERS", "Answer", "PageRefused", "PageVerifier", "VerifiedPage", "verify_answer",
+           "verify_page"]

@@ -4,13 +4,16 @@ in the module docstring (deterministic CBOR, docs/protocol.md §1) and the stric
 from __future__ import annotations
 
 import re
+import zlib
 from pathlib import Path
 
 import pytest
 
 from cowboy_node.consensus.sync_messages import (
+    MAX_PACKED_RAW,
     MAX_SYNC_BLOCKS,
     BlockRequest,
+    PackedPage,
     Status,
     SyncMessage,
     SyncPage,
@@ -18,6 +21,7 @@ from cowboy_node.consensus.sync_messages import (
     SyncResponse,
     decode_sync,
     encode_sync,
+    unpack_page,
 )
 from cowboy_protocol.types.errors import DecodeError
 
@@ -37,6 +41,10 @@ GOLDEN: list[tuple[str, SyncMessage, str]] = [
     # {0: 4, 1: [h'6162', h'63'], 2: 5, 3: h'66696e'}: a4 = map of 4 pairs
     ("sync_page", SyncPage((b"ab", b"c"), 5, b"fin"),
      "a4" "0004" "01" "82" "426162" "4163" "02" "05" "03" "4366696e"),
+    # {0: 2, 1: 10, 2: 64, 3: 1}: the request accepts a PackedPage (key 3 omitted when it does not)
+    ("sync_request_packed", SyncRequest(10, 64, packed=True), "a4" "0002" "010a" "021840" "0301"),
+    # {0: 5, 1: 5, 2: 2, 3: 3, 4: h'7a7a'}: a5 = map of 5 pairs (placeholder data: this layer does not inflate it)
+    ("packed_page", PackedPage(5, 2, 3, b"zz"), "a5" "0005" "0105" "0202" "0303" "04427a7a"),
 ]
 
 
@@ -99,6 +107,17 @@ BAD = {
     "kind_is_text": "a2" "006161" "0100",
     "not_a_map": "82" "0005",
     "trailing_byte": "a2" "0000" "0105" "00",
+    # a SyncRequest's key 3 is 1 or absent
+    "sync_request_packed_0": "a4" "0002" "010a" "021840" "0300",
+    "sync_request_packed_2": "a4" "0002" "010a" "021840" "0302",
+    "sync_request_packed_text": "a4" "0002" "010a" "021840" "036131",
+    # PackedPage bounds
+    "packed_page_zero_blocks": "a5" "0005" "0105" "0200" "0303" "04427a7a",
+    "packed_page_129_blocks": "a5" "0005" "0105" "021881" "0303" "04427a7a",
+    "packed_page_raw_size_zero": "a5" "0005" "0105" "0202" "0300" "04427a7a",
+    "packed_page_raw_size_above_max": "a5" "0005" "0105" "0202" "031a01000001" "04427a7a",
+    "packed_page_empty_data": "a5" "0005" "0105" "0202" "0303" "0440",
+    "packed_page_missing_data": "a4" "0005" "0105" "0202" "0303",
 }
 
 
@@ -113,3 +132,41 @@ def test_oversized_block_list_is_refused() -> None:
     data = bytes.fromhex("a3" "0003" "01" "9881" + "4101" * (MAX_SYNC_BLOCKS + 1) + "024166")
     with pytest.raises(DecodeError):
         decode_sync(data)
+
+
+def _packed(inner: SyncResponse | SyncPage, **over: object) -> PackedPage:
+    raw = encode_sync(inner)
+    fields: dict[str, object] = {"first_height": 1, "blocks": len(inner.blocks), "raw_size": len(raw),
+                                 "data": zlib.compress(raw, 1)}
+    fields.update(over)
+    return PackedPage(**fields)  # type: ignore[arg-type]
+
+
+def test_a_packed_page_unpacks_to_exactly_the_page_it_holds() -> None:
+    inner = SyncPage((b"ab" * 1000, b"c"), 5, b"fin")
+    packed = _packed(inner)
+    assert len(packed.data) < packed.raw_size and decode_sync(encode_sync(packed)) == packed
+    assert unpack_page(packed) == inner
+
+
+@pytest.mark.parametrize("name", ["raw_size_short", "raw_size_long", "blocks_wrong", "not_zlib", "trailing",
+                                  "not_a_page"])
+def test_a_packed_page_that_is_not_what_it_declares_is_refused(name: str) -> None:
+    inner = SyncResponse((b"ab" * 1000, b"c"), b"fin")
+    raw = encode_sync(inner)
+    bad = {
+        "raw_size_short": _packed(inner, raw_size=len(raw) - 1),  # decompression stops there: never more
+        "raw_size_long": _packed(inner, raw_size=len(raw) + 1),
+        "blocks_wrong": _packed(inner, blocks=3),
+        "not_zlib": _packed(inner, data=b"not zlib"),
+        "trailing": _packed(inner, data=zlib.compress(raw) + b"x"),
+        "not_a_page": _packed(inner, raw_size=len(encode_sync(Status(1))), data=zlib.compress(encode_sync(Status(1)))),
+    }[name]
+    with pytest.raises(DecodeError):
+        unpack_page(bad)
+
+
+def test_a_packed_page_never_inflates_past_its_declared_size() -> None:
+    bomb = zlib.compress(bytes(MAX_PACKED_RAW * 4))  # 64 MiB of zeros in about 64 KiB
+    with pytest.raises(DecodeError):
+        unpack_page(PackedPage(1, 1, 1000, bomb))

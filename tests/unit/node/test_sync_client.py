@@ -11,14 +11,15 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.sync_messages import (
     CH_SYNC,
+    PackedPage,
     SyncPage,
     SyncRequest,
     SyncResponse,
     decode_sync,
 )
 from cowboy_node.node.sync_client import FetchLimits, SyncClient
-from cowboy_node.node.sync_server import read_page
-from cowboy_node.node.sync_verify import VerifiedPage, verify_page
+from cowboy_node.node.sync_server import pack_page, read_page
+from cowboy_node.node.sync_verify import Answer, VerifiedPage, verify_answer
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.state.memory import MemoryStore
 from tests.unit.node.sync_chain import NET, build_chain, scheme
@@ -44,10 +45,10 @@ class Rig:
         self.gate: asyncio.Event | None = None
         """When set to an unset Event, every verification waits for it (an answer held in verification)."""
 
-        async def verify(msg: SyncResponse | SyncPage) -> VerifiedPage:
+        async def verify(msg: Answer) -> VerifiedPage:
             if self.gate is not None:
                 await self.gate.wait()
-            return verify_page(msg, verifier)
+            return verify_answer(msg, verifier)
 
         self.client = SyncClient(
             self.chain, net=lambda: self.net, metrics=self.metrics, clock=lambda: self.now[0],
@@ -72,11 +73,12 @@ class Rig:
         return out
 
     def answer(self, peer: int, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> None:
-        """``peer`` answers ``req`` as the real server does (``page_bytes``: its byte budget)."""
+        """``peer`` answers ``req`` as the real server does (``page_bytes``: its byte budget; a PackedPage when
+        the request accepts one)."""
         raw = read_page(chain.blocks, ConsensusRecords(chain.store), req, chain.height, page_bytes)
         assert raw is not None
-        m = decode_sync(raw)
-        assert isinstance(m, SyncResponse | SyncPage)
+        m = decode_sync(pack_page(raw, req.from_height) if req.packed else raw)
+        assert isinstance(m, SyncResponse | SyncPage | PackedPage)
         self.client.on_answer(peer, m)
 
     async def serve_all(self, chain: Chain = SERVER) -> None:
@@ -364,5 +366,41 @@ def test_a_distrusted_peer_is_not_asked_even_with_a_request_slot_free() -> None:
         await rig.settle()
         await rig.serve_all()
         assert rig.chain.height == 12 and all(to == 2 for to, _ in rig.requests())
+
+    asyncio.run(run())
+
+
+def test_requests_ask_for_packed_answers_which_are_applied_like_plain_ones() -> None:
+    async def run() -> None:
+        rig = Rig()
+        rig.client.on_status(1, 12)
+        rig.client.on_status(2, 12)
+        reqs = rig.requests()
+        assert reqs and all(r.packed for _, r in reqs)
+        for to, r in reqs:
+            rig.answer(to, r)  # PackedPages
+        await rig.settle()
+        await rig.serve_all()
+        assert rig.chain.height == 12 and rig.chain.head.hash() == SERVER.head.hash()
+        plain = Rig(FetchLimits(page_bytes=1 << 26, packed=False))
+        plain.client.on_status(1, 12)
+        assert not any(r.packed for _, r in plain.requests())
+
+    asyncio.run(run())
+
+
+def test_a_packed_page_that_lies_about_its_first_height_is_refused_and_its_sender_penalized() -> None:
+    async def run() -> None:
+        rig = Rig(FetchLimits(window=2, per_peer=2, page_bytes=1 << 26))
+        rig.client.on_status(3, 12)
+        reqs = dict((r.from_height, r) for _, r in rig.requests())
+        assert set(reqs) == {1, 7}
+        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), reqs[7], 12, 1 << 26)
+        m = decode_sync(pack_page(raw or b"", 7))
+        assert isinstance(m, PackedPage)
+        rig.client.on_answer(3, dataclasses.replace(m, first_height=1))  # blocks 7.. claimed as the answer to 1..
+        await rig.settle()
+        assert rig.chain.height == 0 and rig.refused("malformed") == 1
+        assert rig.net.penalized == [(3, "sync_malformed")]
 
     asyncio.run(run())

@@ -16,11 +16,13 @@ from cowboy_node.consensus.sync_messages import (
     CH_CONSENSUS,
     CH_SYNC,
     BlockRequest,
+    PackedPage,
     SyncPage,
     SyncRequest,
     SyncResponse,
     decode_sync,
     encode_sync,
+    unpack_page,
 )
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.node.sync_server import ServeLimits, SyncServer, read_page
@@ -96,6 +98,23 @@ def test_blocks_are_served_as_their_stored_bytes_never_decoded_or_encoded(monkey
         assert ch1 == CH_SYNC and isinstance(msg, SyncResponse)
         assert list(msg.blocks) == [CHAIN.blocks.block_bytes(h) for h in range(1, 9)]
         assert body == CHAIN.blocks.block_bytes(5)
+
+    asyncio.run(run())
+
+
+def test_a_request_that_accepts_a_packed_page_gets_the_plain_answer_compressed() -> None:
+    async def run() -> None:
+        net, metrics, tasks, now = FakeNet(), NodeMetrics(), [], [0.0]
+        server = _server(CHAIN, ServeLimits(), net, metrics, tasks, now)
+        server.on_sync_request(1, SyncRequest(3, 64))
+        server.on_sync_request(2, SyncRequest(3, 64, packed=True))
+        await asyncio.gather(*tasks)
+        server.close()
+        (_, _, plain), (_, _, packed_bytes) = sorted(net.sent)
+        packed = decode_sync(packed_bytes)
+        assert isinstance(packed, PackedPage)
+        assert (packed.first_height, packed.blocks, packed.raw_size) == (3, 6, len(plain))
+        assert encode_sync(unpack_page(packed)) == plain
 
     asyncio.run(run())
 
