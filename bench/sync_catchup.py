@@ -43,6 +43,7 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.sync_messages import CH_SYNC
+from cowboy_node.node.sync_client import FetchLimits
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.observability.logging import configure_logging
 from cowboy_node.observability.metrics import NodeMetrics
@@ -103,7 +104,7 @@ class _Validators:
     """Some validators of the bench's network in this process: a Resolver and a PeerNetwork each."""
 
     def __init__(self, net_g: Any, here: dict[int, Chain], ports: dict[int, int], tmp: Path,
-                 verify_workers: dict[int, int], on_applied: Any) -> None:
+                 verify_workers: dict[int, int], on_applied: Any, fetch: FetchLimits | None = None) -> None:
         keys = [v.ed25519_public_key for v in net_g.genesis.validators]
         self.builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="block-builder")
         self._lock = threading.Lock()
@@ -115,7 +116,8 @@ class _Validators:
             self.resolvers[i] = Resolver(chain, ConsensusRecords(chain.store), scheme(net_g, None),
                                          net=lambda i=i: self.nets.get(i), metrics=self.metrics[i],
                                          in_builder=self._in_builder, spawn=self._spawn, memory_body=lambda d: None,
-                                         on_applied=on_applied, verify_workers=verify_workers.get(i, 0))
+                                         on_applied=on_applied, verify_workers=verify_workers.get(i, 0),
+                                         fetch=fetch)
             peers = [PeerInfo(j, keys[j], "127.0.0.1", ports[j]) for j in ports if j != i]
             self.nets[i] = PeerNetwork(
                 me=i, ed25519_seed=net_g.validator_keys[i].ed25519_seed, listen_host="127.0.0.1",
@@ -186,7 +188,8 @@ async def catch_up(args: argparse.Namespace, net_g: Any, store_path: Path, targe
     total, head_hash, size = target
     ports = {i: _port() for i in [*range(args.servers), CLIENT]}
     client_chain = Chain(LevelDBStore(str(tmp / "client")), net_g.genesis)
-    vals = _Validators(net_g, {CLIENT: client_chain}, ports, tmp, {CLIENT: args.verify_workers}, lambda *a: None)
+    vals = _Validators(net_g, {CLIENT: client_chain}, ports, tmp, {CLIENT: args.verify_workers}, lambda *a: None,
+                       fetch=FetchLimits(packed=not args.plain))
     child = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--serve", str(store_path), "--ports", json.dumps(ports), "--tmp", str(tmp),
         "--txs", str(args.txs), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -268,6 +271,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--verify-workers", type=int, default=1,
                     help="the catching-up validator's [consensus] sync_verify_workers (node default 1)")
+    ap.add_argument("--plain", action="store_true", help="ask for plain answers, not PackedPages (A/B)")
     ap.add_argument("--sample", type=int, default=100, help="blocks of the same-run production sample")
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep the built chain here (outside the repository) and reuse it on the next run")
@@ -314,7 +318,8 @@ def main() -> None:
             shutil.rmtree(store_dir, ignore_errors=True)
     print(json.dumps({
         "bench": "sync_catchup", "blocks": args.blocks, "txs_per_block": args.txs, "block_ms": args.block_ms,
-        "servers": args.servers, "verify_workers": args.verify_workers, "chain_from_cache": built,
+        "servers": args.servers, "verify_workers": args.verify_workers, "packed": not args.plain,
+        "chain_from_cache": built,
         "sign_s": round(sign_s, 1), "build_s": round(build_s, 1),
         "production": {"follower_blocks_per_s": sample["blocks_per_s"], "sample_blocks": sample["blocks"],
                        "cadence_blocks_per_s": 1000 / args.block_ms, "blocks_per_s": round(production, 2),
