@@ -23,9 +23,9 @@ from cowboy_node.chain.blockstore import (
     identity_ops,
 )
 from cowboy_node.chain.event_index import index_ops
+from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.pruning import earliest_height, event_keys_op
 from cowboy_node.chain.undo import undo_op
-from cowboy_node.chain.genesis import Genesis
 from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock

@@ -39,6 +39,7 @@ from cowboy_node.execution.transactions import INTERNAL_ERROR
 from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.proposal_budget import ProposalBudget
+from cowboy_node.node.pruner import Pruner
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
@@ -89,7 +90,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
     def __init__(self, chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms: int,
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
                  skip_timeout_views: int = 10, journal: VoteJournal | None = None,
-                 admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False) -> None:
+                 admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
+                 retain_blocks: int = 0, prune_batch_blocks: int = 64) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -164,6 +166,10 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """Our HTTP API URL as announced to the other validators ("" when none)."""
         self._endpoint_seq = 0
         self._endpoint_announced_at: float | None = None
+        self.pruner = Pruner(chain.store, retain_blocks=retain_blocks, batch_blocks=prune_batch_blocks)
+        """``[storage] retain_blocks`` pruning, one bounded step after each commit in its own thread."""
+        self.halted = False
+        """Set once the block at ``chain.halt_height`` is committed (the node then stops and exits 0)."""
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -237,6 +243,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.consensus.close()
         self.tx_gossip.close()
         self._close_signature_pool()
+        self.pruner.close()
 
     def _close_signature_pool(self) -> None:
         pool, self.signature_pool, self._signature_batcher = self.signature_pool, None, None
@@ -254,6 +261,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         finally:
             self.tx_gossip.close()
             self._close_signature_pool()
+            self.pruner.close()
 
     async def produce_block(self) -> None:
         """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""
@@ -337,6 +345,13 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         log.info("block committed", height=h.height, view=h.round.view, txs=len(block.transactions),
                  hash="0x" + block.hash().hex()[:16], own=committed.own,
                  exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
+        self.pruner.after_commit(h.height)
+        if self.chain.halt_height is not None and h.height >= self.chain.halt_height and not self.halted:
+            self.halted = True
+            log.warning("halt height reached; stopping (exit 0): upgrade the binary, then start the node without "
+                        "this halt height", height=h.height, halt_height=self.chain.halt_height,
+                        hash="0x" + block.hash().hex(), state_root="0x" + h.state_root.hex())
+            self.request_stop()
 
     # -- RPC facade -----------------------------------------------------------------
     def submit_transaction(self, tx_bytes: bytes, prepared: Prepared | None = None) -> dict[str, Any]:
@@ -410,6 +425,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
             "pvm_version": self.chain.genesis.pvm_version,
+            "storage": {"earliest_retained_height": self.chain.earliest_height(),
+                        "retain_blocks": self.pruner.retain_blocks, "halt_height": self.chain.halt_height},
             "consensus": self.consensus.status_json(),
             "cip11": get_cip11_flags(world).to_json(),
         }
@@ -486,7 +503,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         if height > self.chain.height:
             return None
         b = self.chain.blocks.block(height)
-        if b is None:
+        if b is None:  # read the pointer after the block: a prune step moves it in the batch that deletes
+            earliest = self.chain.earliest_height()
+            if height < earliest:
+                raise RpcError(410, "pruned", f"block {height} was pruned ([storage] retain_blocks); the earliest "
+                                              f"retained height is {earliest}",
+                               details={"earliest_retained_height": earliest})
             return None
         out = b.header.to_json()
         out["transactions"] = ["0x" + t.tx_hash().hex() for t in b.transactions]

@@ -126,13 +126,14 @@ def conn_limits(cfg: NodeConfig) -> ConnLimits:
                       fd_reserve=cfg.rpc_fd_reserve)
 
 
-async def run_node(home: Path, *, fresh_key: bool = False) -> int:
+async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | None = None) -> int:
     """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code.
 
     ``fresh_key`` (``run --fresh-key``): vote at once even without a vote journal (the double-sign guard,
     ``[consensus] double_sign_check_views``, is skipped). Raises :class:`StartupError` when the node cannot start
     (a vote journal that cannot be read, or that holds conflicting own votes, included) and :class:`NodeFailed`
-    when it stopped on a vote journal write error."""
+    when it stopped on a vote journal write error. ``halt_height`` (``run --halt-height``) overrides
+    ``[node] halt_height``: the node commits that height, then stops and returns 0."""
     try:
         cfg = load_config(home)
         configure_logging(cfg.log_format, cfg.log_level)
@@ -151,11 +152,17 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
         store = LevelDBStore(cfg.data_path)
     except StoreError as e:
         raise StartupError(str(e)) from None
+    halt = halt_height if halt_height is not None else cfg.halt_height
     try:
-        chain = Chain(store, genesis)
+        chain = Chain(store, genesis, halt_height=halt)
     except ChainError as e:
         store.close()
         raise StartupError(f"{cfg.data_path}: {e}") from None
+    if halt is not None and chain.height >= halt:
+        store.close()
+        where = "--halt-height" if halt_height is not None else f"{home / 'config.toml'}: node.halt_height"
+        raise StartupError(f"{where}: {halt} is at or below the committed head {chain.height}; the node halted "
+                           "there already (remove it, or set a later height, to run on)")
     mempool = Mempool(MempoolConfig(
         max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
@@ -168,7 +175,8 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
                     skip_timeout_views=cfg.consensus_skip_timeout_views,
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
                     admission_workers=cfg.mempool_admission_workers,
-                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key)
+                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
+                    retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
@@ -216,7 +224,8 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
              metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path),
-             validators=len(genesis.validators), me=node.index,
+             validators=len(genesis.validators), me=node.index, halt_height=halt,
+             retain_blocks=cfg.storage_retain_blocks or None, earliest=chain.earliest_height(),
              p2p=f"{cfg.p2p_addr} (udp)" if peers is not None else None)
     try:
         try:

@@ -449,6 +449,8 @@ class SyncClient:
         for block, seed, cert in work:
             if block.header.parent_hash != self.chain.head.hash():
                 break  # committed meanwhile by consensus
+            if self.chain.beyond_halt(block.header.height):  # issue 34: --halt-height, nothing above it
+                break
             prepared = verify_and_prepare(self.chain, block, signature_checked=self._checked)
             extra = [seed_op(block.header.round, seed)]
             if cert is not None:

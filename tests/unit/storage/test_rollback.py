@@ -39,7 +39,7 @@ def test_rollback_restores_every_key_as_it_was_before_the_head_block(dev_genesis
 
 def test_rolled_back_block_re_executes_to_the_same_root_and_hash(dev_genesis: DevGenesis, tmp_path: Path) -> None:
     chain = open_chain(tmp_path / "data", dev_genesis)
-    (first, second) = commit_transfers(chain, dev_genesis, 2)
+    (_first, second) = commit_transfers(chain, dev_genesis, 2)
     committed = dump(chain.store)
     rollback(chain.store, dev_genesis.genesis)
     chain.close()
