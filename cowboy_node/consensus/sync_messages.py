@@ -6,6 +6,7 @@ BlockRequest  {0: 1, 1: digest bytes(32)}                        "send me this b
 SyncRequest   {0: 2, 1: from_height, 2: max_blocks (1..64)}      "send me finalized blocks from this height"
 SyncResponse  {0: 3, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: Finalization bytes}
 SyncPage      {0: 4, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: certified_height, 3: Finalization bytes}
+SyncPruned    {0: 5, 1: earliest_retained_height}                "the heights you asked for are pruned here"
 ```
 
 Transactions travel on their own channel, :data:`CH_TX_BATCH`, as a :class:`TxBatch` (:func:`encode_tx_batch`):
@@ -103,6 +104,15 @@ class SyncPage:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncPruned:
+    """The answer to a SyncRequest below the server's earliest retained height (``[storage] retain_blocks``): it
+    cannot serve those blocks; the requester asks another peer, or joins from a state snapshot."""
+
+    earliest: int
+    """The server's earliest retained height."""
+
+
+@dataclass(frozen=True, slots=True)
 class TxBatch:
     """Transactions a validator admitted (from RPC), gossiped to the others in one message."""
 
@@ -134,7 +144,7 @@ def decode_tx_batch(data: bytes) -> TxBatch:
     return TxBatch(tuple(txs))
 
 
-SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse | SyncPage
+SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse | SyncPage | SyncPruned
 
 
 def encode_sync(m: SyncMessage) -> bytes:
@@ -147,6 +157,8 @@ def encode_sync(m: SyncMessage) -> bytes:
         return encode({0: 2, 1: m.from_height, 2: m.max_blocks})
     if isinstance(m, SyncPage):
         return encode({0: 4, 1: list(m.blocks), 2: m.certified_height, 3: m.finalization})
+    if isinstance(m, SyncPruned):
+        return encode({0: 5, 1: m.earliest})
     return encode({0: 3, 1: list(m.blocks), 2: m.finalization})
 
 
@@ -179,6 +191,9 @@ def decode_sync(data: bytes) -> SyncMessage:
         blocks = _blocks(m[1], "sync_page")
         certified = expect_uint(m[2], "sync_page.certified_height")
         return SyncPage(blocks, certified, _fin(m[3], "sync_page"))
+    if kind == 5:
+        m = expect_map(value, frozenset({0, 1}), "sync_pruned")
+        return SyncPruned(expect_uint(m[1], "sync_pruned.earliest"))
     raise DecodeError(f"sync message: unknown kind {kind!r}")
 
 

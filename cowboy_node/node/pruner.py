@@ -49,6 +49,13 @@ class Pruner:
                 return None
             return self._running
 
+    def wait(self) -> None:
+        """Wait for the step in flight, if any (tests and benchmarks drive pruning to its end with it)."""
+        with self._lock:
+            running = self._running
+        if running is not None:
+            concurrent.futures.wait([running])
+
     def _step(self, head: int) -> PruneStep:
         try:
             step = prune_step(self._store, head=head, retain_blocks=self.retain_blocks, max_blocks=self.batch_blocks)

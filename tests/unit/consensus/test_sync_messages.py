@@ -14,6 +14,7 @@ from cowboy_node.consensus.sync_messages import (
     Status,
     SyncMessage,
     SyncPage,
+    SyncPruned,
     SyncRequest,
     SyncResponse,
     decode_sync,
@@ -37,6 +38,8 @@ GOLDEN: list[tuple[str, SyncMessage, str]] = [
     # {0: 4, 1: [h'6162', h'63'], 2: 5, 3: h'66696e'}: a4 = map of 4 pairs
     ("sync_page", SyncPage((b"ab", b"c"), 5, b"fin"),
      "a4" "0004" "01" "82" "426162" "4163" "02" "05" "03" "4366696e"),
+    # {0: 5, 1: 300}: 300 = 0x012c needs the 2-byte form 19 012c
+    ("sync_pruned", SyncPruned(300), "a2" "0005" "01" "19012c"),
 ]
 
 
@@ -92,7 +95,8 @@ BAD = {
     "non_shortest_int": "a2" "0000" "011805",
     "unsorted_keys": "a2" "0105" "0000",
     # unknown kinds and non-maps
-    "unknown_kind_5": "a2" "0005" "0100",
+    "unknown_kind_6": "a2" "0006" "0100",
+    "sync_pruned_extra_key": "a3" "0005" "0100" "0200",
     "sync_page_missing_height": "a3" "0004" "01814161" "024166",
     "sync_page_height_not_uint": "a4" "0004" "01814161" "0220" "034166",
     "sync_page_empty_blocks": "a4" "0004" "0180" "0205" "034166",
