@@ -61,6 +61,8 @@ from cowboy_node.transport.endpoint_gossip import (
     EndpointRefused,
     make_endpoint_announcement,
 )
+from cowboy_node.transport.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
+from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
 from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.block import BlockHeader
@@ -425,6 +427,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
             "pvm_version": self.chain.genesis.pvm_version,
+            "version": {"software": SOFTWARE_VERSION, "p2p_protocol": P2P_PROTOCOL_VERSION},
             "storage": {"earliest_retained_height": self.chain.earliest_height(),
                         "retain_blocks": self.pruner.retain_blocks, "halt_height": self.chain.halt_height},
             "consensus": self.consensus.status_json(),

@@ -59,6 +59,7 @@ def test_blocks_below_the_window_answer_410_pruned_and_status_shows_the_earliest
                 status = await (await c.get("/status")).json()
                 assert status["storage"] == {"earliest_retained_height": 31, "retain_blocks": 100,
                                              "halt_height": None}
+                assert status["version"]["software"].startswith("cowboy-node/")
         asyncio.run(check())
     finally:
         node.close()
