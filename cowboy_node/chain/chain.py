@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cowboy_node.chain.blockstore import (
+    KEY_INSTALLING,
     STATE_PREFIX,
     TREE_PREFIX,
     BlockStore,
@@ -81,6 +82,9 @@ class Chain:
         """``--halt-height`` / ``[node] halt_height``: no block above it is built, verified or committed here."""
         self.tree = StateTree(store, TREE_PREFIX)
         self.blocks = BlockStore(store)
+        if store.get(KEY_INSTALLING) is not None:
+            raise ChainError("a state snapshot install into this data directory was interrupted; run "
+                             "`cowboy-node snapshot import` again (it starts over), or empty the directory")
         identity = self.blocks.identity()
         if identity is None:
             if self.blocks.head_height() is not None:
