@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli import commands, testnet_command
+from cowboy_node.cli import commands, snapshot_commands, testnet_command
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, create_empty_journal
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.node.devgenesis import create_dev_genesis
@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "stopped. Only one block can be undone")
     rb.add_argument("--home", required=True)
     rb.set_defaults(func=cmd_rollback)
+
+    snapshot_commands.register(sub)
 
     rp = sub.add_parser("replay", help="re-execute the stored chain from genesis and check every state root")
     rp.add_argument("--home", required=True)

@@ -23,6 +23,7 @@ from cowboy_protocol.netaddr import parse_host_port
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str, "halt_height": int},
     "storage": {"retain_blocks": int, "prune_batch_blocks": int},
+    "snapshot": {"interval_blocks": int, "keep": int},
     "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
@@ -44,6 +45,8 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "node.halt_height": (0, 2**62),  # 0: never halt
     "storage.retain_blocks": (0, 2**62),  # 0: archive; else at least MIN_RETAIN_BLOCKS (checked after)
     "storage.prune_batch_blocks": (1, 10_000),
+    "snapshot.interval_blocks": (0, 2**40),  # 0: no periodic snapshots
+    "snapshot.keep": (1, 1000),
     "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
     "rpc.max_connections": (1, 1_048_576),
@@ -117,6 +120,11 @@ class NodeConfig:
     an archive node)."""
     storage_prune_batch_blocks: int = 64
     """``[storage] prune_batch_blocks``: heights one prune step (one per committed block) deletes at most."""
+    snapshot_interval_blocks: int = 0
+    """``[snapshot] interval_blocks``: take a state snapshot into ``HOME/snapshots`` every this many blocks
+    (0: never)."""
+    snapshot_keep: int = 2
+    """``[snapshot] keep``: snapshots kept; older ones are deleted."""
     rpc_addr: str = "127.0.0.1:4000"
     """HTTP API listen address."""
     rpc_advertise: str | None = None
@@ -257,6 +265,8 @@ def load_config(home: Path) -> NodeConfig:
         halt_height=values.get("node.halt_height") or None,
         storage_retain_blocks=values.get("storage.retain_blocks", 0),
         storage_prune_batch_blocks=values.get("storage.prune_batch_blocks", 64),
+        snapshot_interval_blocks=values.get("snapshot.interval_blocks", 0),
+        snapshot_keep=values.get("snapshot.keep", 2),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
@@ -439,6 +449,12 @@ data_dir = "data"
 retain_blocks = 0
 # Heights one prune step deletes at most (one step after each committed block).
 # prune_batch_blocks = 64
+
+[snapshot]
+# Take a state snapshot into HOME/snapshots every interval_blocks blocks, keeping the newest `keep`
+# (0 = none; `cowboy-node snapshot create|list|export|import`, docs/operations.md, "Snapshots").
+interval_blocks = 0
+keep = 2
 
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.

@@ -40,6 +40,7 @@ from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService,
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.proposal_budget import ProposalBudget
 from cowboy_node.node.pruner import Pruner
+from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
@@ -93,7 +94,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
                  skip_timeout_views: int = 10, journal: VoteJournal | None = None,
                  admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
-                 retain_blocks: int = 0, prune_batch_blocks: int = 64) -> None:
+                 retain_blocks: int = 0, prune_batch_blocks: int = 64,
+                 snapshotter: Snapshotter | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -172,6 +174,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """``[storage] retain_blocks`` pruning, one bounded step after each commit in its own thread."""
         self.halted = False
         """Set once the block at ``chain.halt_height`` is committed (the node then stops and exits 0)."""
+        self.snapshotter = snapshotter
+        """``[snapshot] interval_blocks`` snapshots (None: not configured)."""
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -246,6 +250,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.tx_gossip.close()
         self._close_signature_pool()
         self.pruner.close()
+        if self.snapshotter is not None:
+            self.snapshotter.close()
 
     def _close_signature_pool(self) -> None:
         pool, self.signature_pool, self._signature_batcher = self.signature_pool, None, None
@@ -264,6 +270,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             self.tx_gossip.close()
             self._close_signature_pool()
             self.pruner.close()
+            if self.snapshotter is not None:
+                self.snapshotter.close()
 
     async def produce_block(self) -> None:
         """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""
@@ -348,6 +356,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  hash="0x" + block.hash().hex()[:16], own=committed.own,
                  exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
         self.pruner.after_commit(h.height)
+        if self.snapshotter is not None:
+            self.snapshotter.after_commit()
         if self.chain.halt_height is not None and h.height >= self.chain.halt_height and not self.halted:
             self.halted = True
             log.warning("halt height reached; stopping (exit 0): upgrade the binary, then start the node without "

@@ -17,6 +17,7 @@ from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
+from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
@@ -24,6 +25,7 @@ from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.rpc.ui_routes import UiConfig
+from cowboy_node.snapshot.create import SNAPSHOT_DIR
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
@@ -176,7 +178,9 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
                     admission_workers=cfg.mempool_admission_workers,
                     double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
-                    retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks)
+                    retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
+                    snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR, interval_blocks=cfg.snapshot_interval_blocks,
+                                            keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None

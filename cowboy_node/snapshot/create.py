@@ -28,6 +28,8 @@ from cowboy_node.state.slots import EMPTY_SLOT, SLOTS, Slot, slot_index, slot_of
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import keccak256
 
+SNAPSHOT_DIR = "snapshots"
+"""Where a home keeps its snapshots (``HOME/snapshots/<height>/``)."""
 MANIFEST_FILE = "manifest.cbor"
 DEFAULT_CHUNK_BYTES = 4 << 20
 """Target encoded size of one chunk (a chunk is never split inside a slot)."""
@@ -105,8 +107,11 @@ def create_snapshot(view: StateStore, *, height: int, chain_id: str, genesis_has
     manifest = Manifest(chain_id, genesis_hash, height, block, cert, tuple(slots), tuple(chunks), entries)
     (tmp / MANIFEST_FILE).write_bytes(encode_manifest(manifest))
     for p in tmp.iterdir():  # durable before the rename makes it visible
-        with open(p, "rb") as f:
-            os.fsync(f.fileno())
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     os.rename(tmp, final)
     fd = os.open(out_root, os.O_RDONLY)
     try:
@@ -118,7 +123,7 @@ def create_snapshot(view: StateStore, *, height: int, chain_id: str, genesis_has
 
 def list_snapshots(out_root: Path) -> list[Manifest]:
     """The complete snapshots under ``out_root``, by height (``*.tmp`` directories of an interrupted take are not)."""
-    out = []
+    out: list[Manifest] = []
     if not out_root.is_dir():
         return out
     for d in out_root.iterdir():

@@ -105,9 +105,10 @@ def decode_manifest(raw: bytes) -> Manifest:
         raise SnapshotError("bad_manifest", f"slots must be a list of {SLOTS}")
     slots = []
     for i, s in enumerate(slots_raw):
-        if not isinstance(s, list) or len(s) != 2 or s[0] not in (EMPTY, LEAF, INTERNAL):
+        if not isinstance(s, list) or len(s) != 2 or type(s[0]) is not int or s[0] not in (EMPTY, LEAF, INTERNAL):
             raise SnapshotError("bad_manifest", f"slot {i} must be [kind 0..2, digest]")
-        slots.append(Slot(s[0], _bytes(s[1], f"slot {i} digest", 0 if s[0] == EMPTY else 32)))
+        kind: int = s[0]
+        slots.append(Slot(kind, _bytes(s[1], f"slot {i} digest", 0 if kind == EMPTY else 32)))
     if not isinstance(chunks_raw, list) or not chunks_raw:
         raise SnapshotError("bad_manifest", "chunks must be a non-empty list")
     chunks = []
@@ -143,8 +144,9 @@ def decode_chunk(raw: bytes) -> list[tuple[bytes, bytes]]:
     if not isinstance(value, list) or len(value) > MAX_CHUNK_ENTRIES:
         raise SnapshotError("bad_chunk", f"expected a list of at most {MAX_CHUNK_ENTRIES} entries")
     out = []
-    for e in value:
-        if not isinstance(e, list) or len(e) != 2 or type(e[0]) is not bytes or type(e[1]) is not bytes:
+    for entry in value:
+        if not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not bytes \
+                or type(entry[1]) is not bytes:
             raise SnapshotError("bad_chunk", "an entry is not [key bytes, value bytes]")
-        out.append((e[0], e[1]))
+        out.append((entry[0], entry[1]))
     return out

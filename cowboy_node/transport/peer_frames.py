@@ -246,11 +246,11 @@ def decode_body(body: bytes) -> Frame:
                          software=software[:MAX_SOFTWARE_CHARS] if isinstance(software, str) else "")
         if set(m) not in (_KEYS[kind], _HELLO_V1_KEYS):
             raise PeerFrameError("bad_frame", f"frame kind {kind} has keys {sorted(map(repr, m))}")
-        software = m.get(5, "")
-        if 5 in m and (type(software) is not str or not 0 < len(software) <= MAX_SOFTWARE_CHARS):
+        sent = m.get(5, "")
+        if not isinstance(sent, str) or (5 in m and not 0 < len(sent) <= MAX_SOFTWARE_CHARS):
             raise PeerFrameError("bad_frame", f"key 5 must be a text of 1..{MAX_SOFTWARE_CHARS} characters")
         return Hello(role=kind, version=_uint(m, 1, 0xFFFF), network_id=_bytes(m, 2, NETWORK_ID_BYTES),
-                     index=_uint(m, 3, MAX_INDEX), signature=_bytes(m, 4, SIGNATURE_BYTES), software=software)
+                     index=_uint(m, 3, MAX_INDEX), signature=_bytes(m, 4, SIGNATURE_BYTES), software=sent)
     if set(m) != _KEYS[kind]:
         raise PeerFrameError("bad_frame", f"frame kind {kind} has keys {sorted(map(repr, m))}")
     if kind == KIND_DATA:

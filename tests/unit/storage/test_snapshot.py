@@ -67,7 +67,7 @@ def test_an_installed_snapshot_is_the_source_state_byte_for_byte(source: tuple[C
         assert _state(store) == _state(chain.store)  # type: ignore[arg-type]
         joined = Chain(store, NET.genesis)
         assert joined.height == 6 and joined.head.hash() == chain.head.hash() and joined.earliest_height() == 6
-        assert getattr(done, "entries") == m.entries and not getattr(done, "restarted")
+        assert done.entries == m.entries and not done.restarted
     finally:
         store.close()
     assert marker_path(tmp_path / "data" / VOTE_JOURNAL_FILE).exists()  # the double-sign guard will watch
@@ -167,7 +167,7 @@ def test_an_interrupted_install_is_never_opened_and_starts_over(source: tuple[Ch
     finally:
         store.close()
     done = _install(snap, tmp_path / "data")
-    assert getattr(done, "restarted") and getattr(done, "height") == 6
+    assert done.restarted and done.height == 6
     store = LevelDBStore(tmp_path / "data")
     try:
         assert _state(store) == _state(chain.store)  # type: ignore[arg-type]

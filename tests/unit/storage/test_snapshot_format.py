@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_node.snapshot.manifest import ChunkInfo, Manifest, SnapshotError, decode_chunk, decode_manifest, \
-    encode_chunk, encode_manifest
+from cowboy_node.snapshot.manifest import (
+    ChunkInfo,
+    Manifest,
+    SnapshotError,
+    decode_chunk,
+    decode_manifest,
+    encode_chunk,
+    encode_manifest,
+)
 from cowboy_node.state.slots import EMPTY_SLOT, SLOTS, Slot
 from cowboy_node.state.tree import keccak256
 
