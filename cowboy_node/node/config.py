@@ -23,7 +23,7 @@ from cowboy_protocol.netaddr import parse_host_port
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str, "halt_height": int},
     "storage": {"retain_blocks": int, "prune_batch_blocks": int},
-    "snapshot": {"interval_blocks": int, "keep": int},
+    "snapshot": {"interval_blocks": int, "keep": int, "state_sync": bool},
     "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
@@ -125,6 +125,9 @@ class NodeConfig:
     (0: never)."""
     snapshot_keep: int = 2
     """``[snapshot] keep``: snapshots kept; older ones are deleted."""
+    snapshot_state_sync: bool = False
+    """``[snapshot] state_sync``: a validator (of several) starting with an empty data directory first fetches the
+    peers' newest snapshot and installs it, then block-syncs from its height."""
     rpc_addr: str = "127.0.0.1:4000"
     """HTTP API listen address."""
     rpc_advertise: str | None = None
@@ -267,6 +270,7 @@ def load_config(home: Path) -> NodeConfig:
         storage_prune_batch_blocks=values.get("storage.prune_batch_blocks", 64),
         snapshot_interval_blocks=values.get("snapshot.interval_blocks", 0),
         snapshot_keep=values.get("snapshot.keep", 2),
+        snapshot_state_sync=values.get("snapshot.state_sync", False),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
@@ -455,6 +459,9 @@ retain_blocks = 0
 # (0 = none; `cowboy-node snapshot create|list|export|import`, docs/operations.md, "Snapshots").
 interval_blocks = 0
 keep = 2
+# A validator (of several) starting with an empty data directory first fetches the other validators' newest
+# snapshot (every chunk verified against the finalized state root), installs it, then block-syncs from there.
+# state_sync = false
 
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.admission import admit, head_context
@@ -40,6 +41,7 @@ from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService,
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.proposal_budget import ProposalBudget
 from cowboy_node.node.pruner import Pruner
+from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
@@ -53,6 +55,7 @@ from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.rpc.ui_queries import UiQueries
+from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
@@ -95,7 +98,7 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  skip_timeout_views: int = 10, journal: VoteJournal | None = None,
                  admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
                  retain_blocks: int = 0, prune_batch_blocks: int = 64,
-                 snapshotter: Snapshotter | None = None) -> None:
+                 snapshotter: Snapshotter | None = None, snapshot_dir: Path | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -176,6 +179,11 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """Set once the block at ``chain.halt_height`` is committed (the node then stops and exits 0)."""
         self.snapshotter = snapshotter
         """``[snapshot] interval_blocks`` snapshots (None: not configured)."""
+        self.snapshot_server = None if snapshot_dir is None else SnapshotServer(
+            snapshot_dir, send=lambda to, ch, p: self.consensus.net is not None and self.consensus.net.send(to, ch, p))
+        """Serves this home's snapshots to validators that state-sync (channel 7), within per-peer budgets."""
+        if self.snapshot_server is not None:
+            self.consensus.handlers[CH_SNAPSHOT] = self.snapshot_server.receive
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -252,6 +260,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.pruner.close()
         if self.snapshotter is not None:
             self.snapshotter.close()
+        if self.snapshot_server is not None:
+            self.snapshot_server.close()
 
     def _close_signature_pool(self) -> None:
         pool, self.signature_pool, self._signature_batcher = self.signature_pool, None, None
@@ -272,6 +282,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             self.pruner.close()
             if self.snapshotter is not None:
                 self.snapshotter.close()
+            if self.snapshot_server is not None:
+                self.snapshot_server.close()
 
     async def produce_block(self) -> None:
         """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""

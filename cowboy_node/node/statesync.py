@@ -64,7 +64,7 @@ class SyncLimits:
     connect_s: float = 30.0
     """How long to wait for a first connected peer."""
     offers_s: float = 2.0
-    """How long offers are collected after the request."""
+    """How long more offers are awaited after the first one (when not every connected peer answered)."""
     chunk_timeout_s: float = 20.0
     """How long one source has to answer one chunk request."""
 
@@ -80,6 +80,8 @@ class StateSync:
         self.limits = limits or SyncLimits()
         self._clock = clock
         self._offers: dict[int, bytes] = {}
+        self._no_offer: set[int] = set()
+        self._collecting = True
         self._answers: asyncio.Queue[tuple[int, Chunk | Refused]] = asyncio.Queue()
         self.penalized: list[tuple[int, str]] = []
         """Peers penalized, with the reason (tests, logs)."""
@@ -92,6 +94,8 @@ class StateSync:
             return
         if isinstance(m, Offer):
             self._offers[peer] = m.manifest
+        elif isinstance(m, Refused) and self._collecting:
+            self._no_offer.add(peer)  # no snapshot there (or over budget): not a source
         elif isinstance(m, Chunk | Refused):
             self._answers.put_nowait((peer, m))
 
@@ -101,15 +105,32 @@ class StateSync:
         self._net.penalize(peer, reason)
 
     async def choose(self) -> tuple[VerifiedManifest, list[int]]:
-        """Collect and verify offers; the highest verified manifest and the peers offering it."""
-        deadline = self._clock() + self.limits.connect_s
-        while not self._net.connected():
-            if self._clock() > deadline:
-                raise SnapshotError("no_peer", "no validator connected to state-sync from")
-            await asyncio.sleep(0.05)
-        for peer in sorted(self._net.connected()):
-            self._net.send(peer, CH_SNAPSHOT, encode_snapshot_message(OfferRequest()))
-        await asyncio.sleep(self.limits.offers_s)
+        """Collect and verify offers; the highest verified manifest and the peers offering it.
+
+        The request is sent again every second to the connected peers that have not answered: a peer answers over
+        its own connection to us, which it may still be redialling after our restart. Collecting ends once every
+        connected peer answered (an offer or a refusal), ``offers_s`` after the first offer, or ``connect_s`` after
+        the start."""
+        start = self._clock()
+        first_offer: float | None = None
+        while True:
+            now = self._clock()
+            connected = self._net.connected()
+            answered = set(self._offers) | self._no_offer
+            if connected and connected <= answered:
+                break
+            if first_offer is None and self._offers:
+                first_offer = now
+            if first_offer is not None and now - first_offer >= self.limits.offers_s:
+                break
+            if now - start > self.limits.connect_s:
+                if not connected:
+                    raise SnapshotError("no_peer", "no validator connected to state-sync from")
+                break
+            for peer in sorted(connected - answered):
+                self._net.send(peer, CH_SNAPSHOT, encode_snapshot_message(OfferRequest()))
+            await asyncio.sleep(1.0)
+        self._collecting = False
         best: tuple[int, bytes, VerifiedManifest] | None = None
         for peer, raw in sorted(self._offers.items()):
             try:
