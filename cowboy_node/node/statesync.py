@@ -113,6 +113,7 @@ class StateSync:
         the start."""
         start = self._clock()
         first_offer: float | None = None
+        last_sent: float | None = None
         while True:
             now = self._clock()
             connected = self._net.connected()
@@ -127,9 +128,11 @@ class StateSync:
                 if not connected:
                     raise SnapshotError("no_peer", "no validator connected to state-sync from")
                 break
-            for peer in sorted(connected - answered):
-                self._net.send(peer, CH_SNAPSHOT, encode_snapshot_message(OfferRequest()))
-            await asyncio.sleep(1.0)
+            if last_sent is None or now - last_sent >= 1.0:
+                last_sent = now
+                for peer in sorted(connected - answered):
+                    self._net.send(peer, CH_SNAPSHOT, encode_snapshot_message(OfferRequest()))
+            await asyncio.sleep(0.05)
         self._collecting = False
         best: tuple[int, bytes, VerifiedManifest] | None = None
         for peer, raw in sorted(self._offers.items()):
