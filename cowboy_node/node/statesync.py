@@ -201,7 +201,8 @@ class StateSync:
         await self.fetch(verified, sources, staging)
         raw = encode_manifest(m)  # canonical: the bytes the sources offered
         done = await asyncio.get_running_loop().run_in_executor(None, lambda: install_snapshot(
-            store, data_path, self._genesis, self._scheme, raw, lambda i: (staging / chunk_file(i)).read_bytes()))
+            store, data_path, self._genesis, self._scheme, raw, lambda i: (staging / chunk_file(i)).read_bytes(),
+            chunks_verified=True))
         for p in staging.iterdir():
             with contextlib.suppress(OSError):
                 p.unlink()

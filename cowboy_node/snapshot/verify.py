@@ -16,8 +16,8 @@ from cowboy_node.chain.genesis import Genesis
 from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.consensus.simplex.types import Finalization, decode_message, finalize_message, seed_message
 from cowboy_node.snapshot.manifest import Manifest, SnapshotError, decode_chunk
-from cowboy_node.state.slots import EMPTY_SLOT, root_from_slots, slot_index, slot_of_entries
-from cowboy_node.state.tree import keccak256
+from cowboy_node.state.slots import EMPTY_SLOT, root_from_slots, slot_of_leaves
+from cowboy_node.state.tree import keccak256, new_hasher
 from cowboy_node.types.block import Block
 from cowboy_protocol.types.errors import DecodeError
 
@@ -59,26 +59,33 @@ def verify_manifest(m: Manifest, genesis: Genesis, scheme: Scheme) -> VerifiedMa
     return VerifiedManifest(m, block, cert)
 
 
-def verify_chunk(m: Manifest, index: int, raw: bytes) -> list[tuple[bytes, bytes]]:
-    """The entries of chunk ``index`` of the (verified) manifest ``m`` after checking them; :class:`SnapshotError`."""
+def check_digest(m: Manifest, index: int, raw: bytes) -> None:
+    """That ``raw`` is the chunk ``index`` the manifest lists (size and keccak256); ``chunk_digest`` if not."""
     info = m.chunks[index]
     if len(raw) != info.size or keccak256(raw) != info.digest:
         raise SnapshotError("chunk_digest", f"chunk {index} is not the one the manifest lists")
+
+
+def verify_chunk(m: Manifest, index: int, raw: bytes) -> list[tuple[bytes, bytes]]:
+    """The entries of chunk ``index`` of the (verified) manifest ``m`` after checking them; :class:`SnapshotError`."""
+    check_digest(m, index, raw)
+    info = m.chunks[index]
     entries = decode_chunk(raw)
+    h = new_hasher()
     by_slot: dict[int, list[tuple[bytes, bytes]]] = {}
     last_kh = b""
     for k, v in entries:
-        kh = keccak256(k)
+        kh = h(k)
         if kh <= last_kh:
             raise SnapshotError("bad_chunk", f"chunk {index}: entries not in ascending key-hash order")
         last_kh = kh
-        s = slot_index(kh)
+        s = kh[0]  # slot_index
         if not info.first_slot <= s <= info.last_slot:
             raise SnapshotError("bad_chunk", f"chunk {index}: an entry of slot {s} outside "
                                              f"{info.first_slot}..{info.last_slot}")
-        by_slot.setdefault(s, []).append((k, v))
+        by_slot.setdefault(s, []).append((kh, h(b"\x00" + kh + h(v))))  # (key hash, leaf hash), ascending
     for s in range(info.first_slot, info.last_slot + 1):
-        got = slot_of_entries(by_slot[s]) if s in by_slot else EMPTY_SLOT
+        got = slot_of_leaves(by_slot[s]) if s in by_slot else EMPTY_SLOT
         if got != m.slots[s]:
             raise SnapshotError("slot_mismatch", f"chunk {index}: slot {s} does not match the manifest (state root)")
     return entries

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cowboy_node.state.tree import EMPTY_ROOT, keccak256
+from cowboy_node.state.tree import EMPTY_ROOT, keccak256, new_hasher
 
 SLOTS = 256
 """Subtrees at depth 2 (two nibbles = the first byte of ``H(k)``)."""
@@ -84,7 +84,13 @@ def _subtree(depth: int, leaves: list[tuple[bytes, bytes]]) -> tuple[int, bytes]
 
 def slot_of_entries(entries: Iterable[tuple[bytes, bytes]]) -> Slot:
     """The slot holding exactly these ``(key, value)`` state entries (all of one slot; the caller checks that)."""
-    leaves = sorted((kh, leaf_hash(kh, v)) for kh, v in ((keccak256(k), v) for k, v in entries))
+    h = new_hasher()
+    leaves = sorted((kh, h(_LEAF_TAG + kh + h(v))) for kh, v in ((h(k), v) for k, v in entries))
+    return slot_of_leaves(leaves)
+
+
+def slot_of_leaves(leaves: list[tuple[bytes, bytes]]) -> Slot:
+    """The slot holding exactly these leaves, ``(key hash, leaf hash)`` in ascending key-hash order."""
     kind, digest = _subtree(2, leaves)
     return Slot(kind, digest)
 
@@ -99,4 +105,4 @@ def root_from_slots(slots: Sequence[Slot]) -> bytes:
 
 
 __all__ = ["EMPTY", "EMPTY_SLOT", "INTERNAL", "LEAF", "SLOTS", "Slot", "leaf_hash", "root_from_slots",
-           "slot_index", "slot_of_entries"]
+           "slot_index", "slot_of_entries", "slot_of_leaves"]
