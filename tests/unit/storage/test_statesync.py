@@ -154,3 +154,32 @@ async def test_with_only_lying_peers_nothing_is_installed(tmp_path: Path) -> Non
             await n.stop()
         liar.close()
         source.close()
+
+
+async def test_the_snapshot_server_refuses_a_peer_over_its_budget_and_reads_nothing(tmp_path: Path) -> None:
+    from cowboy_node.node.snapshot_server import ServeLimits
+
+    source, _ = build_chain(2, store=LevelDBStore(tmp_path / "src"))
+    view = source.store.snapshot()
+    try:
+        create_snapshot(view, height=2, chain_id=NET.genesis.chain_id, genesis_hash=NET.genesis.hash(),
+                        out_root=tmp_path / "snapshots")
+    finally:
+        view.close()
+    source.close()
+    sent: list[tuple[int, SnapshotMessage]] = []
+    now = [0.0]
+    server = SnapshotServer(tmp_path / "snapshots", send=lambda to, ch, p: sent.append(
+        (to, decode_snapshot_message(p))) is None, limits=ServeLimits(requests_per_s=1.0), clock=lambda: now[0])
+    try:
+        for _ in range(3):  # burst 2, then refused
+            server.receive(5, encode_snapshot_message(ChunkRequest(2, 0)))
+        server.receive(6, encode_snapshot_message(OfferRequest()))  # another peer has its own budget
+        while len(sent) < 4:
+            await asyncio.sleep(0.01)
+    finally:
+        server.close()
+    to5 = [m for to, m in sent if to == 5]
+    assert sum(isinstance(m, Chunk) for m in to5) == 2 and to5.count(Refused("over_budget")) == 1
+    assert any(to == 6 and isinstance(m, Offer) and m.height == 2 for to, m in sent)
+    assert server.refused == {"over_budget": 1}
