@@ -42,10 +42,10 @@ _SCHEMA: dict[str, dict[str, type]] = {
 _MIB = 1024 * 1024
 INT_BOUNDS: dict[str, tuple[int, int]] = {
     "node.block_time_ms": (50, 600_000),
-    "node.halt_height": (0, 2**62),  # 0: never halt
-    "storage.retain_blocks": (0, 2**62),  # 0: archive; else at least MIN_RETAIN_BLOCKS (checked after)
+    "node.halt_height": (1, 2**31 - 1),  # absent: never halt
+    "storage.retain_blocks": (0, 2**31 - 1),  # 0: archive; else at least MIN_RETAIN_BLOCKS (checked after)
     "storage.prune_batch_blocks": (1, 10_000),
-    "snapshot.interval_blocks": (0, 2**40),  # 0: no periodic snapshots
+    "snapshot.interval_blocks": (0, 2**31 - 1),  # 0: no periodic snapshots
     "snapshot.keep": (1, 1000),
     "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
@@ -265,7 +265,7 @@ def load_config(home: Path) -> NodeConfig:
         chain_id=values.get("node.chain_id"),
         block_time_ms=values.get("node.block_time_ms"),
         data_dir=values.get("node.data_dir", "data"),
-        halt_height=values.get("node.halt_height") or None,
+        halt_height=values.get("node.halt_height"),
         storage_retain_blocks=values.get("storage.retain_blocks", 0),
         storage_prune_batch_blocks=values.get("storage.prune_batch_blocks", 64),
         snapshot_interval_blocks=values.get("snapshot.interval_blocks", 0),
@@ -442,9 +442,9 @@ chain_id = "{chain_id}"
 {bt}
 # LevelDB directory, relative to the home directory.
 data_dir = "data"
-# Commit this height, then exit 0 with "halt height reached" (coordinated upgrades; 0 or absent = never).
+# Commit this height, then exit 0 with "halt height reached" (coordinated upgrades; absent = never).
 # `cowboy-node run --halt-height H` does the same for one run.
-# halt_height = 0
+# halt_height = 1000000
 
 [storage]
 # Keep the blocks, receipts, certificates and indexes of the newest retain_blocks heights; older ones are
