@@ -188,8 +188,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync asks only connected peers", SYNC_CLIENT,
-        "and i in connected and busy.get(i, 0) < self.limits.per_peer]",
-        "and busy.get(i, 0) < self.limits.per_peer]",
+        "and i in connected and busy.get(i, 0) < self.limits.per_peer\n",
+        "and busy.get(i, 0) < self.limits.per_peer\n",
         (f"{SYNC_TESTS}::test_only_able_peers_are_asked_connected_claiming_the_height_and_under_their_request_limit",),
     ),
     Mutation(

@@ -10,6 +10,7 @@ Key layout (one LevelDB, disjoint prefixes)::
     T/<tx hash>            height be8 ‖ index be4
     M/head                 height be8 of the last committed block
     M/chain_id, M/genesis_hash   identity of the data directory
+    M/installing           present while a state snapshot is being installed (snapshot/install.py)
     X/…, Y/…               the event index (chain/event_index.py)
 
 Everything one block changes is returned as write ops for a single batch.
@@ -37,6 +38,8 @@ _TX = b"T/"
 KEY_HEAD = b"M/head"
 KEY_CHAIN_ID = b"M/chain_id"
 KEY_GENESIS_HASH = b"M/genesis_hash"
+KEY_INSTALLING = b"M/installing"
+"""Written first by a snapshot install, deleted in its last batch: a store holding it is never opened as a chain."""
 _BE8 = struct.Struct(">Q")
 _TXLOC = struct.Struct(">QI")
 

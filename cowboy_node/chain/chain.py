@@ -5,6 +5,9 @@ indexes and head pointer go into ONE synced write batch. A crash before the
 batch leaves the previous head intact; after it, the new head with its state.
 On open the node checks that the data directory belongs to this genesis and
 that the head block's state root equals the stored tree root.
+
+The batch also holds the block's undo record (``chain/undo.py``, what ``cowboy-node rollback`` applies) and,
+for a block with events, the ``E/`` record pruning uses to find them (``chain/pruning.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cowboy_node.chain.blockstore import (
+    KEY_INSTALLING,
     STATE_PREFIX,
     TREE_PREFIX,
     BlockStore,
@@ -21,6 +25,8 @@ from cowboy_node.chain.blockstore import (
 )
 from cowboy_node.chain.event_index import index_ops
 from cowboy_node.chain.genesis import Genesis
+from cowboy_node.chain.pruning import earliest_height, event_keys_op
+from cowboy_node.chain.undo import undo_op
 from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
@@ -69,11 +75,16 @@ class PreparedBlock:
 class Chain:
     """Owns the store and the committed head; builds, verifies and commits blocks."""
 
-    def __init__(self, store: StateStore, genesis: Genesis) -> None:
+    def __init__(self, store: StateStore, genesis: Genesis, *, halt_height: int | None = None) -> None:
         self.store = store
         self.genesis = genesis
+        self.halt_height = halt_height
+        """``--halt-height`` / ``[node] halt_height``: no block above it is built, verified or committed here."""
         self.tree = StateTree(store, TREE_PREFIX)
         self.blocks = BlockStore(store)
+        if store.get(KEY_INSTALLING) is not None:
+            raise ChainError("a state snapshot install into this data directory was interrupted; run "
+                             "`cowboy-node snapshot import` again (it starts over), or empty the directory")
         identity = self.blocks.identity()
         if identity is None:
             if self.blocks.head_height() is not None:
@@ -114,6 +125,14 @@ class Chain:
     def height(self) -> int:
         """Committed head height."""
         return self.head.header.height
+
+    def beyond_halt(self, height: int) -> bool:
+        """Whether ``height`` is above the halt height (such a block is never built, voted for or committed)."""
+        return self.halt_height is not None and height > self.halt_height
+
+    def earliest_height(self) -> int:
+        """The lowest height whose block is still stored (0 unless ``[storage] retain_blocks`` pruned some)."""
+        return earliest_height(self.store)
 
     # -- building -----------------------------------------------------------------
     def env_for(self, *, timestamp_ms: int, fee_recipient: bytes, beacon: bytes, presence_input: bytes | None,
@@ -168,10 +187,19 @@ class Chain:
         block = prepared.block
         if block.header.height != self.height + 1 or block.header.parent_hash != self.head.hash():
             raise InvalidBlock("not_next_block", "block does not extend the current head")
+        if self.beyond_halt(block.header.height):
+            raise InvalidBlock("halt_height", f"block {block.header.height} is above the halt height "
+                                              f"{self.halt_height}")
         result = prepared.result
-        events = index_ops(block.header.height, result.receipts, result.block_events)
+        height = block.header.height
+        events = index_ops(height, result.receipts, result.block_events)
         ops = block_ops(block, result.receipts, receipt_bytes=result.receipt_bytes, tx_hashes=result.tx_hashes)
-        self.store.write_batch([*result.state_ops, *ops, *events, *extra_ops], sync=True)
+        batch = [*result.state_ops, *ops, *events, *extra_ops]
+        event_keys = event_keys_op(height, events)
+        if event_keys is not None:
+            batch.append(event_keys)
+        batch.append(undo_op(self.store, height, block.hash(), batch))
+        self.store.write_batch(batch, sync=True)
         prepared.world.mark_committed()
         self.head = block
 

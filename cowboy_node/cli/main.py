@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli import commands, testnet_command
+from cowboy_node.cli import commands, snapshot_commands, testnet_command
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, create_empty_journal
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
 from cowboy_node.node.devgenesis import create_dev_genesis
@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cowboy_node.node.startup import NodeFailed, StartupError, run_node
 
     try:
-        return uvloop.run(run_node(Path(args.home), fresh_key=args.fresh_key))
+        return uvloop.run(run_node(Path(args.home), fresh_key=args.fresh_key, halt_height=args.halt_height))
     except StartupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -122,6 +122,47 @@ def cmd_replay(args: argparse.Namespace) -> int:
         store.close()
 
 
+def cmd_rollback(args: argparse.Namespace) -> int:
+    """Undo the last committed block's state, block and indexes (the node must be stopped)."""
+    from cowboy_node.chain.chain import ChainError
+    from cowboy_node.chain.genesis import check_interpreter, load_genesis
+    from cowboy_node.chain.rollback import RollbackError, rollback
+    from cowboy_node.state.leveldb import LevelDBStore
+    from cowboy_node.state.store import StoreError
+
+    try:
+        cfg = load_config(Path(args.home))
+        genesis = load_genesis(cfg.genesis_path)
+        check_interpreter(genesis.pvm_version, cfg.genesis_path)
+        store = LevelDBStore(cfg.data_path, create_if_missing=False)
+    except (ConfigError, StoreError) as e:  # a running node holds the LevelDB lock: StoreError names the path
+        print(json.dumps({"ok": False, "code": "cannot_open", "error": str(e)}))
+        return 1
+    try:
+        done = rollback(store, genesis)
+    except RollbackError as e:
+        print(json.dumps({"ok": False, "code": e.code, "error": str(e)}))
+        return 1
+    except ChainError as e:
+        print(json.dumps({"ok": False, "code": "damaged", "error": f"{cfg.data_path}: {e}"}))
+        return 1
+    finally:
+        store.close()
+    print(json.dumps({"ok": True, "rolled_back_height": done.height, "rolled_back_hash": "0x" + done.block_hash.hex(),
+                      "height": done.head_height, "state_root": "0x" + done.state_root.hex()}))
+    return 0
+
+
+def _height(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a block height, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a block height of at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line parser."""
     p = argparse.ArgumentParser(prog="cowboy-node", description="Cowboy validator node")
@@ -146,7 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="vote at once even without the vote journal (data/consensus-votes.journal): only for a "
                           "key that has never signed in this network; otherwise a validator without its journal "
                           "watches [consensus] double_sign_check_views views before voting")
+    run.add_argument("--halt-height", type=_height, default=None, metavar="H",
+                     help="commit block H, then stop and exit 0 (a coordinated upgrade); overrides [node] halt_height")
     run.set_defaults(func=cmd_run)
+
+    rb = sub.add_parser("rollback", help="undo the last committed block (state, block, indexes); the node must be "
+                                         "stopped. Only one block can be undone")
+    rb.add_argument("--home", required=True)
+    rb.set_defaults(func=cmd_rollback)
+
+    snapshot_commands.register(sub)
 
     rp = sub.add_parser("replay", help="re-execute the stored chain from genesis and check every state root")
     rp.add_argument("--home", required=True)

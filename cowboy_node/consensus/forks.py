@@ -129,6 +129,7 @@ class Forks:
               presence: Callable[[WorldState], bytes | None], observe: Observe | None = None) -> Candidate:
         """Build this validator's block for ``round_`` on ``parent_hash`` and keep it as a candidate."""
         world, parent, direct = self.world_on(parent_hash)
+        self._check_halt(parent.height + 1)
         self.executions["build"] += 1
         seed = self.parent_seed(parent)
         if seed is None:
@@ -147,11 +148,18 @@ class Forks:
         known = self.candidates.get(block.hash())
         if known is not None:
             return known
+        self._check_halt(block.header.height)
         world, parent, direct = self.world_on(block.header.parent_hash)
         self.executions["verify" if direct else "verify_overlay"] += 1
         prepared = verify_and_prepare(self.chain, block, parent=parent, world=world, leader_key=leader_key,
                                       max_timestamp_ms=max_timestamp_ms, signature_checked=self.signature_checked)
         return self._keep(prepared, self._env_of(block, parent), self.chain.head.hash() if direct else None)
+
+    def _check_halt(self, height: int) -> None:
+        """A validator halting at H (``--halt-height``) neither proposes nor votes for a block above H, so the block
+        after H is made by the binary operators upgrade to."""
+        if self.chain.beyond_halt(height):
+            raise InvalidBlock("halt_height", f"block {height} is above the halt height {self.chain.halt_height}")
 
     def _env_of(self, block: Block, parent: BlockHeader) -> BlockEnv:
         h = block.header

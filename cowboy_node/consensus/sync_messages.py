@@ -6,7 +6,8 @@ BlockRequest  {0: 1, 1: digest bytes(32)}                        "send me this b
 SyncRequest   {0: 2, 1: from_height, 2: max_blocks (1..64)[, 3: 1]}  "send me finalized blocks from this height"
 SyncResponse  {0: 3, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: Finalization bytes}
 SyncPage      {0: 4, 1: [block bytes, ...] (1..MAX_SYNC_BLOCKS), 2: certified_height, 3: Finalization bytes}
-PackedPage    {0: 5, 1: first_height, 2: blocks (1..MAX_SYNC_BLOCKS), 3: raw_size, 4: zlib bytes}
+SyncPruned    {0: 5, 1: earliest_retained_height}                "the heights you asked for are pruned here"
+PackedPage    {0: 6, 1: first_height, 2: blocks (1..MAX_SYNC_BLOCKS), 3: raw_size, 4: zlib bytes}
 ```
 
 Transactions travel on their own channel, :data:`CH_TX_BATCH`, as a :class:`TxBatch` (:func:`encode_tx_batch`):
@@ -116,6 +117,15 @@ class SyncPage:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncPruned:
+    """The answer to a SyncRequest below the server's earliest retained height (``[storage] retain_blocks``): it
+    cannot serve those blocks; the requester asks another peer, or joins from a state snapshot."""
+
+    earliest: int
+    """The server's earliest retained height."""
+
+
+@dataclass(frozen=True, slots=True)
 class PackedPage:
     """A SyncResponse or SyncPage compressed with zlib, for a SyncRequest that accepts one (``packed``)."""
 
@@ -179,7 +189,7 @@ def decode_tx_batch(data: bytes) -> TxBatch:
     return TxBatch(tuple(txs))
 
 
-SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse | SyncPage | PackedPage
+SyncMessage = Status | BlockRequest | SyncRequest | SyncResponse | SyncPage | SyncPruned | PackedPage
 
 
 def encode_sync(m: SyncMessage) -> bytes:
@@ -193,9 +203,11 @@ def encode_sync(m: SyncMessage) -> bytes:
             return encode({0: 2, 1: m.from_height, 2: m.max_blocks, 3: 1})
         return encode({0: 2, 1: m.from_height, 2: m.max_blocks})
     if isinstance(m, PackedPage):
-        return encode({0: 5, 1: m.first_height, 2: m.blocks, 3: m.raw_size, 4: m.data})
+        return encode({0: 6, 1: m.first_height, 2: m.blocks, 3: m.raw_size, 4: m.data})
     if isinstance(m, SyncPage):
         return encode({0: 4, 1: list(m.blocks), 2: m.certified_height, 3: m.finalization})
+    if isinstance(m, SyncPruned):
+        return encode({0: 5, 1: m.earliest})
     return encode({0: 3, 1: list(m.blocks), 2: m.finalization})
 
 
@@ -231,6 +243,9 @@ def decode_sync(data: bytes) -> SyncMessage:
         certified = expect_uint(m[2], "sync_page.certified_height")
         return SyncPage(blocks, certified, _fin(m[3], "sync_page"))
     if kind == 5:
+        m = expect_map(value, frozenset({0, 1}), "sync_pruned")
+        return SyncPruned(expect_uint(m[1], "sync_pruned.earliest"))
+    if kind == 6:
         m = expect_map(value, frozenset({0, 1, 2, 3, 4}), "packed_page")
         count = expect_uint(m[2], "packed_page.blocks")
         if not 1 <= count <= MAX_SYNC_BLOCKS:

@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.pruning import MIN_RETAIN_BLOCKS
 from cowboy_node.rpc.ui_routes import MAX_PEERS, parse_origin
 from cowboy_node.transport.endpoint_gossip import is_http_url as _is_http_url
 from cowboy_protocol.netaddr import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
-    "node": {"chain_id": str, "block_time_ms": int, "data_dir": str},
+    "node": {"chain_id": str, "block_time_ms": int, "data_dir": str, "halt_height": int},
+    "storage": {"retain_blocks": int, "prune_batch_blocks": int},
+    "snapshot": {"interval_blocks": int, "keep": int, "state_sync": bool},
     "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
@@ -40,6 +43,11 @@ _SCHEMA: dict[str, dict[str, type]] = {
 _MIB = 1024 * 1024
 INT_BOUNDS: dict[str, tuple[int, int]] = {
     "node.block_time_ms": (50, 600_000),
+    "node.halt_height": (1, 2**31 - 1),  # absent: never halt
+    "storage.retain_blocks": (0, 2**31 - 1),  # 0: archive; else at least MIN_RETAIN_BLOCKS (checked after)
+    "storage.prune_batch_blocks": (1, 10_000),
+    "snapshot.interval_blocks": (0, 2**31 - 1),  # 0: no periodic snapshots
+    "snapshot.keep": (1, 1000),
     "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
     "rpc.max_connections": (1, 1_048_576),
@@ -107,6 +115,21 @@ class NodeConfig:
     """Local override of the block interval (default: genesis params.block_time_ms)."""
     data_dir: str = "data"
     """LevelDB directory, relative to home."""
+    halt_height: int | None = None
+    """``[node] halt_height`` (or ``run --halt-height``): commit this height, then exit 0 (None: run on)."""
+    storage_retain_blocks: int = 0
+    """``[storage] retain_blocks``: keep the blocks, receipts and indexes of the newest this many heights (0: all,
+    an archive node)."""
+    storage_prune_batch_blocks: int = 64
+    """``[storage] prune_batch_blocks``: heights one prune step (one per committed block) deletes at most."""
+    snapshot_interval_blocks: int = 0
+    """``[snapshot] interval_blocks``: take a state snapshot into ``HOME/snapshots`` every this many blocks
+    (0: never)."""
+    snapshot_keep: int = 2
+    """``[snapshot] keep``: snapshots kept; older ones are deleted."""
+    snapshot_state_sync: bool = False
+    """``[snapshot] state_sync``: a validator (of several) starting with an empty data directory first fetches the
+    peers' newest snapshot and installs it, then block-syncs from its height."""
     rpc_addr: str = "127.0.0.1:4000"
     """HTTP API listen address."""
     rpc_advertise: str | None = None
@@ -246,6 +269,12 @@ def load_config(home: Path) -> NodeConfig:
         chain_id=values.get("node.chain_id"),
         block_time_ms=values.get("node.block_time_ms"),
         data_dir=values.get("node.data_dir", "data"),
+        halt_height=values.get("node.halt_height"),
+        storage_retain_blocks=values.get("storage.retain_blocks", 0),
+        storage_prune_batch_blocks=values.get("storage.prune_batch_blocks", 64),
+        snapshot_interval_blocks=values.get("snapshot.interval_blocks", 0),
+        snapshot_keep=values.get("snapshot.keep", 2),
+        snapshot_state_sync=values.get("snapshot.state_sync", False),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
@@ -288,6 +317,9 @@ def load_config(home: Path) -> NodeConfig:
         ui_peers=parse_origins(values.get("ui.peers", []), path=p, key="ui.peers"),
         ui_cors_origins=parse_origins(values.get("ui.cors_origins", []), path=p, key="ui.cors_origins"),
     )
+    if 0 < cfg.storage_retain_blocks < MIN_RETAIN_BLOCKS:
+        raise ConfigError(p, "storage.retain_blocks", f"expected 0 (keep every block) or at least "
+                                                      f"{MIN_RETAIN_BLOCKS}, got {cfg.storage_retain_blocks}")
     if cfg.log_format not in LOG_FORMATS:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:
@@ -415,6 +447,26 @@ chain_id = "{chain_id}"
 {bt}
 # LevelDB directory, relative to the home directory.
 data_dir = "data"
+# Commit this height, then exit 0 with "halt height reached" (coordinated upgrades; absent = never).
+# `cowboy-node run --halt-height H` does the same for one run.
+# halt_height = 1000000
+
+[storage]
+# Keep the blocks, receipts, certificates and indexes of the newest retain_blocks heights; older ones are
+# deleted in small batches after each block (0 = keep everything, an archive node; else at least 100).
+# Requests below the earliest kept height answer 410 pruned; GET /status shows it. docs/operations.md, "Prune".
+retain_blocks = 0
+# Heights one prune step deletes at most (one step after each committed block).
+# prune_batch_blocks = 64
+
+[snapshot]
+# Take a state snapshot into HOME/snapshots every interval_blocks blocks, keeping the newest `keep`
+# (0 = none; `cowboy-node snapshot create|list|export|import`, docs/operations.md, "Snapshots").
+interval_blocks = 0
+keep = 2
+# A validator (of several) starting with an empty data directory first fetches the other validators' newest
+# snapshot (every chunk verified against the finalized state root), installs it, then block-syncs from there.
+# state_sync = false
 
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.

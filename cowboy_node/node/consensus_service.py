@@ -737,6 +737,8 @@ class ConsensusService:
                 self._finals.popleft()
                 continue
             block = self._bodies.get(digest) or self.forks.block(digest)
+            if block is not None and self.chain.beyond_halt(block.header.height):  # issue 34: --halt-height
+                return
             if block is None:
                 if self._running:
                     self._spawn(self._fetch_body_then_wake(digest))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from cowboy_node.chain.admission import admit, head_context
@@ -39,6 +40,9 @@ from cowboy_node.execution.transactions import INTERNAL_ERROR
 from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.proposal_budget import ProposalBudget
+from cowboy_node.node.pruner import Pruner
+from cowboy_node.node.snapshot_server import SnapshotServer
+from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
@@ -51,6 +55,7 @@ from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.rpc.ui_queries import UiQueries
+from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
@@ -60,6 +65,8 @@ from cowboy_node.transport.endpoint_gossip import (
     EndpointRefused,
     make_endpoint_announcement,
 )
+from cowboy_node.transport.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
+from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
 from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.block import BlockHeader
@@ -90,7 +97,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  metrics: NodeMetrics | None = None, delta_ms: int = 0, election: Election = Election.RANDOM,
                  skip_timeout_views: int = 10, journal: VoteJournal | None = None,
                  admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
-                 sync_verify_workers: int = 0) -> None:
+                 sync_verify_workers: int = 0,
+                 retain_blocks: int = 0, prune_batch_blocks: int = 64,
+                 snapshotter: Snapshotter | None = None, snapshot_dir: Path | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -166,6 +175,17 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """Our HTTP API URL as announced to the other validators ("" when none)."""
         self._endpoint_seq = 0
         self._endpoint_announced_at: float | None = None
+        self.pruner = Pruner(chain.store, retain_blocks=retain_blocks, batch_blocks=prune_batch_blocks)
+        """``[storage] retain_blocks`` pruning, one bounded step after each commit in its own thread."""
+        self.halted = False
+        """Set once the block at ``chain.halt_height`` is committed (the node then stops and exits 0)."""
+        self.snapshotter = snapshotter
+        """``[snapshot] interval_blocks`` snapshots (None: not configured)."""
+        self.snapshot_server = None if snapshot_dir is None else SnapshotServer(
+            snapshot_dir, send=lambda to, ch, p: self.consensus.net is not None and self.consensus.net.send(to, ch, p))
+        """Serves this home's snapshots to validators that state-sync (channel 7), within per-peer budgets."""
+        if self.snapshot_server is not None:
+            self.consensus.handlers[CH_SNAPSHOT] = self.snapshot_server.receive
 
     # -- production -----------------------------------------------------------------
     def local_presence(self) -> frozenset[int]:
@@ -239,6 +259,11 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.consensus.close()
         self.tx_gossip.close()
         self._close_signature_pool()
+        self.pruner.close()
+        if self.snapshotter is not None:
+            self.snapshotter.close()
+        if self.snapshot_server is not None:
+            self.snapshot_server.close()
 
     def _close_signature_pool(self) -> None:
         pool, self.signature_pool, self._signature_batcher = self.signature_pool, None, None
@@ -256,6 +281,11 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         finally:
             self.tx_gossip.close()
             self._close_signature_pool()
+            self.pruner.close()
+            if self.snapshotter is not None:
+                self.snapshotter.close()
+            if self.snapshot_server is not None:
+                self.snapshot_server.close()
 
     async def produce_block(self) -> None:
         """Single validator driven by hand (tests, benchmarks): propose and commit the next block now."""
@@ -339,6 +369,15 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         log.info("block committed", height=h.height, view=h.round.view, txs=len(block.transactions),
                  hash="0x" + block.hash().hex()[:16], own=committed.own,
                  exec_ms=round(committed.execution_s * 1000, 1), commit_ms=round(committed.commit_s * 1000, 1))
+        self.pruner.after_commit(h.height)
+        if self.snapshotter is not None:
+            self.snapshotter.after_commit()
+        if self.chain.halt_height is not None and h.height >= self.chain.halt_height and not self.halted:
+            self.halted = True
+            log.warning("halt height reached; stopping (exit 0): upgrade the binary, then start the node without "
+                        "this halt height", height=h.height, halt_height=self.chain.halt_height,
+                        hash="0x" + block.hash().hex(), state_root="0x" + h.state_root.hex())
+            self.request_stop()
 
     # -- RPC facade -----------------------------------------------------------------
     def submit_transaction(self, tx_bytes: bytes, prepared: Prepared | None = None) -> dict[str, Any]:
@@ -412,6 +451,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             **self._reconfiguration_json(),
             "block_time_ms": self.block_time_ms,
             "pvm_version": self.chain.genesis.pvm_version,
+            "version": {"software": SOFTWARE_VERSION, "p2p_protocol": P2P_PROTOCOL_VERSION},
+            "storage": {"earliest_retained_height": self.chain.earliest_height(),
+                        "retain_blocks": self.pruner.retain_blocks, "halt_height": self.chain.halt_height},
             "consensus": self.consensus.status_json(),
             "cip11": get_cip11_flags(world).to_json(),
         }
@@ -488,7 +530,12 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         if height > self.chain.height:
             return None
         b = self.chain.blocks.block(height)
-        if b is None:
+        if b is None:  # read the pointer after the block: a prune step moves it in the batch that deletes
+            earliest = self.chain.earliest_height()
+            if height < earliest:
+                raise RpcError(410, "pruned", f"block {height} was pruned ([storage] retain_blocks); the earliest "
+                                              f"retained height is {earliest}",
+                               details={"earliest_retained_height": earliest})
             return None
         out = b.header.to_json()
         out["transactions"] = ["0x" + t.tx_hash().hex() for t in b.transactions]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from cowboy_node.chain.blockstore import BlockStore
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.genesis import Genesis
+from cowboy_node.chain.pruning import earliest_height
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.store import StateStore
@@ -25,6 +26,10 @@ def replay(source: StateStore, genesis: Genesis) -> Iterator[tuple[int, bytes]]:
     head = blocks.head_height()
     if head is None:
         return
+    earliest = earliest_height(source)
+    if earliest > 0:
+        raise ValueError(f"blocks below {earliest} are not stored (pruned by [storage] retain_blocks, or joined from "
+                         "a snapshot): replay needs every block from genesis")
     fresh = Chain(MemoryStore(), genesis)
     stored0 = blocks.block(0)
     if stored0 is None or stored0.hash() != fresh.head.hash():

@@ -6,17 +6,21 @@ import asyncio
 import signal
 from pathlib import Path
 
+from cowboy_node.chain.blockstore import KEY_INSTALLING, BlockStore
 from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.chain.errors import ConfigError
-from cowboy_node.chain.genesis import check_interpreter, load_genesis
+from cowboy_node.chain.genesis import Genesis, check_interpreter, load_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
+from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
+from cowboy_node.node.snapshotter import Snapshotter
+from cowboy_node.node.statesync import StateSync
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
@@ -24,10 +28,14 @@ from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.rpc.ui_routes import UiConfig
+from cowboy_node.snapshot.create import SNAPSHOT_DIR
+from cowboy_node.snapshot.manifest import SnapshotError
+from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
 
 log = get_logger("cowboy.node")
@@ -56,6 +64,78 @@ validator's peers would otherwise keep sending into the old process's dead conne
 reset) for the whole timeout; healthy links carry consensus traffic and a status message every second."""
 
 
+def peer_infos(cfg: NodeConfig, genesis: Genesis, me: int, path: str) -> list[PeerInfo]:
+    """``[p2p] peers`` as the peer layer's list: every other genesis validator, each once (an unknown key there,
+    this validator itself, or a missing validator stops start-up naming the key)."""
+    validators = genesis.validators
+    index = {v.ed25519_public_key: i for i, v in enumerate(validators)}
+    peers = []
+    for i, p in enumerate(cfg.p2p_peers):
+        j = index.get(p.public_key)
+        if j is None:
+            raise ConfigError(path, f"p2p.peers[{i}]", "key is not a genesis validator")
+        if j == me:
+            raise ConfigError(path, f"p2p.peers[{i}]", "lists this validator itself")
+        peers.append(PeerInfo(j, p.public_key, p.host, p.port))
+    missing = sorted(set(range(len(validators))) - {p.index for p in peers} - {me})
+    if missing:
+        names = ", ".join(validators[i].name for i in missing)
+        raise ConfigError(path, "p2p.peers", f"no address for genesis validator(s) {names}")
+    return peers
+
+
+async def state_sync_if_empty(cfg: NodeConfig, home: Path, genesis: Genesis, store: LevelDBStore,
+                              ed25519_seed: bytes) -> None:
+    """``[snapshot] state_sync``: when the data directory holds no chain (or an interrupted install), fetch the other
+    validators' newest snapshot over a peer layer of its own (closed after), verify and install it
+    (``node/statesync.py``). With no peer connected or no snapshot offered (a new network) the node goes on from
+    genesis; any other failure raises :class:`StartupError` naming the refusal code (nothing is installed)."""
+    if not cfg.snapshot_state_sync or len(genesis.validators) == 1:
+        return
+    if BlockStore(store).head_height() is not None and store.get(KEY_INSTALLING) is None:
+        return
+    public = ed25519.public_key_from_seed(ed25519_seed)
+    me = next((i for i, v in enumerate(genesis.validators) if v.ed25519_public_key == public), None)
+    if me is None:
+        return  # the node refuses this key right after, naming it
+    path = str(home / "config.toml")
+    scheme = ThresholdScheme(genesis.group_public_key, genesis.share_public_keys(), genesis.threshold, None)
+    holder: list[PeerNetwork] = []
+
+    class _Net:
+        def send(self, to: int, channel: int, payload: bytes) -> bool:
+            return holder[0].send(to, channel, payload)
+
+        def connected(self) -> frozenset[int]:
+            return holder[0].connected()
+
+        def penalize(self, peer: int, reason: str) -> None:
+            holder[0].penalize(peer, reason)
+
+    sync = StateSync(_Net(), genesis, scheme)
+    host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
+    net = PeerNetwork(me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port,
+                      peers=peer_infos(cfg, genesis, me, path),
+                      validator_keys=[v.ed25519_public_key for v in genesis.validators], network_id=genesis.hash(),
+                      cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
+                      on_message=lambda s, c, p: sync.receive(s, p) if c == CH_SNAPSHOT else None,
+                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S))
+    holder.append(net)
+    log.info("empty data directory: state-syncing from the other validators' snapshots", data=str(cfg.data_path))
+    await net.start()
+    try:
+        await sync.run(store, cfg.data_path, cfg.data_path.parent / (cfg.data_path.name + ".statesync"))
+    except SnapshotError as e:
+        if e.code in ("no_peer", "no_snapshot"):  # a new network, or no peer keeps snapshots: nothing to join from
+            log.warning("state sync: no snapshot to join from; block-syncing from genesis", code=e.code,
+                        error=str(e))
+            return
+        raise StartupError(f"state sync failed ({e.code}): {e}; start again to retry, or with [snapshot] "
+                           "state_sync = false to block-sync from genesis instead") from None
+    finally:
+        await net.stop()
+
+
 async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetrics) -> PeerNetwork | None:
     """Start the validator peer layer when the genesis has more than one validator.
 
@@ -66,19 +146,7 @@ async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetr
     if len(validators) == 1:
         return None
     path = str(home / "config.toml")
-    index = {v.ed25519_public_key: i for i, v in enumerate(validators)}
-    peers = []
-    for i, p in enumerate(cfg.p2p_peers):
-        j = index.get(p.public_key)
-        if j is None:
-            raise ConfigError(path, f"p2p.peers[{i}]", "key is not a genesis validator")
-        if j == node.index:
-            raise ConfigError(path, f"p2p.peers[{i}]", "lists this validator itself")
-        peers.append(PeerInfo(j, p.public_key, p.host, p.port))
-    missing = sorted(set(range(len(validators))) - {p.index for p in peers} - {node.index})
-    if missing:
-        names = ", ".join(validators[i].name for i in missing)
-        raise ConfigError(path, "p2p.peers", f"no address for genesis validator(s) {names}")
+    peers = peer_infos(cfg, node.chain.genesis, node.index, path)
     host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
     net = PeerNetwork(me=node.index, ed25519_seed=node.validator_transport_key().seed, listen_host=host,
                       listen_port=port, peers=peers, validator_keys=[v.ed25519_public_key for v in validators],
@@ -126,13 +194,14 @@ def conn_limits(cfg: NodeConfig) -> ConnLimits:
                       fd_reserve=cfg.rpc_fd_reserve)
 
 
-async def run_node(home: Path, *, fresh_key: bool = False) -> int:
+async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | None = None) -> int:
     """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code.
 
     ``fresh_key`` (``run --fresh-key``): vote at once even without a vote journal (the double-sign guard,
     ``[consensus] double_sign_check_views``, is skipped). Raises :class:`StartupError` when the node cannot start
     (a vote journal that cannot be read, or that holds conflicting own votes, included) and :class:`NodeFailed`
-    when it stopped on a vote journal write error."""
+    when it stopped on a vote journal write error. ``halt_height`` (``run --halt-height``) overrides
+    ``[node] halt_height``: the node commits that height, then stops and returns 0."""
     try:
         cfg = load_config(home)
         configure_logging(cfg.log_format, cfg.log_level)
@@ -152,10 +221,21 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
     except StoreError as e:
         raise StartupError(str(e)) from None
     try:
-        chain = Chain(store, genesis)
+        await state_sync_if_empty(cfg, home, genesis, store, key.ed25519_seed)
+    except (StartupError, ConfigError, OSError) as e:
+        store.close()
+        raise StartupError(str(e)) from None
+    halt = halt_height if halt_height is not None else cfg.halt_height
+    try:
+        chain = Chain(store, genesis, halt_height=halt)
     except ChainError as e:
         store.close()
         raise StartupError(f"{cfg.data_path}: {e}") from None
+    if halt is not None and chain.height >= halt:
+        store.close()
+        where = "--halt-height" if halt_height is not None else f"{home / 'config.toml'}: node.halt_height"
+        raise StartupError(f"{where}: {halt} is at or below the committed head {chain.height}; the node halted "
+                           "there already (remove it, or set a later height, to run on)")
     mempool = Mempool(MempoolConfig(
         max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
@@ -169,7 +249,11 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
                     journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
                     admission_workers=cfg.mempool_admission_workers,
                     double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
-                    sync_verify_workers=cfg.consensus_sync_verify_workers)
+                    sync_verify_workers=cfg.consensus_sync_verify_workers,
+                    retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
+                    snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR, interval_blocks=cfg.snapshot_interval_blocks,
+                                            keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
+                    snapshot_dir=home / SNAPSHOT_DIR)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
@@ -217,7 +301,8 @@ async def run_node(home: Path, *, fresh_key: bool = False) -> int:
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
              metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path),
-             validators=len(genesis.validators), me=node.index,
+             validators=len(genesis.validators), me=node.index, halt_height=halt,
+             retain_blocks=cfg.storage_retain_blocks or None, earliest=chain.earliest_height(),
              p2p=f"{cfg.p2p_addr} (udp)" if peers is not None else None)
     try:
         try:

@@ -90,6 +90,7 @@ class _Peer:
     delivered_at: float = -1e18
     failures: int = 0
     distrusted_until: float = 0.0
+    pruned_below: int = 0  # issue 34: the peer's SyncPruned earliest retained height (0: it never said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +220,8 @@ class SyncClient:
             if not r.answered:
                 busy[r.peer] = busy.get(r.peer, 0) + 1
         able = [i for i, p in self._s.peers.items() if p.claimed >= first and p.distrusted_until <= now
-                and i in connected and busy.get(i, 0) < self.limits.per_peer]
+                and i in connected and busy.get(i, 0) < self.limits.per_peer
+                and p.pruned_below <= first]  # issue 34: not a peer that pruned these heights
         if not able:
             return None
         self._rr += 1
@@ -260,6 +262,27 @@ class SyncClient:
         net = self._net()
         if net is not None and reason != "timeout":
             net.penalize(peer, f"sync_{reason}")
+
+    # ------------------------------------------------------------------------------------------ pruned peers (issue 34)
+
+    def on_pruned(self, peer: int, earliest: int) -> None:
+        """``peer`` answered SyncPruned: it keeps no block below ``earliest``. Not a fault (no penalty, no failure
+        counted): its requests below ``earliest`` are dropped and it is not asked for those heights again, so the
+        range goes to another peer. With no peer holding them, the node needs a state snapshot to join."""
+        p = self._s.peers.setdefault(peer, _Peer())
+        if earliest <= p.pruned_below:
+            return  # already known (an answer per request in flight)
+        p.pruned_below = earliest
+        for first, r in list(self._s.inflight.items()):
+            if r.peer == peer and first < earliest:
+                del self._s.inflight[first]
+        self._metrics.consensus_sync_refused.labels(reason="pruned").inc()
+        head = self.chain.height
+        able = [i for i, q in self._s.peers.items() if q.pruned_below <= head + 1 and q.claimed > head]
+        log.warning("sync peer pruned the blocks this node needs; asking others" if able else
+                    "every sync peer pruned the blocks this node needs: join from a state snapshot "
+                    "(docs/operations.md, Join)", peer=peer, earliest_retained=earliest, head=head)
+        self.plan()
 
     # ------------------------------------------------------------------------------------------ answers
 
@@ -405,6 +428,8 @@ class SyncClient:
         for block, seed, cert in work:
             if block.header.parent_hash != self.chain.head.hash():
                 break  # committed meanwhile by consensus
+            if self.chain.beyond_halt(block.header.height):  # issue 34: --halt-height, nothing above it
+                break
             prepared = verify_and_prepare(self.chain, block, signature_checked=self._checked)
             extra = [seed_op(block.header.round, seed)]
             if cert is not None:

@@ -27,6 +27,7 @@ from cowboy_node.consensus.sync_messages import (
     PackedPage,
     Status,
     SyncPage,
+    SyncPruned,
     SyncRequest,
     SyncResponse,
     decode_sync,
@@ -72,7 +73,8 @@ class Resolver:
             return frozenset() if n is None else n.connected()
 
         self.server = SyncServer(chain.blocks, records, head=lambda: chain.height, net=net, metrics=metrics,
-                                 clock=clock, spawn=spawn, limits=serve, memory_body=body_encoder)
+                                 clock=clock, spawn=spawn, limits=serve, memory_body=body_encoder,
+                                 earliest=chain.earliest_height)  # issue 34: refuse pruned heights typed
         """Answers peers' requests."""
         self.client = SyncClient(chain, net=net, metrics=metrics, clock=clock, in_builder=in_builder,
                                  verify=self.verifier.verify, spawn=spawn, connected=connected, on_applied=on_applied,
@@ -96,6 +98,8 @@ class Resolver:
             self.server.on_sync_request(sender, msg)
         elif isinstance(msg, SyncResponse | SyncPage | PackedPage):
             self.client.on_answer(sender, msg)
+        elif isinstance(msg, SyncPruned):  # issue 34: that peer pruned what we asked for
+            self.client.on_pruned(sender, msg.earliest)
 
     def allow_fetch(self, sender: int, views: int) -> bool:
         """Whether a Fetch of ``views`` views from ``sender`` is within its budget (refused and counted if not)."""

@@ -39,6 +39,7 @@ from cowboy_node.consensus.sync_messages import (
     CH_SYNC,
     PackedPage,
     SyncPage,
+    SyncPruned,
     SyncRequest,
     SyncResponse,
     decode_sync,
@@ -74,6 +75,9 @@ class Refusal(enum.Enum):
     """The Fetch asks for more views than the peer's view budget allows."""
     NOT_FOUND = "not_found"
     """Nothing to serve (height not reached, body unknown): not the peer's fault, no strike."""
+    PRUNED = "pruned"
+    """Issue 34: a SyncRequest below this node's earliest retained height (``[storage] retain_blocks``); answered
+    with a SyncPruned naming that height (not the peer's fault, no strike)."""
 
 
 class RequestKind(enum.Enum):
@@ -181,8 +185,10 @@ class SyncServer:
     def __init__(self, blocks: BlockStore, records: ConsensusRecords, *, head: Callable[[], int],
                  net: Callable[[], PeerSender | None], metrics: NodeMetrics, clock: Callable[[], float],
                  spawn: Callable[[object], None], limits: ServeLimits | None = None,
-                 memory_body: Callable[[bytes], Callable[[], bytes] | None] | None = None) -> None:
+                 memory_body: Callable[[bytes], Callable[[], bytes] | None] | None = None,
+                 earliest: Callable[[], int] | None = None) -> None:
         self.limits = lim = limits or ServeLimits()
+        self._earliest = earliest  # issue 34: the earliest retained height (None: an archive, nothing pruned)
         self._blocks = blocks
         self._records = records
         self._head = head
@@ -208,6 +214,13 @@ class SyncServer:
     def on_sync_request(self, sender: int, req: SyncRequest) -> None:
         """A peer asks for finalized blocks (on the event loop: budgets only; the read happens in the pool)."""
         if not self._admit(sender, RequestKind.SYNC, self._sync):
+            return
+        earliest = self._earliest() if self._earliest is not None else 0
+        if req.from_height < earliest:  # issue 34: tell the peer, so it asks another one (or state-syncs)
+            self._refuse(sender, RequestKind.SYNC, Refusal.PRUNED, strike=False)
+            net = self._net()
+            if net is not None:
+                net.send(sender, CH_SYNC, encode_sync(SyncPruned(earliest)))
             return
         head = self._head()
         page_bytes = self.limits.page_bytes

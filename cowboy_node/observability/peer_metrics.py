@@ -16,7 +16,7 @@ DROP_REASONS = ("rate_limited", "too_large", "not_connected", "queue_full", "bad
 """Why a message was dropped (sending: not_connected, too_large, queue_full; receiving: the others; penalized: its
 sender is serving a back-off)."""
 HANDSHAKE_FAILURE_REASONS = ("wrong_network", "unknown_validator", "bad_signature", "unexpected_identity",
-                             "handshake_timeout", "bad_frame")
+                             "handshake_timeout", "bad_frame", "incompatible_version")
 """Why a Hello/HelloAck was refused by this node."""
 
 

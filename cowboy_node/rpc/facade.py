@@ -16,15 +16,18 @@ class RpcError(Exception):
     """An error with a stable ``code`` and the HTTP ``status`` to answer with.
 
     ``retry_after`` (whole seconds, optional) becomes a ``Retry-After`` header: set on 429 ``rate_limited``
-    and 503 ``busy``, when trying again later can succeed.
+    and 503 ``busy``, when trying again later can succeed. ``details`` are further fields of the JSON body
+    (410 ``pruned`` carries ``earliest_retained_height``).
     """
 
-    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None) -> None:
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None,
+                 details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.retry_after = retry_after
+        self.details = details
 
 
 class NodeFacade(Protocol):
@@ -58,7 +61,8 @@ class NodeFacade(Protocol):
         ...
 
     def block(self, height: int) -> dict[str, Any] | None:
-        """Header JSON plus ``transactions`` (hashes) or None if no such block."""
+        """Header JSON plus ``transactions`` (hashes) or None if no such block; RpcError(410, "pruned") with
+        ``earliest_retained_height`` for a height below the earliest one kept (``[storage] retain_blocks``)."""
         ...
 
     def transaction(self, tx_hash: bytes) -> dict[str, Any] | None:

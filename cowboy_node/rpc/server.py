@@ -61,9 +61,9 @@ READ_POOL_KEY: web.AppKey[ReadPool] = web.AppKey("read_pool", ReadPool)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def error_response(status: int, code: str, message: str) -> web.Response:
-    """A JSON error body with the given HTTP status."""
-    return web.json_response({"code": code, "message": message}, status=status)
+def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
+    """A JSON error body with the given HTTP status (``details``: further fields, never ``code``/``message``)."""
+    return web.json_response({**(details or {}), "code": code, "message": message}, status=status)
 
 
 # -- input parsing -------------------------------------------------------------------
@@ -282,7 +282,7 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         response = await handler(request)
     except RpcError as e:
-        response = error_response(e.status, e.code, e.message)
+        response = error_response(e.status, e.code, e.message, e.details)
         if e.retry_after is not None:
             response.headers["Retry-After"] = str(e.retry_after)
     except web.HTTPMethodNotAllowed as e:

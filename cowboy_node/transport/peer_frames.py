@@ -8,8 +8,9 @@ No asyncio, no sockets and no clock here (DESIGN.md §3 rule 3): the QUIC adapte
 ``u32_be length ‖ body``, ``body`` the deterministic CBOR (strict decoder) of a map with small integer keys,
 key 0 the kind:
 
-* ``Hello``    ``{0: 0, 1: version, 2: network_id, 3: index, 4: signature}`` — dialer → listener, first frame;
-* ``HelloAck`` ``{0: 1, 1: version, 2: network_id, 3: index, 4: signature}`` — listener → dialer, the answer;
+* ``Hello``    ``{0: 0, 1: version, 2: network_id, 3: index, 4: signature, 5: software}`` — dialer → listener,
+  first frame;
+* ``HelloAck`` ``{0: 1, 1: version, 2: network_id, 3: index, 4: signature, 5: software}`` — listener → dialer;
 * ``Data``     ``{0: 2, 1: channel, 2: payload}`` — dialer → listener only, after the handshake;
 * ``Goodbye``  ``{0: 3, 1: reason}`` — either way, then the connection closes.
 
@@ -22,6 +23,14 @@ A length of 0 or above the cap is refused as soon as its 4-byte prefix is read, 
 ``tls_exporter`` is ``TLS-Exporter("EXPORTER-cowboy-p2p-channel-binding", "", 32)`` of the QUIC connection, so a
 signature proves possession of the validator key *on this TLS channel*: a relay terminating TLS twice sees two
 different exporters and cannot forward a valid Hello.
+
+**Versions** (issue 34 §3). ``version`` is the peer protocol version; a peer whose version is outside
+``MIN_PROTOCOL_VERSION..PROTOCOL_VERSION`` is refused with the typed reason ``incompatible_version`` (checked before
+anything else, and whatever other keys a Hello of another version carries, so a future version's Hello is still
+refused by name, not as ``bad_frame``). ``software`` is the sender's software version (``cowboy-node/0.1.0``),
+informational: logged with a refusal so operators see which binary a peer runs. It is not in the signed preimage
+(unchanged, so the signature rules are those of version 1); the TLS channel the signature is bound to carries it
+unaltered. A Hello without key 5 (a node from before this field) is accepted with ``software`` empty.
 """
 
 from __future__ import annotations
@@ -44,9 +53,12 @@ __all__ = [
     "KIND_HELLO",
     "KIND_HELLO_ACK",
     "MAX_REASON_CHARS",
+    "MAX_SOFTWARE_CHARS",
+    "MIN_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",
     "ROLE_DIALER",
     "ROLE_LISTENER",
+    "SOFTWARE_VERSION",
     "Data",
     "Frame",
     "FrameReader",
@@ -70,7 +82,24 @@ EXPORTER_LABEL: Final = b"EXPORTER-cowboy-p2p-channel-binding"
 BINDING_BYTES: Final = 32
 """Bytes of exporter output in the preimage."""
 PROTOCOL_VERSION: Final = 1
-"""The only peer protocol version this node speaks."""
+"""The peer protocol version this node sends (the newest it speaks)."""
+MIN_PROTOCOL_VERSION: Final = 1
+"""The oldest peer protocol version this node accepts."""
+MAX_SOFTWARE_CHARS: Final = 64
+"""Longest ``software`` text accepted."""
+
+
+def _software_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # read once, at import
+
+    try:
+        return f"cowboy-node/{version('cowboy-node')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "cowboy-node/unknown"
+
+
+SOFTWARE_VERSION: Final = _software_version()
+"""What this node puts in its Hello's ``software`` key."""
 ROLE_DIALER: Final = 0
 ROLE_LISTENER: Final = 1
 KIND_HELLO: Final = 0
@@ -87,7 +116,7 @@ SIGNATURE_BYTES: Final = 64
 MAX_INDEX: Final = 0xFFFF
 
 HANDSHAKE_FAILURES: Final = ("wrong_network", "unknown_validator", "bad_signature", "unexpected_identity",
-                             "handshake_timeout", "bad_frame")
+                             "handshake_timeout", "bad_frame", "incompatible_version")
 """Every reason a handshake is refused with (metric label values)."""
 
 _LEN = struct.Struct(">I")
@@ -125,6 +154,8 @@ class Hello:
     """64-byte Ed25519 signature over :func:`hello_preimage` with the sender's role, index and exporter."""
     version: int = PROTOCOL_VERSION
     """Peer protocol version (1)."""
+    software: str = ""
+    """The sender's software version, e.g. ``cowboy-node/0.1.0`` (informational; "" from a node that sent none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +186,11 @@ def _framed(body: bytes) -> bytes:
 def encode_frame(frame: Frame) -> bytes:
     """``u32_be length ‖ canonical CBOR`` of ``frame``."""
     if isinstance(frame, Hello):
-        return _framed(encode({0: frame.role, 1: frame.version, 2: frame.network_id, 3: frame.index,
-                               4: frame.signature}))
+        body: dict[int, object] = {0: frame.role, 1: frame.version, 2: frame.network_id, 3: frame.index,
+                                   4: frame.signature}
+        if frame.software:
+            body[5] = frame.software[:MAX_SOFTWARE_CHARS]
+        return _framed(encode(body))
     if isinstance(frame, Data):
         return encode_data(frame.channel, frame.payload)
     return _framed(encode({0: KIND_GOODBYE, 1: frame.reason[:MAX_REASON_CHARS]}))
@@ -183,8 +217,10 @@ def _bytes(body: dict[object, object], key: int, size: int | None) -> bytes:
     return v
 
 
-_KEYS: Final = {KIND_HELLO: {0, 1, 2, 3, 4}, KIND_HELLO_ACK: {0, 1, 2, 3, 4}, KIND_DATA: {0, 1, 2},
+_KEYS: Final = {KIND_HELLO: {0, 1, 2, 3, 4, 5}, KIND_HELLO_ACK: {0, 1, 2, 3, 4, 5}, KIND_DATA: {0, 1, 2},
                 KIND_GOODBYE: {0, 1}}
+_HELLO_V1_KEYS: Final = {0, 1, 2, 3, 4}
+"""A Hello without ``software`` (nodes from before issue 34)."""
 
 
 def decode_body(body: bytes) -> Frame:
@@ -199,11 +235,24 @@ def decode_body(body: bytes) -> Frame:
     kind = m.get(0)
     if type(kind) is not int or kind not in _KEYS:
         raise PeerFrameError("bad_frame", f"unknown frame kind {kind!r}")
+    if kind in (KIND_HELLO, KIND_HELLO_ACK):
+        version = m.get(1)
+        if type(version) is int and not MIN_PROTOCOL_VERSION <= version <= PROTOCOL_VERSION:
+            # Another version's Hello may have other keys: keep only what names it, so verify_hello refuses it
+            # as incompatible_version (its other fields are never used).
+            software = m.get(5)
+            return Hello(role=kind, version=version, network_id=bytes(NETWORK_ID_BYTES), index=0,
+                         signature=bytes(SIGNATURE_BYTES),
+                         software=software[:MAX_SOFTWARE_CHARS] if isinstance(software, str) else "")
+        if set(m) not in (_KEYS[kind], _HELLO_V1_KEYS):
+            raise PeerFrameError("bad_frame", f"frame kind {kind} has keys {sorted(map(repr, m))}")
+        sent = m.get(5, "")
+        if not isinstance(sent, str) or (5 in m and not 0 < len(sent) <= MAX_SOFTWARE_CHARS):
+            raise PeerFrameError("bad_frame", f"key 5 must be a text of 1..{MAX_SOFTWARE_CHARS} characters")
+        return Hello(role=kind, version=_uint(m, 1, 0xFFFF), network_id=_bytes(m, 2, NETWORK_ID_BYTES),
+                     index=_uint(m, 3, MAX_INDEX), signature=_bytes(m, 4, SIGNATURE_BYTES), software=sent)
     if set(m) != _KEYS[kind]:
         raise PeerFrameError("bad_frame", f"frame kind {kind} has keys {sorted(map(repr, m))}")
-    if kind in (KIND_HELLO, KIND_HELLO_ACK):
-        return Hello(role=kind, version=_uint(m, 1, 0xFFFF), network_id=_bytes(m, 2, NETWORK_ID_BYTES),
-                     index=_uint(m, 3, MAX_INDEX), signature=_bytes(m, 4, SIGNATURE_BYTES))
     if kind == KIND_DATA:
         return Data(channel=_uint(m, 1, 255), payload=_bytes(m, 2, None))
     reason = m[1]
@@ -280,23 +329,26 @@ def hello_preimage(network_id: bytes, role: int, index: int, binding: bytes) -> 
 
 
 def make_hello(signer: ed25519.PreparedSigner, *, network_id: bytes, role: int, index: int,
-               binding: bytes) -> Hello:
+               binding: bytes, software: str = SOFTWARE_VERSION) -> Hello:
     """The signed Hello (role 0) or HelloAck (role 1) of validator ``index`` for this channel."""
     sig = signer.sign(hello_preimage(network_id, role, index, binding))
-    return Hello(role=role, network_id=network_id, index=index, signature=sig)
+    return Hello(role=role, network_id=network_id, index=index, signature=sig, software=software)
 
 
 def verify_hello(frame: Frame, *, role: int, network_id: bytes, me: int, validator_keys: tuple[bytes, ...],
                  binding: bytes, expected_index: int | None) -> int:
     """Check the peer's Hello (``role`` 0) or HelloAck (``role`` 1); return its validator index.
 
-    Raises :class:`HandshakeError`: ``bad_frame`` (not a Hello of that role, unknown version), ``wrong_network``,
+    Raises :class:`HandshakeError`: ``incompatible_version`` (a protocol version outside
+    ``MIN_PROTOCOL_VERSION..PROTOCOL_VERSION``), ``bad_frame`` (not a Hello of that role), ``wrong_network``,
     ``unknown_validator`` (index beyond the set), ``unexpected_identity`` (our own index, or not the validator we
     dialed), ``bad_signature`` (not signed by ``validator_keys[index]`` over this channel's exporter)."""
     if not isinstance(frame, Hello) or frame.role != role:
         raise HandshakeError("bad_frame", f"expected {'HelloAck' if role else 'Hello'}, got {type(frame).__name__}")
-    if frame.version != PROTOCOL_VERSION:
-        raise HandshakeError("bad_frame", f"unsupported version {frame.version}")
+    if not MIN_PROTOCOL_VERSION <= frame.version <= PROTOCOL_VERSION:
+        raise HandshakeError("incompatible_version",
+                             f"peer speaks p2p protocol {frame.version} ({frame.software or 'software unknown'}); "
+                             f"this node ({SOFTWARE_VERSION}) speaks {MIN_PROTOCOL_VERSION}..{PROTOCOL_VERSION}")
     if frame.network_id != network_id:
         raise HandshakeError("wrong_network", frame.network_id.hex()[:16])
     if frame.index >= len(validator_keys):

@@ -17,6 +17,7 @@ from cowboy_node.consensus.sync_messages import (
     Status,
     SyncMessage,
     SyncPage,
+    SyncPruned,
     SyncRequest,
     SyncResponse,
     decode_sync,
@@ -41,10 +42,12 @@ GOLDEN: list[tuple[str, SyncMessage, str]] = [
     # {0: 4, 1: [h'6162', h'63'], 2: 5, 3: h'66696e'}: a4 = map of 4 pairs
     ("sync_page", SyncPage((b"ab", b"c"), 5, b"fin"),
      "a4" "0004" "01" "82" "426162" "4163" "02" "05" "03" "4366696e"),
+    # {0: 5, 1: 300}: 300 = 0x012c needs the 2-byte form 19 012c
+    ("sync_pruned", SyncPruned(300), "a2" "0005" "01" "19012c"),
     # {0: 2, 1: 10, 2: 64, 3: 1}: the request accepts a PackedPage (key 3 omitted when it does not)
     ("sync_request_packed", SyncRequest(10, 64, packed=True), "a4" "0002" "010a" "021840" "0301"),
-    # {0: 5, 1: 5, 2: 2, 3: 3, 4: h'7a7a'}: a5 = map of 5 pairs (placeholder data: this layer does not inflate it)
-    ("packed_page", PackedPage(5, 2, 3, b"zz"), "a5" "0005" "0105" "0202" "0303" "04427a7a"),
+    # {0: 6, 1: 5, 2: 2, 3: 3, 4: h'7a7a'}: a5 = map of 5 pairs (placeholder data: this layer does not inflate it)
+    ("packed_page", PackedPage(5, 2, 3, b"zz"), "a5" "0006" "0105" "0202" "0303" "04427a7a"),
 ]
 
 
@@ -100,7 +103,8 @@ BAD = {
     "non_shortest_int": "a2" "0000" "011805",
     "unsorted_keys": "a2" "0105" "0000",
     # unknown kinds and non-maps
-    "unknown_kind_5": "a2" "0005" "0100",
+    "unknown_kind_7": "a2" "0007" "0100",
+    "sync_pruned_extra_key": "a3" "0005" "0100" "0200",
     "sync_page_missing_height": "a3" "0004" "01814161" "024166",
     "sync_page_height_not_uint": "a4" "0004" "01814161" "0220" "034166",
     "sync_page_empty_blocks": "a4" "0004" "0180" "0205" "034166",
@@ -112,12 +116,12 @@ BAD = {
     "sync_request_packed_2": "a4" "0002" "010a" "021840" "0302",
     "sync_request_packed_text": "a4" "0002" "010a" "021840" "036131",
     # PackedPage bounds
-    "packed_page_zero_blocks": "a5" "0005" "0105" "0200" "0303" "04427a7a",
-    "packed_page_129_blocks": "a5" "0005" "0105" "021881" "0303" "04427a7a",
-    "packed_page_raw_size_zero": "a5" "0005" "0105" "0202" "0300" "04427a7a",
-    "packed_page_raw_size_above_max": "a5" "0005" "0105" "0202" "031a01000001" "04427a7a",
-    "packed_page_empty_data": "a5" "0005" "0105" "0202" "0303" "0440",
-    "packed_page_missing_data": "a4" "0005" "0105" "0202" "0303",
+    "packed_page_zero_blocks": "a5" "0006" "0105" "0200" "0303" "04427a7a",
+    "packed_page_129_blocks": "a5" "0006" "0105" "021881" "0303" "04427a7a",
+    "packed_page_raw_size_zero": "a5" "0006" "0105" "0202" "0300" "04427a7a",
+    "packed_page_raw_size_above_max": "a5" "0006" "0105" "0202" "031a01000001" "04427a7a",
+    "packed_page_empty_data": "a5" "0006" "0105" "0202" "0303" "0440",
+    "packed_page_missing_data": "a4" "0006" "0105" "0202" "0303",
 }
 
 

@@ -1036,6 +1036,8 @@ def test_readme_documents_the_cip11_phases_the_udp_port_and_runner_commands_of_t
 
 CONFIG_KEYS = {
     "node": {"chain_id", "block_time_ms", "data_dir"},
+    "storage": {"retain_blocks"},
+    "snapshot": {"interval_blocks", "keep"},
     "rpc": {"addr", "max_body_bytes",
             "max_connections", "max_connections_per_ip", "header_timeout_ms", "idle_timeout_ms", "fd_reserve",
             "read_max_concurrent", "read_max_queue", "read_max_wait_ms", "read_call_timeout_ms",

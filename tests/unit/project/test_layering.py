@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"cowboy_node.chain"},                                # block store, commit, genesis, mempool
     {"cowboy_node.consensus"},                            # header checks, beacon, the producer
     {"cowboy_node.observability"},                        # metrics and logs of everything below
+    {"cowboy_node.snapshot"},                             # state snapshots: take, verify, install (files)
     {"cowboy_node.transport", "cowboy_node.rpc"},         # the node's two servers (never import each other)
     {"cowboy_node.node"},                                 # process start-up, config, keys, wiring
     {"cowboy_node.cli"},                                  # the cowboy-node commands

@@ -47,10 +47,19 @@ def _doc_vectors() -> dict[str, bytes]:
     return out
 
 
+SOFTWARE = "cowboy-node/0.1.0"
+"""The golden frames' software version (fixed: the real one changes with every release)."""
+
+
 def _computed_vectors() -> dict[str, bytes]:
-    hello = make_hello(ed25519.PreparedSigner(SEEDS[1]), network_id=NETWORK_ID, role=0, index=1, binding=BINDING)
-    ack = make_hello(ed25519.PreparedSigner(SEEDS[2]), network_id=NETWORK_ID, role=1, index=2, binding=BINDING)
+    hello = make_hello(ed25519.PreparedSigner(SEEDS[1]), network_id=NETWORK_ID, role=0, index=1, binding=BINDING,
+                       software=SOFTWARE)
+    ack = make_hello(ed25519.PreparedSigner(SEEDS[2]), network_id=NETWORK_ID, role=1, index=2, binding=BINDING,
+                     software=SOFTWARE)
+    old = make_hello(ed25519.PreparedSigner(SEEDS[1]), network_id=NETWORK_ID, role=0, index=1, binding=BINDING,
+                     software="")
     return {
+        "frame/hello_without_software": encode_frame(old),
         "preimage/hello": hello_preimage(NETWORK_ID, 0, 1, BINDING),
         "preimage/hello_ack": hello_preimage(NETWORK_ID, 1, 2, BINDING),
         "frame/hello": encode_frame(hello),
@@ -69,7 +78,8 @@ def test_golden_preimage_is_assembled_exactly_as_documented() -> None:
     assert _doc_vectors()["preimage/hello"] == expected
 
 
-@pytest.mark.parametrize("name", ["frame/hello", "frame/hello_ack", "frame/data", "frame/goodbye"])
+@pytest.mark.parametrize("name", ["frame/hello", "frame/hello_ack", "frame/hello_without_software", "frame/data",
+                                  "frame/goodbye"])
 def test_golden_frames_decode_back_to_their_value(name: str) -> None:
     raw = _doc_vectors()[name]
     assert int.from_bytes(raw[:4], "big") == len(raw) - 4
@@ -173,7 +183,30 @@ def test_hello_checks_refuse_with_the_named_reason() -> None:
     assert _reason(_hello(SEEDS[1], index=1, role=1)) == "bad_frame"  # a HelloAck where a Hello belongs
     assert _reason(Data(0, b"x")) == "bad_frame"  # Data before the handshake
     v2 = Hello(role=0, network_id=NETWORK_ID, index=1, signature=_hello(SEEDS[1], index=1).signature, version=2)
-    assert _reason(v2) == "bad_frame"
+    assert _reason(v2) == "incompatible_version"
+
+
+def test_a_hello_of_another_protocol_version_is_refused_by_name_whatever_its_other_keys() -> None:
+    future = encode({0: 0, 1: 2, 2: NETWORK_ID, 3: 1, 4: bytes(64), 5: "cowboy-node/9.0.0", 6: b"new field"})
+    frame = decode_body(future)
+    assert isinstance(frame, Hello) and frame.version == 2 and frame.software == "cowboy-node/9.0.0"
+    with pytest.raises(HandshakeError) as e:
+        verify_hello(frame, role=0, network_id=NETWORK_ID, me=0, validator_keys=KEYS, binding=BINDING,
+                     expected_index=None)
+    assert e.value.reason == "incompatible_version" and "cowboy-node/9.0.0" in e.value.detail
+    v0 = decode_body(encode({0: 1, 1: 0, 2: NETWORK_ID, 3: 2, 4: bytes(64)}))
+    assert _reason(v0, role=1) == "incompatible_version"
+
+
+def test_hello_carries_the_software_version_and_one_without_it_is_still_accepted() -> None:
+    from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
+
+    sent = decode_body(encode_frame(_hello(SEEDS[1], index=1))[4:])
+    assert isinstance(sent, Hello) and sent.software == SOFTWARE_VERSION and SOFTWARE_VERSION.startswith("cowboy-node/")
+    old = decode_body(_doc_vectors()["frame/hello_without_software"][4:])
+    assert isinstance(old, Hello) and old.software == ""
+    assert verify_hello(old, role=0, network_id=NETWORK_ID, me=0, validator_keys=KEYS, binding=BINDING,
+                        expected_index=None) == 1
 
 
 def test_hello_signed_for_the_other_role_does_not_verify() -> None:
