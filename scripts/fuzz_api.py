@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from itertools import pairwise
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,7 @@ class HeightWatch(threading.Thread):
     def summary(self, started: float, ended: float) -> dict[str, Any]:
         points = [(t, h) for t, h in self.seen if started <= t <= ended]
         times = [started, *(t for t, _ in points), ended]
-        gap = max(b - a for a, b in zip(times, times[1:], strict=False))
+        gap = max(b - a for a, b in pairwise(times))
         blocks = points[-1][1] - points[0][1] if len(points) > 1 else 0
         return {"blocks_during_run": blocks, "max_block_gap_s": round(gap, 2)}
 
