@@ -27,8 +27,8 @@ import sys
 import tempfile
 import threading
 import time
-from itertools import pairwise
 import urllib.request
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
