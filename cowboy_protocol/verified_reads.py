@@ -19,6 +19,7 @@ three encodings above and the tree's hashing rules (``cowboy_node/state/tree.py`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from py_arkworks_bls12381 import GT, G1Point, G2Point
@@ -100,16 +101,30 @@ class CertifiedHeader:
     """The state root every proof of the read is checked against."""
 
 
+@lru_cache(maxsize=16)
+def _group_point(group_key: bytes) -> G2Point | None:
+    """The decoded, checked group key (a client checks against one key: decode and subgroup-check it once)."""
+    if len(group_key) != 96 or group_key[0] & 0xC0 != 0x80:
+        return None
+    try:
+        pk = G2Point.from_compressed_bytes(group_key)
+    except Exception:  # off the curve
+        return None
+    if not pk.is_in_subgroup() or bytes(pk.to_compressed_bytes()) != group_key:
+        return None
+    return pk
+
+
 def _bls_verify(group_key: bytes, message: bytes, signature: bytes) -> bool:
     """``e(sig, G2) == e(H(m), pk)`` with strict decoding (compressed, canonical, in the subgroup, not identity)."""
+    pk = _group_point(bytes(group_key))
+    if pk is None:
+        return False
     try:
-        if len(signature) != 48 or len(group_key) != 96 or signature[0] & 0xC0 != 0x80 or group_key[0] & 0xC0 != 0x80:
+        if len(signature) != 48 or signature[0] & 0xC0 != 0x80:
             return False
         sig = G1Point.from_compressed_bytes(bytes(signature))
-        pk = G2Point.from_compressed_bytes(bytes(group_key))
-        if not sig.is_in_subgroup() or not pk.is_in_subgroup():
-            return False
-        if bytes(sig.to_compressed_bytes()) != bytes(signature) or bytes(pk.to_compressed_bytes()) != bytes(group_key):
+        if not sig.is_in_subgroup() or bytes(sig.to_compressed_bytes()) != bytes(signature):
             return False
         h = G1Point.hash_to_curve(bytes(message), DST)
         return bool(GT.pairing_check([sig, -h], [_G2_GEN, pk]))

@@ -86,7 +86,7 @@ def parse_filter(query: Any) -> Filter:
 
 @dataclass(frozen=True, slots=True)
 class _Height:
-    block: dict[str, Any]
+    block_message: str  # the blocks topic's message, encoded once for every subscriber
     txs: tuple[tuple[bytes, bytes, dict[str, Any]], ...]  # (sender, hash, tx JSON with its receipt)
 
 
@@ -117,7 +117,7 @@ class ChainSource:
         for i, (tx, receipt) in enumerate(zip(block.transactions, receipts, strict=True)):
             h = tx.tx_hash()
             txs.append((tx.sender, h, {**tx.to_json(), "height": height, "index": i, "receipt": receipt.to_json()}))
-        got = _Height(doc, tuple(txs))
+        got = _Height(_dump({"type": "block", "height": height, "block": doc}), tuple(txs))
         self._cache[height] = got
         while len(self._cache) > _CACHE_HEIGHTS:
             self._cache.popitem(last=False)
@@ -127,7 +127,7 @@ class ChainSource:
         """The message of ``height`` for ``f`` (JSON text), or None when nothing at that height matches."""
         if f.topic == "blocks":
             h = self._height(height)
-            return None if h is None else _dump({"type": "block", "height": height, "block": h.block})
+            return None if h is None else h.block_message
         if f.topic == "txs":
             h = self._height(height)
             if h is None:

@@ -8,7 +8,8 @@ How it stays off block production's path:
   subscribers (one ``Event.set``), whatever their number: nothing is rendered or sent in the commit path.
 - Each connection has its own task that renders the heights after its last one (a replay from the store when
   the client gave ``from``, then live) and sends them, yielding to the event loop after every height.
-- Memory per connection is bounded: the socket's write buffer is capped at ``[rpc] subscription_buffer_bytes``,
+- Memory per connection is bounded: the write buffer in the process and the kernel's send buffer are each
+  capped at ``[rpc] subscription_buffer_bytes``,
   and a send that cannot complete within ``subscription_send_timeout_ms`` (the client does not read) or a
   subscriber more than ``subscription_max_lag_blocks`` behind the head is a slow consumer: it is told
   (``{"type": "dropped", "reason": "slow_consumer", "resume_from": H}``, best effort: a client that reads nothing
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -195,7 +197,8 @@ async def handle_subscribe(request: web.Request) -> web.StreamResponse:
     if hub is None:
         raise RpcError(501, "not_implemented", "this node does not serve subscriptions")
     f = parse_filter(request.query)
-    ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=4096, autoclose=True)
+    # writer_limit: aiohttp waits for the socket to drain once this much is written and unsent (default 64 KiB).
+    ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=4096, autoclose=True, writer_limit=hub.limits.buffer_bytes)
     if not ws.can_prepare(request).ok:
         raise RpcError(400, "not_websocket", "GET /subscribe is a WebSocket endpoint (send Upgrade: websocket)")
     first = hub.admit(f)
@@ -204,6 +207,10 @@ async def handle_subscribe(request: web.Request) -> web.StreamResponse:
         transport = request.transport
         if transport is not None:
             transport.set_write_buffer_limits(high=hub.limits.buffer_bytes)
+            sock = transport.get_extra_info("socket")
+            if sock is not None:  # the kernel's send buffer too: without it, it grows to MiBs per connection
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, hub.limits.buffer_bytes)
         reader = asyncio.create_task(_read_until_closed(ws))
         streamer = asyncio.create_task(hub.stream(f, first, ws))
         try:
