@@ -26,7 +26,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
             "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int,
             "subscription_max": int, "subscription_buffer_bytes": int, "subscription_send_timeout_ms": int,
-            "subscription_max_lag_blocks": int},
+            "subscription_max_lag_blocks": int, "subscription_replay_per_s": int},
     "quic": {"addr": str, "advertise": str, "workers": int},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
@@ -58,6 +58,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "rpc.subscription_buffer_bytes": (4096, 64 * _MIB),
     "rpc.subscription_send_timeout_ms": (10, 600_000),
     "rpc.subscription_max_lag_blocks": (1, 1_000_000),
+    "rpc.subscription_replay_per_s": (1, 10_000_000),
     "mempool.max_txs": (1, 1_000_000),
     "mempool.max_bytes": (1, 1024 * _MIB),
     "mempool.max_txs_per_sender": (1, 10_000),
@@ -149,6 +150,8 @@ class NodeConfig:
     """A subscriber whose buffer stays full this long is a slow consumer: told and dropped."""
     rpc_subscription_max_lag_blocks: int = 1000
     """Deepest resumption (``from`` below the head) and largest lag before a subscriber is dropped."""
+    rpc_subscription_replay_per_s: int = 2000
+    """Heights all subscriptions together may catch up per second (the newest height is never held back)."""
     quic_addr: str = "127.0.0.1:4433"
     quic_advertise: str | None = None
     """``HOST:PORT`` runners dial for this validator's QUIC transport, announced to the other validators and
@@ -274,6 +277,7 @@ def load_config(home: Path) -> NodeConfig:
         rpc_subscription_buffer_bytes=values.get("rpc.subscription_buffer_bytes", 256 * 1024),
         rpc_subscription_send_timeout_ms=values.get("rpc.subscription_send_timeout_ms", 5000),
         rpc_subscription_max_lag_blocks=values.get("rpc.subscription_max_lag_blocks", 1000),
+        rpc_subscription_replay_per_s=values.get("rpc.subscription_replay_per_s", 2000),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
         quic_advertise=values.get("quic.advertise"),
         quic_workers=values.get("quic.workers", 1),
@@ -470,6 +474,9 @@ subscription_buffer_bytes = 262144
 subscription_send_timeout_ms = 5000
 # Deepest resumption (from = up to this many blocks below the head) and largest lag before a drop.
 subscription_max_lag_blocks = 1000
+# Heights all subscriptions together may catch up per second (replays after a reconnect; the newest height is
+# never held back), so a crowd of resuming clients cannot take the event loop from block production.
+subscription_replay_per_s = 2000
 
 [quic]
 # CIP-11 runner transport (UDP).

@@ -132,7 +132,8 @@ def subscription_hub(cfg: NodeConfig, node: Node) -> SubscriptionHub:
     """The hub of ``GET /subscribe`` from ``[rpc] subscription_*``, told of every commit by the node."""
     hub = SubscriptionHub(ChainSource(node.chain), SubscriptionLimits(
         max_subscriptions=cfg.rpc_subscription_max, buffer_bytes=cfg.rpc_subscription_buffer_bytes,
-        send_timeout_ms=cfg.rpc_subscription_send_timeout_ms, max_lag_blocks=cfg.rpc_subscription_max_lag_blocks))
+        send_timeout_ms=cfg.rpc_subscription_send_timeout_ms, max_lag_blocks=cfg.rpc_subscription_max_lag_blocks,
+        replay_per_s=cfg.rpc_subscription_replay_per_s))
     node.commit_listeners.append(hub.publish)
     return hub
 

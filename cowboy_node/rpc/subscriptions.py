@@ -55,6 +55,10 @@ class SubscriptionLimits:
     max_lag_blocks: int = 1000
     """Deepest replay (``from`` at most this far below the head) and largest lag before a drop
     (``subscription_max_lag_blocks``)."""
+    replay_per_s: int = 2000
+    """Heights all subscriptions together may catch up per second (``subscription_replay_per_s``); the newest
+    height is never held back. 200 clients resuming 150 heights at once took the event loop long enough to delay
+    one block by 300-500 ms (bench/subscriptions.py) before this bound."""
 
 
 class Source(Protocol):
@@ -83,8 +87,12 @@ class SubscriptionHub:
         self._tick = asyncio.Event()
         self._open = 0
         self._closing = False
+        self._tokens = float(self.limits.replay_per_s)
+        self._refilled = 0.0
         self.dropped = 0
         """Slow consumers dropped so far."""
+        self.replayed = 0
+        """Heights sent through the catch-up budget so far."""
         self.served = 0
         """Subscriptions accepted so far."""
 
@@ -140,6 +148,8 @@ class SubscriptionHub:
                 while nxt <= self._head and not ws.closed:
                     if self._head - nxt > self.limits.max_lag_blocks:
                         raise _Dropped("lagging")
+                    if nxt < self._head:  # catching up (a replay, or behind): shares the replay budget
+                        await self._replay_token()
                     msg = self.source.message(f, nxt)
                     if msg is not None:
                         await self._send(ws, msg)
@@ -156,6 +166,20 @@ class SubscriptionHub:
         if self._closing and not ws.closed:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(code=CLOSE_SHUTDOWN, message=b"node stopping"), 1.0)
+
+    async def _replay_token(self) -> None:
+        """Wait for one height of the shared catch-up budget (a token bucket of ``replay_per_s``, burst the same)."""
+        loop = asyncio.get_running_loop()
+        rate = float(self.limits.replay_per_s)
+        while True:
+            now = loop.time()
+            self._tokens = min(rate, self._tokens + (now - self._refilled) * rate)
+            self._refilled = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                self.replayed += 1
+                return
+            await asyncio.sleep((1 - self._tokens) / rate)
 
     async def _send(self, ws: web.WebSocketResponse, text: str) -> None:
         try:

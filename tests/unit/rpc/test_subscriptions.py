@@ -180,6 +180,18 @@ async def test_subscription_limits_and_bad_requests_get_typed_errors(served: Any
         assert resp.headers["Retry-After"] == "1"
 
 
+async def test_catching_up_goes_through_the_replay_budget_and_the_newest_height_does_not(served: Any) -> None:
+    client, hub, source = served
+    async with client.ws_connect("/subscribe?topic=blocks&from=5") as ws:  # 5 is the head: nothing to catch up
+        await ws.receive()
+        assert await _heights(ws, 1) == [5]
+    assert hub.replayed == 0
+    async with client.ws_connect("/subscribe?topic=blocks&from=3") as ws:
+        await ws.receive()
+        assert await _heights(ws, 3) == [3, 4, 5]
+    assert hub.replayed == 2  # heights 3 and 4; the head itself is never held back
+
+
 async def test_publish_renders_nothing_in_the_commit_path(served: Any) -> None:
     client, hub, source = served
     async with client.ws_connect("/subscribe?topic=blocks"):
