@@ -107,8 +107,8 @@ def run(seconds: int | None, max_examples: int | None, seed: int | None, workers
         if seed is not None:
             cmd += ["--seed", str(seed)]
         started = time.monotonic()
-        st = subprocess.run(cmd, capture_output=True, text=True, timeout=(seconds or 600) + 600,
-                            env={**os.environ, "NO_COLOR": "1"})
+        st = subprocess.run(cmd, capture_output=True, text=True, timeout=(seconds or 600) + 600, cwd=home,
+                            env={**os.environ, "NO_COLOR": "1"})  # cwd: st keeps a cache dir where it runs
         ended = time.monotonic()
         watch.stop.set()
         watch.join()
