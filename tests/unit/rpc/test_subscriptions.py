@@ -181,7 +181,7 @@ async def test_subscription_limits_and_bad_requests_get_typed_errors(served: Any
 
 
 async def test_catching_up_goes_through_the_replay_budget_and_the_newest_height_does_not(served: Any) -> None:
-    client, hub, source = served
+    client, hub, _ = served
     async with client.ws_connect("/subscribe?topic=blocks&from=5") as ws:  # 5 is the head: nothing to catch up
         await ws.receive()
         assert await _heights(ws, 1) == [5]
