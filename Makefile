@@ -16,6 +16,7 @@ STAMP := $(VENV)/.installed-stamp
 PIP_FLAGS := --disable-pip-version-check -q
 FUZZ_SECONDS ?= 300
 FUZZ_TRANSPORT_CASES ?= 100000
+FUZZ_API_SECONDS ?= 600
 SOAK_SECONDS ?= 600
 DEVNET_HOME ?= ./devnet-home
 TESTNET_DIR ?= ./testnet-home
@@ -26,7 +27,7 @@ LOCK_VENV ?= .venv-lock
 PIP_TOOLS_VERSION ?= 7.6.2
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 
-.PHONY: help venv install lint typecheck test devnet testnet fuzz bench soak clean distclean lock image compose-test
+.PHONY: help venv install lint typecheck test devnet testnet fuzz fuzz-api bench soak clean distclean lock image compose-test
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -97,6 +98,9 @@ fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the C
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)
 	$(VPY) tests/fuzz/fuzz_transport.py --cases $(FUZZ_TRANSPORT_CASES)
 
+fuzz-api: $(STAMP) ## schemathesis against a live node on its /openapi.json for FUZZ_API_SECONDS (default 600): 0 findings, blocks throughout
+	$(VPY) scripts/fuzz_api.py --seconds $(FUZZ_API_SECONDS) --workers 2
+
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
 	$(VPY) bench/chain_throughput.py --validators 4
@@ -123,6 +127,8 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/pvm_call_setup.py
 	$(VPY) bench/follower_signatures.py
 	$(VPY) bench/consensus_flood.py
+	$(VPY) bench/subscriptions.py
+	$(VPY) bench/verified_reads.py
 	$(VPY) bench/ui_snapshot.py
 	$(VPY) bench/sync_catchup.py
 	$(VPY) bench/p2p_lossy_link.py

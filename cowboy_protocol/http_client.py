@@ -10,7 +10,17 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
+
+from cowboy_protocol.verified_reads import (
+    ACCOUNT_PREFIX,
+    CertifiedHeader,
+    ValueMismatch,
+    actor_state_key,
+    decode_account,
+    verify_read,
+)
 
 DEFAULT_RPC_URL = "http://127.0.0.1:4000"
 DEFAULT_TIMEOUT_S = 10.0
@@ -100,6 +110,64 @@ class RpcClient:
         if not isinstance(out, dict):
             raise ApiError("invalid_response", "submit response is not a JSON object", 200)
         return out
+
+
+    # -- verified reads (cowboy_protocol/verified_reads.py; the node is not trusted) --------------------------
+    def verified_state(self, key: bytes, group_key: bytes) -> VerifiedValue:
+        """``GET /state/proof?key=`` checked against ``group_key``: the raw state ``key``'s value at a certified
+        head. Raises a :class:`~cowboy_protocol.verified_reads.VerificationError` (or ApiError/NodeUnreachable)."""
+        doc = self._object(self.get_json("/state/proof?key=0x" + bytes(key).hex()))
+        header, value = verify_read(doc, group_key, key=bytes(key))
+        if doc.get("root") != "0x" + header.state_root.hex():
+            raise ValueMismatch("the answer's root is not the certified header's state root")
+        return VerifiedValue(header, value)
+
+    def verified_account(self, address: bytes, group_key: bytes) -> VerifiedAccount:
+        """``GET /account/{address}?proof=true`` checked against ``group_key``; the answer's balance and nonce must
+        be the proven ones (``next_pending_nonce`` is the node's mempool view: not provable, not returned)."""
+        doc = self._object(self.get_json(f"/account/0x{bytes(address).hex()}?proof=true"))
+        header, raw = verify_read(doc, group_key, key=ACCOUNT_PREFIX + bytes(address))
+        balance, nonce = decode_account(raw)
+        if doc.get("balance") != str(balance) or doc.get("nonce") != nonce:
+            raise ValueMismatch("the answer's balance or nonce is not the proven account")
+        return VerifiedAccount(header, balance, nonce)
+
+    def verified_actor_state(self, actor: bytes, key: bytes, group_key: bytes) -> VerifiedValue:
+        """``GET /actor/{actor}/state?key=…&proof=true`` checked against ``group_key``: the entry's proven value
+        (None: unset), which the answer's ``value`` must be."""
+        doc = self._object(self.get_json(f"/actor/0x{bytes(actor).hex()}/state?key=0x{bytes(key).hex()}&proof=true"))
+        header, value = verify_read(doc, group_key, key=actor_state_key(actor, key))
+        if doc.get("value") != (None if value is None else "0x" + value.hex()):
+            raise ValueMismatch("the answer's value is not the proven one")
+        return VerifiedValue(header, value)
+
+    @staticmethod
+    def _object(doc: Any) -> dict[str, Any]:
+        if not isinstance(doc, dict):
+            raise ApiError("invalid_response", "expected a JSON object", 200)
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedValue:
+    """A state value proven under a certified head."""
+
+    header: CertifiedHeader
+    """The finalized header (height, digest, state root) the value was proven against."""
+    value: bytes | None
+    """The value; None when the key is absent at that head."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedAccount:
+    """An account proven under a certified head."""
+
+    header: CertifiedHeader
+    """The finalized header the account was proven against."""
+    balance: int
+    """Balance at that head."""
+    nonce: int
+    """Committed nonce at that head."""
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

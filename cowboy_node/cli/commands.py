@@ -12,6 +12,8 @@ from cowboy_node.cli import (
     governance_commands,
     job_commands,
     runner_commands,
+    verify_commands,
+    watch_command,
     workflow_commands,
 )
 from cowboy_node.cli.client_commands import SubParsers
@@ -30,3 +32,5 @@ def register(subparsers: SubParsers) -> None:
     for group in GROUPS:
         group.register_query(q_sub)
     workflow_commands.register_query(q_sub)
+    verify_commands.register_query(q_sub)  # --verify on query account / actor, and query state
+    watch_command.register(subparsers)

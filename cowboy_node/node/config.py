@@ -27,7 +27,9 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
-            "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int},
+            "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int,
+            "subscription_max": int, "subscription_buffer_bytes": int, "subscription_send_timeout_ms": int,
+            "subscription_max_lag_blocks": int, "subscription_replay_per_s": int},
     "quic": {"addr": str, "advertise": str, "workers": int},
     "metrics": {"addr": str, "enabled": bool},
     "log": {"format": str, "level": str},
@@ -61,6 +63,11 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "rpc.read_call_timeout_ms": (1, 60_000),
     "rpc.read_budget_ms_per_s": (1, 64_000),
     "rpc.read_per_client_rps": (1, 100_000),
+    "rpc.subscription_max": (0, 1_048_576),  # 0: GET /subscribe refuses every subscription
+    "rpc.subscription_buffer_bytes": (4096, 64 * _MIB),
+    "rpc.subscription_send_timeout_ms": (10, 600_000),
+    "rpc.subscription_max_lag_blocks": (1, 1_000_000),
+    "rpc.subscription_replay_per_s": (1, 10_000_000),
     "mempool.max_txs": (1, 1_000_000),
     "mempool.max_bytes": (1, 1024 * _MIB),
     "mempool.max_txs_per_sender": (1, 10_000),
@@ -160,6 +167,16 @@ class NodeConfig:
     503 ``busy`` with Retry-After."""
     rpc_read_per_client_rps: int = 10
     """Read-only calls per second one client address may start (burst twice that); beyond it 429 ``rate_limited``."""
+    rpc_subscription_max: int = 1000
+    """Open ``GET /subscribe`` WebSockets at most; beyond it 503 ``too_many_subscriptions``."""
+    rpc_subscription_buffer_bytes: int = 256 * 1024
+    """Per-subscription socket write buffer (high-water mark, bytes)."""
+    rpc_subscription_send_timeout_ms: int = 5000
+    """A subscriber whose buffer stays full this long is a slow consumer: told and dropped."""
+    rpc_subscription_max_lag_blocks: int = 1000
+    """Deepest resumption (``from`` below the head) and largest lag before a subscriber is dropped."""
+    rpc_subscription_replay_per_s: int = 2000
+    """Heights all subscriptions together may catch up per second (the newest height is never held back)."""
     quic_addr: str = "127.0.0.1:4433"
     quic_advertise: str | None = None
     """``HOST:PORT`` runners dial for this validator's QUIC transport, announced to the other validators and
@@ -289,6 +306,11 @@ def load_config(home: Path) -> NodeConfig:
         rpc_read_call_timeout_ms=values.get("rpc.read_call_timeout_ms", 1000),
         rpc_read_budget_ms_per_s=values.get("rpc.read_budget_ms_per_s", 250),
         rpc_read_per_client_rps=values.get("rpc.read_per_client_rps", 10),
+        rpc_subscription_max=values.get("rpc.subscription_max", 1000),
+        rpc_subscription_buffer_bytes=values.get("rpc.subscription_buffer_bytes", 256 * 1024),
+        rpc_subscription_send_timeout_ms=values.get("rpc.subscription_send_timeout_ms", 5000),
+        rpc_subscription_max_lag_blocks=values.get("rpc.subscription_max_lag_blocks", 1000),
+        rpc_subscription_replay_per_s=values.get("rpc.subscription_replay_per_s", 2000),
         quic_addr=values.get("quic.addr", "127.0.0.1:4433"),
         quic_advertise=values.get("quic.advertise"),
         quic_workers=values.get("quic.workers", 1),
@@ -501,6 +523,17 @@ read_call_timeout_ms = 1000
 read_budget_ms_per_s = 250
 # Calls per second one client address may start (bursts of twice that); more get 429 rate_limited.
 read_per_client_rps = 10
+# Live subscriptions (GET /subscribe, a WebSocket): most open at once (more get 503 too_many_subscriptions).
+subscription_max = 1000
+# Socket write buffer of one subscription (bytes); a subscriber that leaves it full for
+# subscription_send_timeout_ms milliseconds is a slow consumer: told, dropped, free to resume with from=H.
+subscription_buffer_bytes = 262144
+subscription_send_timeout_ms = 5000
+# Deepest resumption (from = up to this many blocks below the head) and largest lag before a drop.
+subscription_max_lag_blocks = 1000
+# Heights all subscriptions together may catch up per second (replays after a reconnect; the newest height is
+# never held back), so a crowd of resuming clients cannot take the event loop from block production.
+subscription_replay_per_s = 2000
 
 [quic]
 # CIP-11 runner transport (UDP).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.consensus.sync_messages import CH_TX_BATCH
 from cowboy_node.crypto import bls, threshold
+from cowboy_node.execution.actors.store import kv_key
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import TxInvalid
@@ -55,6 +57,7 @@ from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.rpc.ui_queries import UiQueries
+from cowboy_node.rpc.verified import certified_fields
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree
@@ -69,6 +72,7 @@ from cowboy_node.transport.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_V
 from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
 from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
+from cowboy_node.types.account import account_key
 from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
@@ -139,6 +143,9 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         self.block_time_ms = block_time_ms
         """Target interval between two blocks."""
         self._last_commit_monotonic: float | None = None
+        self.commit_listeners: list[Callable[[int], None]] = []
+        """Called with the height after each commit, on the event loop (the RPC's subscription hub: it must
+        return at once)."""
         self.mempool_journal: MempoolJournal | None = None
         """The on-disk journal of the pool's transactions (``[mempool] journal``), attached at start-up; admission
         appends to it and every block commit syncs it."""
@@ -378,6 +385,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                         "this halt height", height=h.height, halt_height=self.chain.halt_height,
                         hash="0x" + block.hash().hex(), state_root="0x" + h.state_root.hex())
             self.request_stop()
+        for listener in self.commit_listeners:
+            listener(h.height)
 
     # -- RPC facade -----------------------------------------------------------------
     def submit_transaction(self, tx_bytes: bytes, prepared: Prepared | None = None) -> dict[str, Any]:
@@ -578,11 +587,37 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                 "next_pending_nonce": self.mempool.pending_nonce(address, acct.nonce)}
 
     def state_proof(self, key: bytes) -> dict[str, Any]:
-        """Proof for a logical state key against the head state root."""
+        """Proof for a logical state key against the head state root, with the head header and its
+        finalization certificate (``rpc/verified.py``)."""
         with self._tree_lock:
             proof = self.chain.tree.prove(key)
             root = self.chain.tree.root()
-        return {"root": "0x" + root.hex(), "height": self.chain.height, "proof": proof.to_json()}
+            height, certified = self._certified_head()
+        return {"root": "0x" + root.hex(), "height": height, "proof": proof.to_json(), **certified}
+
+    def _certified_head(self) -> tuple[int, dict[str, Any]]:
+        """The head's height and :func:`~cowboy_node.rpc.verified.certified_fields` (caller holds the state lock,
+        so the head's state root is the tree's root)."""
+        header = self.chain.head.header
+        return header.height, certified_fields(header, self.consensus.records.finalization_bytes(header.height))
+
+    def account_proof(self, address: bytes) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.verified.VerifiedFacade`."""
+        with self._tree_lock:
+            out = self.account(address)
+            proof = self.chain.tree.prove(account_key(address))
+            _, certified = self._certified_head()
+        return {**out, "proof": proof.to_json(), **certified}
+
+    def actor_state_proof(self, address: bytes, key: bytes) -> dict[str, Any] | None:
+        """See :class:`cowboy_node.rpc.verified.VerifiedFacade`."""
+        with self._tree_lock:
+            out = actor_queries.actor_state_view(self.chain.world(), address, key, height=self.chain.height)
+            if out is None:
+                return None
+            proof = self.chain.tree.prove(kv_key(address, key))
+            _, certified = self._certified_head()
+        return {**out, "proof": proof.to_json(), **certified}
 
     # -- actors (read under the state lock: the view and its height belong to one head) ----------
     def actor(self, address: bytes) -> dict[str, Any] | None:

@@ -27,6 +27,8 @@ from cowboy_node.observability.peer_metrics import PeerMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
+from cowboy_node.rpc.subscription_source import ChainSource
+from cowboy_node.rpc.subscriptions import SubscriptionHub, SubscriptionLimits
 from cowboy_node.rpc.ui_routes import UiConfig
 from cowboy_node.snapshot.create import SNAPSHOT_DIR
 from cowboy_node.snapshot.manifest import SnapshotError
@@ -194,6 +196,16 @@ def conn_limits(cfg: NodeConfig) -> ConnLimits:
                       fd_reserve=cfg.rpc_fd_reserve)
 
 
+def subscription_hub(cfg: NodeConfig, node: Node) -> SubscriptionHub:
+    """The hub of ``GET /subscribe`` from ``[rpc] subscription_*``, told of every commit by the node."""
+    hub = SubscriptionHub(ChainSource(node.chain), SubscriptionLimits(
+        max_subscriptions=cfg.rpc_subscription_max, buffer_bytes=cfg.rpc_subscription_buffer_bytes,
+        send_timeout_ms=cfg.rpc_subscription_send_timeout_ms, max_lag_blocks=cfg.rpc_subscription_max_lag_blocks,
+        replay_per_s=cfg.rpc_subscription_replay_per_s))
+    node.commit_listeners.append(hub.publish)
+    return hub
+
+
 async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | None = None) -> int:
     """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code.
 
@@ -278,7 +290,8 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
                                               metrics=metrics, read_pool=read_pool(cfg, metrics),
                                               conn_limits=conn_limits(cfg),
-                                              ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins))))
+                                              ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),
+                                              subscriptions=subscription_hub(cfg, node)))
         if cfg.metrics_enabled:
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))

@@ -23,6 +23,7 @@ from cowboy_node.rpc.consensus_routes import add_consensus_routes
 from cowboy_node.rpc.facade import NodeFacade, RpcError
 from cowboy_node.rpc.job_routes import add_job_routes
 from cowboy_node.rpc.json_body import check_json_body
+from cowboy_node.rpc.openapi import contract
 from cowboy_node.rpc.params import (
     FACADE_KEY,
     off_loop,
@@ -35,7 +36,9 @@ from cowboy_node.rpc.params import (
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
 from cowboy_node.rpc.simulate_routes import add_workflow_routes
+from cowboy_node.rpc.subscriptions import SubscriptionHub, add_subscription_routes
 from cowboy_node.rpc.ui_routes import UiConfig, add_ui_routes
+from cowboy_node.rpc.verified import VerifiedFacade
 from cowboy_protocol.crypto.address import to_checksum_address
 
 log = structlog.get_logger("cowboy.rpc")
@@ -121,6 +124,14 @@ async def handle_submit(request: web.Request) -> web.Response:
     return web.json_response(facade.submit_transaction(tx_bytes))
 
 
+_CONTRACT_BODY = json.dumps(contract(), separators=(",", ":"), sort_keys=True).encode()
+
+
+async def handle_openapi(request: web.Request) -> web.Response:
+    """``GET /openapi.json``: the OpenAPI 3.1 contract of every route (``rpc/openapi.py``)."""
+    return web.Response(body=_CONTRACT_BODY, content_type="application/json")
+
+
 async def handle_health(request: web.Request) -> web.Response:
     """``GET /health``: 200 when healthy, else 503, with the facade's JSON either way."""
     h = _facade(request).health()
@@ -164,10 +175,26 @@ async def handle_receipt(request: web.Request) -> web.Response:
     return web.json_response(receipt)
 
 
+def _proof_flag(request: web.Request) -> bool:
+    """``proof=true`` asks for a verified read (``rpc/verified.py``); 501 on a facade without proofs."""
+    text = request.query.get("proof")
+    if text is None or text == "false":
+        return False
+    if text != "true":
+        raise RpcError(400, "invalid_query", "proof must be true or false")
+    if not isinstance(_facade(request), VerifiedFacade):
+        raise RpcError(501, "not_implemented", "this node does not serve verified reads")
+    return True
+
+
 async def handle_account(request: web.Request) -> web.Response:
-    """``GET /account/{address}``."""
+    """``GET /account/{address}[?proof=true]``."""
     address = parse_address_param(request.match_info["address"])
-    return web.json_response(_facade(request).account(address))
+    facade = _facade(request)
+    if _proof_flag(request):
+        assert isinstance(facade, VerifiedFacade)
+        return web.json_response(await off_loop(facade.account_proof, address))
+    return web.json_response(facade.account(address))
 
 
 async def handle_state_proof(request: web.Request) -> web.Response:
@@ -191,11 +218,18 @@ async def handle_actor_state(request: web.Request) -> web.Response:
     q = request.query
     key_text, prefix_text, limit_text = q.get("key"), q.get("prefix"), q.get("limit")
     facade = _facade(request)
+    with_proof = _proof_flag(request)
     if key_text is not None:
         if prefix_text is not None or limit_text is not None:
             raise RpcError(400, "invalid_query", "give either key, or prefix (and limit), not both")
         key = parse_hex(key_text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
-        doc = await off_loop(facade.actor_state, address, key)
+        if with_proof:
+            assert isinstance(facade, VerifiedFacade)
+            doc = await off_loop(facade.actor_state_proof, address, key)
+        else:
+            doc = await off_loop(facade.actor_state, address, key)
+    elif with_proof:
+        raise RpcError(400, "invalid_query", "proof=true needs key (a prefix scan has no proof)")
     else:
         prefix = parse_hex(prefix_text or "", param="prefix", code="invalid_prefix", max_bytes=MAX_STATE_KEY_BYTES,
                            allow_empty=True)
@@ -335,8 +369,10 @@ async def _submit_expect_handler(request: web.Request) -> web.StreamResponse | N
 
 def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               metrics: object | None = None, read_pool: ReadPool | None = None,
-              ui: UiConfig | None = None) -> web.Application:
+              ui: UiConfig | None = None, subscriptions: SubscriptionHub | None = None) -> web.Application:
     """The aiohttp application serving ``facade``.
+
+    ``subscriptions`` serves ``GET /subscribe`` (without one, the route answers 501 ``not_implemented``).
 
     ``read_pool`` runs ``POST /actor/read`` (default: a :class:`ReadPool` with the default limits); the app
     closes it on cleanup.
@@ -357,6 +393,7 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
 
     app.on_cleanup.append(close_read_pool)
     r = app.router
+    r.add_get("/openapi.json", handle_openapi, allow_head=False)
     r.add_post("/submit", handle_submit, expect_handler=_submit_expect_handler)
     r.add_get("/health", handle_health, allow_head=False)
     r.add_get("/status", handle_status, allow_head=False)
@@ -367,7 +404,9 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r.add_get("/account/{address}", handle_account, allow_head=False)
     r.add_get("/state/proof", handle_state_proof, allow_head=False)
     r.add_post("/actor/read", handle_actor_read)
-    r.add_get("/actor/{address}", handle_actor, allow_head=False)
+    # "read" is not an address: without the lookahead GET /actor/read would be GET /actor/{address} (400), and a
+    # 405 on /actor/read would advertise GET in its Allow header (found by schemathesis, allow_header_conformance).
+    r.add_get("/actor/{address:(?!read$)[^{}/]+}", handle_actor, allow_head=False)
     r.add_get("/actor/{address}/state", handle_actor_state, allow_head=False)
     r.add_get("/actor/{address}/timers", handle_actor_timers, allow_head=False)
     add_runner_routes(r)
@@ -375,13 +414,15 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     add_workflow_routes(r, READ_POOL_KEY)  # POST /simulate, GET /events, GET /actor/{address}/timers/history
     add_consensus_routes(r)
     add_ui_routes(app, read_pool, ui)
+    add_subscription_routes(app, subscriptions)
     return app
 
 
 async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
                            max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                            metrics: object | None = None, conn_limits: ConnLimits | None = None,
-                           read_pool: ReadPool | None = None, ui: UiConfig | None = None) -> web.AppRunner:
+                           read_pool: ReadPool | None = None, ui: UiConfig | None = None,
+                           subscriptions: SubscriptionHub | None = None) -> web.AppRunner:
     """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
 
     Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
@@ -389,7 +430,8 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
     limit leaves nothing after the reserve).
     """
     limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
-    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool, ui=ui)
+    app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool, ui=ui,
+                    subscriptions=subscriptions)
     runner = LimitedAppRunner(app, limits=limits, metrics=metrics, access_log=None)
     await runner.setup()
     try:

@@ -1041,7 +1041,8 @@ CONFIG_KEYS = {
     "rpc": {"addr", "max_body_bytes",
             "max_connections", "max_connections_per_ip", "header_timeout_ms", "idle_timeout_ms", "fd_reserve",
             "read_max_concurrent", "read_max_queue", "read_max_wait_ms", "read_call_timeout_ms",
-            "read_budget_ms_per_s", "read_per_client_rps"},
+            "read_budget_ms_per_s", "read_per_client_rps", "subscription_max", "subscription_buffer_bytes",
+            "subscription_send_timeout_ms", "subscription_max_lag_blocks", "subscription_replay_per_s"},
     "quic": {"addr"},
     "metrics": {"addr", "enabled"},
     "log": {"format", "level"},
@@ -1067,6 +1068,9 @@ def test_config_example_documents_every_key_with_its_default() -> None:
     assert {k: v for k, v in doc["rpc"].items() if k.startswith("read_")} == {
         "read_max_concurrent": 1, "read_max_queue": 32, "read_max_wait_ms": 5000, "read_call_timeout_ms": 1000,
         "read_budget_ms_per_s": 250, "read_per_client_rps": 10}
+    assert {k: v for k, v in doc["rpc"].items() if k.startswith("subscription_")} == {
+        "subscription_max": 1000, "subscription_buffer_bytes": 262144, "subscription_send_timeout_ms": 5000,
+        "subscription_max_lag_blocks": 1000, "subscription_replay_per_s": 2000}
     assert doc["mempool"] == {"max_txs": 10000, "max_bytes": 33554432, "max_txs_per_sender": 64,
                               "max_nonce_gap": 64, "replacement_bump_percent": 10, "max_queued": 1024,
                               "max_queued_per_sender": 16, "queued_lifetime_s": 600, "journal": True}
