@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from cowboy_node.cli import hints
 from cowboy_protocol.crypto.address import parse_address, to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
@@ -141,6 +142,22 @@ def _error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
+def _hint(text: str | None) -> None:
+    if text:
+        print(f"hint: {text}", file=sys.stderr)
+
+
+def _sender_of(args: argparse.Namespace) -> str | None:
+    """The address of ``--key`` for a hint (None when there is no readable key)."""
+    path = getattr(args, "key", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        return to_checksum_address(load_account_private_key(path)[1])
+    except Exception:  # a hint must never replace the error it follows
+        return None
+
+
 def _run(fn: Command) -> Command:
     """Map client exceptions to messages and exit codes."""
     @functools.wraps(fn)
@@ -149,11 +166,13 @@ def _run(fn: Command) -> Command:
             return fn(args)
         except ApiError as e:
             _error(f"{e.code}: {e.message}")
+            _hint(hints.error_hint(e.code, e.message, sender=_sender_of(args)))
             return 1
         except NodeUnreachable as e:
             missing = offline_flags_missing(args) if getattr(args, "sign_only", False) else []
             hint = f"; to sign offline also give {', '.join(missing)}" if missing else ""
             _error(f"{e}{hint}")
+            _hint(None if missing else hints.unreachable_hint(e.url))  # offline signing has its own advice
             return 1
         except UsageError as e:
             _error(str(e))
@@ -278,10 +297,12 @@ def failure_of(receipt: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
-def print_failure(what: str, receipt: dict[str, Any]) -> None:
-    """``error: <code>: <what> failed: <message>`` on stderr."""
+def print_failure(what: str, receipt: dict[str, Any], *, host: str | None = None) -> None:
+    """``error: <code>: <what> failed: <message>`` on stderr, then a ``hint:`` line when one fits
+    (:mod:`cowboy_node.cli.hints`; ``host``: the job's HTTP host)."""
     f = failure_of(receipt)
     _error(f"{f['code']}: {what} failed: {f['message']}")
+    _hint(hints.error_hint(f["code"], f["message"], host=host))
 
 
 def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[str, Any] | None:

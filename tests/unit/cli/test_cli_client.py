@@ -26,7 +26,7 @@ from cowboy_node.rpc.server import start_rpc_server
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
-from cowboy_protocol.keys import write_account_key
+from cowboy_protocol.keys import load_account_private_key, write_account_key
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
 from tests.unit.node_harness import LiveNode, dev_live_node, serving
@@ -280,7 +280,12 @@ def test_transfer_api_error_exit_1(server: ServerThread, key_file: Path, capsys:
     rc = run_cli(["tx", "transfer", "--key", str(key_file), "--to", to_checksum_address(RECIPIENT),
                   "--amount", "1", "--rpc", server.url])
     assert rc == 1
-    assert capsys.readouterr().err.strip() == "error: insufficient_funds: balance 0 < max fee 1"
+    error, hint = capsys.readouterr().err.strip().splitlines()
+    assert error == "error: insufficient_funds: balance 0 < max fee 1"
+    # issue 37: the next line says how to fund the sender on a devnet (the key's own address, the faucet key)
+    sender = to_checksum_address(load_account_private_key(key_file)[1])
+    assert hint == (f"hint: fund {sender} first; on a devnet from the faucet: `cowboy-node tx transfer --key "
+                    f"devnet-home/keys/faucet.key --to {sender} --amount 1000000000000000000000 --wait`")
     assert server.facade.txs == {}
 
 
@@ -507,6 +512,15 @@ def test_every_tx_command_signs_offline(tmp_path: Path, key_file: Path, capsys: 
         txs = [Transaction.from_bytes(b) for b in _signed_lines(captured.out)]
         assert [t.nonce for t in txs] == list(range(40, 40 + count)), name
         assert all(t.recover_sender() == SENDER and t.chain_id == CHAIN_ID for t in txs), name
+
+
+def test_unreachable_node_suggests_make_devnet_or_rpc(capsys: pytest.CaptureFixture[str]) -> None:
+    url = _unreachable()
+    assert run_cli(["status", "--rpc", url]) == 1
+    error, hint = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith(f"error: cannot reach node at {url}")
+    assert hint == (f"hint: is a node running at {url}? Start a local one with `make devnet` (RPC "
+                    "http://127.0.0.1:4000), or point the command at yours with --rpc URL")
 
 
 def test_submit_job_offline_needs_the_commit_phase(key_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
