@@ -43,9 +43,12 @@ venv: $(VPY) ## Create the virtualenv .venv (if missing)
 
 # Dependencies come only from the hashed lock (runtime + test extras, see `make lock`); the project itself is
 # installed editable without resolving anything (--no-deps), so nothing unpinned enters the venv.
+# pip's output (and the warnings a host's pip.conf can add) goes to a log, shown only when the install fails.
 $(STAMP): pyproject.toml $(DEV_LOCK) | $(VPY)
-	$(VPY) -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK)
-	$(VPY) -m pip install $(PIP_FLAGS) --no-deps -e .
+	@echo "install: locked dependencies into $(VENV) (a few minutes the first time; log $(VENV)/install.log)"
+	@{ $(VPY) -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK) && \
+		$(VPY) -m pip install $(PIP_FLAGS) --no-deps -e .; } >$(VENV)/install.log 2>&1 || \
+		{ tail -40 $(VENV)/install.log; echo "error: pip install failed (whole log: $(VENV)/install.log)" >&2; exit 1; }
 	@touch $@
 
 install: $(STAMP) ## Install the locked dependencies (requirements-dev.lock, hashes checked), then the project editable
@@ -62,9 +65,11 @@ lock: ## Regenerate requirements-dev.lock (runtime + test) and requirements.lock
 		-o $(RUNTIME_LOCK) pyproject.toml
 
 lint: $(STAMP) ## ruff check
+	@echo "make test [1/4] $$(date +%T) lint (ruff); the whole suite takes ~9 min on an idle 2-core machine, ~27 loaded"
 	$(VPY) -m ruff check .
 
 typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
+	@echo "make test [2/4] $$(date +%T) typecheck (mypy)"
 	$(VPY) -m mypy
 
 # Both halves run on TEST_WORKERS processes (pytest-xdist). The unit tests are pure CPU and share nothing. The
@@ -74,8 +79,11 @@ typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 TEST_WORKERS ?= 2
 
 test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs): unit tests, then the process tests, each on TEST_WORKERS workers
+	@echo "make test [3/4] $$(date +%T) unit tests (tests/unit)"
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) tests/unit
+	@echo "make test [4/4] $$(date +%T) process tests (real nodes, runners and networks: the long part)"
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/unit
+	@echo "make test: passed $$(date +%T)"
 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
