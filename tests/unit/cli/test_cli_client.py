@@ -685,3 +685,15 @@ def test_nonce_gap_waits_for_the_missing_nonces(live: LiveNode, key_file: Path, 
     assert heights == sorted(heights)
     assert live.node.account(RECIPIENT)["balance"] == "6"
     assert live.node.account(SENDER)["nonce"] == 3
+
+
+def test_query_job_results_decodes_error_results() -> None:
+    # issue 37: a failed job's reason was only hex in `query job --results`
+    from cowboy_node.cli.job_commands import _decode_error_results
+    from cowboy_protocol.jobs.error_result import error_result_for
+
+    doc = {"reveals": [{"result": "0x" + error_result_for("http_status", "HTTP 500 from 127.0.0.1").hex()},
+                       {"result": "0x" + b'{"price": 42}'.hex()}]}
+    _decode_error_results(doc)
+    assert doc["reveals"][0]["error"] == {"code": "http_status", "detail": "HTTP 500 from 127.0.0.1"}
+    assert "error" not in doc["reveals"][1]
