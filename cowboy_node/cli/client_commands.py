@@ -205,7 +205,26 @@ def _status_summary(st: dict[str, Any]) -> str:
         f"basefees:    cycle {basefee.get('cycle')}, cell {basefee.get('cell')}",
         f"mempool:     {mempool.get('txs')} txs ({mempool.get('bytes')} bytes)",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + _consensus_summary(st.get("consensus")))
+
+
+def _consensus_summary(c: Any) -> list[str]:
+    """The ``/status`` ``consensus`` section in words: who this validator is, the view and its leader, what is
+    finalized, which peers are connected, whether it votes (issue 37: a testnet operator's first questions)."""
+    if not isinstance(c, dict):
+        return []
+    n, me = c.get("validators"), c.get("me")
+    peers = [p for p in c.get("peers") or [] if p != me]
+    others = max(0, n - 1) if isinstance(n, int) else None
+    voting = c.get("voting") or {}
+    votes = "yes" if voting.get("enabled", True) else f"NO ({voting.get('reason')}" + (
+        f", until view {voting['until_view']})" if voting.get("until_view") is not None else ")")
+    return [
+        f"validator:   {me} of {n} (quorum {c.get('quorum')}); votes: {votes}",
+        f"view:        {c.get('view')} (leader {c.get('leader')}); finalized view {c.get('finalized_view')}, "
+        f"height {c.get('finalized_height')}{'; SYNCING' if c.get('syncing') else ''}",
+        f"peers:       {len(peers)} of {others} connected" + (f" ({', '.join(str(p) for p in peers)})" if peers else ""),
+    ]
 
 
 @_run
