@@ -223,7 +223,7 @@ def _consensus_summary(c: Any) -> list[str]:
         f"validator:   {me} of {n} (quorum {c.get('quorum')}); votes: {votes}",
         f"view:        {c.get('view')} (leader {c.get('leader')}); finalized view {c.get('finalized_view')}, "
         f"height {c.get('finalized_height')}{'; SYNCING' if c.get('syncing') else ''}",
-        f"peers:       {len(peers)} of {others} connected" + (f" ({', '.join(str(p) for p in peers)})" if peers else ""),
+        f"peers:       {len(peers)} of {others} connected" + (f" ({', '.join(map(str, peers))})" if peers else ""),
     ]
 
 
