@@ -26,7 +26,7 @@ LOCK_VENV ?= .venv-lock
 PIP_TOOLS_VERSION ?= 7.6.2
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 
-.PHONY: help venv install lint typecheck test devnet testnet fuzz bench soak clean distclean lock image compose-test
+.PHONY: help venv install lint typecheck test devnet testnet testnet-stop testnet-start testnet-status fuzz bench soak clean distclean lock image compose-test
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -100,6 +100,15 @@ testnet: $(STAMP) ## Generate (if missing) and run a local TESTNET_VALIDATORS-va
 		echo "testnet: generated $(TESTNET_VALIDATORS) validators in $(TESTNET_DIR) (summary: $(TESTNET_DIR)/testnet.json)"; \
 	fi
 	TESTNET_DIR='$(TESTNET_DIR)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh
+
+testnet-stop: $(STAMP) ## Stop validator V of the running `make testnet` (e.g. make testnet-stop V=2)
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh stop '$(V)' '$(TESTNET_DIR)'
+
+testnet-start: $(STAMP) ## Start validator V again under the running `make testnet` (its Ctrl-C stops it too)
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh start '$(V)' '$(TESTNET_DIR)'
+
+testnet-status: $(STAMP) ## Each validator of TESTNET_DIR: running or not, and its consensus status
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh status '$(TESTNET_DIR)'
 
 fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the CIP-11 frame decoder and sessions (>= 100,000 cases)
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)
