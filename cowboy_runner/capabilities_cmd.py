@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_protocol.crypto.address import to_checksum_address
-from cowboy_protocol.http_client import ApiError, RpcClient
+from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 from cowboy_protocol.types.runner_json import capabilities_to_json
 from cowboy_runner.cli_support import (
     EXIT_CHAIN,
     EXIT_CONFIG,
     EXIT_OK,
+    EXIT_VALIDATOR,
     CliError,
     _fees,
     _live_daemon,
@@ -77,44 +78,40 @@ def _rewrite(settings: RunnerSettings, domains: list[str], private: bool) -> Run
     return new
 
 
+def _chain_record(rpc: RpcClient, address: str) -> dict[str, Any] | None:
+    """This runner's registration on chain (None: not registered)."""
+    try:
+        record: dict[str, Any] = rpc.get_json(f"/runner/{address}")
+    except ApiError as e:
+        if e.status == 404:
+            return None
+        raise
+    return record
+
+
 def _sync_chain(settings: RunnerSettings, args: argparse.Namespace) -> dict[str, Any]:
     """Send RunnerUpdateCapabilities when the chain's registration differs from ``settings``; the outcome."""
     _, key = _load(str(settings.home))
     rpc = RpcClient(settings.validator_rpc)
     address = to_checksum_address(key.address)
-    try:
-        record = rpc.get_json(f"/runner/{address}")
-    except ApiError as e:
-        if e.status == 404:
-            return {"action": "not_registered", "note": "`cowboy-runner register` will advertise these"}
-        raise
-    wanted = capabilities_to_json(settings.capabilities)
-    if record.get("capabilities") == wanted:
+    record = _chain_record(rpc, address)
+    if record is None:
+        return {"action": "not_registered", "note": "`cowboy-runner register` will advertise these"}
+    if record.get("capabilities") == capabilities_to_json(settings.capabilities):
         return {"action": "unchanged"}
     status = rpc.get_json("/status")
     nonce = int(rpc.get_json(f"/account/{address}")["next_pending_nonce"])
     tx = build_update_capabilities(key, str(status["chain_id"]), capabilities=settings.capabilities, nonce=nonce,
                                    fees=_fees(status, settings))
     receipt = _submit_and_wait(rpc, tx, args.timeout)
-    out = {"action": "updated", "status": receipt.get("status"), "error_code": receipt.get("error_code"),
-           "tx_hash": receipt.get("tx_hash"), "height": receipt.get("height"), "was": record.get("capabilities")}
     if receipt.get("status") != "success":
         raise CliError(f"RunnerUpdateCapabilities failed on chain: {receipt.get('error_code')} "
-                       f"({receipt.get('error_message')}); runner.toml was already changed: rerun "
-                       f"`cowboy-runner capabilities --home {settings.home}` to retry", EXIT_CHAIN)
-    return out
+                       f"({receipt.get('error_message')}); {_RETRY.format(home=settings.home)}", EXIT_CHAIN)
+    return {"action": "updated", "status": receipt.get("status"), "tx_hash": receipt.get("tx_hash"),
+            "height": receipt.get("height"), "was": record.get("capabilities")}
 
 
-def _chain_capabilities(settings: RunnerSettings) -> Any:
-    """The chain's view of this runner's capabilities (None: not registered)."""
-    _, key = _load(str(settings.home))
-    try:
-        record = RpcClient(settings.validator_rpc).get_json(f"/runner/{to_checksum_address(key.address)}")
-    except ApiError as e:
-        if e.status == 404:
-            return None
-        raise
-    return record.get("capabilities")
+_RETRY = "runner.toml is already changed: rerun `cowboy-runner capabilities --home {home}` to update the chain"
 
 
 def cmd_capabilities(args: argparse.Namespace) -> int:
@@ -125,7 +122,9 @@ def cmd_capabilities(args: argparse.Namespace) -> int:
     private, why = _private(args, domains, settings.executors.http.allow_private_addresses, args.http_domain)
     out: dict[str, Any] = {"config": str(Path(args.home) / CONFIG_FILE)}
     if args.show:
-        out.update(policy=old, chain=_chain_capabilities(settings))
+        _, key = _load(args.home)
+        record = _chain_record(RpcClient(settings.validator_rpc), to_checksum_address(key.address))
+        out.update(policy=old, chain=None if record is None else record.get("capabilities"))
         print(json.dumps(out, indent=2))
         return EXIT_OK
     http = settings.executors.http
@@ -135,7 +134,11 @@ def cmd_capabilities(args: argparse.Namespace) -> int:
     out.update(http_domains=new["http_domains"], allow_private_addresses=new["allow_private_addresses"],
                allow_private_addresses_reason=why,
                changed=[k for k in ("http_domains", "allow_private_addresses") if old[k] != new[k]])
-    out["chain"] = {"action": "skipped (--no-chain)"} if args.no_chain else _sync_chain(settings, args)
+    try:
+        out["chain"] = {"action": "skipped (--no-chain)"} if args.no_chain else _sync_chain(settings, args)
+    except NodeUnreachable as e:
+        raise CliError(f"runner.validator_rpc: {e}; {_RETRY.format(home=args.home)}" if out["changed"] else
+                       f"runner.validator_rpc: {e}", EXIT_VALIDATOR) from None
     pid = _live_daemon(settings.journal_path.parent)
     out["restart_needed"] = bool(out["changed"]) and pid is not None
     print(json.dumps(out, indent=2))

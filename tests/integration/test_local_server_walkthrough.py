@@ -57,7 +57,7 @@ class Runner:
             s = self.status()
             return bool(s.get("running") and any(x["connected"] for x in s.get("sessions", []))
                         and s.get("chain_capabilities") is not None)
-        wait_for("runner session and registration", ready, timeout=60)
+        wait_for("runner session and registration", ready, timeout=120)
 
     def read_log(self) -> str:
         return (self.home / "runner.log").read_text(errors="replace")
@@ -85,7 +85,7 @@ def _http_server(directory: Path, port: int) -> subprocess.Popen[bytes]:
 
 def _submit(node: NodeProcess, spec: Path) -> subprocess.CompletedProcess[str]:
     return cli("tx", "submit-job", "--key", str(node.home / "keys" / "faucet.key"), "--spec", str(spec), "--rpc",
-               node.url, "--wait", "--timeout", "60", check=False)
+               node.url, "--wait", "--timeout", "120", check=False)
 
 
 def test_a_job_against_your_own_http_server_needs_one_runner_command(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_a_job_against_your_own_http_server_needs_one_runner_command(tmp_path: P
         def settled() -> dict | None:
             res = json.loads(cli("query", "job", job_id, "--results", "--rpc", node.url).stdout)
             return res if res["outcome"] is not None else None
-        results = wait_for("the job's outcome", settled, timeout=60)
+        results = wait_for("the job's outcome", settled, timeout=120)
         assert results["outcome"]["ok"] is True, results
         assert bytes.fromhex(results["outcome"]["result"][2:]) == DATA, results
     finally:

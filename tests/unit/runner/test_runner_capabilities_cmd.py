@@ -72,7 +72,9 @@ def test_an_invalid_host_is_refused_naming_the_key_and_changes_nothing(
 
 def test_chain_step_reports_an_unreachable_validator(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capabilities", "--home", str(home), "--http-domain", "127.0.0.1"]) == 4
-    assert "runner.validator_rpc: cannot reach node" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "runner.validator_rpc: cannot reach node" in err
+    assert "runner.toml is already changed: rerun `cowboy-runner capabilities" in err  # what is left to do
 
 
 def test_set_key_replaces_inserts_or_appends_within_the_section() -> None:
