@@ -27,7 +27,7 @@ LOCK_VENV ?= .venv-lock
 PIP_TOOLS_VERSION ?= 7.6.2
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 
-.PHONY: help venv install lint typecheck test devnet testnet fuzz fuzz-api bench soak clean distclean lock image compose-test
+.PHONY: help venv install lint typecheck test devnet testnet testnet-stop testnet-start testnet-status fuzz fuzz-api bench soak clean distclean lock image compose-test
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -44,9 +44,12 @@ venv: $(VPY) ## Create the virtualenv .venv (if missing)
 
 # Dependencies come only from the hashed lock (runtime + test extras, see `make lock`); the project itself is
 # installed editable without resolving anything (--no-deps), so nothing unpinned enters the venv.
+# pip's output (and the warnings a host's pip.conf can add) goes to a log, shown only when the install fails.
 $(STAMP): pyproject.toml $(DEV_LOCK) | $(VPY)
-	$(VPY) -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK)
-	$(VPY) -m pip install $(PIP_FLAGS) --no-deps -e .
+	@echo "install: locked dependencies into $(VENV) (a few minutes the first time; log $(VENV)/install.log)"
+	@{ $(VPY) -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK) && \
+		$(VPY) -m pip install $(PIP_FLAGS) --no-deps -e .; } >$(VENV)/install.log 2>&1 || \
+		{ tail -40 $(VENV)/install.log; echo "error: pip install failed (whole log: $(VENV)/install.log)" >&2; exit 1; }
 	@touch $@
 
 install: $(STAMP) ## Install the locked dependencies (requirements-dev.lock, hashes checked), then the project editable
@@ -63,9 +66,11 @@ lock: ## Regenerate requirements-dev.lock (runtime + test) and requirements.lock
 		-o $(RUNTIME_LOCK) pyproject.toml
 
 lint: $(STAMP) ## ruff check
+	@echo "make test [1/4] $$(date +%T) lint (ruff); the whole suite takes ~9 min on an idle 2-core machine, ~27 loaded"
 	$(VPY) -m ruff check .
 
 typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
+	@echo "make test [2/4] $$(date +%T) typecheck (mypy)"
 	$(VPY) -m mypy
 
 # Both halves run on TEST_WORKERS processes (pytest-xdist). The unit tests are pure CPU and share nothing. The
@@ -75,8 +80,11 @@ typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
 TEST_WORKERS ?= 2
 
 test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run runs): unit tests, then the process tests, each on TEST_WORKERS workers
+	@echo "make test [3/4] $$(date +%T) unit tests (tests/unit)"
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) tests/unit
+	@echo "make test [4/4] $$(date +%T) process tests (real nodes, runners and networks: the long part)"
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/unit
+	@echo "make test: passed $$(date +%T)"
 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
@@ -93,6 +101,15 @@ testnet: $(STAMP) ## Generate (if missing) and run a local TESTNET_VALIDATORS-va
 		echo "testnet: generated $(TESTNET_VALIDATORS) validators in $(TESTNET_DIR) (summary: $(TESTNET_DIR)/testnet.json)"; \
 	fi
 	TESTNET_DIR='$(TESTNET_DIR)' COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh
+
+testnet-stop: $(STAMP) ## Stop validator V of the running `make testnet` (e.g. make testnet-stop V=2)
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh stop '$(V)' '$(TESTNET_DIR)'
+
+testnet-start: $(STAMP) ## Start validator V again under the running `make testnet` (its Ctrl-C stops it too)
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh start '$(V)' '$(TESTNET_DIR)'
+
+testnet-status: $(STAMP) ## Each validator of TESTNET_DIR: running or not, and its consensus status
+	COWBOY_NODE='$(VENV)/bin/cowboy-node' bash deploy/testnet.sh status '$(TESTNET_DIR)'
 
 fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the CIP-11 frame decoder and sessions (>= 100,000 cases)
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)

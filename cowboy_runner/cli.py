@@ -21,76 +21,27 @@ from typing import Any
 
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
-from cowboy_protocol.types.transaction import Transaction
-from cowboy_runner.config import ConfigError, RunnerSettings, init_home, load_settings
+from cowboy_runner import capabilities_cmd
+from cowboy_runner.cli_support import (
+    EXIT_CHAIN,
+    EXIT_CONFIG,
+    EXIT_ERROR,
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    EXIT_VALIDATOR,
+    CliError,
+    _fees,
+    _live_daemon,
+    _load,
+    _state_dir,
+    _submit_and_wait,
+)
+from cowboy_runner.config import ConfigError, init_home, load_settings
 from cowboy_runner.daemon import Daemon, StartupError, configure_logging
-from cowboy_runner.keyfile import RunnerKey, load_key
+from cowboy_runner.keyfile import load_key
+from cowboy_runner.policy import refusal_lines, refusal_policy
 from cowboy_runner.status import is_running, read_pid, read_status, render_text
-from cowboy_runner.txbuild import Fees, TxBuildError, build_deregister, build_register
-
-EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_NOT_RUNNING, EXIT_VALIDATOR, EXIT_CHAIN = 0, 1, 2, 3, 4, 5
-
-
-class CliError(Exception):
-    """A failure with its exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _load(home: str) -> tuple[RunnerSettings, RunnerKey]:
-    try:
-        settings = load_settings(home)
-        key = load_key(settings.key_file)
-    except ConfigError as e:
-        raise CliError(str(e), EXIT_CONFIG) from None
-    except (OSError, ValueError) as e:  # KeyFileError and key decoding problems
-        raise CliError(f"runner.key_file: {e}", EXIT_CONFIG) from None
-    return settings, key
-
-
-def _state_dir(home: str) -> Path:
-    try:
-        return load_settings(home).journal_path.parent
-    except ConfigError as e:
-        raise CliError(str(e), EXIT_CONFIG) from None
-
-
-def _live_daemon(directory: Path) -> int | None:
-    """Pid of this home's running daemon, or None.
-
-    A pid file alone is not enough: after a crash the pid may belong to an unrelated process by now, and
-    signalling it (SIGUSR1 terminates most programs) would be harmful. The daemon counts as running only when
-    its pid is alive and its ``status.json`` names that pid and is fresh (:func:`~cowboy_runner.status.is_running`).
-    """
-
-    pid = read_pid(directory)
-    if pid is None or not is_running(directory, read_status(directory)):
-        return None
-    return pid
-
-
-def _submit_and_wait(rpc: RpcClient, tx: Transaction, timeout_s: float) -> dict[str, Any]:
-    rpc.post_tx(tx.to_bytes())
-    deadline = time.monotonic() + timeout_s
-    path = f"/tx/0x{tx.tx_hash().hex()}/receipt"
-    while time.monotonic() < deadline:
-        try:
-            receipt: dict[str, Any] = rpc.get_json(path)
-            return receipt
-        except ApiError as e:
-            if e.status != 404:
-                raise
-        time.sleep(0.2)
-    raise CliError(f"transaction 0x{tx.tx_hash().hex()} not included within {timeout_s:g} s", EXIT_CHAIN)
-
-
-def _fees(status: dict[str, Any], settings: RunnerSettings) -> Fees:
-    f = settings.fees
-    return Fees.from_basefees(int(status["basefee"]["cycle"]), int(status["basefee"]["cell"]),
-                              multiplier=f.max_fee_multiplier, priority_fee_per_cycle=f.priority_fee_per_cycle,
-                              priority_fee_per_cell=f.priority_fee_per_cell)
+from cowboy_runner.txbuild import TxBuildError, build_deregister, build_register
 
 
 def _report(receipt: dict[str, Any], what: str) -> int:
@@ -148,11 +99,25 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise CliError(f"no status in {directory}: the daemon has not run (start it with `cowboy-runner run`)",
                        EXIT_NOT_RUNNING)
     running = is_running(directory, doc)
+    refusals = _refusals(args.home, doc)
     if args.json:
-        print(json.dumps({**doc, "running": running}, indent=2, sort_keys=True))
+        print(json.dumps({**doc, "running": running, "refusals": refusals}, indent=2, sort_keys=True))
     else:
-        print(render_text(doc, running))
+        print("\n".join([render_text(doc, running), *refusals]))
     return EXIT_OK if running else EXIT_NOT_RUNNING
+
+
+def _refusals(home: str, doc: dict[str, Any]) -> list[str]:
+    """What the daemon will refuse and which key to change (cowboy_runner/policy.py), from the policy it started
+    with, the chain's advertised capabilities it last read, and the runner.toml on disk now."""
+    policy = doc.get("policy")
+    if not isinstance(policy, dict):
+        return []
+    try:
+        current: dict[str, Any] | None = refusal_policy(load_settings(home))
+    except ConfigError:
+        current = None
+    return refusal_lines(policy, doc.get("chain_capabilities"), current, home)
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
@@ -216,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_home("drain", "stop taking new work, finish in-flight jobs, then exit")
     sp.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the daemon to exit (0: do not)")
     sp.set_defaults(fn=cmd_drain)
+    capabilities_cmd.register(with_home)
     return p
 
 
@@ -232,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "fn", None) is None:
         p.print_help(sys.stderr)
         return EXIT_CONFIG
+    if args.command != "run":
+        # `cowboy-runner status | head`: a closed pipe ends a printing command quietly, as it does any Unix
+        # filter (Python ignores SIGPIPE and would die with BrokenPipeError). Not for the daemon: its sockets
+        # rely on SIGPIPE being ignored.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         code: int = args.fn(args)
         return code

@@ -47,6 +47,7 @@ from cowboy_runner.journal import Journal
 from cowboy_runner.keyfile import RunnerKey
 from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
+from cowboy_runner.policy import refusal_policy
 from cowboy_runner.poll import Poller
 from cowboy_runner.presence_certificates import PresenceCertifier, certificate_cycles, mode_a_requested
 from cowboy_runner.reconfig import EpochLink, link_key, planned_keys, stale_links
@@ -125,6 +126,10 @@ class Daemon:
         """Mode A receipts and certificates (CIP-11 §8.3); idle unless the chain sets PRESENCE_HARD_EXCLUDE_ENABLED."""
         self._connects_seen = 0
         self._ticked = -1
+        self.policy = refusal_policy(settings)
+        """What this daemon refuses (its settings at start), for ``status``."""
+        self.chain_capabilities: dict[str, Any] | None = None
+        """The capabilities the chain last showed for this runner (None: not read yet, or not registered)."""
 
     # -- start-up -----------------------------------------------------------------------
     async def _bootstrap(self) -> Snapshot:
@@ -496,6 +501,7 @@ class Daemon:
     async def _heartbeat(self, height: int) -> None:
         """§6.6 on-chain heartbeat: phase-staggered, forced refresh before the floor lapses."""
         record = await self.chain.runner(self.key.address)
+        self.chain_capabilities = None if record is None else record.get("capabilities")
         if record is None:
             self.last_error = "not registered: run `cowboy-runner register`"
             return
@@ -569,7 +575,8 @@ class Daemon:
         jobs, journal = self.jobs, self.journal
         doc: dict[str, Any] = {"pid": os.getpid(), "updated_at": time.time(),
                                "address": to_checksum_address(self.key.address), "chain_id": self.chain_id,
-                               "last_error": self.last_error}
+                               "last_error": self.last_error, "policy": self.policy,
+                               "chain_capabilities": self.chain_capabilities}
         if jobs is None or journal is None:  # still starting (validator unreachable): say why
             doc.update(starting=True, sessions=[], jobs_in_flight=[], pending_obligations=None, last_results=[])
             with contextlib.suppress(OSError):

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from cowboy_node.cli import hints
 from cowboy_protocol.crypto.address import parse_address, to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
@@ -141,6 +142,22 @@ def _error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
+def _hint(text: str | None) -> None:
+    if text:
+        print(f"hint: {text}", file=sys.stderr)
+
+
+def _sender_of(args: argparse.Namespace) -> str | None:
+    """The address of ``--key`` for a hint (None when there is no readable key)."""
+    path = getattr(args, "key", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        return to_checksum_address(load_account_private_key(path)[1])
+    except Exception:  # a hint must never replace the error it follows
+        return None
+
+
 def _run(fn: Command) -> Command:
     """Map client exceptions to messages and exit codes."""
     @functools.wraps(fn)
@@ -149,11 +166,13 @@ def _run(fn: Command) -> Command:
             return fn(args)
         except ApiError as e:
             _error(f"{e.code}: {e.message}")
+            _hint(hints.error_hint(e.code, e.message, sender=_sender_of(args)))
             return 1
         except NodeUnreachable as e:
             missing = offline_flags_missing(args) if getattr(args, "sign_only", False) else []
             hint = f"; to sign offline also give {', '.join(missing)}" if missing else ""
             _error(f"{e}{hint}")
+            _hint(None if missing else hints.unreachable_hint(e.url))  # offline signing has its own advice
             return 1
         except UsageError as e:
             _error(str(e))
@@ -186,7 +205,26 @@ def _status_summary(st: dict[str, Any]) -> str:
         f"basefees:    cycle {basefee.get('cycle')}, cell {basefee.get('cell')}",
         f"mempool:     {mempool.get('txs')} txs ({mempool.get('bytes')} bytes)",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + _consensus_summary(st.get("consensus")))
+
+
+def _consensus_summary(c: Any) -> list[str]:
+    """The ``/status`` ``consensus`` section in words: who this validator is, the view and its leader, what is
+    finalized, which peers are connected, whether it votes (issue 37: a testnet operator's first questions)."""
+    if not isinstance(c, dict):
+        return []
+    n, me = c.get("validators"), c.get("me")
+    peers = [p for p in c.get("peers") or [] if p != me]
+    others = max(0, n - 1) if isinstance(n, int) else None
+    voting = c.get("voting") or {}
+    votes = "yes" if voting.get("enabled", True) else f"NO ({voting.get('reason')}" + (
+        f", until view {voting['until_view']})" if voting.get("until_view") is not None else ")")
+    return [
+        f"validator:   {me} of {n} (quorum {c.get('quorum')}); votes: {votes}",
+        f"view:        {c.get('view')} (leader {c.get('leader')}); finalized view {c.get('finalized_view')}, "
+        f"height {c.get('finalized_height')}{'; SYNCING' if c.get('syncing') else ''}",
+        f"peers:       {len(peers)} of {others} connected" + (f" ({', '.join(map(str, peers))})" if peers else ""),
+    ]
 
 
 @_run
@@ -278,10 +316,12 @@ def failure_of(receipt: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
-def print_failure(what: str, receipt: dict[str, Any]) -> None:
-    """``error: <code>: <what> failed: <message>`` on stderr."""
+def print_failure(what: str, receipt: dict[str, Any], *, host: str | None = None) -> None:
+    """``error: <code>: <what> failed: <message>`` on stderr, then a ``hint:`` line when one fits
+    (:mod:`cowboy_node.cli.hints`; ``host``: the job's HTTP host)."""
     f = failure_of(receipt)
     _error(f"{f['code']}: {what} failed: {f['message']}")
+    _hint(hints.error_hint(f["code"], f["message"], host=host))
 
 
 def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[str, Any] | None:

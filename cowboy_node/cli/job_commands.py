@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from cowboy_node.execution.jobs.results import verification_params_of
 from cowboy_node.execution.jobs.verification import check_params
 from cowboy_protocol.codec import encode
 from cowboy_protocol.http_client import ApiError
+from cowboy_protocol.jobs.error_result import decode_error_result
 from cowboy_protocol.jobs.json_schema import check_schema
 from cowboy_protocol.txfees import CELLS_MARGIN
 from cowboy_protocol.types.errors import ValidationError
@@ -122,10 +124,16 @@ def _commit_phase_permille(client: Any) -> int:
     return value
 
 
+def _http_host(request: Any) -> str | None:
+    """The host of an HTTP job's URL (for the hint after a refusal), else None."""
+    url = getattr(request.job_type, "url", None)
+    return urllib.parse.urlsplit(url).hostname if isinstance(url, str) else None
+
+
 @_run
 def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     """Submit a job; prints its id (derived from the transaction hash, index 0) and, with ``--wait``, the
-    receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 1 with its code."""
+    receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 3 with its code."""
 
     request = _read_spec(args.spec)
     sk, sender = load_key(args)
@@ -153,7 +161,7 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {**head, "height": receipt.get("height"), "receipt": receipt}
     if receipt_failed(receipt):
         _print_json({**out, "error": failure_of(receipt)})
-        print_failure("JobSubmit (no job was created, the escrow is untouched)", receipt)
+        print_failure("JobSubmit (no job was created, the escrow is untouched)", receipt, host=_http_host(request))
         return EXIT_TX_FAILED
     out["job"] = client.get_json(f"/job/{job_id}/status")
     _print_json(out)
@@ -164,8 +172,26 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
 def cmd_query_job(args: argparse.Namespace) -> int:
     """The whole job record (``GET /job/{id}``), or with ``--status`` / ``--results`` the smaller views."""
     suffix = "/status" if args.status else "/results" if args.results else ""
-    _print_json(_client(args).get_json(f"/job/{args.job_id}{suffix}"))
+    doc = _client(args).get_json(f"/job/{args.job_id}{suffix}")
+    if args.results and isinstance(doc, dict):
+        _decode_error_results(doc)
+    _print_json(doc)
     return 0
+
+
+def _decode_error_results(doc: dict[str, Any]) -> None:
+    """Add ``"error": {"code", "detail"}`` beside every revealed error result (docs/jobs.md "Error results"), whose
+    bytes the node shows only as hex: a failed job's reason in words."""
+    for reveal in doc.get("reveals") or []:
+        raw = reveal.get("result") if isinstance(reveal, dict) else None
+        if not isinstance(raw, str) or not raw.startswith("0x"):
+            continue
+        try:
+            err = decode_error_result(bytes.fromhex(raw[2:]))
+        except ValueError:
+            continue
+        if err is not None:
+            reveal["error"] = {"code": err.code, "detail": err.detail}
 
 
 def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

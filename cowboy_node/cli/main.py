@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 from cowboy_node.chain.errors import ConfigError
@@ -23,6 +24,14 @@ from cowboy_protocol.types.params import Cip11Flags
 
 DEFAULT_FAUCET_BALANCE = 10**27
 """1e9 CBY in wei for the development faucet."""
+
+
+def _version() -> str:
+    """The installed package's version (``unknown`` when running from a tree that was never installed)."""
+    try:
+        return metadata.version("cowboy-node")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _addr(text: str, flag: str) -> str:
@@ -166,6 +175,8 @@ def _height(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line parser."""
     p = argparse.ArgumentParser(prog="cowboy-node", description="Cowboy validator node")
+    p.add_argument("--version", action="version", version=f"cowboy-node {_version()}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     init = sub.add_parser("init", help="create a home directory with config, genesis and keys")

@@ -8,6 +8,7 @@ must not silently fall back to a default).
 from __future__ import annotations
 
 import ipaddress
+import json
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -453,11 +454,17 @@ def split_host_port(text: str, *, path: str, key: str) -> tuple[str, int]:
 
 def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr: str,
                   block_time_ms: int | None, p2p_addr: str = DEFAULT_P2P_ADDR,
-                  p2p_peers: Sequence[PeerAddress] = ()) -> str:
-    """The commented config.toml written by ``cowboy-node init`` and ``cowboy-node testnet``."""
+                  p2p_peers: Sequence[PeerAddress] = (), ui_peers: Sequence[str] = (),
+                  ui_cors_origins: Sequence[str] = ()) -> str:
+    """The commented config.toml written by ``cowboy-node init`` and ``cowboy-node testnet`` (which gives
+    ``ui_peers`` / ``ui_cors_origins``: the other validators' RPC URLs, so each page shows and reads them all)."""
     bt = f"block_time_ms = {block_time_ms}" if block_time_ms else "# block_time_ms = 1000"
     peers = "".join(f'\n    "{format_peer(peer)}",' for peer in p2p_peers)
     peers = f"[{peers}\n]" if peers else "[]"
+    ui = "" if not (ui_peers or ui_cors_origins) else (
+        "\n[ui]\n# The network page (/ui, docs/ui.md): other validators' RPC URLs it shows, and the origins whose "
+        "pages may\n# read this node's /status and /ui/snapshot (the other validators' pages).\n"
+        f"peers = {json.dumps(list(ui_peers))}\ncors_origins = {json.dumps(list(ui_cors_origins))}\n")
     return f"""\
 # cowboy-node configuration. Consensus parameters live in genesis.json;
 # this file holds local settings only. Unknown keys are rejected at start-up.
@@ -600,4 +607,4 @@ skip_timeout_views = 10
 # Worker processes that verify the blocks a lagging validator fetches (decoding, certificates, transaction
 # signatures), so catching up uses another core beside execution; started only when syncing (0..16; 0: a thread).
 # sync_verify_workers = 1
-"""
+{ui}"""

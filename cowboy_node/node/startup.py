@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 from pathlib import Path
 
@@ -285,6 +286,7 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, node.request_stop)
     runners = []
+    binding = ("rpc.addr", cfg.rpc_addr)  # the listener being opened, named if it fails (a port clash)
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
         runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
@@ -293,12 +295,15 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
                                               ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),
                                               subscriptions=subscription_hub(cfg, node)))
         if cfg.metrics_enabled:
+            binding = ("metrics.addr", cfg.metrics_addr)
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
+        binding = ("quic.addr", f"{cfg.quic_addr} (UDP)")
         transport = await start_transport(node, home, cfg.quic_addr, metrics, cfg.quic_workers)
         if transport is not None:
             node.quic_advertise = advertised_quic(cfg)
             node.rpc_advertise = advertised_rpc(cfg) or ""
+        binding = ("p2p.addr", f"{cfg.p2p_addr} (UDP)")
         peers = await start_peers(node, cfg, home, metrics)
     except ConfigError as e:
         for r in runners:
@@ -309,7 +314,11 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         for r in runners:
             await r.cleanup()
         store.close()
-        raise StartupError(f"cannot listen: {e}") from None
+        setting, addr = binding
+        clash = " (another process holds it: a node already running on this home or another one?)" \
+            if e.errno == errno.EADDRINUSE else ""
+        raise StartupError(f"{home / 'config.toml'}: {setting}: cannot listen on {addr}: {e.strerror or e}{clash}; "
+                           f"stop that process or change {setting}") from None
 
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,

@@ -35,6 +35,7 @@ from cowboy_node.node.config import PeerAddress, join_host_port, render_config, 
 from cowboy_node.node.devgenesis import MAX_VALIDATORS, create_genesis, entropy_bytes
 from cowboy_node.node.homefiles import private_dir, write_private
 from cowboy_node.node.keys import write_validator_key
+from cowboy_node.rpc.ui_routes import MAX_PEERS
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import generate_private_key, private_key_to_address
 from cowboy_protocol.keys import write_account_key
@@ -181,9 +182,13 @@ def create_testnet(output: Path, n: int, *, chain_id: str = "cowboy-testnet-1", 
         write_private(h.home / "genesis.json", genesis.raw)
         peers = [PeerAddress(o.ed25519_public_key, hosts[j], ports[j][P2P_OFFSET])
                  for j, o in enumerate(homes) if j != i]
+        # The network page of each validator shows the others and may read them (and they it): without CORS a
+        # page's cross-origin /status of a sibling validator is refused by the browser (issue 37).
+        others = [f"http://{o.rpc_addr}" for j, o in enumerate(homes) if j != i][:MAX_PEERS]
         write_private(h.home / "config.toml", render_config(
             chain_id=chain_id, rpc_addr=h.rpc_addr, quic_addr=h.quic_addr, metrics_addr=h.metrics_addr,
-            block_time_ms=block_time_ms, p2p_addr=h.p2p_addr, p2p_peers=peers).encode())
+            block_time_ms=block_time_ms, p2p_addr=h.p2p_addr, p2p_peers=peers, ui_peers=others,
+            ui_cors_origins=others).encode())
     write_account_key(output / FAUCET_FILE, faucet_sk)
     layout = TestnetLayout(output=output, chain_id=chain_id, genesis=genesis, validators=homes,
                            faucet_address=faucet, faucet_key=output / FAUCET_FILE)

@@ -29,6 +29,7 @@ from cowboy_node.rpc.ui_snapshot import LoopView, SessionFacade, UiTracker, node
 ASSETS: dict[str, str] = {
     "index.html": "text/html",
     "app.js": "text/javascript",
+    "history.js": "text/javascript",
     "style.css": "text/css",
 }
 """Files of ``cowboy_node/rpc/ui/`` the node serves, with their content types; nothing else is reachable."""

@@ -327,6 +327,7 @@ def validators_view(status: dict[str, Any]) -> dict[str, Any]:
         "finalized_height": consensus.get("finalized_height"), "leader": leader, "me": me,
         "quorum": consensus.get("quorum"), "syncing": consensus.get("syncing"),
         "peers_connected": len(peers), "evidence": consensus.get("evidence"),
+        "timeline": {role: (consensus.get("timeline") or {}).get(role) for role in ("leader", "follower")},
         "members": [{"index": i, "name": v.get("name"), "ed25519_public_key": v.get("ed25519_public_key"),
                      "me": i == me, "leader": i == leader, "connected": i == me or i in peers}
                     for i, v in enumerate(members)],

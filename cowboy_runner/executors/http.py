@@ -37,6 +37,8 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 """Statuses followed as redirects (when they carry a Location)."""
 CHUNK_BYTES = 64 * 1024
 """Read size while streaming a body."""
+PRIVATE_KEY = "runner.toml executors.http.allow_private_addresses"
+"""The setting that lets HTTP jobs reach loopback/private addresses, named in every refusal it causes."""
 
 
 class BlockedAddressError(OSError):
@@ -151,10 +153,12 @@ class HttpExecutor:
             raise ExecutorError("domain_not_allowed", f"not an http(s) URL with a host: {str(url)[:200]}")
         host = url.host.lower().rstrip(".")
         if not host_matches(host, self.config.allowed_domains):
-            raise ExecutorError("domain_not_allowed", f"host {host!r} is not in the runner's allow-list",
-                                detail={"host": host})
+            raise ExecutorError("domain_not_allowed", f"host {host!r} is not in the runner's allow-list "
+                                f"(runner.toml capabilities.http_domains; `cowboy-runner capabilities --home HOME "
+                                f"--http-domain {host}` adds it here and on chain)", detail={"host": host})
         if not self.config.allow_private_addresses and _is_ip_literal(host) and not is_global_address(host):
-            raise ExecutorError("address_not_allowed", f"{host} is not a public address", detail={"host": host})
+            raise ExecutorError("address_not_allowed", f"{host} is not a public address ({PRIVATE_KEY} = false)",
+                                detail={"host": host})
 
     def _headers(self, job: HttpJob) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict(job.headers)
@@ -205,7 +209,7 @@ class HttpExecutor:
                                 detail={"phase": "connect", "limited_by": "operator", "limit_s": limit}) from None
         except aiohttp.ClientConnectorError as e:
             if isinstance(e.os_error, BlockedAddressError):
-                raise ExecutorError("address_not_allowed", str(e.os_error)) from None
+                raise ExecutorError("address_not_allowed", f"{e.os_error} ({PRIVATE_KEY} = false)") from None
             raise ExecutorError("upstream_error", f"cannot connect: {e}") from None
         except aiohttp.ClientError as e:
             raise ExecutorError("upstream_error", f"HTTP error: {e}") from None

@@ -33,7 +33,22 @@ build=("$ENGINE" build)
 [[ "$ENGINE" == podman ]] && build+=(--format docker)
 [[ -n "${BASE_IMAGE:-}" ]] && build+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
 say "engine: $ENGINE (${compose[*]})"
-"${build[@]}" -t "$IMAGE" . >/tmp/"$PROJECT"-build.log 2>&1 || { tail -40 /tmp/"$PROJECT"-build.log; fail "build"; }
+base_image_hint() {  # after a failed build: the pinned base image could not be pulled? Say which override to use.
+    grep -qiE 'pull|registry|manifest|dial tcp|no such host|name resolution|timeout|unauthorized' \
+        /tmp/"$PROJECT"-build.log || return 0
+    local pinned local_python
+    pinned="$(sed -n 's/^ARG BASE_IMAGE=//p' Dockerfile)"
+    local_python="$($ENGINE images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep -iE 'python.*3\.11' | head -1)"
+    say "the build could not pull its base image ${BASE_IMAGE:-$pinned} (no registry reachable?)."
+    if [[ -n "$local_python" ]]; then
+        say "a local Python 3.11 image exists: rerun with   make compose-test BASE_IMAGE=$local_python"
+    else
+        say "build from a local Python 3.11 image instead:   make compose-test BASE_IMAGE=<local python:3.11 image>"
+        say "(README, containers: where no registry is reachable, build or load one first)"
+    fi
+}
+"${build[@]}" -t "$IMAGE" . >/tmp/"$PROJECT"-build.log 2>&1 || {
+    tail -40 /tmp/"$PROJECT"-build.log; base_image_hint; fail "build"; }
 say "built $IMAGE"
 
 available() {  # available IMAGE: present locally or pullable
@@ -48,9 +63,11 @@ if ! available "$PROMETHEUS_IMAGE"; then
 fi
 services=(genesis validator-0 validator-1 validator-2 validator-3 runner-0 runner-1 demo-http demo prometheus)
 export GRAFANA_IMAGE="${GRAFANA_IMAGE:-docker.io/grafana/grafana-oss:11.1.0}"
+grafana_verdict="Grafana started"
 if available "$GRAFANA_IMAGE"; then
     services+=(grafana)
 else
+    grafana_verdict="Grafana NOT checked (cannot pull $GRAFANA_IMAGE)"
     say "NOTE: cannot pull $GRAFANA_IMAGE (no registry here): Grafana not started; its panels' queries are" \
         "checked against a real Prometheus by tests/e2e/test_prometheus.py"
 fi
@@ -63,8 +80,10 @@ cleanup() {
             $ENGINE logs --tail 25 "$(cid "$s")" 2>&1 || true
         done
     fi
-    say "tearing down (down -v)"
+    say "tearing down (down -v, and the project's network)"
     "${compose[@]}" down -v >/dev/null 2>&1 || true
+    # podman-compose 1.0 leaves the project network behind after `down`; docker compose has removed it already.
+    $ENGINE network rm "${PROJECT}_default" >/dev/null 2>&1 || true
     exit "$status"
 }
 trap cleanup EXIT
@@ -161,6 +180,24 @@ healthy() {  # podman without systemd runs no health timers: run the check itsel
 for s in validator-0 runner-0; do
     until_ok "$s container reports healthy" healthy "$s"
 done
+grafana_up() {  # Grafana answers and has provisioned the testnet dashboard
+    python3 - <<'PY'
+import json, sys, urllib.request
+try:
+    with urllib.request.urlopen("http://127.0.0.1:3000/api/health", timeout=5) as r:
+        ok = json.load(r).get("database") == "ok"
+    with urllib.request.urlopen("http://127.0.0.1:3000/api/search?query=cowboy", timeout=5) as r:
+        ok = ok and bool(json.load(r))
+except Exception:
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+if [[ " ${services[*]} " == *" grafana "* ]]; then
+    until_ok "Grafana answers on 127.0.0.1:3000 with the provisioned dashboard" grafana_up
+    grafana_verdict="Grafana checked"
+fi
 nofile="$($ENGINE logs "$(cid validator-0)" 2>&1 | grep -m1 'file-descriptor limit' || true)"
 [[ -n "$nofile" ]] && say "validator-0 said: $nofile"
-say "PASS: compose testnet ($ENGINE) — 4 validators agree, 2 runners registered, a job settled, timers fire"
+say "PASS: compose testnet ($ENGINE) — 4 validators agree, 2 runners registered, a job settled, timers fire;" \
+    "$grafana_verdict"

@@ -177,7 +177,9 @@ def test_status_text_names_address_session_jobs_in_flight_and_last_results(
     runner, host = world.runner("status")
     rc, out = status_text(runner)  # never run: there is no status file yet
     assert rc == EXIT_NOT_RUNNING and "has not run" in out, out
-    with HostHttpServer(host, delay_s=2.0) as server:
+    # The answer is held until the in-flight checks are done (not a 2 s delay raced against a CLI per poll: at load
+    # 11 one `status` took longer than the window and the test timed out).
+    with HostHttpServer(host, hold=True) as server:
         running(runner).wait_session()
         job_id = submit_job(world.node, world.actor, server.url)
         wait_for("the runner to execute the job", lambda: server.hits >= 1, context=runner.read_log)
@@ -191,6 +193,7 @@ def test_status_text_names_address_session_jobs_in_flight_and_last_results(
         assert "daemon:     running (pid" in out, out
         assert re.search(r"^session: .* UP connects=1 ", out, re.M), out
         assert "in flight:  1;" in out, out
+        server.release()
         cb = job_callback(world, job_id)
         assert (cb[0], cb[1], cb[2]) == (job_id, True, BODY), cb
         wait_for("the result to be included", lambda: included(runner, job_id), context=runner.read_log)

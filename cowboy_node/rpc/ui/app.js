@@ -101,7 +101,7 @@ function renderTxs(txs) {
     cell(t.height), cell(t.kind ?? "–"), cell(short(t.sender), "mono", t.sender),
     cell(t.status === "failed" ? "failed: " + t.error_code : (t.status ?? "–"), t.status === "failed" ? "bad" : ""),
     cell(short(t.hash), "mono", t.hash),
-  ], {"data-tx": t.hash})), "no transactions in the recent blocks");
+  ], {"data-tx": t.hash})), "no transaction seen since this page opened");
 }
 
 function yesNo(b) { return b === null || b === undefined ? "–" : (b ? "yes" : "no"); }
@@ -120,7 +120,26 @@ function renderJobs(jobs) {
     cell(short(j.job_id), "mono", j.job_id), cell(j.phase, "phase phase-" + j.phase, j.reason || ""),
     cell(j.attempt ?? "–"), cell(j.committee.map(short).join(" ") || "–", "mono"), cell(j.first_seen),
     cell(j.history.map((h) => h.phase + "@" + h.height).join(" → "), "muted"),
-  ], {"data-job-id": j.job_id})), "no job in the recent blocks");
+    cell(j.phase === "failed" ? (j.reason || "–") : "", "bad"),
+  ], {"data-job-id": j.job_id})), "no job seen since this page opened");
+  const counts = CowboyHistory.phaseCounts();
+  $("job-phases").textContent = Object.keys(counts).length
+    ? "(" + Object.entries(counts).map(([p, n]) => n + " " + p).join(", ") + "; kept since this page opened, at most " +
+      CowboyHistory.limits.MAX_JOBS + ")" : "";
+}
+
+function renderFailures(failures) {
+  fill("failures", failures.map((f) => row([
+    cell(short(f.job_id), "mono", f.job_id), cell(f.reason, "bad"), cell(f.finished_at ?? "–"), cell(f.attempt ?? "–"),
+  ], {"data-failed-job": f.job_id})), "no failed job since this page opened");
+}
+
+function renderCharts() {
+  const s = CowboyHistory.series();
+  CowboyHistory.chart($("chart-interval"), s.interval, "s");
+  CowboyHistory.chart($("chart-rate"), s.rate, "tx/s");
+  CowboyHistory.chart($("chart-finality"), s.finality, "ms");
+  CowboyHistory.chart($("chart-present"), s.present, "");
 }
 
 function renderTimers(actors) {
@@ -141,12 +160,15 @@ function renderTimers(actors) {
 
 function render(s) {
   configPeers = Array.isArray(s.peers) ? s.peers : [];
+  CowboyHistory.ingest(s);  // bounded memory of what scrolled out of the snapshot (history.js)
   renderSummary(s);
   renderValidators(s.validators);
   renderBlocks(s.blocks);
-  renderTxs(s.transactions);
+  renderTxs(CowboyHistory.transactions());
   renderRunners(s.runners);
-  renderJobs(s.jobs);
+  renderJobs(CowboyHistory.jobs());
+  renderFailures(CowboyHistory.failures());
+  renderCharts();
   renderTimers(s.timers);
 }
 

@@ -26,7 +26,7 @@ from cowboy_node.rpc.server import start_rpc_server
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
-from cowboy_protocol.keys import write_account_key
+from cowboy_protocol.keys import load_account_private_key, write_account_key
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
 from tests.unit.node_harness import LiveNode, dev_live_node, serving
@@ -280,7 +280,12 @@ def test_transfer_api_error_exit_1(server: ServerThread, key_file: Path, capsys:
     rc = run_cli(["tx", "transfer", "--key", str(key_file), "--to", to_checksum_address(RECIPIENT),
                   "--amount", "1", "--rpc", server.url])
     assert rc == 1
-    assert capsys.readouterr().err.strip() == "error: insufficient_funds: balance 0 < max fee 1"
+    error, hint = capsys.readouterr().err.strip().splitlines()
+    assert error == "error: insufficient_funds: balance 0 < max fee 1"
+    # issue 37: the next line says how to fund the sender on a devnet (the key's own address, the faucet key)
+    sender = to_checksum_address(load_account_private_key(key_file)[1])
+    assert hint == (f"hint: fund {sender} first; on a devnet from the faucet: `cowboy-node tx transfer --key "
+                    f"devnet-home/keys/faucet.key --to {sender} --amount 1000000000000000000000 --wait`")
     assert server.facade.txs == {}
 
 
@@ -509,6 +514,15 @@ def test_every_tx_command_signs_offline(tmp_path: Path, key_file: Path, capsys: 
         assert all(t.recover_sender() == SENDER and t.chain_id == CHAIN_ID for t in txs), name
 
 
+def test_unreachable_node_suggests_make_devnet_or_rpc(capsys: pytest.CaptureFixture[str]) -> None:
+    url = _unreachable()
+    assert run_cli(["status", "--rpc", url]) == 1
+    error, hint = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith(f"error: cannot reach node at {url}")
+    assert hint == (f"hint: is a node running at {url}? Start a local one with `make devnet` (RPC "
+                    "http://127.0.0.1:4000), or point the command at yours with --rpc URL")
+
+
 def test_submit_job_offline_needs_the_commit_phase(key_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = run_cli(["tx", "submit-job", "--key", str(key_file), "--spec", str(EXAMPLES / "job-http.json"),
                   "--sign-only", "--nonce", "1", *OFFLINE, "--rpc", _unreachable()])
@@ -671,3 +685,31 @@ def test_nonce_gap_waits_for_the_missing_nonces(live: LiveNode, key_file: Path, 
     assert heights == sorted(heights)
     assert live.node.account(RECIPIENT)["balance"] == "6"
     assert live.node.account(SENDER)["nonce"] == 3
+
+
+def test_query_job_results_decodes_error_results() -> None:
+    # issue 37: a failed job's reason was only hex in `query job --results`
+    from cowboy_node.cli.job_commands import _decode_error_results
+    from cowboy_protocol.jobs.error_result import error_result_for
+
+    doc = {"reveals": [{"result": "0x" + error_result_for("http_status", "HTTP 500 from 127.0.0.1").hex()},
+                       {"result": "0x" + b'{"price": 42}'.hex()}]}
+    _decode_error_results(doc)
+    assert doc["reveals"][0]["error"] == {"code": "http_status", "detail": "HTTP 500 from 127.0.0.1"}
+    assert "error" not in doc["reveals"][1]
+
+
+def test_status_text_shows_consensus_state() -> None:
+    # issue 37 item 5: `cowboy-node status` (text) showed no peers, view or finalized height
+    from cowboy_node.cli.client_commands import _status_summary
+
+    st = {"chain_id": "c", "height": 9, "consensus": {
+        "validators": 4, "quorum": 3, "me": 0, "view": 12, "leader": 1, "finalized_view": 11, "finalized_height": 9,
+        "syncing": False, "peers": [1, 3], "voting": {"enabled": True}}}
+    lines = _status_summary(st).splitlines()
+    assert "validator:   0 of 4 (quorum 3); votes: yes" in lines
+    assert "view:        12 (leader 1); finalized view 11, height 9" in lines
+    assert "peers:       2 of 3 connected (1, 3)" in lines
+    st["consensus"].update(voting={"enabled": False, "reason": "double_sign_check", "until_view": 40}, syncing=True)
+    text = _status_summary(st)
+    assert "votes: NO (double_sign_check, until view 40)" in text and "; SYNCING" in text

@@ -96,7 +96,7 @@ async def test_page_is_served_with_a_csp_and_loads_only_assets_the_node_serves()
         assert html == (UI_DIR / "index.html").read_text()
         parser = _Links()
         parser.feed(html)
-        assert sorted(parser.urls) == ["data:,", "ui/static/app.js", "ui/static/style.css"]
+        assert sorted(parser.urls) == ["data:,", "ui/static/app.js", "ui/static/history.js", "ui/static/style.css"]
         for name, ctype in ASSETS.items():
             if name == "index.html":
                 continue
