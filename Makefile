@@ -97,6 +97,26 @@ fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the C
 	$(VPY) tests/fuzz/fuzz_cbor.py --seconds $(FUZZ_SECONDS)
 	$(VPY) tests/fuzz/fuzz_transport.py --cases $(FUZZ_TRANSPORT_CASES)
 
+# Mutation testing (docs/testing.md): cosmic-ray lives in its own venv (like pip-tools for `make lock`), so it never
+# changes what .venv holds; it mutates a copy of the tree under build/mutate/, never the working tree.
+MUTATE_VENV ?= .venv-mutate
+COSMIC_RAY_VERSION ?= 8.7.0
+MODULE ?=
+
+$(MUTATE_VENV)/bin/cosmic-ray:
+	$(PY) -m venv $(MUTATE_VENV)
+	$(MUTATE_VENV)/bin/pip install $(PIP_FLAGS) 'cosmic-ray==$(COSMIC_RAY_VERSION)'
+
+.PHONY: mutate mutate-conformance
+mutate: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray ## Mutation testing, one cosmic-ray session per module (MODULE=name, or `make mutate-<name>`, runs one; list: scripts/mutate.py --list)
+	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $(MODULE)
+
+mutate-conformance: $(STAMP) ## The named mutants of docs/conformance.md, each killed by its row's cited tests
+	$(VPY) scripts/conformance_mutants.py
+
+mutate-%: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray
+	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $*
+
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
 	$(VPY) bench/chain_throughput.py --validators 4
