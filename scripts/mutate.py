@@ -50,14 +50,17 @@ class Module:
 
 MODULES: tuple[Module, ...] = (
     Module("jobs-draw", "cowboy_node/execution/jobs/draw.py",
-           (f"{EXE}/test_selection_draw.py", f"{EXE}/test_selection_committee.py", f"{EXE}/test_selection_mru.py")),
+           (f"{EXE}/test_selection_draw.py", f"{EXE}/test_selection_committee.py", f"{EXE}/test_selection_mru.py",
+            f"{EXE}/test_selection_boundaries.py")),
     Module("jobs-weights", "cowboy_node/execution/jobs/weights.py",
            (f"{EXE}/test_selection_weights.py", f"{EXE}/test_selection_snapshot_root.py",
             f"{EXE}/test_selection_committee.py")),
     Module("jobs-mru", "cowboy_node/execution/jobs/mru.py",
-           (f"{EXE}/test_selection_mru.py", f"{EXE}/test_selection_committee.py")),
+           (f"{EXE}/test_selection_mru.py", f"{EXE}/test_selection_committee.py",
+            f"{EXE}/test_selection_boundaries.py")),
     Module("jobs-seeds", "cowboy_node/execution/jobs/seeds.py",
-           (f"{EXE}/test_selection_seeds.py", f"{EXE}/test_selection_pending.py")),
+           (f"{EXE}/test_selection_seeds.py", f"{EXE}/test_selection_pending.py",
+            f"{EXE}/test_selection_boundaries.py")),
     Module("jobs-filters", "cowboy_node/execution/jobs/filters.py",
            (f"{EXE}/test_selection_filters.py", f"{EXE}/test_selection_index.py",
             f"{EXE}/test_job_check_rules_agree.py")),
@@ -103,6 +106,40 @@ EXCLUDED: tuple[str, ...] = (
 
 EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     # module name → (operator, line, text of the mutated line (stripped), why the mutant cannot change behaviour)
+    "jobs-draw": (
+        ("core/ReplaceBinaryOperator_Mul_Div", 79, "mru_address: bytes | None, /, mru_multiplier: int) -> list[RunnerRecord]:",
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),
+        ("core/ReplaceBinaryOperator_Mul_Div", 112, "weight_of: Callable[[RunnerRecord], int], m: int, seed: bytes, mru_address: bytes | None, /,",
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 60, "if not weights or total <= 0:",
+         "weights are non-negative, so total <= 0 iff total == 0"),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 92, "if i <= 0 and mru_address is not None:",
+         "the iteration counter starts at 0 and only grows: i <= 0 iff i == 0"),
+        ("core/ReplaceComparisonOperator_Eq_GtE", 70, "if j >= len(items):",
+         "j < len(items) before the pop, so j >= len(items) after it iff j == len(items)"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 87, "while len(selected) != m:",
+         "selected grows by one from 0 and m >= 1, so it reaches m before it could pass it"),
+        ("core/ReplaceUnaryOperator_USub_Invert", 91, "mru_slot = ~1",
+         "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
+        ("core/ReplaceUnaryOperator_USub_Invert", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else ~1",
+         "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
+        ("core/NumberReplacer", 88, "pool, weights = pools[0] if pools[0][ 1] else pools[1]",
+         "pools[0] is a (runners, weights) pair of equal lengths: [1] and [-1] are as empty as [0]"),
+        ("core/NumberReplacer", 88, "pool, weights = pools[0] if pools[0][ -1] else pools[1]",
+         "pools[0] is a (runners, weights) pair of equal lengths: [1] and [-1] are as empty as [0]"),
+        ("core/NumberReplacer", 91, "mru_slot = - 2",
+         "the sentinel -1 \u2192 -2: still negative, only compared with >= 0"),
+        ("core/NumberReplacer", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else - 2",
+         "the sentinel -1 \u2192 -2: still negative, only compared with >= 0"),
+    ),
+    "jobs-mru": (
+        ("core/NumberReplacer", 49, "return runner if max(height - set_at, -1) <= ttl else None",
+         "max(age, 1) <= ttl equals max(age, 0) <= ttl because MRU_TTL_BLOCKS >= 1 (governance bound 1..1,000,000)"),
+    ),
+    "jobs-seeds": (
+        ("core/ReplaceComparisonOperator_Eq_LtE", 73, "return MODE_IMMEDIATE if m <= 1 else MODE_DELAYED",
+         "m < 1 was refused two lines above, so m <= 1 iff m == 1"),
+    ),
 }
 
 
