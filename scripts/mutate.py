@@ -107,10 +107,10 @@ EXCLUDED: tuple[str, ...] = (
 EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     # module name → (operator, line, text of the mutated line (stripped), why the mutant cannot change behaviour)
     "jobs-draw": (
-        ("core/ReplaceBinaryOperator_Mul_Div", 79, "mru_address: bytes | None, /, mru_multiplier: int) -> list[RunnerRecord]:",
-         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),
-        ("core/ReplaceBinaryOperator_Mul_Div", 112, "weight_of: Callable[[RunnerRecord], int], m: int, seed: bytes, mru_address: bytes | None, /,",
-         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),
+        ("core/ReplaceBinaryOperator_Mul_Div", 79, "mru_address: bytes | None, /, mru_multiplier: int) -> list[RunnerRecord]:",  # noqa: E501
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Mul_Div", 112, "weight_of: Callable[[RunnerRecord], int], m: int, seed: bytes, mru_address: bytes | None, /,",  # noqa: E501
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),  # noqa: E501
         ("core/ReplaceComparisonOperator_Eq_LtE", 60, "if not weights or total <= 0:",
          "weights are non-negative, so total <= 0 iff total == 0"),
         ("core/ReplaceComparisonOperator_Eq_LtE", 92, "if i <= 0 and mru_address is not None:",
@@ -121,7 +121,7 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "selected grows by one from 0 and m >= 1, so it reaches m before it could pass it"),
         ("core/ReplaceUnaryOperator_USub_Invert", 91, "mru_slot = ~1",
          "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
-        ("core/ReplaceUnaryOperator_USub_Invert", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else ~1",
+        ("core/ReplaceUnaryOperator_USub_Invert", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else ~1",  # noqa: E501
          "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
         ("core/NumberReplacer", 88, "pool, weights = pools[0] if pools[0][ 1] else pools[1]",
          "pools[0] is a (runners, weights) pair of equal lengths: [1] and [-1] are as empty as [0]"),
