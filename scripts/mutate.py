@@ -63,7 +63,7 @@ MODULES: tuple[Module, ...] = (
             f"{EXE}/test_selection_boundaries.py")),
     Module("jobs-filters", "cowboy_node/execution/jobs/filters.py",
            (f"{EXE}/test_selection_filters.py", f"{EXE}/test_selection_index.py",
-            f"{EXE}/test_job_check_rules_agree.py")),
+            f"{EXE}/test_job_check_rules_agree.py", f"{EXE}/test_selection_boundaries.py")),
     Module("jobs-dispatch", "cowboy_node/execution/jobs/dispatch.py",
            (f"{EXE}/test_selection_committee.py", f"{EXE}/test_jobs_pending_snapshot.py",
             f"{EXE}/test_pending_spec_rules.py", f"{EXE}/test_jobs_underfill.py", f"{EXE}/test_mode_a_selection.py",
@@ -139,6 +139,16 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     "jobs-seeds": (
         ("core/ReplaceComparisonOperator_Eq_LtE", 73, "return MODE_IMMEDIATE if m <= 1 else MODE_DELAYED",
          "m < 1 was refused two lines above, so m <= 1 iff m == 1"),
+    ),
+    "jobs-filters": (
+        ("core/ReplaceComparisonOperator_Eq_GtE", 71, "host = req.http_host.lower().rstrip(\".\") if req.http_host is not None and kind >= JOB_KIND_HTTP else None",
+         "http_host is set only for HTTP jobs (http_host(job_type) is None otherwise), so the kind test never decides"),
+        ("core/ReplaceTrueWithFalse", 40, "@dataclass(frozen=False, slots=True)",
+         "SelectionRequest is built once per job and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 40, "@dataclass(frozen=True, slots=False)",
+         "SelectionRequest is built once per job and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 125, "return out, dict(zip(FILTER_NAMES, counts, strict=False))",
+         "FILTER_NAMES and the counts tuple are the same fixed length: strict never fires"),
     ),
 }
 
@@ -242,6 +252,8 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
             why = equivalent.get((str(entry["operator"]), line, mutated))
             if why is None and _in_annotation((line, mut["start_pos"][1]), spans):
                 why = "inside a type annotation (a string under `from __future__ import annotations`, never evaluated)"
+            if why is None and _keyword_marker_only(str(entry["diff"])):
+                why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"
             if why is not None:
                 counts["equivalent"] += 1
                 equivalents.append({**entry, "why": why})
@@ -257,6 +269,15 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
               "survivors": survivors, "equivalents": equivalents}
     (work / "result.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def _keyword_marker_only(diff: str) -> bool:
+    """Whether the mutant only turns a def's ``*,`` into ``/,`` (cosmic-ray reads the marker as a multiplication).
+    The arguments before it become positional-only: a caller passing them by keyword would fail (killed), so a
+    survivor is one whose callers all pass them positionally, which both forms accept."""
+    minus = [d[1:] for d in diff.splitlines() if d.startswith("-") and not d.startswith("---")]
+    plus = [d[1:] for d in diff.splitlines() if d.startswith("+") and not d.startswith("+++")]
+    return len(minus) == len(plus) == 1 and "*," in minus[0] and plus[0] == minus[0].replace("*,", "/,", 1)
 
 
 def _mutated_line(diff: str) -> str:

@@ -8,10 +8,15 @@ at iteration 0 — including slot 0 (§9.3).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cowboy_node.execution.jobs import draw, mru, seeds
-from tests.unit.execution.test_selection_support import addr, runner
+from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
+from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.runner import JOB_KIND_HTTP, JOB_KIND_LLM, JOB_KIND_MCP, Rate, RateCard, RunnerRecord
+from tests.unit.execution.test_selection_support import HEIGHT, addr, runner
 
 U64_MAX = 2**64 - 1
 U128_MAX = 2**128 - 1
@@ -86,3 +91,37 @@ def test_mru_record_fields_are_exactly_20_bytes() -> None:
             mru.mru_key(bad, 0x01)
         with pytest.raises(ValueError):
             mru.encode_mru(bad, 5)
+
+
+# --- filter chain (jobs-filters survivors) ----------------------------------------------------------------------
+
+def _req(kind: int, max_price: int, excluded: frozenset[bytes] = frozenset()) -> SelectionRequest:
+    return SelectionRequest(job_kind=kind, http_host=None, tee_required=False, required_tee_type=None,
+                            max_price=max_price, required_runner_pool=None, excluded=excluded)
+
+
+def _eligible(runners: list[RunnerRecord], request: SelectionRequest) -> list[bytes]:
+    return [r.address for r in eligible(runners, request, height=HEIGHT, heartbeat_timeout_blocks=100,
+                                        cfg=RunnerConfig())]
+
+
+def test_price_filter_reads_the_rate_of_the_jobs_own_kind() -> None:
+    """The price filter compares max_price with the base price of the job's kind, not of another kind."""
+    r = runner(1, 0, kinds=(JOB_KIND_LLM, JOB_KIND_HTTP, JOB_KIND_MCP))
+    rates = RateCard(((JOB_KIND_LLM, Rate(1, 1)), (JOB_KIND_HTTP, Rate(500, 1)), (JOB_KIND_MCP, Rate(1, 1))))
+    priced = replace(r, rate_card=rates)
+    assert _eligible([priced], _req(JOB_KIND_HTTP, 100)) == []            # HTTP costs 500 > 100
+    assert _eligible([priced], _req(JOB_KIND_HTTP, 500)) == [r.address]
+    no_rate = replace(r, rate_card=RateCard(((JOB_KIND_MCP, Rate(1, 1)),)))  # capable of HTTP, no HTTP rate
+    assert _eligible([no_rate], _req(JOB_KIND_HTTP, 10**6)) == []
+
+
+def test_a_runner_above_its_concurrency_cap_is_not_eligible() -> None:
+    """active_jobs ≥ max_concurrent_jobs excludes — also when it is above the cap (the cap was lowered)."""
+    assert _eligible([runner(1, 0, max_jobs=2, active=3)], _req(JOB_KIND_LLM, 1_000)) == []
+    assert _eligible([runner(1, 0, max_jobs=2, active=1)], _req(JOB_KIND_LLM, 1_000)) != []
+
+
+def test_an_excluded_runner_does_not_end_the_scan() -> None:
+    first, second = runner(1, 0), runner(2, 1)
+    assert _eligible([first, second], _req(JOB_KIND_LLM, 1_000, frozenset({first.address}))) == [second.address]
