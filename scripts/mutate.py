@@ -141,7 +141,7 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "m < 1 was refused two lines above, so m <= 1 iff m == 1"),
     ),
     "jobs-filters": (
-        ("core/ReplaceComparisonOperator_Eq_GtE", 71, "host = req.http_host.lower().rstrip(\".\") if req.http_host is not None and kind >= JOB_KIND_HTTP else None",
+        ("core/ReplaceComparisonOperator_Eq_GtE", 71, "host = req.http_host.lower().rstrip(\".\") if req.http_host is not None and kind >= JOB_KIND_HTTP else None",  # noqa: E501
          "http_host is set only for HTTP jobs (http_host(job_type) is None otherwise), so the kind test never decides"),
         ("core/ReplaceTrueWithFalse", 40, "@dataclass(frozen=False, slots=True)",
          "SelectionRequest is built once per job and never mutated, hashed or given new attributes"),
@@ -253,7 +253,7 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
             if why is None and _in_annotation((line, mut["start_pos"][1]), spans):
                 why = "inside a type annotation (a string under `from __future__ import annotations`, never evaluated)"
             if why is None and _keyword_marker_only(str(entry["diff"])):
-                why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"
+                why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"  # noqa: E501
             if why is not None:
                 counts["equivalent"] += 1
                 equivalents.append({**entry, "why": why})
