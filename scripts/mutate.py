@@ -150,6 +150,14 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceTrueWithFalse", 125, "return out, dict(zip(FILTER_NAMES, counts, strict=False))",
          "FILTER_NAMES and the counts tuple are the same fixed length: strict never fires"),
     ),
+    "fees": (
+        ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
+         "used == target returned three lines above, so >= and > agree here"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=False, slots=True)",
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=True, slots=False)",
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),  # noqa: E501
+    ),
 }
 
 
