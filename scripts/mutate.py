@@ -152,11 +152,11 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
-         "used == target returned three lines above, so >= and > agree here"),  # noqa: E501
+         "used == target returned three lines above, so >= and > agree here"),
         ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=False, slots=True)",
-         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),  # noqa: E501
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
         ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=True, slots=False)",
-         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),  # noqa: E501
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
     ),
 }
 
