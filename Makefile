@@ -118,6 +118,26 @@ fuzz: $(STAMP) ## Fuzz the CBOR codec for FUZZ_SECONDS (default 300), then the C
 fuzz-api: $(STAMP) ## schemathesis against a live node on its /openapi.json for FUZZ_API_SECONDS (default 600): 0 findings, blocks throughout
 	$(VPY) scripts/fuzz_api.py --seconds $(FUZZ_API_SECONDS) --workers 2
 
+# Mutation testing (docs/testing.md): cosmic-ray lives in its own venv (like pip-tools for `make lock`), so it never
+# changes what .venv holds; it mutates a copy of the tree under build/mutate/, never the working tree.
+MUTATE_VENV ?= .venv-mutate
+COSMIC_RAY_VERSION ?= 8.7.0
+MODULE ?=
+
+$(MUTATE_VENV)/bin/cosmic-ray:
+	$(PY) -m venv $(MUTATE_VENV)
+	$(MUTATE_VENV)/bin/pip install $(PIP_FLAGS) 'cosmic-ray==$(COSMIC_RAY_VERSION)'
+
+.PHONY: mutate mutate-conformance
+mutate: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray ## Mutation testing, one cosmic-ray session per module (MODULE=name, or `make mutate-<name>`, runs one; list: scripts/mutate.py --list)
+	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $(MODULE)
+
+mutate-conformance: $(STAMP) ## The named mutants of docs/conformance.md, each killed by its row's cited tests
+	$(VPY) scripts/conformance_mutants.py
+
+mutate-%: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray
+	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $*
+
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py
 	$(VPY) bench/chain_throughput.py --validators 4

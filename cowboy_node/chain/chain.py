@@ -144,8 +144,11 @@ class Chain:
 
     def env_at(self, *, height: int, timestamp_ms: int, fee_recipient: bytes, beacon: bytes,
                presence_input: bytes | None, round_: Round, consumed_seeds: tuple[ConsumedSeed, ...],
-               parent: BlockHeader | None = None) -> BlockEnv:
+               parent: BlockHeader | None = None, finalized_height: int | None = None) -> BlockEnv:
         """Execution environment of a block at ``height`` on ``parent`` (default: the head), built or received.
+
+        ``finalized_height``: the finalized head's height when ``parent`` is not final (see
+        :attr:`BlockEnv.finalized_height`).
 
         ``beacon`` is the block's header beacon: the seed of the parent's round, R_{S−1} (CIP-11 §9.2), which
         execution reads as the parent beacon.
@@ -156,7 +159,7 @@ class Chain:
                         presence_input=presence_input, parent_state_root=p.state_root,
                         round=(round_.epoch, round_.view), parent_round=(p.round.epoch, p.round.view),
                         consumed_seeds=tuple((c.seed_epoch, c.seed_view, c.seed_signature) for c in consumed_seeds),
-                        n_validators=len(self.genesis.validators))
+                        n_validators=len(self.genesis.validators), finalized_height=finalized_height)
 
     def build(self, candidates: list[Transaction], *, env: BlockEnv, round_: Round, proposer: bytes,
               sign: _Signer, signatures_checked: bool, observe: Observe | None = None,

@@ -52,11 +52,13 @@ class Candidate:
     """Hash of the committed head whose own world it was executed on (None: over an overlay)."""
 
 
-def seeds_due(world: WorldState, round_: Round, records: ConsensusRecords) -> tuple[ConsumedSeed, ...]:
+def seeds_due(world: WorldState, round_: Round, records: ConsensusRecords,
+              finalized_height: int | None = None) -> tuple[ConsumedSeed, ...]:
     """ConsumedSeedsV1 of a block proposed in ``round_``: the seed of every pending-selection round before it
-    that this validator has seen revealed (a round whose seed it lacks waits for a later block)."""
+    that this validator has seen revealed and whose block S is final at ``finalized_height`` (CIP-11 §9.2; a
+    round whose seed it lacks, or whose S is only notarized, waits for a later block)."""
     out = []
-    for epoch, view in due_seed_rounds(world, round_.view - 1):
+    for epoch, view in due_seed_rounds(world, round_.view - 1, finalized_height):
         seed = records.seed(Round(epoch, view))
         if seed is not None:
             out.append(ConsumedSeed(epoch, view, seed))
@@ -132,13 +134,14 @@ class Forks:
         self._check_halt(parent.height + 1)
         self.executions["build"] += 1
         seed = self.parent_seed(parent)
+        final = self.chain.head.header.height  # only committed blocks are final (§9.2 pending-pass condition)
         if seed is None:
             raise InvalidBlock("missing_parent_seed", f"the seed of round {parent.round} is not known",
                                field="beacon")
         env = self.chain.env_at(height=parent.height + 1, timestamp_ms=max(timestamp_ms, parent.timestamp_ms + 1),
                                 fee_recipient=fee_recipient, beacon=seed, presence_input=presence(world),
-                                round_=round_, consumed_seeds=seeds_due(world, round_, self.records),
-                                parent=parent)
+                                round_=round_, consumed_seeds=seeds_due(world, round_, self.records, final),
+                                parent=parent, finalized_height=final)
         prepared = self.chain.build(transactions, env=env, round_=round_, proposer=proposer, sign=sign,
                                     signatures_checked=True, observe=observe, world=world, parent_hash=parent_hash)
         return self._keep(prepared, env, self.chain.head.hash() if direct else None)
@@ -151,9 +154,11 @@ class Forks:
         self._check_halt(block.header.height)
         world, parent, direct = self.world_on(block.header.parent_hash)
         self.executions["verify" if direct else "verify_overlay"] += 1
+        final = self.chain.head.header.height  # a block assigning from a non-final S is refused (§9.2)
         prepared = verify_and_prepare(self.chain, block, parent=parent, world=world, leader_key=leader_key,
-                                      max_timestamp_ms=max_timestamp_ms, signature_checked=self.signature_checked)
-        return self._keep(prepared, self._env_of(block, parent), self.chain.head.hash() if direct else None)
+                                      max_timestamp_ms=max_timestamp_ms, signature_checked=self.signature_checked,
+                                      finalized_height=final)
+        return self._keep(prepared, self._env_of(block, parent, final), self.chain.head.hash() if direct else None)
 
     def _check_halt(self, height: int) -> None:
         """A validator halting at H (``--halt-height``) neither proposes nor votes for a block above H, so the block
@@ -161,12 +166,12 @@ class Forks:
         if self.chain.beyond_halt(height):
             raise InvalidBlock("halt_height", f"block {height} is above the halt height {self.chain.halt_height}")
 
-    def _env_of(self, block: Block, parent: BlockHeader) -> BlockEnv:
+    def _env_of(self, block: Block, parent: BlockHeader, finalized_height: int | None = None) -> BlockEnv:
         h = block.header
         return self.chain.env_at(height=h.height, timestamp_ms=h.timestamp_ms,
                                  fee_recipient=fee_recipient_of(self.chain.genesis, h.proposer), beacon=h.beacon,
                                  presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds,
-                                 parent=parent)
+                                 parent=parent, finalized_height=finalized_height)
 
     def _keep(self, prepared: PreparedBlock, env: BlockEnv, direct_on: bytes | None) -> Candidate:
         c = Candidate(prepared, env, direct_on)

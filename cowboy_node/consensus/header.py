@@ -82,10 +82,12 @@ def fee_recipient_of(genesis: Genesis, proposer: bytes) -> bytes:
 def verify_and_prepare(chain: Chain, block: Block, *, parent: BlockHeader | None = None,
                        world: WorldState | None = None, leader_key: bytes | None = None,
                        max_timestamp_ms: int | None = None,
-                       signature_checked: Callable[[bytes], bool] | None = None) -> PreparedBlock:
+                       signature_checked: Callable[[bytes], bool] | None = None,
+                       finalized_height: int | None = None) -> PreparedBlock:
     """Check ``block`` against ``parent`` (default: ``chain``'s head) and re-execute it on ``world`` (default:
     the head's). Nothing is written: the caller commits a block executed on the head with
-    :meth:`Chain.commit`. ``signature_checked``: see :func:`execute_block` (this node's admission marks)."""
+    :meth:`Chain.commit`. ``signature_checked``: see :func:`execute_block` (this node's admission marks).
+    ``finalized_height``: this validator's finalized height when ``parent`` is not final (CIP-11 §9.2)."""
     parent_header = parent if parent is not None else chain.head.header
     verify_header(block, parent_header, chain.genesis, leader_key=leader_key, max_timestamp_ms=max_timestamp_ms)
     world = world if world is not None else chain.world()
@@ -93,6 +95,6 @@ def verify_and_prepare(chain: Chain, block: Block, *, parent: BlockHeader | None
     env = chain.env_at(height=h.height, timestamp_ms=h.timestamp_ms,
                        fee_recipient=fee_recipient_of(chain.genesis, h.proposer), beacon=h.beacon,
                        presence_input=h.presence_input, round_=h.round, consumed_seeds=h.consumed_seeds,
-                       parent=parent_header)
+                       parent=parent_header, finalized_height=finalized_height)
     result = execute_block(world, env, block.header, block.transactions, signature_checked=signature_checked)
     return PreparedBlock(block, result, world)

@@ -20,6 +20,7 @@ from cowboy_node.execution.presence_certificates import derive_presence, mode_a_
 from cowboy_node.execution.records import encode_receipt
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.execution.system_state import (
+    apply_staged_timer_config,
     get_basefee_config,
     get_basefees,
     get_chain_limits,
@@ -145,6 +146,7 @@ def _finish(world: WorldState, ctx: BlockContext, txs: list[Transaction], receip
             rejected: list[tuple[Transaction, TxInvalid]], observe: Observe | None = None,
             tx_hashes: list[bytes] | None = None) -> BlockResult:
     run_end_of_block(world, ctx, observe=observe)
+    apply_staged_timer_config(world)  # an UpdateTimerConfig of this block applies from the next (seeds/003 §7)
     root, ops = world.prepare_commit()
     if tx_hashes is None:
         tx_hashes = [t.tx_hash() for t in txs]

@@ -20,7 +20,9 @@ never reads the clock itself; what the observer does cannot change a result."""
 
 @dataclass(frozen=True, slots=True)
 class BlockEnv:
-    """Everything a block's execution depends on besides the parent state; all of it is committed in the block."""
+    """Everything a block's execution depends on besides the parent state; all of it is committed in the block
+    except ``finalized_height``, the executing validator's own finality view (CIP-11 §9.2 "block S is finalized
+    and applied to canonical local state")."""
 
     chain_id: str
     """Chain id (transactions for another chain are invalid)."""
@@ -46,6 +48,11 @@ class BlockEnv:
     """The block's ConsumedSeedsV1 entries (seed_epoch, seed_view, 48-byte seed signature), sorted by round."""
     n_validators: int = 1
     """Size of the validator set (the membership-steering bound applies when > 1, CIP-11 §7.3)."""
+    finalized_height: int | None = None
+    """Height of the executing validator's finalized (committed) head when the block runs on a parent that is
+    notarized but not final yet (Simplex builds on such parents); None: every ancestor is final (the block runs
+    on the committed head: single-validator production, replay, commit). A pending M > 1 selection whose
+    block S is above it is not assignable in this block (CIP-11 §9.2 first pending-pass condition, §15.9)."""
 
 
 @dataclass(slots=True)

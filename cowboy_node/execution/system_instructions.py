@@ -12,7 +12,7 @@ from cowboy_node.execution import fees, governance
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import BASEFEE_ACTOR, GOVERNANCE, set_basefee_config, set_timer_config
+from cowboy_node.execution.system_state import BASEFEE_ACTOR, GOVERNANCE, set_basefee_config, stage_timer_config
 from cowboy_node.execution.timers import schedule
 from cowboy_node.execution.timers.policy import set_timer_policy
 from cowboy_node.execution.validator_governance import require_direct_allowed
@@ -69,7 +69,9 @@ def update_timer_config(world: WorldState, tx: Transaction, ctx: BlockContext, m
         raise TxFailed(E_INVALID_CONFIG, e.message) from None
     body = encode(ins.config.to_cbor())
     meter.charge_cells(len(body))
-    set_timer_config(world, ins.config)
+    # Staged: schedule, delivery and the mailbox keep this block's config; the new one applies from the next
+    # block (seeds/003 §7), promoted at the end of this block (execution.block).
+    stage_timer_config(world, ins.config)
     events.append(Event(BASEFEE_ACTOR, "timer_config.updated", body))
 
 

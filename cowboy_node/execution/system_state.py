@@ -37,6 +37,8 @@ _BASEFEE_NS = b"actor/" + BASEFEE_ACTOR + b"/kv/system:"
 KEY_BASEFEE_CONFIG = _BASEFEE_NS + b"basefee_config"
 KEY_BASEFEE_STATE = _BASEFEE_NS + b"basefee_state"
 KEY_TIMER_CONFIG = _BASEFEE_NS + b"timer_config"
+KEY_TIMER_CONFIG_NEXT = _BASEFEE_NS + b"timer_config_next"
+"""An UpdateTimerConfig's config until the end of its block (seeds/003 §7: mid-block changes do not apply)."""
 KEY_CHAIN_LIMITS = b"sys/chain_limits"
 KEY_RUNNER_CONFIG = b"actor/" + RUNNER_REGISTRY + b"/kv/system:runner_config"
 KEY_CIP11_FLAGS = b"sys/cip11_flags"
@@ -103,6 +105,20 @@ def get_timer_config(world: WorldState) -> TimerConfig:
 def set_timer_config(world: WorldState, cfg: TimerConfig) -> None:
     """Replace the governed timer config."""
     world.set(KEY_TIMER_CONFIG, encode(cfg.to_cbor()))
+
+
+def stage_timer_config(world: WorldState, cfg: TimerConfig) -> None:
+    """Record ``cfg`` to take effect from the next block (the last one staged in a block wins)."""
+    world.set(KEY_TIMER_CONFIG_NEXT, encode(cfg.to_cbor()))
+
+
+def apply_staged_timer_config(world: WorldState) -> None:
+    """End of block: the config staged in this block (if any) becomes the governed one (seeds/003 §7
+    "TimerConfig is read once per block from consensus state; mid-block changes do not apply")."""
+    raw = world.get(KEY_TIMER_CONFIG_NEXT)
+    if raw is not None:
+        world.set(KEY_TIMER_CONFIG, raw)
+        world.delete(KEY_TIMER_CONFIG_NEXT)
 
 
 def get_runner_config(world: WorldState) -> RunnerConfig:

@@ -273,25 +273,32 @@ def submit(world: WorldState, ctx: BlockContext, meter: Meter, request: JobReque
     return job_id
 
 
-def due_seed_rounds(world: WorldState, up_to_view: int) -> list[tuple[int, int]]:
+def due_seed_rounds(world: WorldState, up_to_view: int, finalized_height: int | None = None) -> list[tuple[int, int]]:
     """Distinct (seed_epoch, seed_view) of pending selections whose seed round is ≤ ``(0, up_to_view)``.
 
     Used by the proposer to decide which seeds to commit in ``ConsumedSeedsV1`` (single epoch 0). A round is
-    left out while any of its records could not be assigned — its record is missing or its snapshot does not
-    verify against the committed ``candidates_snapshot_root`` — because committing that seed would make the
-    block invalid (§9.2); the records stay pending under the same keys, as for a seed not yet observed.
+    left out while any of its records could not be assigned — its block S is above ``finalized_height`` (not
+    final yet, §9.2 first condition; None: every block of ``world`` is final), its record is missing or its
+    snapshot does not verify against the committed ``candidates_snapshot_root`` — because committing that
+    seed would make the block invalid (§9.2); the records stay pending under the same keys, as for a seed not
+    yet observed.
     """
     out: list[tuple[int, int]] = []
     blocked: set[tuple[int, int]] = set()
     for key, _ in world.iterate(pending.PENDING_DUE_PREFIX):
-        epoch, view, _s, job_id = pending.parse_pending_due_key(key)
+        epoch, view, submitted_at, job_id = pending.parse_pending_due_key(key)
         if (epoch, view) > (0, up_to_view):
             break
         if not out or out[-1] != (epoch, view):
             out.append((epoch, view))
-        if not _assignable(world, job_id):
+        if not source_final(submitted_at, finalized_height) or not _assignable(world, job_id):
             blocked.add((epoch, view))
     return [r for r in out if r not in blocked]
+
+
+def source_final(submitted_at: int, finalized_height: int | None) -> bool:
+    """Whether block S = ``submitted_at`` is final for a block executed with ``finalized_height`` (§9.2)."""
+    return finalized_height is None or submitted_at <= finalized_height
 
 
 def _assignable(world: WorldState, job_id: bytes) -> bool:
@@ -351,7 +358,8 @@ def verified_snapshot(world: WorldState, p: pending.PendingSelectionV1) -> list[
 def process_pending(world: WorldState, ctx: BlockContext) -> None:
     """Start of block H: assign every pending M > 1 selection whose seed ``ConsumedSeedsV1`` commits (§9.2).
 
-    Block validity: every entry must be consumed by at least one pending record (else ``unconsumed_seed``);
+    Block validity: every entry must be consumed by at least one pending record (else ``unconsumed_seed``),
+    whose block S is final for this validator (else ``pending_source_not_final``, :attr:`BlockEnv.finalized_height`);
     entries are sorted by round without duplicates (checked by the header check). Records are processed in
     ascending (submitted_at, job_id) whatever the storage order.
     """
@@ -371,6 +379,12 @@ def process_pending(world: WorldState, ctx: BlockContext) -> None:
                                "selection", field="consumed_seeds")
     by_job = {p.job_id: c for p, c in collected}
     for p in pending.order_due([p for p, _ in collected]):
+        if not source_final(p.submitted_at, ctx.env.finalized_height):
+            # §9.2: "block S is finalized and applied to canonical local state" — a block built on a notarized,
+            # not yet final S (Simplex, n > 1) must not assign from it, or a fork dropping S would strand H.
+            raise InvalidBlock("pending_source_not_final", f"consumed seed of round ({p.seed_epoch}, "
+                               f"{p.seed_view}) assigns job 0x{p.job_id.hex()} from block {p.submitted_at}, "
+                               f"above the finalized height {ctx.env.finalized_height}", field="consumed_seeds")
         rows = verified_snapshot(world, p)
         cands = [registry.get_runner(world, a) for a, _, _, _ in rows]
         present = [r for r in cands if r is not None]

@@ -134,7 +134,7 @@ def test_seeds_due_lists_only_rounds_whose_seed_is_recorded(dev_genesis: DevGene
     records = ConsensusRecords(chain.store)
     asked: list[int] = []
 
-    def due(world: object, up_to_view: int) -> list[tuple[int, int]]:
+    def due(world: object, up_to_view: int, finalized_height: int | None = None) -> list[tuple[int, int]]:
         # stand-in for the pending-selection scan: rounds (0, 2), (0, 3), (0, 5) await their seed
         asked.append(up_to_view)
         return [(0, 2), (0, 3), (0, 5)]

@@ -15,7 +15,7 @@ from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis
-from cowboy_node.types.block import Block, Round
+from cowboy_node.types.block import Block, ConsumedSeed, Round
 from cowboy_protocol.crypto import ed25519
 from tests.helpers import ALICE_SK, BOB, FEE_RECIPIENT, transfer
 
@@ -118,3 +118,20 @@ def test_timestamp_beyond_the_bound_is_in_the_future(dev_genesis: DevGenesis, ne
     assert _code(follower, block, max_timestamp_ms=ts - 1) == "timestamp_in_future"
     follower.commit(verify_and_prepare(follower, block, max_timestamp_ms=ts))  # the bound is inclusive
     assert follower.height == 1
+
+
+def test_consumed_seed_whose_only_defect_is_its_signature_is_refused(dev_genesis: DevGenesis,
+                                                                      new_chain: Callable[[], Chain]) -> None:
+    """CIP-11 §9.2 "every entry MUST verify": a ConsumedSeedsV1 entry for an earlier round (round order holds,
+    sorted, one entry) carrying a genuine group signature over *another* round is refused as
+    ``bad_consumed_seed``; the same entry with its round's own seed passes the header check (it is then refused
+    by execution only because no pending selection consumes it)."""
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 3).block
+    wrong = sign_beacon(_secret(dev_genesis), Round(0, 2))  # a valid seed, but of round (0, 2)
+    assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(ConsumedSeed(0, 1, wrong),))) \
+        == "bad_consumed_seed"
+    right = sign_beacon(_secret(dev_genesis), Round(0, 1))
+    assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(ConsumedSeed(0, 1, right),))) \
+        == "unconsumed_seed"
+    assert follower.height == 0

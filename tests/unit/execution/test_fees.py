@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cowboy_node.execution import fees
 from cowboy_node.execution.fees import effective_tip, next_basefee, split_fee
 from cowboy_protocol.types.params import BasefeeConfig
 
@@ -53,3 +54,14 @@ def test_tip_is_bounded_by_max_fee_minus_basefee() -> None:
 def test_split_burns_basefee_and_tips_the_rest() -> None:
     s = split_fee(10, 5, cycle_basefee=100, cell_basefee=7, cycle_tip=3, cell_tip=1)
     assert (s.burned, s.tip, s.total) == (10 * 100 + 5 * 7, 10 * 3 + 5 * 1, 1035 + 35)
+
+
+def test_intrinsic_cycle_charges_are_the_documented_protocol_constants() -> None:
+    """docs/protocol.md §4: every transaction costs 10,000 cycles and a Transfer adds 2,000; a governed-config system
+    instruction adds 5,000. Consensus constants: changing one changes every fee and state root."""
+    assert (fees.TX_BASE_CYCLES, fees.TRANSFER_CYCLES, fees.SYSTEM_INSTRUCTION_CYCLES) == (10_000, 2_000, 5_000)
+
+
+def test_split_charges_each_resource_at_its_own_basefee_and_tip() -> None:
+    s = split_fee(7, 10, cycle_basefee=2, cell_basefee=5, cycle_tip=3, cell_tip=4)
+    assert (s.burned, s.tip, s.total) == (7 * 2 + 10 * 5, 7 * 3 + 10 * 4, 7 * 5 + 10 * 9)

@@ -28,7 +28,8 @@ from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.job_instructions import JobResultSubmit
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
 from cowboy_protocol.types.jobspec import JobSpecV1, derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig
@@ -191,3 +192,32 @@ def test_verified_result_writes_the_mru_record_with_the_runner_and_current_heigh
     assert net.job(job_id).outcome == b'{"v": 1}'
     assert net.chain.world().get(key) == encode_mru(runner, p.block.header.height)
 
+
+
+def test_mru_winner_is_the_first_matching_runner_in_committee_order_not_address_order() -> None:
+    """§9.4: "r is the first consensus-matching runner in the original selected committee order … Arrival/reveal/
+    delivery/map-iteration order MUST NOT affect the choice." The fixture is a three-runner majority-vote job whose
+    drawn committee is *not* in address order (the first such job of a fixed chain: deterministic); every member
+    reveals the same result, in reverse committee order, so only committee order names committee[0]."""
+    net = _net()  # phase 2: M > 1 waits for its seed, then the committee is drawn
+    m3 = {"mode": "majority_vote", "runners": 3, "threshold": 2}
+    for _ in range(8):  # bounded search over job ids; the draw is a pure function of the chain
+        submit = net.tx(ALICE_SK, _request(verification=m3, timeout_blocks=20))
+        net.block([submit])
+        job_id = derive_job_id(submit.tx_hash(), 0)
+        while net.job(job_id).committee == ():
+            net.block([])
+        rec = net.job(job_id)
+        if rec.committee[0] != min(rec.committee):
+            break
+    else:
+        raise AssertionError("no committee out of address order in 8 jobs")
+    assert len(rec.committee) == 3 and sorted(rec.committee) != list(rec.committee)
+    order = list(reversed(rec.committee))  # reveals arrive last-member first
+    sk = {r: RUNNER_SKS[RUNNERS.index(r)] for r in rec.committee}
+    net.block([net.tx(sk[r], JobResultCommit(job_id, result_commitment(job_id, r, b"same", b"salt"))) for r in order])
+    while net.chain.height < rec.commit_end:
+        net.block([])
+    p = net.block([net.tx(sk[r], JobResultSubmit(job_id, b"same", b"salt", 0)) for r in order])
+    assert net.job(job_id).outcome == b"same"
+    assert net.chain.world().get(mru_key(ALICE, 0x01)) == encode_mru(rec.committee[0], p.block.header.height)

@@ -16,7 +16,12 @@ from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.fees import SYSTEM_INSTRUCTION_CYCLES, TX_BASE_CYCLES
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.system_state import get_account, get_timer_config, set_timer_config
+from cowboy_node.execution.system_state import (
+    apply_staged_timer_config,
+    get_account,
+    get_timer_config,
+    set_timer_config,
+)
 from cowboy_node.execution.timers import store
 from cowboy_node.execution.timers.schedule import schedule_timer
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS, execute_transaction
@@ -25,7 +30,7 @@ from cowboy_node.types.account import account_key
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
 from cowboy_protocol.types.instructions import CancelTimer, ExtendTimer, Instruction, UpdateTimerConfig
 from cowboy_protocol.types.params import TimerConfig
-from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, CHAIN_ID, FEE_RECIPIENT, make_tx, transfer
+from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, CHAIN_ID, FEE_RECIPIENT, make_dev_genesis, make_tx, transfer
 
 NOW = 100
 TIMER_ACTOR = bytes([0x5A]) * 20  # an ordinary actor, neither ALICE nor BOB
@@ -81,10 +86,15 @@ def _assert_only_fee_charged(env: Env, sk: bytes, sender: bytes, receipt: Receip
 
 
 # -- UpdateTimerConfig ---------------------------------------------------------------------------
-def test_update_timer_config_by_a_system_deployer_replaces_it_and_emits_the_event(env: Env) -> None:
+def test_update_timer_config_by_a_system_deployer_replaces_it_from_the_next_block_and_emits_the_event(
+        env: Env) -> None:
     tx = make_tx(ALICE_SK, 1, UpdateTimerConfig(NEW_CONFIG))
     r = execute_transaction(env.world, tx, env.ctx)
     assert r.status == STATUS_SUCCESS and r.error_code is None
+    # seeds/003 §7 "TimerConfig is read once per block …; mid-block changes do not apply": staged, not applied.
+    assert get_timer_config(env.world) == TimerConfig()
+    assert env.world.get(TIMER_CONFIG_KEY) != NEW_CONFIG_CBOR
+    apply_staged_timer_config(env.world)  # the end of the block (execution.block._finish)
     assert get_timer_config(env.world) == NEW_CONFIG
     assert env.world.get(TIMER_CONFIG_KEY) == NEW_CONFIG_CBOR
     assert r.events == (Event(SYSTEM_06, "timer_config.updated", NEW_CONFIG_CBOR),)
@@ -93,8 +103,12 @@ def test_update_timer_config_by_a_system_deployer_replaces_it_and_emits_the_even
     assert r.cells_used == len(tx.body()) + ACCOUNT_WRITE_CELLS + len(NEW_CONFIG_CBOR)
 
 
-def test_new_timer_config_applies_to_host_calls_after_the_transaction(env: Env) -> None:
+def test_new_timer_config_applies_to_host_calls_from_the_next_block_only(env: Env) -> None:
     assert env.run(ALICE_SK, UpdateTimerConfig(NEW_CONFIG)).status == STATUS_SUCCESS
+    # Later in the same block the block-start config still holds (a gas limit the new config refuses is fine).
+    schedule_timer(env.world, env.ctx, Meter(10**9, 10**9), actor=TIMER_ACTOR, tx_sender=TIMER_ACTOR,
+                   height=NOW + 1, handler="h", payload=b"", gas_limit=1_001)
+    apply_staged_timer_config(env.world)  # end of block: from the next block on, the new config applies
     with pytest.raises(TxFailed) as e:
         schedule_timer(env.world, env.ctx, Meter(10**9, 10**9), actor=TIMER_ACTOR, tx_sender=TIMER_ACTOR,
                        height=NOW + 1, handler="h", payload=b"", gas_limit=1_001)
@@ -122,6 +136,7 @@ def test_invalid_timer_config_fails_with_invalid_config_and_changes_nothing(env:
 def test_u32_cap_itself_is_a_valid_config(env: Env) -> None:
     edge = TimerConfig(max_timers_per_actor=2**32 - 1)
     assert env.run(ALICE_SK, UpdateTimerConfig(edge)).status == STATUS_SUCCESS
+    apply_staged_timer_config(env.world)  # from the next block
     assert get_timer_config(env.world) == edge
 
 
@@ -221,3 +236,16 @@ def test_extend_timer_by_a_non_deployer_is_unauthorized(env: Env) -> None:
     assert r.error_code == "unauthorized"
     assert _expires(env, timer_id) == NOW + 50
     _assert_only_fee_charged(env, BOB_SK, BOB, r, before, balance)
+
+
+def test_a_blocks_update_timer_config_is_the_config_of_the_next_block() -> None:
+    """Through real blocks (producer and verifying follower): the config staged by block h's UpdateTimerConfig
+    is the governed one in block h's committed state, i.e. from block h + 1 on, and both agree on the root."""
+    from tests.unit.execution import test_jobs_e2e as e2e
+
+    net = e2e.Net(make_dev_genesis())
+    net.block([net.tx(ALICE_SK, UpdateTimerConfig(NEW_CONFIG))])
+    world = net.chain.world()
+    assert get_timer_config(world) == NEW_CONFIG
+    assert world.get(TIMER_CONFIG_KEY) == NEW_CONFIG_CBOR
+    assert world.get(TIMER_CONFIG_KEY + b"_next") is None  # nothing left staged

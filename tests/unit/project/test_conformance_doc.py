@@ -135,3 +135,34 @@ def test_every_named_test_is_collected() -> None:
 ])
 def test_status_parser(status: str, kind: str | None) -> None:
     assert _kind(status) == kind
+
+
+def _named_mutants() -> list[list[str]]:
+    return [r for r in _table(_section(_doc(), "Named mutants")) if r and r[0].startswith("N")]
+
+
+def _covered_rows() -> set[str]:
+    line = next(x for x in _section(_doc(), "Named mutants") if x.startswith("Rows covered:"))
+    return set(ROW_ID.findall(line))
+
+
+def test_named_mutant_table_is_complete_for_the_rows_it_covers() -> None:
+    """Issue 31: each covered single-check row has a named mutant that its cited tests kill (run by
+    scripts/conformance_mutants.py); here, without running anything, the table must be complete and consistent."""
+    rows = {r[0]: r for r in _matrix()}
+    mutants = _named_mutants()
+    covered = _covered_rows()
+    assert mutants and covered
+    ids = [m[0] for m in mutants]
+    assert len(ids) == len(set(ids)), f"duplicate mutant ids: {ids}"
+    assert {m[1] for m in mutants} == covered, "every covered row needs a mutant and every mutant a covered row"
+    for mid, rid, file, original, mutated, tests in mutants:
+        assert rid in rows and _kind(rows[rid][3]) == "implemented", f"{mid}: {rid} is not an implemented matrix row"
+        orig, mut = original.strip("`"), mutated.strip("`")
+        assert orig != mut, f"{mid}: the mutant changes nothing"
+        count = (ROOT / file.strip("`")).read_text(encoding="utf-8").count(orig)
+        assert count == 1, f"{mid}: snippet found {count} times in {file} (expected once): {orig!r}"
+        named = set(TEST_ID.findall(tests))
+        assert named, f"{mid}: names no test"
+        cited = set(TEST_ID.findall(rows[rid][4]))
+        assert named <= cited, f"{mid}: tests {sorted(named - cited)} are not cited by row {rid}"

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Mutation testing (issue 31 §2) with cosmic-ray: one session per module, each against the fast tests covering it.
+
+Every entry of :data:`MODULES` names a module (a short name ``make mutate MODULE=name`` selects), the source file
+cosmic-ray mutates and the fast unit tests that cover it. For each module the repository is copied to
+``build/mutate/<name>/repo`` (the working tree is never touched; cosmic-ray mutates the copy in place and the copy's
+``cowboy_node`` is the one imported, checked), the unmutated tests must pass (baseline), then cosmic-ray runs every
+mutant with ``pytest -x`` on those tests. Operators that only yield noise are filtered out (:data:`EXCLUDED`,
+argued in docs/testing.md). Mutants listed in :data:`EQUIVALENT` (operator, line and the mutated line's text, with
+the reason the mutant cannot change behaviour) are counted as equivalent, not as survivors.
+
+Output: ``build/mutate/<name>/result.json`` (counts, seconds, survivors with their diffs) and one markdown table row
+per module on stdout (the table of docs/testing.md). Exit status 1 if a module's baseline fails.
+
+    .venv/bin/python scripts/mutate.py [--list] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "mutate"
+COSMIC_RAY = Path(os.environ.get("MUTATE_VENV", str(ROOT / ".venv-mutate"))) / "bin"
+EXE = "tests/unit/execution"
+CONS = "tests/unit/consensus"
+PROTO = "tests/unit/protocol"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    """Short name (``make mutate MODULE=<name>``)."""
+    path: str
+    """The file mutated."""
+    tests: tuple[str, ...]
+    """Fast tests covering it (run with ``pytest -x``; the first failure kills the mutant)."""
+    timeout: float = 120.0
+    """Seconds before a mutant's test run is ended (counted as killed: the mutant hangs the tests)."""
+
+
+MODULES: tuple[Module, ...] = (
+    Module("jobs-draw", "cowboy_node/execution/jobs/draw.py",
+           (f"{EXE}/test_selection_draw.py", f"{EXE}/test_selection_committee.py", f"{EXE}/test_selection_mru.py",
+            f"{EXE}/test_selection_boundaries.py")),
+    Module("jobs-weights", "cowboy_node/execution/jobs/weights.py",
+           (f"{EXE}/test_selection_weights.py", f"{EXE}/test_selection_snapshot_root.py",
+            f"{EXE}/test_selection_committee.py")),
+    Module("jobs-mru", "cowboy_node/execution/jobs/mru.py",
+           (f"{EXE}/test_selection_mru.py", f"{EXE}/test_selection_committee.py",
+            f"{EXE}/test_selection_boundaries.py")),
+    Module("jobs-seeds", "cowboy_node/execution/jobs/seeds.py",
+           (f"{EXE}/test_selection_seeds.py", f"{EXE}/test_selection_pending.py",
+            f"{EXE}/test_selection_boundaries.py")),
+    Module("jobs-filters", "cowboy_node/execution/jobs/filters.py",
+           (f"{EXE}/test_selection_filters.py", f"{EXE}/test_selection_index.py",
+            f"{EXE}/test_job_check_rules_agree.py", f"{EXE}/test_selection_boundaries.py")),
+    Module("jobs-dispatch", "cowboy_node/execution/jobs/dispatch.py",
+           (f"{EXE}/test_selection_committee.py", f"{EXE}/test_jobs_pending_snapshot.py",
+            f"{EXE}/test_pending_spec_rules.py", f"{EXE}/test_jobs_underfill.py", f"{EXE}/test_mode_a_selection.py",
+            f"{EXE}/test_selection_spec_rules.py", f"{CONS}/test_forks_pending_finality.py",
+            f"{EXE}/test_jobs_e2e.py")),
+    Module("jobs-results", "cowboy_node/execution/jobs/results.py",
+           (f"{EXE}/test_jobs_e2e.py", f"{EXE}/test_job_error_results.py", f"{EXE}/test_payment.py")),
+    Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/test_eob_fees_and_burn.py")),
+    Module("admission", "cowboy_node/chain/admission.py",
+           ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
+            "tests/unit/chain/test_admission_reveal_window.py")),
+    Module("header", "cowboy_node/consensus/header.py",
+           (f"{CONS}/test_header_rules.py", "tests/unit/chain/test_chain.py")),
+    Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
+           (f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
+            f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py"), timeout=180.0),
+    Module("framing", "cowboy_protocol/transport/framing.py", (f"{PROTO}/test_transport_framing.py",
+                                                               f"{PROTO}/test_transport_frames.py")),
+    Module("runner-session", "cowboy_protocol/transport/runner_session.py",
+           (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
+            f"{PROTO}/test_transport_session_jobs.py")),
+    Module("validator-session", "cowboy_protocol/transport/validator_session.py",
+           (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
+            f"{PROTO}/test_transport_session_jobs.py")),
+    Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
+           (f"{EXE}/test_pvm_escapes.py", f"{EXE}/test_pvm_policy.py", f"{EXE}/test_pvm_metering.py")),
+)
+
+EXCLUDED: tuple[str, ...] = (
+    # Arithmetic swapped for bit/shift/power operators on these integer paths only re-tests what the +/−/* swaps do.
+    r"core/ReplaceBinaryOperator_\w+_(Pow|LShift|RShift|BitXor|MatMul)$",
+    r"core/ReplaceBinaryOperator_(Add|Sub|Mul|Div|FloorDiv|Mod|Pow)_(BitOr|BitAnd)$",
+    # `is`/`in` against ordering comparisons are type errors (TypeError) or always-false: not a rule change.
+    r"core/ReplaceComparisonOperator_(Lt|LtE|Gt|GtE)_(Is|IsNot|In|NotIn)$",
+    r"core/ReplaceComparisonOperator_(Is|IsNot|In|NotIn)_(Lt|LtE|Gt|GtE)$",
+    # `x is None` ↔ `x == None` (and their negations) are the same test for None.
+    r"core/ReplaceComparisonOperator_(Is_Eq|IsNot_NotEq|Eq_Is|NotEq_IsNot)$",
+    # Variable insertion/replacement mutants are random-ish and mostly type errors mypy already rejects.
+    r"core/Variable(Inserter|Replacer)$",
+)
+
+EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
+    # module name → (operator, line, text of the mutated line (stripped), why the mutant cannot change behaviour)
+    "jobs-draw": (
+        ("core/ReplaceBinaryOperator_Mul_Div", 79, "mru_address: bytes | None, /, mru_multiplier: int) -> list[RunnerRecord]:",  # noqa: E501
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Mul_Div", 112, "weight_of: Callable[[RunnerRecord], int], m: int, seed: bytes, mru_address: bytes | None, /,",  # noqa: E501
+         "the keyword-only marker * becomes positional-only /: every caller passes mru_multiplier by keyword, which both accept"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 60, "if not weights or total <= 0:",
+         "weights are non-negative, so total <= 0 iff total == 0"),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 92, "if i <= 0 and mru_address is not None:",
+         "the iteration counter starts at 0 and only grows: i <= 0 iff i == 0"),
+        ("core/ReplaceComparisonOperator_Eq_GtE", 70, "if j >= len(items):",
+         "j < len(items) before the pop, so j >= len(items) after it iff j == len(items)"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 87, "while len(selected) != m:",
+         "selected grows by one from 0 and m >= 1, so it reaches m before it could pass it"),
+        ("core/ReplaceUnaryOperator_USub_Invert", 91, "mru_slot = ~1",
+         "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
+        ("core/ReplaceUnaryOperator_USub_Invert", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else ~1",  # noqa: E501
+         "the \"no MRU slot\" sentinel is only compared with >= 0: ~1 = -2 is as negative as -1"),
+        ("core/NumberReplacer", 88, "pool, weights = pools[0] if pools[0][ 1] else pools[1]",
+         "pools[0] is a (runners, weights) pair of equal lengths: [1] and [-1] are as empty as [0]"),
+        ("core/NumberReplacer", 88, "pool, weights = pools[0] if pools[0][ -1] else pools[1]",
+         "pools[0] is a (runners, weights) pair of equal lengths: [1] and [-1] are as empty as [0]"),
+        ("core/NumberReplacer", 91, "mru_slot = - 2",
+         "the sentinel -1 \u2192 -2: still negative, only compared with >= 0"),
+        ("core/NumberReplacer", 94, "mru_slot = addresses.index(mru_address) if mru_address in addresses else - 2",
+         "the sentinel -1 \u2192 -2: still negative, only compared with >= 0"),
+    ),
+    "jobs-mru": (
+        ("core/NumberReplacer", 49, "return runner if max(height - set_at, -1) <= ttl else None",
+         "max(age, 1) <= ttl equals max(age, 0) <= ttl because MRU_TTL_BLOCKS >= 1 (governance bound 1..1,000,000)"),
+    ),
+    "jobs-seeds": (
+        ("core/ReplaceComparisonOperator_Eq_LtE", 73, "return MODE_IMMEDIATE if m <= 1 else MODE_DELAYED",
+         "m < 1 was refused two lines above, so m <= 1 iff m == 1"),
+    ),
+    "jobs-filters": (
+        ("core/ReplaceComparisonOperator_Eq_GtE", 71, "host = req.http_host.lower().rstrip(\".\") if req.http_host is not None and kind >= JOB_KIND_HTTP else None",  # noqa: E501
+         "http_host is set only for HTTP jobs (http_host(job_type) is None otherwise), so the kind test never decides"),
+        ("core/ReplaceTrueWithFalse", 40, "@dataclass(frozen=False, slots=True)",
+         "SelectionRequest is built once per job and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 40, "@dataclass(frozen=True, slots=False)",
+         "SelectionRequest is built once per job and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 125, "return out, dict(zip(FILTER_NAMES, counts, strict=False))",
+         "FILTER_NAMES and the counts tuple are the same fixed length: strict never fires"),
+    ),
+    "fees": (
+        ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
+         "used == target returned three lines above, so >= and > agree here"),
+        ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=False, slots=True)",
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=True, slots=False)",
+         "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
+    ),
+}
+
+
+def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def _pytest(tests: tuple[str, ...]) -> str:
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests])
+
+
+def _config(m: Module) -> str:
+    excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
+    return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {m.timeout}\nexcluded-modules = []\n'
+            f'test-command = {json.dumps(_pytest(m.tests))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
+            f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
+
+
+def run_module(m: Module) -> dict[str, object]:
+    """Run one module's session; returns its result (also written to ``build/mutate/<name>/result.json``)."""
+    work = OUT / m.name
+    shutil.rmtree(work, ignore_errors=True)
+    tree = work / "repo"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
+        "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
+                 "cowboy_protocol.__file__)"], tree, env).stdout.split()
+    if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
+        raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
+    (tree / "cr.toml").write_text(_config(m))
+    t0 = time.monotonic()
+    base = _sh(_pytest(m.tests).split(), tree, env)
+    if base.returncode != 0:
+        return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
+    baseline_s = time.monotonic() - t0
+    cr = str(COSMIC_RAY)
+    for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
+                [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
+                [f"{cr}/cr-filter-pragma", "session.sqlite"],
+                [f"{cr}/cosmic-ray", "exec", "cr.toml", "session.sqlite"]):
+        r = _sh(cmd, tree, env)
+        if r.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} failed: {r.stderr[-2000:]}")
+    dump = _sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], tree, env).stdout
+    seconds = time.monotonic() - t0
+    return _summarize(m, tree, dump, seconds, baseline_s, work)
+
+
+def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions (line, col) of every type annotation in ``source``. Under ``from __future__ import
+    annotations`` (every module here) an annotation is a string that is never evaluated, so a ``|`` mutated
+    inside one (``bytes | None``) cannot change behaviour: such mutants are equivalent by construction."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        anns: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            anns.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for a in anns:
+            if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
+                spans.append(((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)))
+    return spans
+
+
+def _in_annotation(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
+    return any(start <= pos < end for start, end in spans)
+
+
+def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path) -> dict[str, object]:
+    source = (tree / m.path).read_text()
+    lines = source.splitlines()
+    spans = _annotation_spans(source) if "from __future__ import annotations" in source else []
+    equivalent = {(op, line, text): why for op, line, text, why in EQUIVALENT.get(m.name, ())}
+    counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0}
+    survivors: list[dict[str, object]] = []
+    equivalents: list[dict[str, object]] = []
+    for raw in dump.splitlines():
+        item, result = json.loads(raw)
+        if result is None:
+            continue
+        if result["worker_outcome"] == "skipped":
+            counts["skipped"] += 1
+            continue
+        counts["mutants"] += 1
+        mut = item["mutations"][0]
+        line = mut["start_pos"][0]
+        entry = {"operator": mut["operator_name"], "occurrence": mut["occurrence"], "line": line,
+                 "source": lines[line - 1].strip() if line <= len(lines) else "", "diff": result.get("diff", "")}
+        outcome = result["test_outcome"]
+        if result["worker_outcome"] == "timeout":
+            counts["timeout"] += 1
+            counts["killed"] += 1
+        elif outcome == "survived":
+            mutated = _mutated_line(str(entry["diff"]))
+            why = equivalent.get((str(entry["operator"]), line, mutated))
+            if why is None and _in_annotation((line, mut["start_pos"][1]), spans):
+                why = "inside a type annotation (a string under `from __future__ import annotations`, never evaluated)"
+            if why is None and _keyword_marker_only(str(entry["diff"])):
+                why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"  # noqa: E501
+            if why is not None:
+                counts["equivalent"] += 1
+                equivalents.append({**entry, "why": why})
+            else:
+                counts["survived"] += 1
+                survivors.append(entry)
+        else:  # killed, or incompetent (the mutant does not even import): the tests notice either way
+            counts["killed"] += 1
+    live = counts["mutants"] - counts["equivalent"]
+    result = {"module": m.name, "path": m.path, "tests": list(m.tests), **counts,
+              "score_percent": round(100 * counts["killed"] / live, 1) if live else 100.0,
+              "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1),
+              "survivors": survivors, "equivalents": equivalents}
+    (work / "result.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _keyword_marker_only(diff: str) -> bool:
+    """Whether the mutant only turns a def's ``*,`` into ``/,`` (cosmic-ray reads the marker as a multiplication).
+    The arguments before it become positional-only: a caller passing them by keyword would fail (killed), so a
+    survivor is one whose callers all pass them positionally, which both forms accept."""
+    minus = [d[1:] for d in diff.splitlines() if d.startswith("-") and not d.startswith("---")]
+    plus = [d[1:] for d in diff.splitlines() if d.startswith("+") and not d.startswith("+++")]
+    return len(minus) == len(plus) == 1 and "*," in minus[0] and plus[0] == minus[0].replace("*,", "/,", 1)
+
+
+def _mutated_line(diff: str) -> str:
+    """The first added line of a unified diff, stripped (identifies an equivalent mutant with its operator/line)."""
+    for d in diff.splitlines():
+        if d.startswith("+") and not d.startswith("+++"):
+            return d[1:].strip()
+    return ""
+
+
+def row(r: dict[str, object]) -> str:
+    """The docs/testing.md table row of a module's result."""
+    if "error" in r:
+        return f"| {r['module']} | baseline fails | | | | | |"
+    return (f"| {r['module']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} | "
+            f"{r['score_percent']} % | {r['seconds']} s |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="modules to run (default: all, in table order)")
+    ap.add_argument("--list", action="store_true", help="print the module table and exit")
+    ap.add_argument("--summarize", action="store_true",
+                    help="recount finished sessions in build/mutate/ (after editing EQUIVALENT) without running")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in {m.name for m in MODULES}]
+    if unknown:
+        print(f"unknown module(s) {unknown}; known: {[m.name for m in MODULES]}", file=sys.stderr)
+        return 2
+    chosen = [m for m in MODULES if not args.names or m.name in args.names]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}\t{m.path}\t{' '.join(m.tests)}")
+        return 0
+    print("| module | mutants | killed | survived | equivalent | killed / non-equivalent | time |")
+    print("|---|---|---|---|---|---|---|")
+    failed = False
+    for m in chosen:
+        if args.summarize:
+            work = OUT / m.name
+            prev = work / "result.json"
+            if not prev.exists():
+                continue
+            old = json.loads(prev.read_text())
+            tree = work / "repo"
+            dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], tree, dict(os.environ)).stdout
+            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work)
+        else:
+            r = run_module(m)
+        failed |= "error" in r
+        print(row(r), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
