@@ -579,8 +579,20 @@ class PinnedBuiltin:
 text.TRUSTED_REPR.add(PinnedBuiltin)
 _PINNED_CHR = PinnedBuiltin(canon.chr_)
 _PINNED_ITER = PinnedBuiltin(canon.builtin(iter, "iter"))
-#: ``zip`` stays a type for ``isinstance`` and renders as ``<class 'zip'>``
-_PINNED_ZIP = GuardedType(zip, canon.builtin(zip, "zip"))
+
+
+class PinnedType(GuardedType):
+    """A builtin type actors could always subclass (``zip``) whose calls :mod:`canon` pins: it stays a type for
+    ``isinstance``, renders as ``<class 'zip'>`` and may still be subclassed (the subclass is the real type's)."""
+
+    __slots__ = ()
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self._pvm_real,)
+
+
+text.TRUSTED_REPR.add(PinnedType)
+_PINNED_ZIP = PinnedType(zip, canon.builtin(zip, "zip"))
 
 
 def _guarded_builtins(ctx: Ctx) -> dict[str, Any]:

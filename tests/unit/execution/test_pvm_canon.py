@@ -132,3 +132,16 @@ def test_newer_wording_is_rewritten_to_3_11s(newer: str, site: str, v311: str) -
 ])
 def test_other_texts_are_left_alone(text: str, site: str) -> None:
     assert canon.canonical(text, site) == text
+
+
+def test_the_pinned_builtins_still_look_and_subclass_as_before() -> None:
+    # chr, iter and zip are wrapped to pin them; what actors could do with them before is unchanged (values as
+    # CPython 3.11.7 gave them before the wrapping): the reprs, isinstance, and subclassing zip
+    source = (
+        "class Z(zip):\n    pass\n\n"
+        "def run(payload):\n"
+        "    return repr([repr(zip), repr(chr), repr(iter), isinstance(zip([1]), zip), list(Z([1, 2], 'ab')),\n"
+        "                 callable(chr), isinstance(Z([1]), zip)]).encode()\n")
+    out = call_handler(compile_actor(source, allowed_modules={}), "run", b"", meter=Meter(10**7, 0)).decode()
+    assert out == ("[\"<class 'zip'>\", '<builtin_function_or_method object>', '<builtin_function_or_method object>', "
+                   "True, [(1, 'a'), (2, 'b')], True, True]")
