@@ -27,7 +27,7 @@ LOCK_VENV ?= .venv-lock
 PIP_TOOLS_VERSION ?= 7.6.2
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 
-.PHONY: help venv install lint typecheck test devnet testnet testnet-stop testnet-start testnet-status fuzz fuzz-api bench soak clean distclean lock image compose-test
+.PHONY: help venv install lint typecheck test test-pythons devnet testnet testnet-stop testnet-start testnet-status fuzz fuzz-api bench soak clean distclean lock image compose-test
 
 help: ## Show this help
 	@echo "usage: make <target>   (PY=$(PY), VENV=$(VENV))"
@@ -85,6 +85,27 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 	@echo "make test [4/4] $$(date +%T) process tests (real nodes, runners and networks: the long part)"
 	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/unit
 	@echo "make test: passed $$(date +%T)"
+
+# PVM version 1 on every CPython it is validated on (pvm/version.py VALIDATED_INTERPRETERS): a venv per
+# interpreter (.venv-3.12 ...; from the hashed lock), the PVM and determinism tests under each, then the
+# interpreter audit (0 actor-visible differences from 3.11, or it fails). An interpreter is found in
+# ~/.pyenv/versions first, then on PATH (PYTHON_3.12=/path/to/python3.12 overrides).
+TEST_PYTHONS ?= 3.11 3.12 3.13
+PVM_TESTS := tests/unit/execution/test_pvm_*.py tests/unit/execution/test_determinism*.py \
+	tests/unit/execution/test_actors_determinism.py
+python_for = $(or $(PYTHON_$(1)),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)))),$(shell command -v python$(1) 2>/dev/null))
+
+.venv-%/.installed-stamp: pyproject.toml $(DEV_LOCK)
+	@test -n "$(call python_for,$*)" || { echo "error: no CPython $* (pyenv install $*, or PYTHON_$*=...)" >&2; exit 1; }
+	$(call python_for,$*) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) --require-hashes -r $(DEV_LOCK)
+	.venv-$*/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	@touch $@
+
+test-pythons: $(foreach v,$(TEST_PYTHONS),.venv-$(v)/.installed-stamp) ## PVM + determinism tests under each CPython in TEST_PYTHONS (3.11 3.12 3.13), then the interpreter audit (what .ci/run runs first)
+	@for v in $(TEST_PYTHONS); do echo "== CPython $$v"; \
+		.venv-$$v/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(PVM_TESTS) || exit 1; done
+	python3 scripts/pvm_interpreter_audit.py --check --examples 3 $(foreach v,$(TEST_PYTHONS),.venv-$(v)/bin/python)
 
 test-sdk-e2e: $(STAMP) ## cowboy_sdk continuations end to end: a devnet node, a real runner (HTTP server + LLM stub), kill -9 mid-job, the README Quick Start (~2 min)
 	COWBOY_SDK_E2E=1 $(VPY) -m pytest -q tests/integration/test_sdk_continuation_e2e.py
@@ -199,7 +220,7 @@ clean: ## Remove caches and build artefacts (keeps .venv and devnet-home)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean ## clean, and remove .venv too (devnet-home is never removed by make)
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) .venv-3.* *.egg-info
 
 # Container image and compose testnet (docker or podman, whichever is installed; CONTAINER_ENGINE overrides).
 CONTAINER_ENGINE ?= $(shell command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 && echo docker || \

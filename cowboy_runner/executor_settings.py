@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 
 from cowboy_protocol.types.runner import JOB_KINDS
 from cowboy_runner.config import ConfigError, RunnerSettings
@@ -21,7 +22,9 @@ from cowboy_runner.executors import (
     McpConfig,
     cgroups,
 )
+from cowboy_runner.executors.config import CustomExecutorConfig
 from cowboy_runner.executors.plugins import PluginError, load_factory
+from cowboy_runner.executors.reachability import program_problem
 from cowboy_runner.executors.sandbox import bwrap_problem, container_problem
 from cowboy_runner.executors.slots import KindLimit
 
@@ -114,6 +117,17 @@ def kind_limits(settings: RunnerSettings) -> dict[str, KindLimit]:
     return {kind: KindLimit(limit, queue) for kind, (limit, queue) in sections.items() if limit is not None}
 
 
+def check_programs(programs: Mapping[bytes, CustomExecutorConfig]) -> None:
+    """A :class:`ConfigError` naming ``executors.custom.0x<hash>`` and its program when a bwrap-sandboxed program
+    cannot start inside its sandbox (``executors/reachability.py``: under ``/tmp``, not readable and executable by
+    the sandbox uid, outside what the sandbox binds); checked at start so that no job fails with ``execvp``."""
+    as_other_uid = os.geteuid() == 0  # a root runner drops to an unprivileged uid of its own (sandbox.sandbox_uid)
+    for executor_hash, spec in programs.items():
+        why = program_problem(spec, as_other_uid=as_other_uid)
+        if why is not None:
+            raise ConfigError(f"executors.custom.0x{executor_hash.hex()}", f"program {spec.argv[0]}: {why}")
+
+
 def check_isolation(config: ExecutorsConfig) -> str | None:
     """Start-up check of the custom executor's isolation: a :class:`ConfigError` naming
     ``executors.custom.isolation`` when it is ``bwrap`` and bubblewrap cannot build a sandbox here (the runner never
@@ -131,6 +145,7 @@ def check_isolation(config: ExecutorsConfig) -> str | None:
     if custom.isolation == "none":
         return ('executors.custom.isolation = "none": custom programs run unsandboxed as the runner\'s user, with '
                 "its environment and able to read its key; use only for development")
+    check_programs(custom.executors)
     problem = bwrap_problem(custom.bwrap, custom.sandbox_uid_base)
     if problem is not None:
         raise ConfigError("executors.custom.isolation", f'"bwrap" but {problem}; install bubblewrap, allow '

@@ -8,12 +8,12 @@ the skip reason says how). Bounded: the network and Prometheus run for about 20 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import socket
 import subprocess
-import time
 import tomllib
 import urllib.parse
 import urllib.request
@@ -122,7 +122,21 @@ def test_a_real_prometheus_scrapes_a_testnet_evaluates_every_rule_and_answers_ev
             return len(active) == 4 and all(t["health"] == "up" for t in active)
 
         net.wait_for("every validator scraped", all_up, timeout=30, interval=0.5)
-        time.sleep(4)  # a few samples for the rate() windows of the panels (1 s scrape interval)
+
+        def empty_panels() -> list[tuple[str, str]]:
+            out = []
+            for title, expr in panel_queries():
+                res = _promtool("query", "instant", f"http://127.0.0.1:{port}", expr)
+                assert res.returncode == 0, (title, expr, res.stderr)
+                if not res.stdout.strip():
+                    out.append((title, expr))
+            return out
+
+        # the rate() windows of the panels fill after a few scrapes (1 s interval): polled, not a fixed delay
+        # (which a loaded machine outruns); a panel that never gets a series fails below
+        with contextlib.suppress(AssertionError):
+            net.wait_for("every panel query to return a series", lambda: not empty_panels(), timeout=60,
+                         interval=1.0)
 
         groups = _api(port, "rules")["groups"]
         rules = [r for g in groups for r in g["rules"]]
@@ -131,13 +145,7 @@ def test_a_real_prometheus_scrapes_a_testnet_evaluates_every_rule_and_answers_ev
         firing = [r["name"] for r in rules for a in r.get("alerts", []) if a["state"] == "firing"]
         assert "CowboyNodeDown" not in firing and "CowboyPeersBelowQuorum" not in firing
 
-        empty = []
-        for title, expr in panel_queries():
-            res = _promtool("query", "instant", f"http://127.0.0.1:{port}", expr)
-            assert res.returncode == 0, (title, expr, res.stderr)
-            if not res.stdout.strip():
-                empty.append((title, expr))
-        assert empty == [], "panel queries that returned no series"
+        assert empty_panels() == [], "panel queries that returned no series"
         # Every node-side metric an alert names exists in the scrape (runner metrics need a runner).
         exprs = " ".join(r["query"] for r in rules)
         for name in sorted(set(re.findall(r"\bcowboy_[a-z0-9_]+", exprs))):

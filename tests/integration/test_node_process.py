@@ -33,7 +33,9 @@ def test_cli_transfer_lands_in_a_block_and_sigterm_exits_zero(tmp_path: Path) ->
         assert len(status["state_root"]) == 66
         # blocks keep coming, empty ones too
         h0 = node.get("/height")["height"]
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # polled: a fixed second raced block production on a loaded machine
+        while node.get("/height")["height"] <= h0 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert node.get("/height")["height"] > h0
         import urllib.request
         with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=5) as r:

@@ -22,11 +22,16 @@ def test_runner_started_before_its_validator_keeps_retrying_and_stops_on_sigterm
     proc = subprocess.Popen([str(RUNNER), "run", "--home", str(home)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        time.sleep(3.0)  # several backoff rounds (100 ms × 2^n)
-        assert proc.poll() is None, proc.communicate(timeout=5)[0]  # still running
-        # `status` sees the running daemon and says why it is not serving yet
-        st = subprocess.run([str(RUNNER), "status", "--home", str(home)], capture_output=True, text=True,
-                            timeout=60)
+        # `status` sees the running daemon and says why it is not serving yet: polled until its first bootstrap
+        # attempt has failed (a fixed delay raced the daemon's start-up on a loaded machine)
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate(timeout=5)[0]  # still running
+            st = subprocess.run([str(RUNNER), "status", "--home", str(home)], capture_output=True, text=True,
+                                timeout=60)
+            if "last error:" in st.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert st.returncode == 0, st.stdout + st.stderr
         assert f"running (pid {proc.pid})" in st.stdout and "waiting for the validator" in st.stdout
         assert "last error: runner.validator_rpc: validator unreachable" in st.stdout

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from cowboy_node.execution.pvm import costs, text, unistr, walk
+from cowboy_node.execution.pvm import canon, costs, text, unistr, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 from cowboy_node.execution.pvm.walk import DICT_VIEWS, SCALARS, STRLIKE
 
@@ -146,7 +146,11 @@ def mod(ctx: Ctx, a: Any, b: Any) -> Any:
     if type(a) in STRLIKE:
         return text.percent_format(ctx, a, b)
     _div_cost(ctx, a, b)
-    return a % b
+    try:
+        return a % b
+    except ZeroDivisionError as exc:
+        canon.pin(exc, "%")  # 3.13: "float modulo by zero"
+        raise
 
 
 def divmod_(ctx: Ctx, a: Any, b: Any) -> Any:
@@ -465,7 +469,11 @@ def _extreme(ctx: Ctx, pick: Callable[..., Any], args: tuple[Any, ...], key: Any
         walk_items(ctx, items)
     if not items and default is not _MISSING:
         return default
-    return pick(items, key=wrap_key(ctx, key))
+    try:
+        return pick(items, key=wrap_key(ctx, key))
+    except ValueError as exc:
+        canon.pin(exc, pick.__name__)  # 3.12+: "max() iterable argument is empty"
+        raise
 
 
 _MISSING = object()

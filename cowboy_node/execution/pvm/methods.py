@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cowboy_node.execution.pvm import costs, guards, text, unistr, walk
+from cowboy_node.execution.pvm import canon, costs, guards, text, unistr, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 
 Guard = Callable[..., Any]
@@ -205,6 +205,8 @@ def _join(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str
 
 
 def _replace(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if isinstance(obj, str):
+        canon.check_replace(args, kwargs)
     if isinstance(obj, _STR) and 2 <= len(args) <= 3 and not kwargs:
         old: Any = args[0]
         new: Any = args[1]
@@ -258,6 +260,7 @@ def _split(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[st
 
 def _splitlines(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if isinstance(obj, _STR):
+        canon.check_keepends(args, kwargs)
         ctx.charge(costs.bytes_cost(len(obj)))
         if isinstance(obj, str):
             breaks = sum(obj.count(c) for c in _LINE_BREAKS)
@@ -376,11 +379,23 @@ def call_method(ctx: Ctx, obj: Any, name: str, args: tuple[Any, ...], kwargs: di
     guard = _GUARDS.get(name)
     if guard is None:
         ctx.halt("forbidden", f"method {name!r} is not routed through the PVM")
-    return guard(ctx, obj, name, args, kwargs)
+    try:
+        return guard(ctx, obj, name, args, kwargs)
+    except (TypeError, ValueError) as exc:
+        canon.pin(exc, canon.site(obj, name))  # CPython's wording of this method's argument errors, as 3.11's
+        raise
 
 
 def call_class_method(ctx: Ctx, kind: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``kind.name(...)`` for the class-level constructors of builtin types."""
+    try:
+        return _class_method(ctx, kind, name, args, kwargs)
+    except (TypeError, ValueError) as exc:
+        canon.pin(exc, canon.site(None, name))
+        raise
+
+
+def _class_method(ctx: Ctx, kind: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if name == "fromkeys" and issubclass(kind, dict):
         if kwargs or not 1 <= len(args) <= 2:
             raise TypeError("fromkeys expected 1 or 2 arguments")

@@ -20,7 +20,7 @@ from typing import Any
 
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.pvm import costs, guards, methods, text, walk
+from cowboy_node.execution.pvm import canon, costs, guards, methods, text, walk
 from cowboy_node.execution.pvm.ctx import Ctx
 from cowboy_node.execution.pvm.errors import PvmHalt
 from cowboy_node.execution.pvm.limits import Limits
@@ -560,6 +560,41 @@ def _inplace_operators(ctx: Ctx, arithmetic: Mapping[str, Callable[[Any, Any], A
     return helpers
 
 
+class PinnedBuiltin:
+    """A CPython builtin function whose argument handling or error texts :mod:`canon` pins; it renders
+    as the builtin did (``repr(chr)`` is part of version 1's results)."""
+
+    __slots__ = ("_pvm_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._pvm_fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._pvm_fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return "<builtin_function_or_method object>"
+
+
+text.TRUSTED_REPR.add(PinnedBuiltin)
+_PINNED_CHR = PinnedBuiltin(canon.chr_)
+_PINNED_ITER = PinnedBuiltin(canon.builtin(iter, "iter"))
+
+
+class PinnedType(GuardedType):
+    """A builtin type actors could always subclass (``zip``) whose calls :mod:`canon` pins: it stays a type for
+    ``isinstance``, renders as ``<class 'zip'>`` and may still be subclassed (the subclass is the real type's)."""
+
+    __slots__ = ()
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self._pvm_real,)
+
+
+text.TRUSTED_REPR.add(PinnedType)
+_PINNED_ZIP = PinnedType(zip, canon.builtin(zip, "zip"))
+
+
 def _guarded_builtins(ctx: Ctx) -> dict[str, Any]:
     """The builtin functions of docs/pvm.md: harmless ones as is, the others bound to the context to charge."""
 
@@ -571,13 +606,13 @@ def _guarded_builtins(ctx: Ctx) -> dict[str, Any]:
 
     return {
         "abs": abs, "all": bind(guards.all_), "any": bind(guards.any_), "bin": bin, "bool": bool,
-        "callable": callable, "chr": chr, "divmod": bind(guards.divmod_), "enumerate": enumerate,
+        "callable": callable, "chr": _PINNED_CHR, "divmod": bind(guards.divmod_), "enumerate": enumerate,
         "filter": bind(guards.filter_), "format": bind(text.format_value), "hex": hex,
-        "isinstance": bind(guards.isinstance_), "issubclass": bind(guards.issubclass_), "iter": iter, "len": len,
-        "map": map, "max": bind(guards.max_),
+        "isinstance": bind(guards.isinstance_), "issubclass": bind(guards.issubclass_), "iter": _PINNED_ITER,
+        "len": len, "map": map, "max": bind(guards.max_),
         "min": bind(guards.min_), "next": next, "oct": oct, "ord": ord, "pow": bind(guards.power),
         "range": range, "repr": bind(text.safe_repr), "reversed": reversed, "round": bind(guards.round_),
-        "sorted": bind(guards.sorted_), "sum": bind(guards.sum_), "zip": zip,
+        "sorted": bind(guards.sorted_), "sum": bind(guards.sum_), "zip": _PINNED_ZIP,
     }
 
 

@@ -113,7 +113,8 @@ def test_replaying_the_corpus_reproduces_every_pinned_byte() -> None:
 
 
 @pytest.mark.skipif(unicodedata.unidata_version != unicode_tables.UNICODE_VERSION,
-                    reason="CPython's own str methods are the pinned ones only on Unicode 14.0.0 (CPython 3.11)")
+                    reason="not applicable: CPython's own str methods are the pinned ones only on Unicode 14.0.0 "
+                           "(CPython 3.11)")
 def test_pinned_semantics_are_indistinguishable_from_cpython_3_11(monkeypatch: pytest.MonkeyPatch) -> None:
     # CPython 3.11's own str methods, repr and number parsing instead of the pinned implementation (the
     # charges stay: they are protocol): same bytes.  Under CPython 3.12 or 3.13 the same switch moves

@@ -21,8 +21,9 @@ from cowboy_node.execution.pvm import PvmError, call_handler, compile_actor, uni
 
 ROOT = Path(__file__).resolve().parents[3]
 PINNED_INTERPRETER = unicodedata.unidata_version == unicode_tables.UNICODE_VERSION
-needs_pinned_interpreter = pytest.mark.skipif(not PINNED_INTERPRETER,
-                                              reason="compares with CPython's own Unicode 14.0.0 tables")
+needs_pinned_interpreter = pytest.mark.skipif(
+    not PINNED_INTERPRETER,
+    reason="not applicable: compares with CPython's own Unicode 14.0.0 tables")
 
 # (character, property, expected) from the Unicode Character Database, checked by hand.
 HAND_CHECKED_PREDICATES = [

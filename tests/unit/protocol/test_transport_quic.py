@@ -545,7 +545,8 @@ async def test_the_server_socket_asks_for_a_receive_buffer_above_the_kernel_defa
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as plain:
         default = plain.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     if rmem_max is None or rmem_max * 2 <= default:
-        pytest.skip(f"net.core.rmem_max ({rmem_max}) leaves no room above the default receive buffer ({default})")
+        pytest.skip(f"not applicable: net.core.rmem_max ({rmem_max}) leaves no room above the default receive "
+                    f"buffer ({default})")
     server = await serve(Hub())
     try:
         sock = server._transport.get_extra_info("socket")  # the bound UDP socket

@@ -265,7 +265,8 @@ def test_skip_reason_is_verifiable() -> None:
 
 CGROUP = cgroups.available(None)
 needs_cgroup = pytest.mark.skipif(PROBLEM is not None or CGROUP is None,
-                                  reason=f"no writable cgroup v1 memory/pids hierarchy here ({PROBLEM or 'bwrap ok'})")
+                                  reason=f"bubblewrap cannot run here: {PROBLEM}" if PROBLEM is not None else
+                                  "not applicable: no writable cgroup v1 memory/pids hierarchy on this host")
 
 
 @needs_cgroup

@@ -90,7 +90,10 @@ async def test_polls_only_while_no_session_is_up_and_stops_when_push_is_back() -
             await asyncio.sleep(0.01)
         assert poller.active
         up[0] = True
-        await asyncio.sleep(0.05)
+        for _ in range(2000):  # until the poller has seen the session (a fixed delay raced it under load)
+            if not poller.active:
+                break
+            await asyncio.sleep(0.01)
         stopped_at = len(chain.calls)
         await asyncio.sleep(0.1)
         assert len(chain.calls) == stopped_at and not poller.active  # push is back: polling stopped
