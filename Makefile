@@ -66,7 +66,7 @@ lock: ## Regenerate requirements-dev.lock (runtime + test) and requirements.lock
 		-o $(RUNTIME_LOCK) pyproject.toml
 
 lint: $(STAMP) ## ruff check
-	@echo "make test [1/4] $$(date +%T) lint (ruff); the whole suite takes ~9 min on an idle 2-core machine, ~27 loaded"
+	@echo "make test [1/4] $$(date +%T) lint (ruff); the whole suite takes ~12 min on a quiet 2-core machine, 2-3x that loaded"
 	$(VPY) -m ruff check .
 
 typecheck: $(STAMP) ## mypy (packages and settings from pyproject.toml)
