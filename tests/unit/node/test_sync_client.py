@@ -72,14 +72,18 @@ class Rig:
         self.net.sent.clear()
         return out
 
-    def answer(self, peer: int, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> None:
-        """``peer`` answers ``req`` as the real server does (``page_bytes``: its byte budget; a PackedPage when
-        the request accepts one)."""
+    def reply(self, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> Answer:
+        """What the real server answers ``req`` with (``page_bytes``: its byte budget; a PackedPage when the
+        request accepts one)."""
         raw = read_page(chain.blocks, ConsensusRecords(chain.store), req, chain.height, page_bytes)
         assert raw is not None
         m = decode_sync(pack_page(raw, req.from_height) if req.packed else raw)
         assert isinstance(m, SyncResponse | SyncPage | PackedPage)
-        self.client.on_answer(peer, m)
+        return m
+
+    def answer(self, peer: int, req: SyncRequest, chain: Chain = SERVER, page_bytes: int = 1 << 26) -> None:
+        """``peer`` answers ``req`` as the real server does (:meth:`reply`)."""
+        self.client.on_answer(peer, self.reply(req, chain, page_bytes))
 
     async def serve_all(self, chain: Chain = SERVER) -> None:
         """Answer every request, and those sent in reply, until none is left."""
@@ -155,8 +159,7 @@ def test_an_answer_whose_certificate_does_not_verify_is_refused_and_its_sender_p
         rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))  # one request for all 12
         rig.client.on_status(3, 12)
         (_to, req), = rig.requests()
-        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
-        m = decode_sync(raw or b"")
+        m = rig.reply(dataclasses.replace(req, packed=False))
         assert isinstance(m, SyncResponse)
         cert = bytearray(m.finalization)
         cert[-60] ^= 1  # inside the signature
@@ -173,8 +176,7 @@ def test_an_unlinked_run_is_refused_and_its_sender_penalized() -> None:
         rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))  # one request for all 12
         rig.client.on_status(3, 12)
         (_to, req), = rig.requests()
-        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
-        m = decode_sync(raw or b"")
+        m = rig.reply(dataclasses.replace(req, packed=False))
         assert isinstance(m, SyncResponse)
         blocks = list(m.blocks)
         blocks[3], blocks[4] = blocks[4], blocks[3]
@@ -318,8 +320,7 @@ def test_an_answer_whose_first_block_does_not_decode_is_refused_and_its_sender_p
         rig = Rig(FetchLimits(window=1, page_bytes=1 << 26))
         rig.client.on_status(3, 12)
         (_to, req), = rig.requests()
-        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), req, 12, 1 << 26)
-        m = decode_sync(raw or b"")
+        m = rig.reply(dataclasses.replace(req, packed=False))
         assert isinstance(m, SyncResponse)
         rig.client.on_answer(3, dataclasses.replace(m, blocks=(b"\xff", *m.blocks[1:])))
         await rig.settle()
@@ -395,8 +396,7 @@ def test_a_packed_page_that_lies_about_its_first_height_is_refused_and_its_sende
         rig.client.on_status(3, 12)
         reqs = dict((r.from_height, r) for _, r in rig.requests())
         assert set(reqs) == {1, 7}
-        raw = read_page(SERVER.blocks, ConsensusRecords(SERVER.store), reqs[7], 12, 1 << 26)
-        m = decode_sync(pack_page(raw or b"", 7))
+        m = rig.reply(reqs[7])
         assert isinstance(m, PackedPage)
         rig.client.on_answer(3, dataclasses.replace(m, first_height=1))  # blocks 7.. claimed as the answer to 1..
         await rig.settle()
