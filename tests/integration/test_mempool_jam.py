@@ -76,7 +76,7 @@ def test_gapped_flood_cannot_jam_and_restart_keeps_the_pool(tmp_path: Path) -> N
         code, body = send(KEYS[FRESH], 0)
         assert code == 200, body
         fresh = body["tx_hash"]
-        wait_for("the fresh account's tx included", lambda: "height" in node.get(f"/tx/{fresh}/receipt"), 5)
+        wait_for("the fresh account's tx included", lambda: "height" in node.get(f"/tx/{fresh}/receipt"), 30)
         pooled = [h for h in accepted if node.get(f"/tx/{h}").get("status") == "pending"]
         assert len(pooled) == POOL - 1  # one queued tx made room for it
 
