@@ -97,6 +97,8 @@ CLASS_TXS = 2
 _CLASS_OF = {0: CLASS_CONTROL, 1: CLASS_CONTROL, 3: CLASS_CONTROL, 2: CLASS_TXS, 6: CLASS_TXS}
 LOG_INTERVAL_S = 60.0
 """A warning of the same reason about the same peer is logged at most once per this many seconds."""
+_STOP_RECANCEL_S = 0.5
+"""How long :meth:`PeerNetwork.stop` waits for cancelled dialers before cancelling the ones still running again."""
 MAX_UNAUTHENTICATED_INBOUND = 16
 """Inbound connections still in their handshake (each lasts at most ``handshake_timeout_s``) beyond which a new one
 is refused at once. Authenticated inbound connections need no cap: one per validator, a newer one replaces it."""
@@ -359,8 +361,13 @@ class PeerNetwork:
             return
         self._stopping = True
         tasks = [out.task for out in self._out.values() if out.task is not None]
-        for task in tasks:
-            task.cancel()
+        # Cancel until done: on CPython 3.11 ``asyncio.wait_for`` can swallow a cancellation that arrives as its
+        # inner future completes (gh-86296), and a dialer that lost its cancellation in a handshake would then hold
+        # its new link forever while this awaited it (a hung shutdown, seen on a loaded host).
+        while pending := [task for task in tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=_STOP_RECANCEL_S)
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -17,14 +17,14 @@ BENCH = Path(__file__).resolve().parents[3] / "bench"
 SUMMARY_KEYS = {"count", "p50_ms", "p99_ms", "min_ms", "max_ms"}
 
 
-def _run(script: str, *args: str, timeout: float = 120) -> Any:
+def _run(script: str, *args: str, timeout: float = 480) -> Any:
     proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=BENCH.parent, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)  # the whole stdout is one JSON document
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_push_latency_prints_one_json_with_push_and_poll_baseline() -> None:
     doc = _run("push_latency.py", "--block-ms", "200", "--runners", "2", "--jobs", "2", "--poll-s", "0.4")
     assert doc["benchmark"] == "push_latency"
@@ -45,7 +45,7 @@ def test_push_latency_prints_one_json_with_push_and_poll_baseline() -> None:
     assert doc["results_forwarded_over_sessions"] == 2  # the push path's results went over the sessions
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_runner_capacity_prints_one_json_with_raw_echo_baseline() -> None:
     doc = _run("runner_capacity.py", "--runners", "3", "--seconds", "1.5", "--warmup-s", "0.5")
     assert doc["benchmark"] == "runner_capacity"
@@ -61,7 +61,7 @@ def test_runner_capacity_prints_one_json_with_raw_echo_baseline() -> None:
     assert row["ratio"] > 0 and isinstance(row["goal_ratio_le_1_5"], bool)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_heartbeat_cost_prints_one_json_with_its_floor_baseline() -> None:
     doc = _run("heartbeat_cost.py", "--sessions", "3", "--rounds", "2", "--repeat", "1")
     assert doc["benchmark"] == "heartbeat_cost"
@@ -72,7 +72,7 @@ def test_heartbeat_cost_prints_one_json_with_its_floor_baseline() -> None:
     assert doc["heartbeat_us"] > 0 and doc["ratio_to_floor"] > 0
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_runner_capacity_pairs_mode_reports_a_median_ratio() -> None:
     doc = _run("runner_capacity.py", "--runners", "3", "--seconds", "1.0", "--warmup-s", "0.5", "--pairs", "1")
     assert doc["benchmark"] == "runner_capacity"
@@ -87,11 +87,11 @@ SOAK_SAMPLE_KEYS = {"t_s", "rss_kb", "cpu_pct", "height", "blocks", "block_inter
                     "rejected", "query"}
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(400)
 def test_soak_prints_one_json_with_samples_goals_and_its_idle_baseline() -> None:
     doc = _run("soak.py", "--duration", "6", "--sample-s", "2", "--idle-s", "1.5", "--block-ms", "250",
                "--tps", "10", "--accounts", "8", "--qps", "10", "--read-qps", "4",
-               "--attack", "read-spin", "--attack", "gapped-nonces", "--attack", "slow-headers", timeout=75)
+               "--attack", "read-spin", "--attack", "gapped-nonces", "--attack", "slow-headers", timeout=300)
     assert doc["benchmark"] == "soak"
     assert doc["params"]["duration_s"] == 6 and doc["params"]["attacks"] == ["gapped-nonces", "read-spin",
                                                                             "slow-headers"]
@@ -117,7 +117,7 @@ def test_soak_prints_one_json_with_samples_goals_and_its_idle_baseline() -> None
     assert doc["node"]["exited_with"] is None
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_sync_catchup_prints_one_json_with_the_production_rate_beside_the_catch_up() -> None:
     doc = _run("sync_catchup.py", "--blocks", "4", "--txs", "5", "--servers", "1")
     assert doc["bench"] == "sync_catchup"

@@ -74,7 +74,7 @@ def _kind(status: str) -> str | None:
 @cache
 def _collected(files: tuple[str, ...]) -> frozenset[str]:
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return frozenset(line.strip() for line in proc.stdout.splitlines() if "::" in line)
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -20,7 +21,7 @@ from cowboy_node.transport.peer_quic import PeerProtocol, dial
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_protocol.crypto import ed25519
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(240)
 
 NETWORK_ID = b"\x42" * 32
 SEEDS = [bytes([0x10 + i]) * 32 for i in range(4)]
@@ -434,3 +435,37 @@ async def test_start_raises_oserror_when_the_port_is_taken_and_stop_is_idempoten
     await ok.net.stop()
     await ok.net.stop()
     assert ok.net.connected() == frozenset()
+
+
+# --- 6. shutdown -------------------------------------------------------------------------------------------------
+
+
+async def test_stop_ends_a_dialer_that_swallowed_its_cancellation(
+        tmp_path: Path, cleanup: list[PeerNetwork], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CPython 3.11 ``asyncio.wait_for`` can lose a cancellation that arrives as its future completes; a dialer
+    that lost it while its link was up held the link forever and ``stop()`` never returned (a hung teardown on a
+    loaded host). Here the connected dialer swallows the first cancellation on purpose: stop must still end."""
+    ports = [free_udp_port() for _ in range(2)]
+    # A long idle timeout: the held link must not die by itself while stop() waits (it would end the dialer anyway).
+    long_idle = PeerLimits(reconnect_min_s=0.05, reconnect_max_s=0.5, handshake_timeout_s=2.0, idle_timeout_s=300.0)
+    a, b = (make_node(tmp_path, me=i, ports=ports, n=2, limits=long_idle) for i in range(2))
+    hold = PeerNetwork._hold
+    swallowed: list[bool] = []
+
+    async def hold_swallowing_once(self: PeerNetwork, proto: Any, handler: Any) -> None:
+        while True:
+            try:
+                return await hold(self, proto, handler)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(True)  # lost, as wait_for loses it, and go on holding the link
+
+    monkeypatch.setattr(PeerNetwork, "_hold", hold_swallowing_once)
+    await start(cleanup, a, b)
+    await wait_until(lambda: a.net.connected() == {1} and b.net.connected() == {0})
+    stopping = asyncio.ensure_future(a.net.stop())
+    # Not wait_for: stop() suppresses its dialers' CancelledError, so a timed-out wait_for could not cancel it.
+    await asyncio.wait({stopping}, timeout=20)  # well above the re-cancel interval, even on a loaded host
+    assert stopping.done(), "stop() still waits for a dialer that lost its cancellation"
+    assert swallowed == [True]
