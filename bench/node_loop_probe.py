@@ -54,6 +54,8 @@ class Probe:
         self.loop_thread = threading.get_ident()
         self.loop_native = threading.get_native_id()
         self.stop = threading.Event()
+        self.cpu: list[tuple[float, float, float]] = []
+        """(wall time, process CPU s, loop thread CPU s), about once a second."""
         self.gcs: list[tuple[float, float, int]] = []
         """(wall time, ms, generation) of collections over 10 ms."""
         self._gc_began = 0.0
@@ -77,13 +79,18 @@ class Probe:
             return 0.0, 0.0
 
     async def tick(self) -> None:
-        """Sleep ``TICK_S`` again and again, recording how late each wake-up is."""
+        """Sleep ``TICK_S`` again and again, recording how late each wake-up is (and, every 200 ticks, the
+        process's CPU time and the loop thread's, for CPU use per phase)."""
+        n = 0
         while True:
             t = time.perf_counter()
             await asyncio.sleep(TICK_S)
             now = time.perf_counter()
             self.last_tick = now
             self.ticks.append((time.time(), round((now - t - TICK_S) * 1000, 2)))
+            n += 1
+            if n % 200 == 0:
+                self.cpu.append((time.time(), time.process_time(), self.schedstat()[0] / 1000))
 
     def sample(self) -> None:
         """Sampler thread: stacks of the loop thread while it is stalled."""
@@ -137,7 +144,7 @@ def main() -> int:
     finally:
         probe.stop.set()
         sampler.join(timeout=2)
-        out.write_text(json.dumps({"ticks": probe.ticks, "stalls": probe.stalls, "gc": probe.gcs,
+        out.write_text(json.dumps({"ticks": probe.ticks, "stalls": probe.stalls, "gc": probe.gcs, "cpu": probe.cpu,
                                    "gc_stats": gc.get_stats(), "objects_at_exit": len(gc.get_objects())}))
 
 

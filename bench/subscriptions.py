@@ -8,8 +8,15 @@ stalled (a raw socket with a 4 KiB receive buffer that sends the upgrade and rea
 per second; every slow one subscribes ``from`` as far back as the node allows (``--replay``), so the node replays as
 much as it can to them. The node's limits are set small for the run (``--buffer-bytes``, ``--send-timeout-ms``) so
 slow consumers are found within it. The fast subscriber must receive every height once in
-both phases. Prints one JSON object: both phases' interval percentiles, their ratio, the slow subscribers the
-node told and dropped (``{"type": "dropped"}`` received) or closed, and what the fast one received.
+both phases. Prints one JSON object: both phases' interval percentiles, their ratio and their late blocks
+(interval above 1.5x the block time), the slow subscribers the node told and dropped (``{"type": "dropped"}``
+received) or closed, and what the fast one received.
+
+The node runs under ``bench/node_loop_probe.py``, so each phase also reports the node's event loop: its lag (a
+5 ms ticker), its stalls over 50 ms with the stack the loop was in and how its thread spent the stall (on a CPU,
+waiting for one, or blocked in a system call), GC pauses, the node's CPU use, and for each late block the cause of
+the longest stall in its interval (``late_block_causes``). ``--runs N`` repeats the whole measurement on N fresh
+nodes; ``summary`` lists each figure per run, baseline beside loaded.
 """
 
 from __future__ import annotations
@@ -173,10 +180,17 @@ def late_block_causes(stamps: list[float], late_s: float, probe: dict[str, Any])
 async def _wait_height(url: str, height: int, timeout: float) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if await asyncio.to_thread(lambda: _get(url + "/height")["height"]) >= height:
-            return
+        try:
+            if await asyncio.to_thread(lambda: _get(url + "/height")["height"]) >= height:
+                return
+        except TimeoutError:  # a machine loaded by others can starve one poll; the deadline still bounds the wait
+            POLL_TIMEOUTS.append(time.time())
         await asyncio.sleep(0.05)
     raise TimeoutError(f"height {height} not reached")
+
+
+POLL_TIMEOUTS: list[float] = []
+"""Wall times of ``GET /height`` polls that got no answer within 10 s (reported: a sign of a starved machine)."""
 
 
 def _small_socket(addr_info: Any) -> socket.socket:
@@ -261,7 +275,11 @@ def _lag(probe: dict[str, Any], span: list[float]) -> dict[str, Any]:
     lags = [lag / 1000 for t, lag in probe["ticks"] if lo <= t <= hi]
     stalls = [x for x in probe["stalls"] if lo <= x["t"] <= hi]
     gcs = [x for x in probe.get("gc", []) if lo <= x[0] <= hi]
+    cpu = [x for x in probe.get("cpu", []) if lo <= x[0] <= hi]
+    span = cpu[-1][0] - cpu[0][0] if len(cpu) > 1 else 0.0
     return {"lag": summary_ms(lags), "stalls_over_50ms": len(stalls),
+            "node_cpu_cores": round((cpu[-1][1] - cpu[0][1]) / span, 3) if span else None,
+            "loop_thread_cpu_cores": round((cpu[-1][2] - cpu[0][2]) / span, 3) if span else None,
             "stall_ms_on_cpu": round(sum(x.get("cpu_ms", 0) for x in stalls), 1),
             "stall_ms_waiting_for_a_cpu": round(sum(x.get("runqueue_ms", 0) for x in stalls), 1),
             "gc_over_10ms": {"count": len(gcs), "max_ms": max((x[1] for x in gcs), default=0.0)},
@@ -368,10 +386,13 @@ def main() -> int:
                             "with_slow": each(slow, "event_loop", "lag", "p99_ms")},
         "loop_lag_max_ms": {"baseline": each(base, "event_loop", "lag", "max_ms"),
                             "with_slow": each(slow, "event_loop", "lag", "max_ms")},
+        "node_cpu_cores": {"baseline": each(base, "event_loop", "node_cpu_cores"),
+                           "with_slow": each(slow, "event_loop", "node_cpu_cores")},
         "late_block_causes": {"baseline": _sum_counts(each(base, "late_block_causes")),
                               "with_slow": _sum_counts(each(slow, "late_block_causes"))},
     }
     ok = all(r["fast_subscriber_every_height_once"] for r in runs)
+    summary["height_polls_unanswered_10s"] = len(POLL_TIMEOUTS)
     doc = {"benchmark": "subscriptions", "params": vars(args), "summary": summary, "runs": runs,
            "goals": {"cadence_unchanged_p50_within_10pct": all(r["ratio_p50"] is not None and r["ratio_p50"] <= 1.1
                                                                for r in runs),
