@@ -182,11 +182,13 @@ class SubscriptionHub:
         try:
             while not self._closing and not ws.closed:
                 tick = self._tick
-                while nxt <= self._head and not ws.closed:
+                while nxt <= self._head and not ws.closed and not self._closing:
                     if self._head - nxt > self.limits.max_lag_blocks:
                         raise _Dropped("lagging")
                     if nxt < self._head:  # catching up (a replay, or behind): shares the replay budget
                         await self._replay_token()
+                        if self._closing:  # the node began stopping while this waited: no read after it
+                            break
                     # shield: a subscriber that goes away must not cancel the read the others await
                     msg = await asyncio.shield(self._message(selector, nxt))
                     if msg is not None:

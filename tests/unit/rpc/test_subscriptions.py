@@ -293,6 +293,36 @@ async def test_a_subscriber_leaving_during_a_read_does_not_cancel_it_for_the_oth
         await client.close()
 
 
+async def test_node_shutdown_closes_every_subscription_with_going_away(served: Any) -> None:
+    client, hub, source = served
+    async with client.ws_connect("/subscribe?topic=blocks&from=5") as ws:
+        await ws.receive()
+        assert await _heights(ws, 1) == [5]
+        hub.close()
+        _publish(hub, source, 7)  # committed after the stop began: not sent
+        msg = await asyncio.wait_for(ws.receive(), 20)
+        assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
+
+
+async def test_node_shutdown_during_a_replay_stops_it_and_closes_with_going_away() -> None:
+    source = FakeSource(head=50)
+    hub = SubscriptionHub(source, SubscriptionLimits(replay_per_s=1))  # one catching-up height a second
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(FakeFacade(), subscriptions=hub)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        async with client.ws_connect("/subscribe?topic=blocks&from=1") as ws:
+            await ws.receive()
+            assert await _heights(ws, 1) == [1]  # the bucket's one token; height 2 waits for the next
+            hub.close()
+            msg = await asyncio.wait_for(ws.receive(), 20)
+            while msg.type == aiohttp.WSMsgType.TEXT:  # at most the height already on its way
+                assert json.loads(msg.data)["height"] <= 2
+                msg = await asyncio.wait_for(ws.receive(), 20)
+            assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
+    finally:
+        await client.close()
+
+
 # -- topics and filters over a real chain ---------------------------------------------------------------------
 def test_txs_filtered_by_sender_and_hash_carry_their_receipts() -> None:
     node = make_node()
