@@ -189,8 +189,10 @@ class SubscriptionHub:
                         await self._replay_token()
                         if self._closing:  # the node began stopping while this waited: no read after it
                             break
-                    # shield: a subscriber that goes away must not cancel the read the others await
-                    msg = await asyncio.shield(self._message(selector, nxt))
+                    read = self._message(selector, nxt)
+                    # shield: a subscriber that goes away must not cancel the read the others await (a read
+                    # already done, the common case for all but the first subscriber, needs no wait at all)
+                    msg = read.result() if read.done() else await asyncio.shield(read)
                     if msg is not None:
                         await self._send(ws, msg)
                     nxt += 1
