@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cowboy_protocol import api_types as api
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 from cowboy_protocol.types.runner_json import capabilities_to_json
@@ -78,10 +79,10 @@ def _rewrite(settings: RunnerSettings, domains: list[str], private: bool) -> Run
     return new
 
 
-def _chain_record(rpc: RpcClient, address: str) -> dict[str, Any] | None:
+def _chain_record(rpc: RpcClient, address: str) -> api.Runner | None:
     """This runner's registration on chain (None: not registered)."""
     try:
-        record: dict[str, Any] = rpc.get_json(f"/runner/{address}")
+        record = rpc.runner(address)
     except ApiError as e:
         if e.status == 404:
             return None
@@ -99,8 +100,8 @@ def _sync_chain(settings: RunnerSettings, args: argparse.Namespace) -> dict[str,
         return {"action": "not_registered", "note": "`cowboy-runner register` will advertise these"}
     if record.get("capabilities") == capabilities_to_json(settings.capabilities):
         return {"action": "unchanged"}
-    status = rpc.get_json("/status")
-    nonce = int(rpc.get_json(f"/account/{address}")["next_pending_nonce"])
+    status = rpc.status()
+    nonce = int(rpc.account(address)["next_pending_nonce"])
     tx = build_update_capabilities(key, str(status["chain_id"]), capabilities=settings.capabilities, nonce=nonce,
                                    fees=_fees(status, settings))
     receipt = _submit_and_wait(rpc, tx, args.timeout)

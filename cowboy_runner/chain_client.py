@@ -2,23 +2,26 @@
 
 The node's synchronous :class:`~cowboy_protocol.http_client.RpcClient` (stdlib urllib, no proxies, size-capped
 answers, ``ApiError``/``NodeUnreachable``) runs in a worker thread, so a slow validator never blocks the event
-loop. Every method returns plain JSON documents or None for "not there (yet)" (404).
+loop. Every method returns the typed answer of its contract operation (``cowboy_protocol/api_types.py``) or None
+for "not there (yet)" (404).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import structlog
 
-from cowboy_protocol.crypto.address import to_checksum_address
+from cowboy_protocol import api_types as api
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 
 __all__ = ["ApiError", "ChainClient", "NodeUnreachable", "PollDisabled"]
 
 log = structlog.get_logger("cowboy.runner.chain")
+
+T = TypeVar("T")
 
 
 class PollDisabled(Exception):
@@ -62,7 +65,7 @@ class ChainClient:
                 added += 1
         return added
 
-    async def _call(self, fn: Callable[[RpcClient], Any]) -> Any:
+    async def _call(self, fn: Callable[[RpcClient], T]) -> T:
         """``fn`` on the client in use; on NodeUnreachable, on each other client in turn (the first that answers
         becomes the one in use). Raises the last NodeUnreachable when none answers."""
         n = len(self._clients)
@@ -82,79 +85,70 @@ class ChainClient:
         assert last is not None
         raise last
 
-    async def _get(self, path: str, *, missing_ok: bool = False) -> Any:
+    async def _get(self, fn: Callable[[RpcClient], T], *, missing_ok: bool = False) -> T | None:
         try:
-            return await self._call(lambda c: c.get_json(path))
+            return await self._call(fn)
         except ApiError as e:
             if missing_ok and e.status == 404:
                 return None
             raise
 
-    async def status(self) -> dict[str, Any]:
-        """``GET /status`` of the primary validator: chain id, head height, basefees, its ed25519 key."""
-        out: dict[str, Any] = await asyncio.to_thread(self.rpc.get_json, "/status")
-        return out
+    async def _read(self, fn: Callable[[RpcClient], T]) -> T:
+        return await self._call(fn)
 
-    async def head_status(self) -> dict[str, Any]:
+    async def status(self) -> api.Status:
+        """``GET /status`` of the primary validator: chain id, head height, basefees, its ed25519 key."""
+        return await asyncio.to_thread(self.rpc.status)
+
+    async def head_status(self) -> api.Status:
         """``GET /status`` of the validator in use (failing over like every read): the head height, basefees and
         block time, which any validator of the chain answers alike."""
-        out: dict[str, Any] = await self._get("/status")
-        return out
+        return await self._read(RpcClient.status)
 
-    async def validators(self) -> dict[str, Any] | None:
+    async def validators(self) -> api.Validators | None:
         """``GET /validators`` (None from a node that does not serve it): the snapshot with each validator's
         announced QUIC endpoint."""
         try:
-            out: dict[str, Any] | None = await self._get("/validators", missing_ok=True)
+            return await self._get(RpcClient.validators, missing_ok=True)
         except ApiError as e:
             if e.status == 501:
                 return None
             raise
-        return out
 
     async def height(self) -> int:
         """``GET /height``: the head height (the runner's view of finality: the chain is single-slot final)."""
-        return int((await self._get("/height"))["height"])
+        return int((await self._read(RpcClient.height))["height"])
 
-    async def params(self) -> dict[str, Any]:
+    async def params(self) -> api.Params:
         """``GET /params``: governed parameters (``runners.min_runner_stake``, ``limits``…)."""
-        out: dict[str, Any] = await self._get("/params")
-        return out
+        return await self._read(RpcClient.params)
 
     async def next_nonce(self, address: bytes) -> int:
         """``next_pending_nonce`` of ``GET /account/{address}`` (counts this sender's mempool txs)."""
-        doc = await self._get(f"/account/{to_checksum_address(address)}")
+        doc = await self._read(lambda c: c.account(address))
         return int(doc["next_pending_nonce"])
 
-    async def runner(self, address: bytes) -> dict[str, Any] | None:
+    async def runner(self, address: bytes) -> api.Runner | None:
         """``GET /runner/{address}``; None if the address never registered."""
-        out: dict[str, Any] | None = await self._get(f"/runner/{to_checksum_address(address)}", missing_ok=True)
-        return out
+        return await self._get(lambda c: c.runner(address), missing_ok=True)
 
-    async def job(self, job_id: bytes) -> dict[str, Any] | None:
+    async def job(self, job_id: bytes) -> api.Job | None:
         """``GET /job/{id}``; None when the job does not exist."""
-        out: dict[str, Any] | None = await self._get(f"/job/0x{job_id.hex()}", missing_ok=True)
-        return out
+        return await self._get(lambda c: c.job(job_id), missing_ok=True)
 
-    async def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
+    async def receipt(self, tx_hash: bytes) -> api.Receipt | None:
         """``GET /tx/{hash}/receipt``; None while the transaction is unknown or pending."""
-        out: dict[str, Any] | None = await self._get(f"/tx/0x{tx_hash.hex()}/receipt", missing_ok=True)
-        return out
+        return await self._get(lambda c: c.receipt(tx_hash), missing_ok=True)
 
-    async def runner_jobs(self, address: bytes, *, after: bytes | None = None, limit: int = 100) -> dict[str, Any]:
+    async def runner_jobs(self, address: bytes, *, after: bytes | None = None, limit: int = 100) -> api.RunnerJobs:
         """``GET /runner/{address}/jobs`` (poll fallback, CIP-11 §14); raises :class:`PollDisabled` on 410."""
-        path = f"/runner/{to_checksum_address(address)}/jobs?limit={limit}"
-        if after is not None:
-            path += f"&after=0x{after.hex()}"
         try:
-            out: dict[str, Any] = await self._get(path)
+            return await self._read(lambda c: c.runner_jobs(address, limit=limit, after=after))
         except ApiError as e:
             if e.status == 410:
                 raise PollDisabled(e.message) from None
             raise
-        return out
 
-    async def submit(self, tx_bytes: bytes) -> dict[str, Any]:
+    async def submit(self, tx_bytes: bytes) -> api.Submitted:
         """``POST /submit`` with raw transaction bytes; returns ``{"tx_hash", "status"}``."""
-        out: dict[str, Any] = await self._call(lambda c: c.post_tx(tx_bytes))
-        return out
+        return await self._read(lambda c: c.submit(tx_bytes))

@@ -15,11 +15,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, NodeUnreachable, RpcClient
 from cowboy_runner import capabilities_cmd
 from cowboy_runner.cli_support import (
@@ -44,7 +44,7 @@ from cowboy_runner.status import is_running, read_pid, read_status, render_text
 from cowboy_runner.txbuild import TxBuildError, build_deregister, build_register
 
 
-def _report(receipt: dict[str, Any], what: str) -> int:
+def _report(receipt: Mapping[str, Any], what: str) -> int:
     ok = receipt.get("status") == "success"
     print(json.dumps({"action": what, "status": receipt.get("status"), "error_code": receipt.get("error_code"),
                       "tx_hash": receipt.get("tx_hash"), "height": receipt.get("height")}))
@@ -55,12 +55,12 @@ def cmd_register(args: argparse.Namespace) -> int:
     """Submit RunnerRegister with the configured capabilities and rate card; wait for the receipt."""
     settings, key = _load(args.home)
     rpc = RpcClient(settings.validator_rpc)
-    params = rpc.get_json("/params")
+    params = rpc.params()
     minimum = int(params["runners"]["min_runner_stake"])
     if args.stake < minimum:
         raise CliError(f"--stake {args.stake} is below the chain's min_runner_stake {minimum}", EXIT_CHAIN)
-    status = rpc.get_json("/status")
-    nonce = int(rpc.get_json(f"/account/{to_checksum_address(key.address)}")["next_pending_nonce"])
+    status = rpc.status()
+    nonce = int(rpc.account(key.address)["next_pending_nonce"])
     tx = build_register(key, str(status["chain_id"]), stake=args.stake, capabilities=settings.capabilities,
                         rate_card=settings.rate_card, nonce=nonce, fees=_fees(status, settings))
     return _report(_submit_and_wait(rpc, tx, args.timeout), "register")
@@ -70,8 +70,8 @@ def cmd_deregister(args: argparse.Namespace) -> int:
     """Submit RunnerDeregister; wait for the receipt."""
     settings, key = _load(args.home)
     rpc = RpcClient(settings.validator_rpc)
-    status = rpc.get_json("/status")
-    nonce = int(rpc.get_json(f"/account/{to_checksum_address(key.address)}")["next_pending_nonce"])
+    status = rpc.status()
+    nonce = int(rpc.account(key.address)["next_pending_nonce"])
     tx = build_deregister(key, str(status["chain_id"]), nonce=nonce, fees=_fees(status, settings))
     return _report(_submit_and_wait(rpc, tx, args.timeout), "deregister")
 

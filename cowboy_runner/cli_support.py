@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cowboy_protocol import api_types as api
 from cowboy_protocol.http_client import ApiError, RpcClient
 from cowboy_protocol.types.transaction import Transaction
 from cowboy_runner.config import ConfigError, RunnerSettings, load_settings
@@ -58,14 +60,12 @@ def _live_daemon(directory: Path) -> int | None:
     return pid
 
 
-def _submit_and_wait(rpc: RpcClient, tx: Transaction, timeout_s: float) -> dict[str, Any]:
-    rpc.post_tx(tx.to_bytes())
+def _submit_and_wait(rpc: RpcClient, tx: Transaction, timeout_s: float) -> api.Receipt:
+    rpc.submit(tx.to_bytes())
     deadline = time.monotonic() + timeout_s
-    path = f"/tx/0x{tx.tx_hash().hex()}/receipt"
     while time.monotonic() < deadline:
         try:
-            receipt: dict[str, Any] = rpc.get_json(path)
-            return receipt
+            return rpc.receipt(tx.tx_hash())
         except ApiError as e:
             if e.status != 404:
                 raise
@@ -73,7 +73,7 @@ def _submit_and_wait(rpc: RpcClient, tx: Transaction, timeout_s: float) -> dict[
     raise CliError(f"transaction 0x{tx.tx_hash().hex()} not included within {timeout_s:g} s", EXIT_CHAIN)
 
 
-def _fees(status: dict[str, Any], settings: RunnerSettings) -> Fees:
+def _fees(status: Mapping[str, Any], settings: RunnerSettings) -> Fees:
     f = settings.fees
     return Fees.from_basefees(int(status["basefee"]["cycle"]), int(status["basefee"]["cell"]),
                               multiplier=f.max_fee_multiplier, priority_fee_per_cycle=f.priority_fee_per_cycle,

@@ -104,7 +104,7 @@ class Daemon:
         self.chain_id = ""
         self.block_time_s = 1.0
         self.basefees = (0, 0)
-        self.params: dict[str, Any] = {}
+        self.params: Mapping[str, Any] = {}
         self.links: list[Link] = []
         self.jobs: JobManager | None = None
         self.health: HealthMonitor | None = None
@@ -118,7 +118,7 @@ class Daemon:
         the primary validator: a §5.3 reconfiguration is followed while running)."""
         self._discovered: dict[bytes, tuple[str, int]] = {}
         """QUIC endpoints learned from ``GET /validators`` (both snapshots of a published reconfiguration)."""
-        self._primary_status: dict[str, Any] | None = None
+        self._primary_status: Mapping[str, Any] | None = None
         """The newest ``/status`` the head loop read from the primary validator (``runner.validator_rpc``)."""
         self.stopping = asyncio.Event()
         self._hb_sent_at: int | None = None
@@ -153,7 +153,7 @@ class Daemon:
             raise StartupError(f"runner.validator_rpc: bad validator identity from {s.validator_rpc}: {e}", 4) \
                 from None
 
-    def _set_block_time(self, status: dict[str, Any]) -> None:
+    def _set_block_time(self, status: Mapping[str, Any]) -> None:
         """Follow the validator's block time (it may restart with another one): head polling and the QUIC
         heartbeat cadence (HEARTBEAT_BLOCKS) are both in blocks."""
         block_time_s = max(0.05, int(status.get("block_time_ms", 1000)) / 1000.0)
@@ -175,7 +175,7 @@ class Daemon:
         """HeartbeatPing cadence: every HEARTBEAT_BLOCKS blocks (§6.3; ``heartbeat.quic_interval_blocks`` pins it)."""
         return self.block_time_s * self._governed("HEARTBEAT_BLOCKS", self.settings.heartbeat.quic_interval_blocks, 1)
 
-    def _apply_params(self, params: dict[str, Any]) -> None:
+    def _apply_params(self, params: Mapping[str, Any]) -> None:
         """Take a fresh ``GET /params``: the governed HEARTBEAT_BLOCKS (ping cadence of every session) and
         RESULT_TX_* re-send constants (§10.3) apply from now on, unless ``runner.toml`` pins them."""
         self.params = params
@@ -189,7 +189,7 @@ class Daemon:
             self.jobs.interval_blocks = self._governed("RESULT_TX_REBROADCAST_INTERVAL_BLOCKS",
                                                        r.rebroadcast_interval_blocks, 2)
 
-    def _set_basefees(self, status: dict[str, Any]) -> None:
+    def _set_basefees(self, status: Mapping[str, Any]) -> None:
         bf = status.get("basefee") or {}
         self.basefees = (int(bf.get("cycle", 0)), int(bf.get("cell", 0)))
 
@@ -216,7 +216,7 @@ class Daemon:
         for link in self.links:
             link.set_unavailable(unavailable)
 
-    async def _validators_doc(self) -> dict[str, Any] | None:
+    async def _validators_doc(self) -> Mapping[str, Any] | None:
         """``GET /validators`` of our validator, or None when it cannot be read (discovery is best-effort)."""
         try:
             return await self.chain.validators()
@@ -287,7 +287,7 @@ class Daemon:
             return set()
         return planned_keys(self._plan_at_head()[0], self._snapshot)
 
-    def _note_status(self, status: dict[str, Any]) -> None:
+    def _note_status(self, status: Mapping[str, Any]) -> None:
         """Keep the head loop's ``/status`` when it came from the primary validator (a failed-over read names
         another validator, whose key is not the one the plan's RPC endpoint reaches)."""
         snap = self._snapshot

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from cowboy_protocol import api_types as api
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import ApiError, NodeUnreachable
 from cowboy_protocol.jobs.error_result import INTERNAL, RESERVED_OUTPUT, error_result_for, is_error_result
@@ -85,7 +86,7 @@ class Chain(Protocol):
         """Head height."""
         ...
 
-    async def job(self, job_id: bytes) -> dict[str, Any] | None:
+    async def job(self, job_id: bytes) -> api.Job | None:
         """``GET /job/{id}`` or None."""
         ...
 
@@ -93,11 +94,11 @@ class Chain(Protocol):
         """The sender's next pending nonce."""
         ...
 
-    async def receipt(self, tx_hash: bytes) -> dict[str, Any] | None:
+    async def receipt(self, tx_hash: bytes) -> api.Receipt | None:
         """A committed transaction's receipt or None."""
         ...
 
-    async def submit(self, tx_bytes: bytes) -> dict[str, Any]:
+    async def submit(self, tx_bytes: bytes) -> api.Submitted:
         """``POST /submit``."""
         ...
 
@@ -354,7 +355,7 @@ class JobManager:
                                              deadline_block=a.deadline_block, height=self.head)
         return AckStatus.accepted() if fresh else AckStatus.duplicate()
 
-    async def _check_on_chain(self, a: Assignment) -> tuple[str | None, dict[str, Any] | None]:
+    async def _check_on_chain(self, a: Assignment) -> tuple[str | None, api.Job | None]:
         """Finality in the runner's own view, then "still assigned to me" from ``GET /job/{id}``."""
         try:
             deadline = time.monotonic() + FINALITY_WAIT_S

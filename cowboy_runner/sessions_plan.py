@@ -15,6 +15,7 @@ carries the snapshot its Hello offers and verifies (epoch-paired, never mixed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,7 @@ def _uint(value: object, where: str) -> int:
     return value
 
 
-def snapshot_from_status(status: dict[str, Any]) -> Snapshot:
+def snapshot_from_status(status: Mapping[str, Any]) -> Snapshot:
     """Read and check the snapshot in a node's ``/status`` (a node without ``validator_set`` is a one-validator
     network: the snapshot is its own key), with its ``reconfiguration`` when it publishes one (§5.3): then
     ``validator_set`` is the old snapshot E and the node's validator must be in E or E+1."""
@@ -133,7 +134,7 @@ def snapshot_from_status(status: dict[str, Any]) -> Snapshot:
     return Snapshot(epoch, keys, me)
 
 
-def discovered_endpoints(doc: dict[str, Any] | None) -> tuple[dict[bytes, tuple[str, int]], tuple[str, ...]]:
+def discovered_endpoints(doc: Mapping[str, Any] | None) -> tuple[dict[bytes, tuple[str, int]], tuple[str, ...]]:
     """The QUIC endpoints a validator's ``GET /validators`` lists (validators announce theirs to each other):
     ``{peer_pubkey: (host, port)}`` and a message per unusable entry (skipped, never fatal)."""
     out: dict[bytes, tuple[str, int]] = {}
@@ -149,7 +150,7 @@ def discovered_endpoints(doc: dict[str, Any] | None) -> tuple[dict[bytes, tuple[
     return out, tuple(problems)
 
 
-def discovered_rpc_urls(doc: dict[str, Any] | None) -> list[str]:
+def discovered_rpc_urls(doc: Mapping[str, Any] | None) -> list[str]:
     """The other validators' HTTP API URLs ``GET /validators`` lists (``rpc_url``), in snapshot order: where the
     runner fails over when its own validator's API is unreachable."""
     return [str(v["rpc_url"]) for v in (doc or {}).get("validators") or []

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +171,7 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
                   explain=lambda receipt: _parser_detail(receipt, source))
 
 
-def _parser_detail(receipt: dict[str, Any], source: str) -> str | None:
+def _parser_detail(receipt: Mapping[str, Any], source: str) -> str | None:
     """Where this machine's parser puts a refusal the receipt reports without a line (``PARSER_RULES``)."""
 
     code = str(receipt.get("error_code") or "")
@@ -208,7 +207,7 @@ def cmd_tx_call(args: argparse.Namespace) -> int:
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, from_receipt=_returned)
 
 
-def _returned(receipt: dict[str, Any]) -> dict[str, Any]:
+def _returned(receipt: Mapping[str, Any]) -> dict[str, Any]:
     """``{"result": "0x…"}`` from the receipt's ``actor.returned`` event (CBOR byte string), if any."""
 
     for event in receipt.get("events") or ():
@@ -266,19 +265,17 @@ def _checksum(address: bytes) -> str:
 @_run
 def cmd_query_actor(args: argparse.Namespace) -> int:
     """The actor record, one storage value (``--key``) or an ordered scan (``--prefix``/``--limit``)."""
-    base = f"/actor/{_checksum(args.address)}"
+    client = _client(args)
+    doc: Mapping[str, Any]
     if args.key is not None:
         if args.prefix is not None or args.limit is not None:
             raise UsageError("--key cannot be combined with --prefix/--limit")
-        path = f"{base}/state?key=0x{args.key.hex()}"
+        doc = client.actor_state(args.address, args.key)
     elif args.prefix is not None or args.limit is not None:
-        query = {"prefix": "0x" + (args.prefix or b"").hex()}
-        if args.limit is not None:
-            query["limit"] = str(args.limit)
-        path = f"{base}/state?{urllib.parse.urlencode(query)}"
+        doc = client.actor_state_scan(args.address, args.prefix or b"", args.limit)
     else:
-        path = base
-    _print_json(_client(args).get_json(path))
+        doc = client.actor(args.address)
+    _print_json(doc)
     return 0
 
 
@@ -287,12 +284,11 @@ def cmd_query_timers(args: argparse.Namespace) -> int:
     """The actor's live timers, in due order, and (``"recent_terminal"``) its most recent timers that ended
     without firing, with their reason (``GET /actor/{address}/timers/history``)."""
     client = _client(args)
-    base = f"/actor/{_checksum(args.address)}/timers"
     after: bytes | None = args.cip1_after
-    live = client.get_json(base if after is None else f"{base}?cip1_after=0x{after.hex()}")
-    history = client.get_json(f"{base}/history?limit={args.history}")
+    live: Any = client.actor_timers(args.address, cip1_after=None if after is None else "0x" + after.hex())
+    history: Any = client.timer_history(args.address, limit=args.history)
     if isinstance(live, dict):
-        live = _follow_cip1_pages(client, base, live, args.cip1_pages)
+        live = _follow_cip1_pages(client, args.address, live, args.cip1_pages)
     if isinstance(live, dict) and isinstance(history, dict):
         live = {**live, "recent_terminal": history.get("terminal"),
                 "recent_terminal_truncated": history.get("truncated")}
@@ -300,7 +296,7 @@ def cmd_query_timers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow_cip1_pages(client: RpcClient, base: str, doc: dict[str, Any], pages: int) -> dict[str, Any]:
+def _follow_cip1_pages(client: RpcClient, address: bytes, doc: dict[str, Any], pages: int) -> dict[str, Any]:
     """Fetch up to ``pages`` pages of the CIP-1 listing in all (``cip1.next`` → ``?cip1_after=``), merging their
     timers and scan counts into ``doc["cip1"]``; its ``next`` is the cursor after the last page fetched."""
     cip1 = doc.get("cip1")
@@ -311,7 +307,7 @@ def _follow_cip1_pages(client: RpcClient, base: str, doc: dict[str, Any], pages:
         cursor = cip1.get("next")
         if not isinstance(cursor, str):
             break
-        more = client.get_json(f"{base}?cip1_after={cursor}")
+        more: Any = client.actor_timers(address, cip1_after=cursor)
         page = more.get("cip1") if isinstance(more, dict) else None
         if not isinstance(page, dict):
             break
@@ -327,7 +323,7 @@ def cmd_query_read(args: argparse.Namespace) -> int:
     """Run a handler read-only on the head state (nothing is written or charged)."""
     body: dict[str, Any] = {"actor": _checksum(args.address), "handler": args.handler,
                             "payload": "0x" + args.payload.hex(), "cycles_limit": args.cycles_limit}
-    _print_json(_client(args).post_json("/actor/read", body))
+    _print_json(_client(args).actor_read(body))
     return 0
 
 

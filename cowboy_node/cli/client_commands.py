@@ -32,10 +32,11 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from cowboy_node.cli import hints
+from cowboy_protocol import api_types as api
 from cowboy_protocol.crypto.address import parse_address, to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
@@ -194,7 +195,7 @@ def _client(args: argparse.Namespace) -> RpcClient:
 
 
 # -- status --------------------------------------------------------------------------
-def _status_summary(st: dict[str, Any]) -> str:
+def _status_summary(st: Mapping[str, Any]) -> str:
     basefee = st.get("basefee") or {}
     mempool = st.get("mempool") or {}
     lines = [
@@ -230,7 +231,7 @@ def _consensus_summary(c: Any) -> list[str]:
 @_run
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the node's status."""
-    st = _client(args).get_json("/status")
+    st = _client(args).status()
     if args.json:
         _print_json(st)
     else:
@@ -304,19 +305,19 @@ def should_wait(args: argparse.Namespace) -> bool:
     return getattr(args, "wait", None) is not False and not getattr(args, "sign_only", False)
 
 
-def receipt_failed(receipt: dict[str, Any]) -> bool:
+def receipt_failed(receipt: Mapping[str, Any]) -> bool:
     """True when a receipt's ``status`` is not ``success``."""
     return receipt.get("status") != "success"
 
 
-def failure_of(receipt: dict[str, Any]) -> dict[str, Any]:
+def failure_of(receipt: Mapping[str, Any]) -> dict[str, Any]:
     """``{"code", "message"}`` of a failed receipt (the message is the receipt's ``error_message``)."""
     code = receipt.get("error_code") or "failed"
     message = receipt.get("error_message") or code
     return {"code": code, "message": message}
 
 
-def print_failure(what: str, receipt: dict[str, Any], *, host: str | None = None) -> None:
+def print_failure(what: str, receipt: Mapping[str, Any], *, host: str | None = None) -> None:
     """``error: <code>: <what> failed: <message>`` on stderr, then a ``hint:`` line when one fits
     (:mod:`cowboy_node.cli.hints`; ``host``: the job's HTTP host)."""
     f = failure_of(receipt)
@@ -324,11 +325,11 @@ def print_failure(what: str, receipt: dict[str, Any], *, host: str | None = None
     _hint(hints.error_hint(f["code"], f["message"], host=host))
 
 
-def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> dict[str, Any] | None:
+def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> api.Receipt | None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            receipt = client.get_json(f"/tx/{tx_hash}/receipt")
+            receipt = client.receipt(tx_hash)
         except ApiError as e:
             if e.status != 404:
                 raise
@@ -351,7 +352,7 @@ def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
 
 
 def _next_pending_nonce(client: RpcClient, sender: bytes) -> int:
-    account = client.get_json(f"/account/{to_checksum_address(sender)}")
+    account = client.account(sender)
     nonce = account.get("next_pending_nonce") if isinstance(account, dict) else None
     if not isinstance(nonce, int) or isinstance(nonce, bool) or nonce < 0:
         raise ApiError("invalid_response", "/account response has no valid next_pending_nonce", 200)
@@ -379,7 +380,7 @@ def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: 
     chain_id: str | None = args.chain_id
     cycle_bf = cell_bf = None
     if chain_id is None or args.max_fee_per_cycle is None or args.max_fee_per_cell is None:
-        node_chain_id, cycle_bf, cell_bf = _basefees(client.get_json("/status"))
+        node_chain_id, cycle_bf, cell_bf = _basefees(client.status())
         if chain_id is not None and chain_id != node_chain_id:
             raise UsageError(f"--chain-id {chain_id!r} does not match the node's chain id {node_chain_id!r}")
         chain_id = node_chain_id
@@ -405,13 +406,13 @@ def submit_many(args: argparse.Namespace, client: RpcClient, sk: bytes, sender: 
 
 
 def _post(client: RpcClient, tx_bytes: bytes, local_hash: str) -> str:
-    returned = client.post_tx(tx_bytes).get("tx_hash")
+    returned = client.submit(tx_bytes).get("tx_hash")
     return returned if isinstance(returned, str) else local_hash
 
 
 def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra: dict[str, Any] | None = None,
-           from_receipt: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-           explain: Callable[[dict[str, Any]], str | None] | None = None) -> int:
+           from_receipt: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+           explain: Callable[[Mapping[str, Any]], str | None] | None = None) -> int:
     """Print ``{**extra, "tx_hash"}``, or after waiting ``{..., "height", "receipt"}`` plus what
     ``from_receipt`` derives from the receipt; returns the exit code: :data:`EXIT_TX_FAILED` with an
     ``"error": {"code", "message"}`` (and the error on stderr) when the receipt says the transaction failed.
@@ -448,7 +449,7 @@ def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: 
     if not wait:
         _print_json({"tx_hashes": hashes})
         return 0
-    receipts: list[dict[str, Any]] = []
+    receipts: list[api.Receipt] = []
     for tx_hash in hashes:
         receipt = _wait_for_receipt(client, tx_hash, timeout)
         if receipt is None:
@@ -546,14 +547,14 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 def cmd_query_account(args: argparse.Namespace) -> int:
     """Print an account's balance and nonces."""
 
-    _print_json(_client(args).get_json(f"/account/{to_checksum_address(args.address)}"))
+    _print_json(_client(args).account(args.address))
     return 0
 
 
 @_run
 def cmd_query_block(args: argparse.Namespace) -> int:
     """Print a block header and its transaction hashes."""
-    _print_json(_client(args).get_json(f"/block/{args.height}"))
+    _print_json(_client(args).block(args.height))
     return 0
 
 
@@ -561,10 +562,10 @@ def cmd_query_block(args: argparse.Namespace) -> int:
 def cmd_query_tx(args: argparse.Namespace) -> int:
     """Print a transaction, with its receipt when committed."""
     client = _client(args)
-    tx = client.get_json(f"/tx/{args.hash}")
+    tx: Any = client.transaction(args.hash)
     receipt: Any = None
     try:
-        receipt = client.get_json(f"/tx/{args.hash}/receipt")
+        receipt = client.receipt(args.hash)
     except ApiError as e:
         if e.status != 404:
             raise

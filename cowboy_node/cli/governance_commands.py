@@ -92,7 +92,7 @@ def _resolve_validators(client: RpcClient, refs: list[bytes | int]) -> tuple[byt
     known: list[bytes] = []
     if any(isinstance(r, int) for r in refs):
         known = [bytes.fromhex(str(v["ed25519_public_key"]).removeprefix("0x"))
-                 for v in client.get_json("/validators")["validators"]]
+                 for v in client.validators()["validators"]]
     keys: list[bytes] = []
     for r in refs:
         if isinstance(r, int):
@@ -115,8 +115,8 @@ def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> i
         key = load_validator_key(args.approve_with)
     except (KeyFileError, ValueError) as e:
         raise UsageError(f"--approve-with: {e}") from None
-    chain_id = client.get_json("/status")["chain_id"]
-    nonce = int(client.get_json("/params")["governance"]["approval_nonce"])
+    chain_id = client.status()["chain_id"]
+    nonce = int(client.params()["governance"]["approval_nonce"])
     seed = key.ed25519_seed
     _print_json({"validator": "0x" + ed25519.public_key_from_seed(seed).hex(), "chain_id": chain_id,
                  "nonce": nonce, "instruction": "0x" + encode(instruction_to_cbor(ins)).hex(),
@@ -128,7 +128,7 @@ def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> i
 def _with_approvals(client: RpcClient, ins: Instruction, files: list[str]) -> ValidatorApproved:
     """Wrap ``ins`` with the approvals in ``files`` (each printed by ``--approve-with``), ordered by the
     validators' positions in ``GET /validators``."""
-    index = {v["ed25519_public_key"].lower(): i for i, v in enumerate(client.get_json("/validators")["validators"])}
+    index = {v["ed25519_public_key"].lower(): i for i, v in enumerate(client.validators()["validators"])}
     wanted = "0x" + encode(instruction_to_cbor(ins)).hex()
     approvals: dict[int, bytes] = {}
     for path in files:
@@ -188,7 +188,7 @@ def _add_approval_flags(p: argparse.ArgumentParser) -> None:
 @_run
 def cmd_query_governance(args: argparse.Namespace) -> int:
     """Print the active phase and governed values and the pending changes (``GET /params`` → governance)."""
-    params = _client(args).get_json("/params")
+    params = _client(args).params()
     doc = params.get("governance") if isinstance(params, dict) else None
     if not isinstance(doc, dict):
         doc = {"error": "the node's /params has no governance section (older node)"}

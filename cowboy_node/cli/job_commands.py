@@ -109,7 +109,7 @@ def _registered_runners(args: argparse.Namespace, client: Any) -> int:
     (``--sign-only`` with every offline flag given) the default assumes :data:`OFFLINE_RUNNERS_ASSUMED`."""
     if getattr(args, "sign_only", False) and not offline_flags_missing(args):
         return OFFLINE_RUNNERS_ASSUMED
-    body = client.get_json("/runners/active?limit=1")
+    body = client.active_runners(limit=1)
     count = body.get("count") if isinstance(body, dict) else None
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ApiError("invalid_response", "/runners/active has no count", 200)
@@ -117,7 +117,7 @@ def _registered_runners(args: argparse.Namespace, client: Any) -> int:
 
 
 def _commit_phase_permille(client: Any) -> int:
-    params = client.get_json("/params")
+    params = client.params()
     value = params.get("runners", {}).get("commit_phase_permille") if isinstance(params, dict) else None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError("invalid_response", "/params has no runners.commit_phase_permille", 200)
@@ -163,7 +163,7 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
         _print_json({**out, "error": failure_of(receipt)})
         print_failure("JobSubmit (no job was created, the escrow is untouched)", receipt, host=_http_host(request))
         return EXIT_TX_FAILED
-    out["job"] = client.get_json(f"/job/{job_id}/status")
+    out["job"] = client.job_status(job_id)
     _print_json(out)
     return 0
 
@@ -171,8 +171,9 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
 @_run
 def cmd_query_job(args: argparse.Namespace) -> int:
     """The whole job record (``GET /job/{id}``), or with ``--status`` / ``--results`` the smaller views."""
-    suffix = "/status" if args.status else "/results" if args.results else ""
-    doc = _client(args).get_json(f"/job/{args.job_id}{suffix}")
+    client = _client(args)
+    doc: Any = client.job_status(args.job_id) if args.status else client.job_results(args.job_id) \
+        if args.results else client.job(args.job_id)
     if args.results and isinstance(doc, dict):
         _decode_error_results(doc)
     _print_json(doc)

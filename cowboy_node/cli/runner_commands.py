@@ -32,7 +32,6 @@ from cowboy_node.cli.client_commands import (
     submit_many,
 )
 from cowboy_protocol.codec import encode
-from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.txfees import CELLS_MARGIN, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import instruction_to_cbor
@@ -129,7 +128,7 @@ def cmd_tx_deregister_runner(args: argparse.Namespace) -> int:
 @_run
 def cmd_query_runners(args: argparse.Namespace) -> int:
     """The active-runner array in registry-index order, with each record."""
-    _print_json(_client(args).get_json(f"/runners/active?offset={args.offset}&limit={args.limit}"))
+    _print_json(_client(args).active_runners(offset=args.offset, limit=args.limit))
     return 0
 
 
@@ -137,14 +136,14 @@ def cmd_query_runners(args: argparse.Namespace) -> int:
 def cmd_query_runner(args: argparse.Namespace) -> int:
     """One runner's registration."""
 
-    _print_json(_client(args).get_json(f"/runner/{to_checksum_address(args.address)}"))
+    _print_json(_client(args).runner(args.address))
     return 0
 
 
 @_run
 def cmd_query_params(args: argparse.Namespace) -> int:
     """Every governed protocol parameter (basefee, timer, limits, cip11 flags, runners)."""
-    _print_json(_client(args).get_json("/params"))
+    _print_json(_client(args).params())
     return 0
 
 

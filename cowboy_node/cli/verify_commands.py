@@ -108,7 +108,7 @@ def cmd_actor_state_verified(args: argparse.Namespace) -> int:
 def cmd_query_state(args: argparse.Namespace) -> int:
     """``query state KEY [--verify]``: a raw state key's value with its proof (``GET /state/proof``)."""
     if not args.verify:
-        _print_json(_client(args).get_json("/state/proof?key=0x" + args.state_key.hex()))
+        _print_json(_client(args).state_proof(args.state_key))
         return 0
 
     def read(client: RpcClient, key: bytes) -> dict[str, Any]:

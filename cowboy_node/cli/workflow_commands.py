@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from cowboy_node.cli.client_commands import (
@@ -33,6 +33,7 @@ from cowboy_node.cli.client_commands import (
     _uint,
     load_key,
 )
+from cowboy_protocol import api_types as api
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import ApiError, RpcClient
 from cowboy_protocol.types.instructions import CallActor, DeployActor
@@ -47,7 +48,7 @@ MAX_PAGES = 100
 """Pages ``query events --all`` follows at most (100 × the page limit events)."""
 
 
-def auto_limits(simulation: dict[str, Any]) -> tuple[int, int]:
+def auto_limits(simulation: Mapping[str, Any]) -> tuple[int, int]:
     """``(cycles_limit, cells_limit)`` for a transaction whose dry run used what ``simulation`` reports."""
     cycles, cells = int(simulation["cycles_used"]), int(simulation["cells_used"])
     return (math.ceil(cycles * GAS_MARGIN_PERMILLE / 1000) + GAS_MARGIN_CYCLES,
@@ -71,15 +72,15 @@ def simulation_body(ins: CallActor | DeployActor, sender: bytes | None, cycles_l
 
 
 def simulate(client: RpcClient, ins: CallActor | DeployActor, sender: bytes | None,
-             cycles_limit: int | None = None) -> dict[str, Any]:
+             cycles_limit: int | None = None) -> api.Simulation:
     """``POST /simulate``; the node's JSON answer."""
-    out = client.post_json("/simulate", simulation_body(ins, sender, cycles_limit))
+    out = client.simulate(simulation_body(ins, sender, cycles_limit))
     if not isinstance(out, dict) or "cycles_used" not in out or "status" not in out:
         raise ApiError("invalid_response", "/simulate did not return a simulation result", 200)
     return out
 
 
-def report_simulation(sim: dict[str, Any], extra: dict[str, Any] | None = None) -> int:
+def report_simulation(sim: Mapping[str, Any], extra: dict[str, Any] | None = None) -> int:
     """Print ``{**extra, "simulation": sim}``; exit 0 if it succeeded, else 3 with the error on stderr."""
     _print_json({**(extra or {}), "simulation": sim})
     if sim.get("status") == "success":
@@ -117,8 +118,8 @@ def check_gas_flags(args: argparse.Namespace, default_cycles: int) -> None:
 
 
 # -- query events --------------------------------------------------------------------------------------
-def _events_path(args: argparse.Namespace, cursor: str | None) -> str:
-    query: dict[str, str] = {"actor": to_checksum_address(args.actor)}
+def _events_query(args: argparse.Namespace, cursor: str | None) -> dict[str, str | int | None]:
+    query: dict[str, str | int | None] = {"actor": to_checksum_address(args.actor)}
     if args.topic is not None:
         query["topic"] = args.topic
     if args.from_height is not None:
@@ -129,7 +130,7 @@ def _events_path(args: argparse.Namespace, cursor: str | None) -> str:
         query["limit"] = str(args.limit)
     if cursor is not None:
         query["cursor"] = cursor
-    return "/events?" + urllib.parse.urlencode(query)
+    return query
 
 
 @_run
@@ -140,14 +141,14 @@ def cmd_query_events(args: argparse.Namespace) -> int:
     if args.all and args.cursor is not None:
         raise UsageError("--all starts at the beginning; it cannot be combined with --cursor")
     client = _client(args)
-    page = client.get_json(_events_path(args, args.cursor))
+    page: Any = client.events(_events_query(args, args.cursor))
     if not args.all or not isinstance(page, dict):
         _print_json(page)
         return 0
     events = list(page.get("events") or [])
     pages = 1
     while page.get("next") is not None and pages < MAX_PAGES:
-        page = client.get_json(_events_path(args, page["next"]))
+        page = client.events(_events_query(args, page["next"]))
         events.extend(page.get("events") or [])
         pages += 1
     _print_json({**page, "events": events, "pages": pages})

@@ -5,15 +5,17 @@ commit batch — so replaying a height after a reconnect gives exactly what the 
 yields at most one message per subscription (all its matching items together), so a client that resumes
 ``from`` the height after the last message it received misses nothing and sees nothing twice.
 
-Heights recently rendered are cached (block JSON, each transaction with its receipt): many subscribers of
-the same topic cost one store read and one encoding per height.
+Messages are bytes, encoded here once: the hub (``rpc/subscriptions.py``) asks for each (height, filter) once,
+in its reader thread, and sends the same bytes to every subscriber with that filter. Heights recently read are
+cached (the block message, each transaction with its receipt already encoded), so filters over the same height
+cost one store read; the cache is only touched from that one reader thread.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cowboy_node.chain.chain import Chain
@@ -55,6 +57,10 @@ class Filter:
     job: bytes | None = None
     """jobs: only this job id."""
 
+    def selector(self) -> Filter:
+        """The filter without its starting height: subscribers with equal selectors get the same messages."""
+        return replace(self, from_height=None)
+
 
 def parse_filter(query: Any) -> Filter:
     """The filter of ``GET /subscribe?topic=…``; 400 ``invalid_query`` / ``invalid_topic`` / ``invalid_height`` /
@@ -86,12 +92,13 @@ def parse_filter(query: Any) -> Filter:
 
 @dataclass(frozen=True, slots=True)
 class _Height:
-    block_message: str  # the blocks topic's message, encoded once for every subscriber
-    txs: tuple[tuple[bytes, bytes, dict[str, Any]], ...]  # (sender, hash, tx JSON with its receipt)
+    block_message: bytes  # the blocks topic's message, encoded once for every subscriber
+    txs: tuple[tuple[bytes, bytes, bytes], ...]  # (sender, hash, encoded tx JSON with its receipt)
 
 
 class ChainSource:
-    """Renders subscription messages from ``chain``'s committed stores (reads only; safe beside commits)."""
+    """Renders subscription messages from ``chain``'s committed stores (reads only; safe beside commits; one
+    thread at a time)."""
 
     def __init__(self, chain: Chain) -> None:
         self._chain = chain
@@ -116,15 +123,16 @@ class ChainSource:
         txs = []
         for i, (tx, receipt) in enumerate(zip(block.transactions, receipts, strict=True)):
             h = tx.tx_hash()
-            txs.append((tx.sender, h, {**tx.to_json(), "height": height, "index": i, "receipt": receipt.to_json()}))
+            txs.append((tx.sender, h, _dump({**tx.to_json(), "height": height, "index": i,
+                                             "receipt": receipt.to_json()})))
         got = _Height(_dump({"type": "block", "height": height, "block": doc}), tuple(txs))
         self._cache[height] = got
         while len(self._cache) > _CACHE_HEIGHTS:
             self._cache.popitem(last=False)
         return got
 
-    def message(self, f: Filter, height: int) -> str | None:
-        """The message of ``height`` for ``f`` (JSON text), or None when nothing at that height matches."""
+    def message(self, f: Filter, height: int) -> bytes | None:
+        """The message of ``height`` for ``f`` (encoded JSON), or None when nothing at that height matches."""
         if f.topic == "blocks":
             h = self._height(height)
             return None if h is None else h.block_message
@@ -134,15 +142,15 @@ class ChainSource:
                 return None
             txs = [doc for sender, tx_hash, doc in h.txs
                    if (f.sender is None or sender == f.sender) and (f.tx_hash is None or tx_hash == f.tx_hash)]
-            return _dump({"type": "txs", "height": height, "txs": txs}) if txs else None
+            return _envelope("txs", height, txs) if txs else None
         if f.topic == "events":
             assert f.actor is not None
-            events = [{"height": e.height, "seq": e.seq, "tx_index": e.tx_index,
-                       "emitter": to_checksum_address(e.event.emitter), "topic": e.event.topic,
-                       "data": "0x" + e.event.data.hex()}
+            events = [_dump({"height": e.height, "seq": e.seq, "tx_index": e.tx_index,
+                             "emitter": to_checksum_address(e.event.emitter), "topic": e.event.topic,
+                             "data": "0x" + e.event.data.hex()})
                       for e in scan_events(self._chain.store, f.actor, topic=f.name, from_height=height,
                                            to_height=height)]
-            return _dump({"type": "events", "height": height, "events": events}) if events else None
+            return _envelope("events", height, events) if events else None
         jobs = []
         for e in scan_events(self._chain.store, JOB_DISPATCHER, from_height=height, to_height=height):
             if not e.event.topic.startswith("job."):
@@ -150,9 +158,9 @@ class ChainSource:
             job_id = _job_id(e.event.data)
             if job_id is None or (f.job is not None and job_id != f.job):
                 continue
-            jobs.append({"job_id": "0x" + job_id.hex(), "event": e.event.topic,
-                         "status": e.event.topic.removeprefix("job."), "seq": e.seq})
-        return _dump({"type": "jobs", "height": height, "jobs": jobs}) if jobs else None
+            jobs.append(_dump({"job_id": "0x" + job_id.hex(), "event": e.event.topic,
+                               "status": e.event.topic.removeprefix("job."), "seq": e.seq}))
+        return _envelope("jobs", height, jobs) if jobs else None
 
 
 def _job_id(data: bytes) -> bytes | None:
@@ -165,5 +173,10 @@ def _job_id(data: bytes) -> bytes | None:
     return bytes(job_id) if isinstance(job_id, bytes) and len(job_id) == 32 else None
 
 
-def _dump(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, separators=(",", ":"))
+def _dump(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _envelope(kind: str, height: int, items: list[bytes]) -> bytes:
+    """``{"type": kind, "height": height, kind: [items]}`` from items already encoded (no second encoding)."""
+    return b'{"type":"%s","height":%d,"%s":[%s]}' % (kind.encode(), height, kind.encode(), b",".join(items))

@@ -2,27 +2,35 @@
 
 Topics and filters are in ``rpc/subscription_source.py``; docs/api.md ("Subscriptions") has the messages.
 
-How it stays off block production's path:
+How it stays off block production's path (bench/subscriptions.py measures it):
 
 - The node calls :meth:`SubscriptionHub.publish` after each commit. It only records the new head and wakes the
   subscribers (one ``Event.set``), whatever their number: nothing is rendered or sent in the commit path.
-- Each connection has its own task that renders the heights after its last one (a replay from the store when
-  the client gave ``from``, then live) and sends them, yielding to the event loop after every height.
+- Each message is read and encoded once per (height, filter) — not once per subscriber — in the hub's one reader
+  thread (the store is never read on the event loop, neither for the live head nor for a replay), and the same
+  bytes are written to every subscriber with that filter (``send_frame``: no per-subscriber text encoding, and no
+  permessage-deflate, which would compress per subscriber).
+- Each connection has its own task that sends the heights after its last one (a replay when the client gave
+  ``from``, then live), yielding to the event loop after every height, so one loop iteration does at most one
+  frame write per subscriber.
 - Memory per connection is bounded: the write buffer in the process and the kernel's send buffer are each
   capped at ``[rpc] subscription_buffer_bytes``,
   and a send that cannot complete within ``subscription_send_timeout_ms`` (the client does not read) or a
   subscriber more than ``subscription_max_lag_blocks`` behind the head is a slow consumer: it is told
   (``{"type": "dropped", "reason": "slow_consumer", "resume_from": H}``, best effort: a client that reads nothing
-  cannot be told) and its connection closed (code 4008); it may reconnect with ``from=H``.
+  cannot be told) and its connection closed (code 4008) in its own task, never waiting on the others; it may
+  reconnect with ``from=H``.
 - At most ``subscription_max`` connections at once (503 ``too_many_subscriptions`` beyond).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import socket
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,9 +76,13 @@ class Source(Protocol):
         """The committed height."""
         ...
 
-    def message(self, f: Filter, height: int) -> str | None:
-        """The message of ``height`` for ``f``, or None."""
+    def message(self, f: Filter, height: int) -> bytes | None:
+        """The message of ``height`` for ``f`` (encoded), or None; called in the hub's reader thread only."""
         ...
+
+
+MESSAGES_CACHED = 2048
+"""(height, filter) messages kept: subscribers replaying the same heights with the same filter share them."""
 
 
 class _Dropped(Exception):
@@ -89,6 +101,8 @@ class SubscriptionHub:
         self._closing = False
         self._tokens = float(self.limits.replay_per_s)
         self._refilled = 0.0
+        self._reader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cowboy-subscriptions")
+        self._messages: OrderedDict[tuple[int, Filter], asyncio.Future[bytes | None]] = OrderedDict()
         self.dropped = 0
         """Slow consumers dropped so far."""
         self.replayed = 0
@@ -112,6 +126,27 @@ class SubscriptionHub:
         """Stop every subscription (node shutdown)."""
         self._closing = True
         self._tick.set()
+        self._reader.shutdown(wait=False, cancel_futures=True)
+
+    def _message(self, selector: Filter, height: int) -> asyncio.Future[bytes | None]:
+        """The message of ``height`` for ``selector``: read and encoded once, in the reader thread, whatever the
+        number of subscribers that ask (they all await the same future and send the same bytes)."""
+        key = (height, selector)
+        got = self._messages.get(key)
+        if got is None:
+            got = asyncio.get_running_loop().run_in_executor(self._reader, self.source.message, selector, height)
+            self._messages[key] = got
+            got.add_done_callback(lambda fut: self._forget_failed(key, fut))
+            while len(self._messages) > MESSAGES_CACHED:
+                self._messages.popitem(last=False)
+        else:
+            self._messages.move_to_end(key)
+        return got
+
+    def _forget_failed(self, key: tuple[int, Filter], fut: asyncio.Future[bytes | None]) -> None:
+        """A read that failed is not kept: the next subscriber asking reads again."""
+        if (fut.cancelled() or fut.exception() is not None) and self._messages.get(key) is fut:
+            del self._messages[key]
 
     def admit(self, f: Filter) -> int:
         """The first height to send for ``f``; raises 400 ``invalid_height`` (``from`` too far back or ahead)
@@ -141,16 +176,23 @@ class SubscriptionHub:
     async def stream(self, f: Filter, first: int, ws: web.WebSocketResponse) -> None:
         """Send ``f``'s messages from height ``first`` on until the client goes or is dropped."""
         nxt = first
-        await self._send(ws, json.dumps({"type": "subscribed", "topic": f.topic, "from": nxt, "head": self._head}))
+        selector = f.selector()
+        await self._send(ws, json.dumps({"type": "subscribed", "topic": f.topic, "from": nxt,
+                                         "head": self._head}).encode())
         try:
             while not self._closing and not ws.closed:
                 tick = self._tick
-                while nxt <= self._head and not ws.closed:
+                while nxt <= self._head and not ws.closed and not self._closing:
                     if self._head - nxt > self.limits.max_lag_blocks:
                         raise _Dropped("lagging")
                     if nxt < self._head:  # catching up (a replay, or behind): shares the replay budget
                         await self._replay_token()
-                    msg = self.source.message(f, nxt)
+                        if self._closing:  # the node began stopping while this waited: no read after it
+                            break
+                    read = self._message(selector, nxt)
+                    # shield: a subscriber that goes away must not cancel the read the others await (a read
+                    # already done, the common case for all but the first subscriber, needs no wait at all)
+                    msg = read.result() if read.done() else await asyncio.shield(read)
                     if msg is not None:
                         await self._send(ws, msg)
                     nxt += 1
@@ -181,9 +223,11 @@ class SubscriptionHub:
                 return
             await asyncio.sleep((1 - self._tokens) / rate)
 
-    async def _send(self, ws: web.WebSocketResponse, text: str) -> None:
+    async def _send(self, ws: web.WebSocketResponse, data: bytes) -> None:
+        """Write ``data`` (a shared, already encoded message) as one text frame; a slow consumer past the timeout."""
         try:
-            await asyncio.wait_for(ws.send_str(text), self.limits.send_timeout_ms / 1000)
+            async with asyncio.timeout(self.limits.send_timeout_ms / 1000):
+                await ws.send_frame(data, WSMsgType.TEXT)
         except TimeoutError:
             raise _Dropped("send timed out: the write buffer stayed full") from None
 
@@ -222,7 +266,9 @@ async def handle_subscribe(request: web.Request) -> web.StreamResponse:
         raise RpcError(501, "not_implemented", "this node does not serve subscriptions")
     f = parse_filter(request.query)
     # writer_limit: aiohttp waits for the socket to drain once this much is written and unsent (default 64 KiB).
-    ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=4096, autoclose=True, writer_limit=hub.limits.buffer_bytes)
+    # compress=False: permessage-deflate would compress every message once per subscriber.
+    ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=4096, autoclose=True, compress=False,
+                               writer_limit=hub.limits.buffer_bytes)
     if not ws.can_prepare(request).ok:
         raise RpcError(400, "not_websocket", "GET /subscribe is a WebSocket endpoint (send Upgrade: websocket)")
     first = hub.admit(f)

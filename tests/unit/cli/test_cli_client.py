@@ -369,15 +369,15 @@ def test_query_tx_with_and_without_receipt(server: ServerThread, key_file: Path,
 # -- the HTTP client itself ------------------------------------------------------------------
 def test_rpc_client_errors(server: ServerThread) -> None:
     client = RpcClient(server.url)
-    assert client.get_json("/height") == {"height": 10}
+    assert client.height() == {"height": 10}
     with pytest.raises(ApiError) as info:
-        client.get_json("/nope")
-    assert (info.value.code, info.value.status) == ("not_found", 404)
+        client.transaction("0x1234")  # as given: the node checks it and answers with the contract's code
+    assert (info.value.code, info.value.status) == ("invalid_hash", 400)
     with pytest.raises(ApiError) as info:
-        client.post_tx(b"\x00\x00\x00\x01\x00")
+        client.submit(b"\x00\x00\x00\x01\x00")
     assert (info.value.code, info.value.status) == ("malformed", 400)
     with pytest.raises(NodeUnreachable):
-        RpcClient(f"http://127.0.0.1:{_free_port()}").get_json("/height")
+        RpcClient(f"http://127.0.0.1:{_free_port()}").height()
     with pytest.raises(ValueError):
         RpcClient("127.0.0.1:4000")
 

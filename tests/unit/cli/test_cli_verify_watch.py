@@ -47,7 +47,7 @@ def live() -> Iterator[LiveNode]:
     ln = SubscribingLiveNode(block_time_ms=50)
     ln.start()
     try:
-        wait_for("block 3", lambda: RpcClient(ln.url).get_json("/height")["height"] >= 3, timeout=30)
+        wait_for("block 3", lambda: RpcClient(ln.url).height()["height"] >= 3, timeout=30)
         yield ln
     finally:
         ln.stop()

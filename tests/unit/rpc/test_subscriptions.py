@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -34,13 +35,15 @@ class FakeSource:
         self.h = head
         self.pad = pad
         self.rendered: list[int] = []
+        self.threads: set[int] = set()
 
     def head(self) -> int:
         return self.h
 
-    def message(self, f: Filter, height: int) -> str | None:
+    def message(self, f: Filter, height: int) -> bytes | None:
         self.rendered.append(height)
-        return json.dumps({"type": "block", "height": height, "pad": "x" * self.pad})
+        self.threads.add(threading.get_ident())
+        return json.dumps({"type": "block", "height": height, "pad": "x" * self.pad}).encode()
 
 
 async def _wait(what: str, cond: Any, timeout: float = 20.0) -> None:
@@ -199,6 +202,125 @@ async def test_publish_renders_nothing_in_the_commit_path(served: Any) -> None:
         source.rendered.clear()
         _publish(hub, source, 6)
         assert source.rendered == []  # rendering happens in the subscriber's own task, later
+
+
+@pytest.fixture
+def server_frames(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes]]:
+    """Every data frame the server side writes: (writer id, the payload object itself)."""
+    from aiohttp._websocket.writer import WebSocketWriter
+    frames: list[tuple[int, bytes]] = []
+    original = WebSocketWriter.send_frame
+
+    async def recording(self: WebSocketWriter, message: bytes, opcode: int, compress: int | None = None) -> None:
+        if not self.use_mask and opcode == aiohttp.WSMsgType.TEXT:  # the server's writer (a client masks)
+            frames.append((id(self), message))
+        await original(self, message, opcode, compress)
+
+    monkeypatch.setattr(WebSocketWriter, "send_frame", recording)
+    return frames
+
+
+async def test_each_message_is_read_and_encoded_once_and_the_same_bytes_go_to_every_subscriber(
+        server_frames: list[tuple[int, bytes]]) -> None:
+    source = FakeSource(head=5)
+    hub = SubscriptionHub(source, SubscriptionLimits(max_subscriptions=100))
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(FakeFacade(), subscriptions=hub)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        subscribers = [await client.ws_connect("/subscribe?topic=blocks&from=1") for _ in range(20)]
+        for ws in subscribers:
+            await ws.receive()
+            assert await _heights(ws, 5) == [1, 2, 3, 4, 5]
+        _publish(hub, source, 6)
+        for ws in subscribers:
+            assert await _heights(ws, 1) == [6]
+        assert sorted(source.rendered) == [1, 2, 3, 4, 5, 6]  # once per height, not once per subscriber
+        by_height: dict[int, list[bytes]] = {}
+        for _, payload in server_frames:
+            doc = json.loads(payload)
+            if doc["type"] == "block":
+                by_height.setdefault(doc["height"], []).append(payload)
+        assert sorted(by_height) == [1, 2, 3, 4, 5, 6]
+        for height, payloads in by_height.items():  # one encoding shared: the very same bytes object, 20 times
+            assert len(payloads) == 20 and all(p is payloads[0] for p in payloads), height
+        assert threading.get_ident() not in source.threads  # the store is read in the reader thread
+        for ws in subscribers:
+            await ws.close()
+    finally:
+        await client.close()
+
+
+async def test_a_client_offering_permessage_deflate_gets_uncompressed_frames(served: Any) -> None:
+    client, _, _ = served  # compression would cost one deflate per subscriber per message
+    async with client.ws_connect("/subscribe?topic=blocks", compress=15) as ws:
+        await ws.receive()
+        assert ws.compress == 0
+
+
+class BlockingSource(FakeSource):
+    """A source whose reads wait until the test lets them go."""
+
+    def __init__(self, head: int) -> None:
+        super().__init__(head)
+        self.go = threading.Event()
+        self.entered = threading.Event()
+
+    def message(self, f: Filter, height: int) -> bytes | None:
+        self.entered.set()
+        assert self.go.wait(30)
+        return super().message(f, height)
+
+
+async def test_a_subscriber_leaving_during_a_read_does_not_cancel_it_for_the_others() -> None:
+    source = BlockingSource(head=3)
+    hub = SubscriptionHub(source)
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(FakeFacade(), subscriptions=hub)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        leaving = await client.ws_connect("/subscribe?topic=blocks&from=3")
+        staying = await client.ws_connect("/subscribe?topic=blocks&from=3")
+        await leaving.receive()
+        await staying.receive()
+        await asyncio.to_thread(source.entered.wait, 30)  # both wait on the one read of height 3
+        await leaving.close()
+        await _wait("the leaving subscription released", lambda: hub.open == 1)
+        source.go.set()
+        assert await _heights(staying, 1) == [3]
+        assert source.rendered == [3]
+        await staying.close()
+    finally:
+        source.go.set()
+        await client.close()
+
+
+async def test_node_shutdown_closes_every_subscription_with_going_away(served: Any) -> None:
+    client, hub, source = served
+    async with client.ws_connect("/subscribe?topic=blocks&from=5") as ws:
+        await ws.receive()
+        assert await _heights(ws, 1) == [5]
+        hub.close()
+        _publish(hub, source, 7)  # committed after the stop began: not sent
+        msg = await asyncio.wait_for(ws.receive(), 20)
+        assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
+
+
+async def test_node_shutdown_during_a_replay_stops_it_and_closes_with_going_away() -> None:
+    source = FakeSource(head=50)
+    hub = SubscriptionHub(source, SubscriptionLimits(replay_per_s=1))  # one catching-up height a second
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(FakeFacade(), subscriptions=hub)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        async with client.ws_connect("/subscribe?topic=blocks&from=1") as ws:
+            await ws.receive()
+            assert await _heights(ws, 1) == [1]  # the bucket's one token; height 2 waits for the next
+            hub.close()
+            msg = await asyncio.wait_for(ws.receive(), 20)
+            while msg.type == aiohttp.WSMsgType.TEXT:  # at most the height already on its way
+                assert json.loads(msg.data)["height"] <= 2
+                msg = await asyncio.wait_for(ws.receive(), 20)
+            assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
+    finally:
+        await client.close()
 
 
 # -- topics and filters over a real chain ---------------------------------------------------------------------

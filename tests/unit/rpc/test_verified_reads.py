@@ -159,7 +159,7 @@ def live() -> Iterator[LiveNode]:
     ln.start()
     try:
         # The genesis head has no certificate (nothing finalizes genesis): wait for block 1.
-        wait_for("block 1", lambda: RpcClient(ln.url).get_json("/height")["height"] >= 1, timeout=30)
+        wait_for("block 1", lambda: RpcClient(ln.url).height()["height"] >= 1, timeout=30)
         yield ln
     finally:
         ln.stop()
@@ -180,8 +180,8 @@ class _Lying(RpcClient):
         super().__init__(url)
         self.forge = forge
 
-    def get_json(self, path: str) -> Any:
-        doc = super().get_json(path)
+    def _request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None) -> Any:
+        doc = super()._request(method, path, body, content_type)
         self.forge(doc)
         return doc
 
