@@ -71,6 +71,22 @@ class McpExecutor:
                 await self.stdio[job.server].close()
             raise
 
+    async def list_tools(self, name: str) -> list[dict[str, Any]]:
+        """The tools server ``name`` offers (``tools/list``), over the same transport, session and byte cap as a
+        job and within ``default_timeout_seconds``; the allow-list does not filter them (operator and tests)."""
+        server = self.config.servers.get(name)
+        if server is None:
+            raise ExecutorError("unknown_mcp_server", f"MCP server {name[:100]!r} is not configured")
+        work = self.stdio[name].list_tools() if server.command is not None else self._list_http(name, server)
+        return await with_operator_limit(work, self.config.default_timeout_seconds, self.config.max_timeout_seconds,
+                                         "executors.mcp.timeout_s")
+
+    async def _list_http(self, name: str, server: McpServerConfig) -> list[dict[str, Any]]:
+        async with open_connection(name, server, max_response_bytes=self.config.max_response_bytes,
+                                   end_session=True) as conn:
+            await conn.initialize(self.config.protocol_version)
+            return await conn.list_tools()
+
     async def aclose(self) -> None:
         """Stop the stdio server processes (HTTP sessions are left to expire on their servers)."""
         for server in self.stdio.values():

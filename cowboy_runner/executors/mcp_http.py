@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 
 from cowboy_runner.executors.base import ExecutorError
 from cowboy_runner.executors.config import McpServerConfig
-from cowboy_runner.executors.mcp_session import adopt, call_tool, initialize, new_session, upstream
+from cowboy_runner.executors.mcp_session import adopt, call_tool, initialize, list_tools, new_session, upstream
 
 _T = TypeVar("_T")
 
@@ -46,16 +46,16 @@ class ByteCap:
     limit: int
     """Largest response body read per HTTP response, in bytes."""
     tripped: ExecutorError | None = None
-    """``response_too_large`` once a response passed :attr:`limit`."""
+    """``response_too_large`` once a response passed :attr:`limit` (``upstream_error`` for a compressed one)."""
     last_status: int | None = None
     """Status of the last response received."""
     event: asyncio.Event = field(default_factory=asyncio.Event)
     """Set with :attr:`tripped`: a call waiting for its reply stops at once."""
 
-    def trip(self, message: str) -> ResponseTooLarge:
-        """Record the overflow and return the exception that ends the SDK's read."""
+    def trip(self, message: str, code: str = "response_too_large") -> ResponseTooLarge:
+        """Record the limit that tripped and return the exception that ends the SDK's read."""
         if self.tripped is None:
-            self.tripped = ExecutorError("response_too_large", message)
+            self.tripped = ExecutorError(code, message)
             self.event.set()
         return ResponseTooLarge(message)
 
@@ -99,7 +99,8 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         declared = response.headers.get("Content-Length", "")
         if encoding not in ("identity", ""):
             await response.aclose()
-            raise self.cap.trip(f"MCP response compressed ({encoding[:20]}) although identity was asked for")
+            raise self.cap.trip(f"MCP response compressed ({encoding[:20]}) although identity was asked for: its "
+                                f"size cannot be bounded before decoding", "upstream_error")
         if declared.isdigit() and int(declared) > self.cap.limit:
             await response.aclose()
             raise self.cap.trip(f"MCP response of {declared} bytes is over {self.cap.limit}")
@@ -143,6 +144,10 @@ class Connection:
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One ``tools/call``; a failure carries ``detail["status"]`` when the server answered 4xx/5xx."""
         return await self._bounded(call_tool(self.session, tool, arguments, self.failed))
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """``tools/list``, every page."""
+        return await self._bounded(list_tools(self.session, self.failed))
 
     async def _bounded(self, work: Coroutine[Any, Any, _T]) -> _T:
         """Await ``work`` but stop as soon as the cap trips (the SDK may otherwise try to resume a broken event
@@ -200,7 +205,7 @@ async def open_connection(name: str, server: McpServerConfig, *, max_response_by
                 finally:
                     tg.cancel_scope.cancel()
     except Exception as e:
-        mapped = _typed(name, e)
+        mapped = ExecutorError(cap.tripped.code, cap.tripped.message) if cap.tripped is not None else _typed(name, e)
         if mapped is None:
             raise
         raise mapped from None

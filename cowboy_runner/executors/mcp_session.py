@@ -85,3 +85,21 @@ async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]
     for a check the job's verification mode does on chain anyway."""
     req = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
     return await request(session, req, failure)
+
+
+MAX_TOOL_PAGES = 100
+"""Most ``tools/list`` pages read (a server whose cursor never ends cannot hold a caller forever)."""
+
+
+async def list_tools(session: ClientSession, failure: Failure) -> list[dict[str, Any]]:
+    """Every tool the server lists (``tools/list``, following ``nextCursor``), as the server's JSON objects."""
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        page = await request(session, types.ListToolsRequest(params=params), failure)
+        tools.extend(t for t in page.get("tools", []) if isinstance(t, dict))
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str):
+            return tools
+    raise upstream(f"MCP tools/list: more than {MAX_TOOL_PAGES} pages")

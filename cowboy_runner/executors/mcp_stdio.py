@@ -28,8 +28,10 @@ from pydantic import ValidationError as PydanticValidationError
 from cowboy_protocol.jobs.json_strict import parse_json
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_runner.executors.base import ExecutorError
-from cowboy_runner.executors.mcp_session import call_tool, initialize, new_session, upstream
+from cowboy_runner.executors.mcp_session import call_tool, initialize, list_tools, new_session, upstream
 
+KILL_REAP_TIMEOUT_S = 2.0
+"""Longest :meth:`StdioMcpServer.close` waits for a killed server's pipes to close and its exit to be seen."""
 STDIO_PATH = "/usr/local/bin:/usr/bin:/bin"
 """``PATH`` of a stdio server program (its only variable besides its configured ``env``)."""
 
@@ -91,6 +93,11 @@ class StdioMcpServer:
             and not r.host.done() and r.session is not None
 
     @property
+    def pid(self) -> int | None:
+        """Process id of the running server program (None before the first job and after it ended)."""
+        return self._running.proc.pid if self._running is not None else None
+
+    @property
     def _proc(self) -> asyncio.subprocess.Process | None:
         return self._running.proc if self._running is not None else None
 
@@ -99,6 +106,12 @@ class StdioMcpServer:
         running = await self._ensure_started()
         assert running.session is not None
         return await call_tool(running.session, tool, arguments, running.failed)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """``tools/list`` on the shared session (started and initialized first when needed)."""
+        running = await self._ensure_started()
+        assert running.session is not None
+        return await list_tools(running.session, running.failed)
 
     async def _ensure_started(self) -> _Running:
         async with self._start_lock:
@@ -199,16 +212,24 @@ class StdioMcpServer:
                     return
 
     async def close(self) -> None:
-        """Stop the process and its session (the next call starts a new one); pending calls fail."""
+        """Stop the process and its session (the next call starts a new one); pending calls fail. Bounded: a
+        descendant that left the process group and still holds the pipes is abandoned after
+        ``KILL_REAP_TIMEOUT_S``, its pipes closed on the runner's side."""
         running, self._running = self._running, None
         if running is None:
             return
         running.kill()
-        if running.host is not None:
-            running.host.cancel()
-            await asyncio.gather(running.host, return_exceptions=True)
-        await _drain(running.proc)
-        await running.proc.wait()
+        try:
+            async with asyncio.timeout(KILL_REAP_TIMEOUT_S):
+                if running.host is not None:
+                    running.host.cancel()
+                    await asyncio.gather(running.host, return_exceptions=True)
+                await _drain(running.proc)
+                await running.proc.wait()
+        except TimeoutError:
+            transport = getattr(running.proc, "_transport", None)  # asyncio has no public way to drop the pipes
+            if transport is not None:
+                transport.close()
 
 
 async def _drain(proc: asyncio.subprocess.Process) -> None:
