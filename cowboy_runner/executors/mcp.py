@@ -4,6 +4,8 @@ official SDK's ``mcp.ClientSession`` (``mcp_session.py``)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from cowboy_protocol.types.jobspec import JobType, McpJob, ResourceBounds
@@ -45,6 +47,9 @@ class McpExecutor:
         """The long-lived stdio server processes, by server name (started by their first job)."""
         self.http_sessions: dict[str, tuple[str, str | None]] = {}
         """Reused streamable-HTTP sessions by server name: (Mcp-Session-Id, negotiated protocol version)."""
+        self.request_ids: dict[str, Iterator[int]] = {}
+        """Per HTTP server, the JSON-RPC request ids of every job's SDK session (never reused within a kept
+        session)."""
 
     async def execute(self, job: JobType, bounds: ResourceBounds | None, *, deadline_s: float) -> ExecutionResult:
         """Call the tool within ``deadline_s`` seconds, the job's ``timeout_seconds`` (else
@@ -107,7 +112,8 @@ class McpExecutor:
         if cached is not None:
             try:
                 async with open_connection(job.server, server, max_response_bytes=cap, session_id=cached[0],
-                                           protocol_version=cached[1] or self.config.protocol_version) as conn:
+                                           protocol_version=cached[1] or self.config.protocol_version,
+                                           ids=self._ids(job.server)) as conn:
                     result = await conn.call_tool(job.tool_name, job.arguments)
                 return self._shape(job, result, self._http_detail(job, cached[0], cached[1], reused=True))
             except ExecutorError as e:
@@ -115,12 +121,15 @@ class McpExecutor:
                     raise
                 self.http_sessions.pop(job.server, None)
         async with open_connection(job.server, server, max_response_bytes=cap,
-                                   end_session=not server.reuse_session) as conn:
+                                   end_session=not server.reuse_session, ids=self._ids(job.server)) as conn:
             version = await conn.initialize(self.config.protocol_version)
             if server.reuse_session and conn.session_id is not None:
                 self.http_sessions[job.server] = (conn.session_id, version)
             result = await conn.call_tool(job.tool_name, job.arguments)
         return self._shape(job, result, self._http_detail(job, conn.session_id, version, reused=False))
+
+    def _ids(self, server: str) -> Iterator[int]:
+        return self.request_ids.setdefault(server, itertools.count(1))
 
     @staticmethod
     def _http_detail(job: McpJob, session: str | None, version: str | None, *, reused: bool) -> dict[str, object]:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+import functools
+import socket
+import ssl
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,6 +36,13 @@ _T = TypeVar("_T")
 
 DELETE_TIMEOUT_S = 2.0
 """Bound of the best-effort ``DELETE`` that ends a one-job session."""
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every connection: building one (loading the CA bundle) costs tens of
+    milliseconds of CPU, more than the rest of a call (bench/mcp_client.py)."""
+    return ssl.create_default_context()
 
 
 class ResponseTooLarge(httpx2.StreamError):
@@ -78,15 +88,23 @@ class _CappedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-class CappedTransport(httpx2.AsyncBaseTransport):
-    """httpx2's HTTP transport with a byte cap on every response body. Responses are asked for uncompressed
-    (``Accept-Encoding: identity``) and a compressed one is refused, so the bytes counted are the bytes the SDK
-    parses (a small compressed body cannot expand past the cap)."""
+def new_pool() -> httpx2.AsyncHTTPTransport:
+    """The connection pool of one connection (one job)."""
+    # TCP_NODELAY: httpcore writes a request's head and body separately; with Nagle on, the body may wait for the
+    # server's delayed ACK
+    return httpx2.AsyncHTTPTransport(verify=_tls_context(), trust_env=False,
+                                     socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
 
-    def __init__(self, cap: ByteCap) -> None:
+
+class CappedTransport(httpx2.AsyncBaseTransport):
+    """A connection pool with a byte cap on every response body, for one job. Responses are asked for
+    uncompressed (``Accept-Encoding: identity``) and a compressed one is refused, so the bytes counted are the
+    bytes the SDK parses (a small compressed body cannot expand past the cap)."""
+
+    def __init__(self, cap: ByteCap, pool: httpx2.AsyncHTTPTransport) -> None:
         self.cap = cap
         """Limit and what was seen."""
-        self._inner = httpx2.AsyncHTTPTransport(trust_env=False)
+        self._inner = pool
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send ``request``; the response body is counted as the SDK reads it."""
@@ -109,8 +127,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
                                stream=_CappedStream(response.stream, self.cap), extensions=response.extensions)
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._inner.aclose()
+        """Nothing: :func:`open_connection` closes the pool after the client."""
 
 
 @dataclass
@@ -178,16 +195,19 @@ class Connection:
 @contextlib.asynccontextmanager
 async def open_connection(name: str, server: McpServerConfig, *, max_response_bytes: int,
                           session_id: str | None = None, protocol_version: str | None = None,
-                          end_session: bool = False) -> AsyncIterator[Connection]:
+                          end_session: bool = False,
+                          ids: Iterator[int] | None = None) -> AsyncIterator[Connection]:
     """An SDK session on ``server.url``: new (``session_id`` None: call :meth:`Connection.initialize`), or the
     kept ``session_id`` at ``protocol_version``. ``end_session`` sends the ``DELETE`` on a normal exit (never
-    after a deadline or cancellation). Transport failures (refused connection…) are ``upstream_error``."""
+    after a deadline or cancellation). ``ids``: the kept session's request-id counter. Transport failures (refused connection…) are ``upstream_error``. Each
+    connection has its own pool, closed with it (as the hand-written client had one aiohttp session a job)."""
     assert server.url is not None, "open_connection is the streamable-HTTP transport"
     cap = ByteCap(max_response_bytes)
     transport = StreamableHTTPTransport(server.url, max_sse_event_size=max_response_bytes)
     transport.session_id = session_id
+    connections = new_pool()
     try:
-        async with httpx2.AsyncClient(transport=CappedTransport(cap), headers=dict(server.headers),
+        async with httpx2.AsyncClient(transport=CappedTransport(cap, connections), headers=dict(server.headers),
                                       timeout=httpx2.Timeout(None), trust_env=False) as client:
             read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
             write_stream, write_reader = create_context_streams[SessionMessage](0)
@@ -195,7 +215,7 @@ async def open_connection(name: str, server: McpServerConfig, *, max_response_by
                 tg.start_soon(transport.post_writer, client, write_reader, read_writer, write_stream,
                               lambda: None, tg)  # no standing GET stream: nothing would read it
                 try:
-                    async with new_session(read_stream, write_stream) as session:
+                    async with new_session(read_stream, write_stream, ids) as session:
                         if protocol_version is not None:
                             adopt(session, protocol_version)
                         yield Connection(session, transport, cap, name)
@@ -209,6 +229,8 @@ async def open_connection(name: str, server: McpServerConfig, *, max_response_by
         if mapped is None:
             raise
         raise mapped from None
+    finally:
+        await connections.aclose()
 
 
 def _typed(name: str, error: BaseException) -> ExecutorError | None:

@@ -9,13 +9,14 @@ capabilities), and the ``notifications/cancelled`` it sends for a call abandoned
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client._transport import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import RootModel, ValidationError
@@ -38,10 +39,29 @@ def upstream(message: str, **detail: object) -> ExecutorError:
     return ExecutorError("upstream_error", message, detail=dict(detail))
 
 
-def new_session(read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]) -> ClientSession:
+class _SharedIds(JSONRPCDispatcher):
+    """The SDK's JSON-RPC dispatcher drawing request ids from a counter that outlives it: several SDK sessions
+    in a row (one per job) that speak for one kept MCP session never reuse an id there, as MCP requires. Reused
+    ids are not harmless: the ``notifications/cancelled`` of an abandoned call would cancel a later job's
+    request of the same id."""
+
+    def __init__(self, read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
+                 ids: Iterator[int]) -> None:
+        super().__init__(read, write)
+        self._ids = ids
+
+    def _allocate_id(self) -> int:
+        return next(self._ids)
+
+
+def new_session(read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
+                ids: Iterator[int] | None = None) -> ClientSession:
     """An SDK client session with no client capabilities (sampling, roots and elicitation requests from the
-    server are answered with an error by the SDK)."""
-    return ClientSession(read, write, client_info=CLIENT_INFO)
+    server are answered with an error by the SDK); ``ids``: the request-id counter of the MCP session it speaks
+    for (None: its own)."""
+    if ids is None:
+        return ClientSession(read, write, client_info=CLIENT_INFO)
+    return ClientSession(client_info=CLIENT_INFO, dispatcher=_SharedIds(read, write, ids))
 
 
 async def request(session: ClientSession, req: types.ClientRequest, failure: Failure) -> dict[str, Any]:

@@ -199,3 +199,17 @@ async def test_compressed_reply_is_refused_and_identity_is_asked_for() -> None:
             await ex.execute(McpJob(server="gz", tool_name="t", arguments={}), None, deadline_s=20)
     assert info.value.code == "upstream_error" and "compressed" in info.value.message
     assert seen == ["identity"]
+
+
+async def test_request_ids_are_never_reused_within_a_kept_session() -> None:
+    # MCP: an id must not be reused within a session; a late notifications/cancelled of an abandoned call would
+    # otherwise cancel a later job's request of the same id
+    seen: list[dict[str, Any]] = []
+    async with serve(_sse_app(seen)) as base:
+        ex = _executor(f"{base}/mcp")
+        for _ in range(3):
+            result = await ex.execute(McpJob(server="tools", tool_name="t", arguments={}), None, deadline_s=10)
+        assert result.detail["session_reused"] is True
+    ids = [s["msg"]["id"] for s in seen if "msg" in s and "id" in s["msg"]]
+    assert [s["msg"]["method"] for s in seen if "msg" in s and "id" in s["msg"]] == ["initialize"] + ["tools/call"] * 3
+    assert len(set(ids)) == len(ids) == 4
