@@ -199,8 +199,9 @@ async def open_connection(name: str, server: McpServerConfig, *, max_response_by
                           ids: Iterator[int] | None = None) -> AsyncIterator[Connection]:
     """An SDK session on ``server.url``: new (``session_id`` None: call :meth:`Connection.initialize`), or the
     kept ``session_id`` at ``protocol_version``. ``end_session`` sends the ``DELETE`` on a normal exit (never
-    after a deadline or cancellation). ``ids``: the kept session's request-id counter. Transport failures (refused connection…) are ``upstream_error``. Each
-    connection has its own pool, closed with it (as the hand-written client had one aiohttp session a job)."""
+    after a deadline or cancellation). ``ids``: the kept session's request-id counter. Transport failures
+    (refused connection…) are ``upstream_error``. Each connection has its own pool, closed with it (as the
+    hand-written client had one aiohttp session a job)."""
     assert server.url is not None, "open_connection is the streamable-HTTP transport"
     cap = ByteCap(max_response_bytes)
     transport = StreamableHTTPTransport(server.url, max_sse_event_size=max_response_bytes)
