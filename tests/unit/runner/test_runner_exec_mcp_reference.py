@@ -32,7 +32,7 @@ from cowboy_runner.executors import (
     McpServerConfig,
     deadline_for,
 )
-from tests.unit.runner_exec_servers import start_time_server_http
+from tests.unit.runner_exec_servers import REPO, start_time_server_http
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -302,10 +302,9 @@ async def test_stdio_launcher_child_is_killed_with_it_at_the_deadline() -> None:
 
 
 async def test_stdio_server_environment_is_path_and_its_env_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.unit.runner.test_runner_exec_mcp_ops import STDIO as TEST_SERVER
-
     monkeypatch.setenv("COWBOY_RUNNER_CANARY", "secret")
-    server = McpServerConfig(command=TEST_SERVER.command, env=TEST_SERVER.env, tools=("env_names",))
+    server = McpServerConfig(command=(sys.executable, "-m", "tests.unit.runner_exec_servers", "mcp", "stdio"),
+                             env={"PYTHONPATH": str(REPO)}, tools=("env_names",))
     async with _executor(server) as ex:
         result = await ex.execute(_job("env_names"), None, deadline_s=BOUND_S)
     names = set(json.loads(result.output)["structuredContent"]["result"])
