@@ -27,7 +27,7 @@ import aiohttp
 
 from cowboy_runner.executors.base import ExecutorError
 from cowboy_runner.executors.config import CustomConfig, ExecutorsConfig, LlmConfig, McpConfig
-from cowboy_runner.executors.mcp import McpClient
+from cowboy_runner.executors.mcp import probe_http
 
 PROBE_TIMEOUT_S = 5.0
 """Longest a probe may take; past it the kind is unhealthy (``probe timed out``)."""
@@ -69,17 +69,10 @@ async def probe_mcp(config: McpConfig) -> str | None:
             problems.append(f"{name}: {server.command[0]} is not an executable file")
             continue
         try:
-            async with aiohttp.ClientSession() as http:
-                client = McpClient(http, server, max_response_bytes=config.max_response_bytes)
-                try:
-                    await client.initialize(config.protocol_version)
-                finally:
-                    await client.close()
+            await probe_http(name, server, config)
             return None
         except ExecutorError as e:
             problems.append(f"{name}: {e.message}"[:200])
-        except aiohttp.ClientError as e:
-            problems.append(f"{name}: {type(e).__name__}")
     return "; ".join(problems) or "no server configured"
 
 

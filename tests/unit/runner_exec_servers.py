@@ -2,6 +2,8 @@
 
 - :func:`http_app`: an aiohttp app with echo, JSON, status, huge, slow, redirect and timestamp endpoints.
 - :func:`llm_app`: an OpenAI-compatible ``/v1/chat/completions`` stub that records requests.
+- :func:`start_time_server_http`: the reference server ``mcp-server-time`` (PyPI, unmodified) over streamable HTTP:
+  its own ``create_server()`` under the SDK's ``streamable_http_app()`` (the package's CLI speaks stdio only).
 - :func:`start_mcp_server`: a real MCP server (the ``mcp`` package's ``MCPServer``, streamable HTTP, run by
   uvicorn in a subprocess: ``python -m tests.unit.runner_exec_servers mcp {json|sse}``); ``mcp stdio`` runs the
   same server on the stdio transport (the runner starts it itself).
@@ -230,6 +232,39 @@ def start_mcp_server(mode: str) -> Any:
             proc.stdout.close()
 
 
+@contextlib.contextmanager
+def start_time_server_http() -> Any:
+    """Run ``mcp-server-time`` over streamable HTTP in a subprocess; yields ``(endpoint URL, process)`` (the
+    process so that a test can stop and continue it)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.runner_exec_servers", "time-http"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the port, printed once the socket listens
+        if not line.strip().isdigit():
+            raise RuntimeError(f"mcp-server-time did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line)}/mcp", proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _run_time_server_http() -> None:
+    """The unmodified reference server's tools and middleware (``create_server``), served by the SDK's streamable
+    HTTP app on a loopback socket; ``UTC`` is the local timezone its tool descriptions name."""
+    import uvicorn
+    from mcp_server_time.server import create_server
+
+    app = create_server("UTC").streamable_http_app()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    print(sock.getsockname()[1], flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
 def _run_mcp_server(mode: str) -> None:
     import uvicorn
     from mcp.server.mcpserver import MCPServer
@@ -240,6 +275,11 @@ def _run_mcp_server(mode: str) -> None:
     def pid() -> int:
         """The server process id (session reuse: one process serves every job)."""
         return os.getpid()
+
+    @server.tool()
+    def env_names() -> list[str]:
+        """The names of the server's environment variables (what the runner passed on)."""
+        return sorted(os.environ)
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -270,6 +310,8 @@ def _run_mcp_server(mode: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["mcp"]:
         _run_mcp_server(sys.argv[2])
+    elif sys.argv[1:2] == ["time-http"]:
+        _run_time_server_http()
     else:
-        print(json.dumps({"usage": "python -m tests.unit.runner_exec_servers mcp {json|sse|stdio}"}))
+        print(json.dumps({"usage": "python -m tests.unit.runner_exec_servers mcp {json|sse|stdio} | time-http"}))
         sys.exit(2)

@@ -6,6 +6,7 @@ notification, split across chunks with CRLF line ends)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -151,3 +152,64 @@ async def test_job_timeout_seconds_lowers_the_deadline() -> None:
                 await _executor(f"{base}/mcp").execute(
                     McpJob(server="tools", tool_name="t", arguments={}, timeout_seconds=1), None, deadline_s=60)
     assert info.value.code == "timeout"
+
+
+# ----------------------------------------------------------------------------------------------- byte cap of the
+# HTTP transport (the SDK reads a JSON reply whole: the runner's httpx2 transport counts it)
+
+
+def _initialize_reply(request_id: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "big", "version": "0"}}}).encode()
+
+
+async def test_declared_length_over_the_cap_is_refused_before_the_body_arrives() -> None:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        msg = await request.json()
+        resp = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": str(10 << 20)})
+        await resp.prepare(request)
+        await resp.write(_initialize_reply(msg["id"])[:10])
+        await asyncio.sleep(30)  # the rest never comes: only the declared length can end this before the deadline
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    async with serve(app) as base:
+        ex = McpExecutor(McpConfig(servers={"big": McpServerConfig(url=f"{base}/mcp")}, max_response_bytes=4096),
+                         max_output_bytes=1024)
+        with pytest.raises(ExecutorError) as info:
+            await ex.execute(McpJob(server="big", tool_name="t", arguments={}), None, deadline_s=20)
+    assert info.value.code == "response_too_large"
+
+
+async def test_compressed_reply_is_refused_and_identity_is_asked_for() -> None:
+    seen: list[str | None] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        msg = await request.json()
+        seen.append(request.headers.get("Accept-Encoding"))
+        return web.Response(body=gzip.compress(_initialize_reply(msg["id"])),
+                            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    async with serve(app) as base:
+        ex = McpExecutor(McpConfig(servers={"gz": McpServerConfig(url=f"{base}/mcp")}), max_output_bytes=1024)
+        with pytest.raises(ExecutorError) as info:
+            await ex.execute(McpJob(server="gz", tool_name="t", arguments={}), None, deadline_s=20)
+    assert info.value.code == "upstream_error" and "compressed" in info.value.message
+    assert seen == ["identity"]
+
+
+async def test_request_ids_are_never_reused_within_a_kept_session() -> None:
+    # MCP: an id must not be reused within a session; a late notifications/cancelled of an abandoned call would
+    # otherwise cancel a later job's request of the same id
+    seen: list[dict[str, Any]] = []
+    async with serve(_sse_app(seen)) as base:
+        ex = _executor(f"{base}/mcp")
+        for _ in range(3):
+            result = await ex.execute(McpJob(server="tools", tool_name="t", arguments={}), None, deadline_s=10)
+        assert result.detail["session_reused"] is True
+    ids = [s["msg"]["id"] for s in seen if "msg" in s and "id" in s["msg"]]
+    assert [s["msg"]["method"] for s in seen if "msg" in s and "id" in s["msg"]] == ["initialize"] + ["tools/call"] * 3
+    assert len(set(ids)) == len(ids) == 4

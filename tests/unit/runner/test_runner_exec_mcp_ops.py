@@ -119,7 +119,7 @@ async def test_configured_auth_headers_are_sent_on_every_request(tmp_path: Path)
         msg = await request.json()
         if "id" not in msg:
             return web.Response(status=202)
-        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s"}} \
+        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "0"}} \
             if msg["method"] == "initialize" else {"content": [{"type": "text", "text": "ok"}]}
         return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": result},
                                  headers={"Mcp-Session-Id": "s1"})
