@@ -30,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "mutate"
-COSMIC_RAY = Path(os.environ.get("MUTATE_VENV", str(ROOT / ".venv-mutate"))) / "bin"
+# Relative to the repository (make passes `.venv-mutate`): the sessions run with the copy as working directory.
+COSMIC_RAY = Path(ROOT, os.environ.get("MUTATE_VENV", ".venv-mutate")) / "bin"
 EXE = "tests/unit/execution"
 CONS = "tests/unit/consensus"
 PROTO = "tests/unit/protocol"
@@ -45,7 +46,9 @@ class Module:
     tests: tuple[str, ...]
     """Fast tests covering it (run with ``pytest -x``; the first failure kills the mutant)."""
     timeout: float = 120.0
-    """Seconds before a mutant's test run is ended (counted as killed: the mutant hangs the tests)."""
+    """Floor, in seconds, of the per-mutant timeout; the timeout used is the larger of this and
+    :data:`TIMEOUT_FACTOR` times the module's measured baseline (a mutant ended by it counts as killed: it hangs
+    the tests, and is reported separately as a timeout)."""
 
 
 MODULES: tuple[Module, ...] = (
@@ -74,7 +77,7 @@ MODULES: tuple[Module, ...] = (
     Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/test_eob_fees_and_burn.py")),
     Module("admission", "cowboy_node/chain/admission.py",
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
-            "tests/unit/chain/test_admission_reveal_window.py")),
+            "tests/unit/chain/test_admission_reveal_window.py", "tests/unit/chain/test_admission_mutants.py")),
     Module("header", "cowboy_node/consensus/header.py",
            (f"{CONS}/test_header_rules.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
@@ -91,6 +94,12 @@ MODULES: tuple[Module, ...] = (
     Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
            (f"{EXE}/test_pvm_escapes.py", f"{EXE}/test_pvm_policy.py", f"{EXE}/test_pvm_metering.py")),
 )
+
+TIMEOUT_FACTOR = 10.0
+"""A mutant's run may take this many times the unmutated run before it is ended. With ``pytest -x`` a mutant's run
+is never longer than the baseline except when it hangs, so the factor only absorbs load: on this shared machine a
+run can take several times longer than the same run a minute earlier, and a survivor ended by the timeout would be
+a false kill."""
 
 EXCLUDED: tuple[str, ...] = (
     # Arithmetic swapped for bit/shift/power operators on these integer paths only re-tests what the +/−/* swaps do.
@@ -170,9 +179,9 @@ def _pytest(tests: tuple[str, ...]) -> str:
     return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests])
 
 
-def _config(m: Module) -> str:
+def _config(m: Module, timeout: float) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
-    return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {m.timeout}\nexcluded-modules = []\n'
+    return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
             f'test-command = {json.dumps(_pytest(m.tests))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
 
@@ -190,12 +199,13 @@ def run_module(m: Module) -> dict[str, object]:
                  "cowboy_protocol.__file__)"], tree, env).stdout.split()
     if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
         raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
-    (tree / "cr.toml").write_text(_config(m))
     t0 = time.monotonic()
     base = _sh(_pytest(m.tests).split(), tree, env)
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     baseline_s = time.monotonic() - t0
+    timeout = round(max(m.timeout, TIMEOUT_FACTOR * baseline_s))
+    (tree / "cr.toml").write_text(_config(m, timeout))
     cr = str(COSMIC_RAY)
     for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
                 [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
@@ -206,7 +216,7 @@ def run_module(m: Module) -> dict[str, object]:
             raise RuntimeError(f"{cmd[0]} failed: {r.stderr[-2000:]}")
     dump = _sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], tree, env).stdout
     seconds = time.monotonic() - t0
-    return _summarize(m, tree, dump, seconds, baseline_s, work)
+    return _summarize(m, tree, dump, seconds, baseline_s, work, timeout)
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -232,13 +242,15 @@ def _in_annotation(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tupl
     return any(start <= pos < end for start, end in spans)
 
 
-def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path) -> dict[str, object]:
+def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path,
+               timeout: float) -> dict[str, object]:
     source = (tree / m.path).read_text()
     lines = source.splitlines()
     spans = _annotation_spans(source) if "from __future__ import annotations" in source else []
     equivalent = {(op, line, text): why for op, line, text, why in EQUIVALENT.get(m.name, ())}
     counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0}
     survivors: list[dict[str, object]] = []
+    timeouts: list[dict[str, object]] = []
     equivalents: list[dict[str, object]] = []
     for raw in dump.splitlines():
         item, result = json.loads(raw)
@@ -253,9 +265,11 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
         entry = {"operator": mut["operator_name"], "occurrence": mut["occurrence"], "line": line,
                  "source": lines[line - 1].strip() if line <= len(lines) else "", "diff": result.get("diff", "")}
         outcome = result["test_outcome"]
-        if result["worker_outcome"] == "timeout":
+        # cosmic-ray reports a run it ended at the timeout as killed with the output "timeout" (testing.py)
+        if result["worker_outcome"] == "timeout" or (outcome == "killed" and result.get("output") == "timeout"):
             counts["timeout"] += 1
             counts["killed"] += 1
+            timeouts.append(entry)
         elif outcome == "survived":
             mutated = _mutated_line(str(entry["diff"]))
             why = equivalent.get((str(entry["operator"]), line, mutated))
@@ -274,8 +288,8 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
     live = counts["mutants"] - counts["equivalent"]
     result = {"module": m.name, "path": m.path, "tests": list(m.tests), **counts,
               "score_percent": round(100 * counts["killed"] / live, 1) if live else 100.0,
-              "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1),
-              "survivors": survivors, "equivalents": equivalents}
+              "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1), "timeout_seconds": timeout,
+              "survivors": survivors, "timeouts": timeouts, "equivalents": equivalents}
     (work / "result.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -300,9 +314,9 @@ def _mutated_line(diff: str) -> str:
 def row(r: dict[str, object]) -> str:
     """The docs/testing.md table row of a module's result."""
     if "error" in r:
-        return f"| {r['module']} | baseline fails | | | | | |"
+        return f"| {r['module']} | baseline fails | | | | | | |"
     return (f"| {r['module']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} | "
-            f"{r['score_percent']} % | {r['seconds']} s |")
+            f"{r['timeout']} (limit {r['timeout_seconds']} s) | {r['score_percent']} % | {r['seconds']} s |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name}\t{m.path}\t{' '.join(m.tests)}")
         return 0
-    print("| module | mutants | killed | survived | equivalent | killed / non-equivalent | time |")
-    print("|---|---|---|---|---|---|---|")
+    print("| module | mutants | killed | survived | equivalent | timeouts (in killed) | killed / non-equivalent "
+          "| time |")
+    print("|---|---|---|---|---|---|---|---|")
     failed = False
     for m in chosen:
         if args.summarize:
@@ -333,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             old = json.loads(prev.read_text())
             tree = work / "repo"
             dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], tree, dict(os.environ)).stdout
-            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work)
+            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work,
+                           float(old.get("timeout_seconds", m.timeout)))
         else:
             r = run_module(m)
         failed |= "error" in r
