@@ -79,7 +79,7 @@ MODULES: tuple[Module, ...] = (
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
             "tests/unit/chain/test_admission_reveal_window.py", "tests/unit/chain/test_admission_mutants.py")),
     Module("header", "cowboy_node/consensus/header.py",
-           (f"{CONS}/test_header_rules.py", "tests/unit/chain/test_chain.py")),
+           (f"{CONS}/test_header_rules.py", f"{CONS}/test_header_mutants.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
            (f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
             f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py"), timeout=180.0),
