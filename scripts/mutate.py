@@ -12,7 +12,13 @@ the reason the mutant cannot change behaviour) are counted as equivalent, not as
 Output: ``build/mutate/<name>/result.json`` (counts, seconds, survivors with their diffs) and one markdown table row
 per module on stdout (the table of docs/testing.md). Exit status 1 if a module's baseline fails.
 
-    .venv/bin/python scripts/mutate.py [--list] [NAME ...]
+``--recheck NAME``: after tests were added for a finished session's survivors, run only those survivors again (each
+mutant applied to a fresh copy of the current tree, then the module's tests) instead of the whole session. Sound
+because tests are only added: a mutant the old tests killed is still killed. Refused if the mutated module itself
+changed since the session (the mutants would no longer be the same). The outcome is kept in ``recheck.json`` and
+folded into the counts (``killed_on_recheck``).
+
+    .venv/bin/python scripts/mutate.py [--list | --summarize | --recheck] [NAME ...]
 """
 
 from __future__ import annotations
@@ -176,6 +182,20 @@ def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
+def _copy_tree(tree: Path) -> dict[str, str]:
+    """Copy the working tree to ``tree``; the environment whose imports resolve there (checked)."""
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
+        "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
+                 "cowboy_protocol.__file__)"], tree, env).stdout.split()
+    if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
+        raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
+    return env
+
+
 # Plugins no module's tests use (schemathesis is for `make fuzz-api`; one mutant runs one pytest, never xdist):
 # not loading them is a third of a run's CPU time here, where the run is mostly start-up.
 UNUSED_PLUGINS = ("schemathesis", "xdist", "xdist.looponfail")
@@ -199,14 +219,7 @@ def run_module(m: Module) -> dict[str, object]:
     work = OUT / m.name
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "repo"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
-        "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
-                 "cowboy_protocol.__file__)"], tree, env).stdout.split()
-    if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
-        raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
+    env = _copy_tree(tree)
     t0 = time.monotonic()
     base = _sh(_pytest(m.tests).split(), tree, env)
     if base.returncode != 0:
@@ -225,6 +238,39 @@ def run_module(m: Module) -> dict[str, object]:
     dump = _sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], tree, env).stdout
     seconds = time.monotonic() - t0
     return _summarize(m, tree, dump, seconds, baseline_s, work, timeout)
+
+
+def recheck_module(m: Module) -> dict[str, object]:
+    """Run the survivors of ``m``'s finished session again against the current tests (``--recheck``)."""
+    work = OUT / m.name
+    prev = json.loads((work / "result.json").read_text())
+    if (work / "repo" / m.path).read_text() != (ROOT / m.path).read_text():
+        raise RuntimeError(f"{m.path} changed since the session of {m.name}: run the session again")
+    tree = work / "recheck"
+    env = _copy_tree(tree)
+    base = _sh(_pytest(m.tests).split(), tree, env)
+    if base.returncode != 0:
+        return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
+    timeout = float(prev["timeout_seconds"])
+    outcomes: dict[str, str] = {}
+    original = (tree / m.path).read_text()
+    for sv in prev["survivors"]:
+        key = f"{sv['operator']}#{sv['occurrence']}"
+        applied = _sh([f"{COSMIC_RAY}/cosmic-ray", "apply", m.path, str(sv["operator"]), str(sv["occurrence"])],
+                      tree, env)
+        if applied.returncode != 0 or (tree / m.path).read_text() == original:
+            raise RuntimeError(f"cosmic-ray apply {key} failed: {applied.stderr[-2000:]}")
+        try:
+            run = subprocess.run(_pytest(m.tests).split(), cwd=tree, env=env, capture_output=True, text=True,
+                                 check=False, timeout=timeout)
+            outcomes[key] = "survived" if run.returncode == 0 else "killed"
+        except subprocess.TimeoutExpired:  # pytest is our direct child: subprocess.run killed it
+            outcomes[key] = "timeout"
+        finally:
+            (tree / m.path).write_text(original)
+    (work / "recheck.json").write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
+    dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], work / "repo", env).stdout
+    return _summarize(m, work / "repo", dump, float(prev["seconds"]), float(prev["baseline_seconds"]), work, timeout)
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -256,7 +302,10 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
     lines = source.splitlines()
     spans = _annotation_spans(source) if "from __future__ import annotations" in source else []
     equivalent = {(op, line, text): why for op, line, text, why in EQUIVALENT.get(m.name, ())}
-    counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0}
+    counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0,
+              "killed_on_recheck": 0}
+    recheck_file = work / "recheck.json"
+    rechecked: dict[str, str] = json.loads(recheck_file.read_text())["outcomes"] if recheck_file.exists() else {}
     survivors: list[dict[str, object]] = []
     timeouts: list[dict[str, object]] = []
     equivalents: list[dict[str, object]] = []
@@ -285,9 +334,14 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
                 why = "inside a type annotation (a string under `from __future__ import annotations`, never evaluated)"
             if why is None and _keyword_marker_only(str(entry["diff"])):
                 why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"  # noqa: E501
+            again = rechecked.get(f"{entry['operator']}#{entry['occurrence']}")
             if why is not None:
                 counts["equivalent"] += 1
                 equivalents.append({**entry, "why": why})
+            elif again in ("killed", "timeout"):  # by a test added after the session (--recheck)
+                counts["killed"] += 1
+                counts["killed_on_recheck"] += 1
+                counts["timeout"] += again == "timeout"
             else:
                 counts["survived"] += 1
                 survivors.append(entry)
@@ -323,7 +377,8 @@ def row(r: dict[str, object]) -> str:
     """The docs/testing.md table row of a module's result."""
     if "error" in r:
         return f"| {r['module']} | baseline fails | | | | | | |"
-    return (f"| {r['module']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} | "
+    again = f" ({r['killed_on_recheck']} on recheck)" if r.get("killed_on_recheck") else ""
+    return (f"| {r['module']} | {r['mutants']} | {r['killed']}{again} | {r['survived']} | {r['equivalent']} | "
             f"{r['timeout']} (limit {r['timeout_seconds']} s) | {r['score_percent']} % | {r['seconds']} s |")
 
 
@@ -333,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the module table and exit")
     ap.add_argument("--summarize", action="store_true",
                     help="recount finished sessions in build/mutate/ (after editing EQUIVALENT) without running")
+    ap.add_argument("--recheck", action="store_true",
+                    help="run only the survivors of finished sessions again, against the current tests")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in {m.name for m in MODULES}]
     if unknown:
@@ -348,7 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     failed = False
     for m in chosen:
-        if args.summarize:
+        if args.recheck:
+            if not (OUT / m.name / "result.json").exists():
+                continue
+            r = recheck_module(m)
+        elif args.summarize:
             work = OUT / m.name
             prev = work / "result.json"
             if not prev.exists():

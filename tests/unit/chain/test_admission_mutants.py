@@ -152,15 +152,18 @@ def test_a_balance_of_exactly_the_maximum_fee_is_enough(dev_genesis: DevGenesis)
 
 
 def test_a_prepared_result_is_not_used_for_other_bytes_of_the_same_length(dev_genesis: DevGenesis) -> None:
-    # ``a`` and ``b`` differ only in the amount (same encoded length): the result computed for ``a`` (a good
-    # signature by ALICE) must not vouch for ``b``, which carries ``a``'s signature and so is not signed by ALICE.
-    a = transfer(ALICE_SK, 0, BOB, 1)
-    b = replace(a, instruction=Transfer(to=BOB, amount=2), _body=None)
-    assert len(a.to_bytes()) == len(b.to_bytes()) and a.to_bytes() != b.to_bytes()
-    chain, pool = _chain(dev_genesis), Mempool(MempoolConfig())
-    with pytest.raises(ValidationError) as e:
-        admit(b.to_bytes(), chain, pool, prepared=Prepared(a, a.tx_hash(), ALICE))
-    assert e.value.code == "bad_signature" and len(pool) == 0
+    # ``low`` and ``high`` differ from the signed ``valid`` only in the amount (same encoded length) and carry its
+    # signature, which is not ALICE's over them. A result prepared for ``valid`` must not vouch for either, whichever
+    # way their bytes sort against its: they are decoded and recovered here and refused.
+    valid = transfer(ALICE_SK, 0, BOB, 2)
+    low, high = (replace(valid, instruction=Transfer(to=BOB, amount=a), _body=None) for a in (1, 3))
+    assert low.body() < valid.body() < high.body()
+    assert len(low.to_bytes()) == len(valid.to_bytes()) == len(high.to_bytes())
+    for sent in (low, high):
+        chain, pool = _chain(dev_genesis), Mempool(MempoolConfig())
+        with pytest.raises(ValidationError) as e:
+            admit(sent.to_bytes(), chain, pool, prepared=Prepared(valid, valid.tx_hash(), ALICE))
+        assert e.value.code == "bad_signature" and len(pool) == 0
 
 
 def test_a_length_prefix_of_an_empty_body_is_malformed(dev_genesis: DevGenesis) -> None:
