@@ -167,6 +167,34 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceTrueWithFalse", 125, "return out, dict(zip(FILTER_NAMES, counts, strict=False))",
          "FILTER_NAMES and the counts tuple are the same fixed length: strict never fires"),
     ),
+    "admission": (
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 90, "if prepared is None or len(body) > limit or len(tx_bytes) < len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 90, "if prepared is None or len(body) > limit or len(tx_bytes) > len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_Eq", 90, "if prepared is None or len(body) == limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "check_static refuses a body over max_tx_bytes (tx_too_large) however it was decoded: this test only decides whether to decode again"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 90, "if prepared is None or len(body) >= limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "check_static refuses a body over max_tx_bytes (tx_too_large) however it was decoded: this test only decides whether to decode again"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 130, "if rec is None or rec.status < JobStatus.ASSIGNED:",
+         "a terminal job has an empty committee (FAILED) or all its reveals after commit_end (COMPLETED): the checks below return for it as this one would"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 130, "if rec is None or rec.status > JobStatus.ASSIGNED:",
+         "a PENDING_SELECTION job has no committee yet: the membership check below returns for it as this one would"),
+        ("core/ReplaceComparisonOperator_LtE_Eq", 134, "if decode_job_spec(rec.spec).verification.runners == 1:",
+         "a stored JobSpec has runners >= 1 (JobSubmit refuses others with job_runners_invalid): <= 1 iff == 1"),
+        ("core/ReplaceTrueWithFalse", 45, "@dataclass(frozen=False, slots=True)",
+         "HeadContext is built once per head and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 45, "@dataclass(frozen=True, slots=False)",
+         "HeadContext is built once per head and never mutated, hashed or given new attributes"),
+        ("core/NumberReplacer", 64, "env = BlockEnv(chain_id=chain.genesis.chain_id, height=head.header.height + 1, timestamp_ms= -1,",  # noqa: E501
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 64, "env = BlockEnv(chain_id=chain.genesis.chain_id, height=head.header.height + 1, timestamp_ms= 1,",  # noqa: E501
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 65, "fee_recipient=bytes( 21), beacon=b\"\", parent_beacon=b\"\")",
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 65, "fee_recipient=bytes( 19), beacon=b\"\", parent_beacon=b\"\")",
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
