@@ -172,6 +172,8 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
         ("core/ReplaceComparisonOperator_NotEq_Gt", 90, "if prepared is None or len(body) > limit or len(tx_bytes) > len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
          "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
+        ("core/ReplaceOrWithAnd", 90, "if prepared is None or len(body) > limit and len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "joins the two redundant tests (size: check_static re-checks it; length: implied by the content test), the content test still decides"),  # noqa: E501
         ("core/ReplaceComparisonOperator_Gt_Eq", 90, "if prepared is None or len(body) == limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
          "check_static refuses a body over max_tx_bytes (tx_too_large) however it was decoded: this test only decides whether to decode again"),  # noqa: E501
         ("core/ReplaceComparisonOperator_Gt_GtE", 90, "if prepared is None or len(body) >= limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
