@@ -197,6 +197,10 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/NumberReplacer", 65, "fee_recipient=bytes( 19), beacon=b\"\", parent_beacon=b\"\")",
          "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
     ),
+    "header": (
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 50, "if h.round.epoch > 0 or h.round <= parent.round:",
+         "Round.epoch is decoded as an unsigned integer (expect_uint), so > 0 iff != 0"),
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
