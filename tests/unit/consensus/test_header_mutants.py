@@ -1,6 +1,8 @@
-"""Header boundaries that mutation testing (``make mutate-header``, docs/testing.md) checks
-(``cowboy_node/consensus/header.py``): a timestamp equal to the parent's is not "after" it, and a consumed seed
-of the block's own round is not of an earlier round, even when it is that round's genuine group signature."""
+"""Header rules that mutation testing (``make mutate-header``, docs/testing.md) showed unguarded
+(``cowboy_node/consensus/header.py``): a timestamp equal to the parent's is not "after" it; a consumed seed of the
+block's own round is not of an earlier round, even when it is that round's genuine group signature; a proposer other
+than the elected leader is refused whichever way the keys sort; a timestamp below the clock bound (not only at it)
+is accepted; and "sorted without duplicates" fails in either direction."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.types.block import ConsumedSeed, Round
+from cowboy_protocol.crypto import ed25519
 from tests.unit.consensus.test_header_rules import _build, _code, _resign, _secret
 
 
@@ -35,4 +38,35 @@ def test_a_consumed_seed_of_the_blocks_own_round_is_refused_even_if_genuine(
     earlier = ConsumedSeed(0, 2, sign_beacon(_secret(dev_genesis), Round(0, 2)))
     # The round just before passes the header check (then execution refuses it: nothing consumes it).
     assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(earlier,))) == "unconsumed_seed"
+    assert follower.height == 0
+
+
+def test_a_proposer_other_than_the_leader_is_refused_whichever_way_their_keys_sort(
+        dev_genesis: DevGenesis, new_chain: Callable[[], Chain]) -> None:
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 1).block
+    below, above = bytes(32), b"\xff" * 32  # the leader's key as the caller knows it: compared, not verified here
+    assert below < block.header.proposer < above
+    for leader in (below, above, ed25519.public_key_from_seed(b"\x42" * 32)):
+        assert _code(follower, block, leader_key=leader) == "not_leader"
+    assert follower.height == 0
+
+
+def test_a_timestamp_well_within_the_clock_bound_is_accepted(dev_genesis: DevGenesis,
+                                                             new_chain: Callable[[], Chain]) -> None:
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 1).block
+    follower.commit(verify_and_prepare(follower, block, max_timestamp_ms=block.header.timestamp_ms + 60_000))
+    assert follower.height == 1
+
+
+def test_a_duplicate_consumed_seed_before_a_later_one_is_not_sorted(dev_genesis: DevGenesis,
+                                                                    new_chain: Callable[[], Chain]) -> None:
+    # [A, A, B] sorts *below* its sorted, duplicate-free form [A, B]: "not sorted without duplicates" is "differs
+    # from that form", in either direction.
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 3).block
+    a, b = (ConsumedSeed(0, v, sign_beacon(_secret(dev_genesis), Round(0, v))) for v in (1, 2))
+    assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(a, a, b))) == "consumed_seeds_not_sorted"
+    assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(b, a))) == "consumed_seeds_not_sorted"
     assert follower.height == 0
