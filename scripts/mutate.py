@@ -12,7 +12,13 @@ the reason the mutant cannot change behaviour) are counted as equivalent, not as
 Output: ``build/mutate/<name>/result.json`` (counts, seconds, survivors with their diffs) and one markdown table row
 per module on stdout (the table of docs/testing.md). Exit status 1 if a module's baseline fails.
 
-    .venv/bin/python scripts/mutate.py [--list] [NAME ...]
+``--recheck NAME``: after tests were added for a finished session's survivors, run only those survivors again (each
+mutant applied to a fresh copy of the current tree, then the module's tests) instead of the whole session. Sound
+because tests are only added: a mutant the old tests killed is still killed. Refused if the mutated module itself
+changed since the session (the mutants would no longer be the same). The outcome is kept in ``recheck.json`` and
+folded into the counts (``killed_on_recheck``).
+
+    .venv/bin/python scripts/mutate.py [--list | --summarize | --recheck] [NAME ...]
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "mutate"
-COSMIC_RAY = Path(os.environ.get("MUTATE_VENV", str(ROOT / ".venv-mutate"))) / "bin"
+# Relative to the repository (make passes `.venv-mutate`): the sessions run with the copy as working directory.
+COSMIC_RAY = Path(ROOT, os.environ.get("MUTATE_VENV", ".venv-mutate")) / "bin"
 EXE = "tests/unit/execution"
 CONS = "tests/unit/consensus"
 PROTO = "tests/unit/protocol"
@@ -45,7 +52,9 @@ class Module:
     tests: tuple[str, ...]
     """Fast tests covering it (run with ``pytest -x``; the first failure kills the mutant)."""
     timeout: float = 120.0
-    """Seconds before a mutant's test run is ended (counted as killed: the mutant hangs the tests)."""
+    """Floor, in seconds, of the per-mutant timeout; the timeout used is the larger of this and
+    :data:`TIMEOUT_FACTOR` times the module's measured baseline (a mutant ended by it counts as killed: it hangs
+    the tests, and is reported separately as a timeout)."""
 
 
 MODULES: tuple[Module, ...] = (
@@ -74,14 +83,15 @@ MODULES: tuple[Module, ...] = (
     Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/test_eob_fees_and_burn.py")),
     Module("admission", "cowboy_node/chain/admission.py",
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
-            "tests/unit/chain/test_admission_reveal_window.py")),
+            "tests/unit/chain/test_admission_reveal_window.py", "tests/unit/chain/test_admission_mutants.py")),
     Module("header", "cowboy_node/consensus/header.py",
-           (f"{CONS}/test_header_rules.py", "tests/unit/chain/test_chain.py")),
+           (f"{CONS}/test_header_rules.py", f"{CONS}/test_header_mutants.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
            (f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
             f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py"), timeout=180.0),
-    Module("framing", "cowboy_protocol/transport/framing.py", (f"{PROTO}/test_transport_framing.py",
-                                                               f"{PROTO}/test_transport_frames.py")),
+    Module("framing", "cowboy_protocol/transport/framing.py",
+           (f"{PROTO}/test_transport_framing_mutants.py", f"{PROTO}/test_transport_framing.py",
+            f"{PROTO}/test_transport_frames.py")),
     Module("runner-session", "cowboy_protocol/transport/runner_session.py",
            (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
             f"{PROTO}/test_transport_session_jobs.py")),
@@ -91,6 +101,12 @@ MODULES: tuple[Module, ...] = (
     Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
            (f"{EXE}/test_pvm_escapes.py", f"{EXE}/test_pvm_policy.py", f"{EXE}/test_pvm_metering.py")),
 )
+
+TIMEOUT_FACTOR = 10.0
+"""A mutant's run may take this many times the unmutated run before it is ended. With ``pytest -x`` a mutant's run
+is never longer than the baseline except when it hangs, so the factor only absorbs load: on this shared machine a
+run can take several times longer than the same run a minute earlier, and a survivor ended by the timeout would be
+a false kill."""
 
 EXCLUDED: tuple[str, ...] = (
     # Arithmetic swapped for bit/shift/power operators on these integer paths only re-tests what the +/−/* swaps do.
@@ -151,6 +167,40 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceTrueWithFalse", 125, "return out, dict(zip(FILTER_NAMES, counts, strict=False))",
          "FILTER_NAMES and the counts tuple are the same fixed length: strict never fires"),
     ),
+    "admission": (
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 90, "if prepared is None or len(body) > limit or len(tx_bytes) < len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 90, "if prepared is None or len(body) > limit or len(tx_bytes) > len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "the length test is implied by the content test after it (tx_bytes[4:] == body fixes the length): it only saves the slice"),  # noqa: E501
+        ("core/ReplaceOrWithAnd", 90, "if prepared is None or len(body) > limit and len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "joins the two redundant tests (size: check_static re-checks it; length: implied by the content test), the content test still decides"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_Eq", 90, "if prepared is None or len(body) == limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "check_static refuses a body over max_tx_bytes (tx_too_large) however it was decoded: this test only decides whether to decode again"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 90, "if prepared is None or len(body) >= limit or len(tx_bytes) != len(body) + 4 or tx_bytes[4:] != body:",  # noqa: E501
+         "check_static refuses a body over max_tx_bytes (tx_too_large) however it was decoded: this test only decides whether to decode again"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 130, "if rec is None or rec.status < JobStatus.ASSIGNED:",
+         "a terminal job has an empty committee (FAILED) or all its reveals after commit_end (COMPLETED): the checks below return for it as this one would"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 130, "if rec is None or rec.status > JobStatus.ASSIGNED:",
+         "a PENDING_SELECTION job has no committee yet: the membership check below returns for it as this one would"),
+        ("core/ReplaceComparisonOperator_LtE_Eq", 134, "if decode_job_spec(rec.spec).verification.runners == 1:",
+         "a stored JobSpec has runners >= 1 (JobSubmit refuses others with job_runners_invalid): <= 1 iff == 1"),
+        ("core/ReplaceTrueWithFalse", 45, "@dataclass(frozen=False, slots=True)",
+         "HeadContext is built once per head and never mutated, hashed or given new attributes"),
+        ("core/ReplaceTrueWithFalse", 45, "@dataclass(frozen=True, slots=False)",
+         "HeadContext is built once per head and never mutated, hashed or given new attributes"),
+        ("core/NumberReplacer", 64, "env = BlockEnv(chain_id=chain.genesis.chain_id, height=head.header.height + 1, timestamp_ms= -1,",  # noqa: E501
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 64, "env = BlockEnv(chain_id=chain.genesis.chain_id, height=head.header.height + 1, timestamp_ms= 1,",  # noqa: E501
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 65, "fee_recipient=bytes( 21), beacon=b\"\", parent_beacon=b\"\")",
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+        ("core/NumberReplacer", 65, "fee_recipient=bytes( 19), beacon=b\"\", parent_beacon=b\"\")",
+         "admission reads only chain_id and height of this BlockEnv (begin_block stores it; check_static, check_reveal_window)"),  # noqa: E501
+    ),
+    "header": (
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 50, "if h.round.epoch > 0 or h.round <= parent.round:",
+         "Round.epoch is decoded as an unsigned integer (expect_uint), so > 0 iff != 0"),
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
@@ -166,13 +216,34 @@ def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
+def _copy_tree(tree: Path) -> dict[str, str]:
+    """Copy the working tree to ``tree``; the environment whose imports resolve there (checked)."""
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
+        "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
+                 "cowboy_protocol.__file__)"], tree, env).stdout.split()
+    if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
+        raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
+    return env
+
+
+# Plugins no module's tests use (schemathesis is for `make fuzz-api`; one mutant runs one pytest, never xdist):
+# not loading them is a third of a run's CPU time here, where the run is mostly start-up.
+UNUSED_PLUGINS = ("schemathesis", "xdist", "xdist.looponfail")
+
+
 def _pytest(tests: tuple[str, ...]) -> str:
-    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests])
+    off = [a for p in UNUSED_PLUGINS for a in ("-p", f"no:{p}")]
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *off, "-o", "addopts=",
+                     *tests])
 
 
-def _config(m: Module) -> str:
+def _config(m: Module, timeout: float) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
-    return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {m.timeout}\nexcluded-modules = []\n'
+    return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
             f'test-command = {json.dumps(_pytest(m.tests))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
 
@@ -182,20 +253,14 @@ def run_module(m: Module) -> dict[str, object]:
     work = OUT / m.name
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "repo"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
-        "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
-                 "cowboy_protocol.__file__)"], tree, env).stdout.split()
-    if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
-        raise RuntimeError(f"the copy's packages are not the ones imported ({probe})")
-    (tree / "cr.toml").write_text(_config(m))
+    env = _copy_tree(tree)
     t0 = time.monotonic()
     base = _sh(_pytest(m.tests).split(), tree, env)
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     baseline_s = time.monotonic() - t0
+    timeout = round(max(m.timeout, TIMEOUT_FACTOR * baseline_s))
+    (tree / "cr.toml").write_text(_config(m, timeout))
     cr = str(COSMIC_RAY)
     for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
                 [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
@@ -206,7 +271,40 @@ def run_module(m: Module) -> dict[str, object]:
             raise RuntimeError(f"{cmd[0]} failed: {r.stderr[-2000:]}")
     dump = _sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], tree, env).stdout
     seconds = time.monotonic() - t0
-    return _summarize(m, tree, dump, seconds, baseline_s, work)
+    return _summarize(m, tree, dump, seconds, baseline_s, work, timeout)
+
+
+def recheck_module(m: Module) -> dict[str, object]:
+    """Run the survivors of ``m``'s finished session again against the current tests (``--recheck``)."""
+    work = OUT / m.name
+    prev = json.loads((work / "result.json").read_text())
+    if (work / "repo" / m.path).read_text() != (ROOT / m.path).read_text():
+        raise RuntimeError(f"{m.path} changed since the session of {m.name}: run the session again")
+    tree = work / "recheck"
+    env = _copy_tree(tree)
+    base = _sh(_pytest(m.tests).split(), tree, env)
+    if base.returncode != 0:
+        return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
+    timeout = float(prev["timeout_seconds"])
+    outcomes: dict[str, str] = {}
+    original = (tree / m.path).read_text()
+    for sv in prev["survivors"]:
+        key = f"{sv['operator']}#{sv['occurrence']}"
+        applied = _sh([f"{COSMIC_RAY}/cosmic-ray", "apply", m.path, str(sv["operator"]), str(sv["occurrence"])],
+                      tree, env)
+        if applied.returncode != 0 or (tree / m.path).read_text() == original:
+            raise RuntimeError(f"cosmic-ray apply {key} failed: {applied.stderr[-2000:]}")
+        try:
+            run = subprocess.run(_pytest(m.tests).split(), cwd=tree, env=env, capture_output=True, text=True,
+                                 check=False, timeout=timeout)
+            outcomes[key] = "survived" if run.returncode == 0 else "killed"
+        except subprocess.TimeoutExpired:  # pytest is our direct child: subprocess.run killed it
+            outcomes[key] = "timeout"
+        finally:
+            (tree / m.path).write_text(original)
+    (work / "recheck.json").write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
+    dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], work / "repo", env).stdout
+    return _summarize(m, work / "repo", dump, float(prev["seconds"]), float(prev["baseline_seconds"]), work, timeout)
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -232,13 +330,18 @@ def _in_annotation(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tupl
     return any(start <= pos < end for start, end in spans)
 
 
-def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path) -> dict[str, object]:
+def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path,
+               timeout: float) -> dict[str, object]:
     source = (tree / m.path).read_text()
     lines = source.splitlines()
     spans = _annotation_spans(source) if "from __future__ import annotations" in source else []
     equivalent = {(op, line, text): why for op, line, text, why in EQUIVALENT.get(m.name, ())}
-    counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0}
+    counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0,
+              "killed_on_recheck": 0}
+    recheck_file = work / "recheck.json"
+    rechecked: dict[str, str] = json.loads(recheck_file.read_text())["outcomes"] if recheck_file.exists() else {}
     survivors: list[dict[str, object]] = []
+    timeouts: list[dict[str, object]] = []
     equivalents: list[dict[str, object]] = []
     for raw in dump.splitlines():
         item, result = json.loads(raw)
@@ -253,9 +356,11 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
         entry = {"operator": mut["operator_name"], "occurrence": mut["occurrence"], "line": line,
                  "source": lines[line - 1].strip() if line <= len(lines) else "", "diff": result.get("diff", "")}
         outcome = result["test_outcome"]
-        if result["worker_outcome"] == "timeout":
+        # cosmic-ray reports a run it ended at the timeout as killed with the output "timeout" (testing.py)
+        if result["worker_outcome"] == "timeout" or (outcome == "killed" and result.get("output") == "timeout"):
             counts["timeout"] += 1
             counts["killed"] += 1
+            timeouts.append(entry)
         elif outcome == "survived":
             mutated = _mutated_line(str(entry["diff"]))
             why = equivalent.get((str(entry["operator"]), line, mutated))
@@ -263,9 +368,14 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
                 why = "inside a type annotation (a string under `from __future__ import annotations`, never evaluated)"
             if why is None and _keyword_marker_only(str(entry["diff"])):
                 why = "a def's keyword-only marker `*,` became `/,`: callers pass the arguments before it positionally, the rest by keyword; both forms accept that"  # noqa: E501
+            again = rechecked.get(f"{entry['operator']}#{entry['occurrence']}")
             if why is not None:
                 counts["equivalent"] += 1
                 equivalents.append({**entry, "why": why})
+            elif again in ("killed", "timeout"):  # by a test added after the session (--recheck)
+                counts["killed"] += 1
+                counts["killed_on_recheck"] += 1
+                counts["timeout"] += again == "timeout"
             else:
                 counts["survived"] += 1
                 survivors.append(entry)
@@ -274,8 +384,8 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
     live = counts["mutants"] - counts["equivalent"]
     result = {"module": m.name, "path": m.path, "tests": list(m.tests), **counts,
               "score_percent": round(100 * counts["killed"] / live, 1) if live else 100.0,
-              "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1),
-              "survivors": survivors, "equivalents": equivalents}
+              "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1), "timeout_seconds": timeout,
+              "survivors": survivors, "timeouts": timeouts, "equivalents": equivalents}
     (work / "result.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -300,9 +410,10 @@ def _mutated_line(diff: str) -> str:
 def row(r: dict[str, object]) -> str:
     """The docs/testing.md table row of a module's result."""
     if "error" in r:
-        return f"| {r['module']} | baseline fails | | | | | |"
-    return (f"| {r['module']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} | "
-            f"{r['score_percent']} % | {r['seconds']} s |")
+        return f"| {r['module']} | baseline fails | | | | | | |"
+    again = f" ({r['killed_on_recheck']} on recheck)" if r.get("killed_on_recheck") else ""
+    return (f"| {r['module']} | {r['mutants']} | {r['killed']}{again} | {r['survived']} | {r['equivalent']} | "
+            f"{r['timeout']} (limit {r['timeout_seconds']} s) | {r['score_percent']} % | {r['seconds']} s |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the module table and exit")
     ap.add_argument("--summarize", action="store_true",
                     help="recount finished sessions in build/mutate/ (after editing EQUIVALENT) without running")
+    ap.add_argument("--recheck", action="store_true",
+                    help="run only the survivors of finished sessions again, against the current tests")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in {m.name for m in MODULES}]
     if unknown:
@@ -321,11 +434,16 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name}\t{m.path}\t{' '.join(m.tests)}")
         return 0
-    print("| module | mutants | killed | survived | equivalent | killed / non-equivalent | time |")
-    print("|---|---|---|---|---|---|---|")
+    print("| module | mutants | killed | survived | equivalent | timeouts (in killed) | killed / non-equivalent "
+          "| time |")
+    print("|---|---|---|---|---|---|---|---|")
     failed = False
     for m in chosen:
-        if args.summarize:
+        if args.recheck:
+            if not (OUT / m.name / "result.json").exists():
+                continue
+            r = recheck_module(m)
+        elif args.summarize:
             work = OUT / m.name
             prev = work / "result.json"
             if not prev.exists():
@@ -333,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             old = json.loads(prev.read_text())
             tree = work / "repo"
             dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], tree, dict(os.environ)).stdout
-            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work)
+            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work,
+                           float(old.get("timeout_seconds", m.timeout)))
         else:
             r = run_module(m)
         failed |= "error" in r

@@ -38,6 +38,7 @@ from cowboy_node.execution.transfer_tx import decode_transfer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block
 from cowboy_protocol.types.job_instructions import JobResultSubmit
+from cowboy_protocol.types.jobspec import decode_job_spec
 from cowboy_protocol.types.transaction import Transaction
 
 
@@ -115,8 +116,8 @@ def check_reveal_window(world: WorldState, tx: Transaction, height: int) -> None
     """Refuse a JobResultSubmit that execution at ``height`` (head + 1) would certainly fail for its timing.
 
     CIP-11 §10.3: "A validator receiving JobResult for a multi-runner job before the commitment is included /
-    reveal window opens MUST hold it or reject [...]; it MUST NOT submit an early reveal." For a committee of
-    more than one runner the reveal phase is ``commit_end < h ≤ deadline`` (``execution/jobs/results.py``), so
+    reveal window opens MUST hold it or reject [...]; it MUST NOT submit an early reveal." For a job of M > 1
+    runners (under-filled or not) the reveal phase is ``commit_end < h ≤ deadline`` (``execution/jobs/results.py``), so
     a reveal is refused with ``reveal_window_not_open`` while ``height ≤ commit_end``, and with
     ``reveal_without_commit`` once the window is open but the sender's commitment was never included (no
     commit can be included after ``commit_end``). Everything else (unknown job, not on the committee, too
@@ -126,7 +127,11 @@ def check_reveal_window(world: WorldState, tx: Transaction, height: int) -> None
     if not isinstance(ins, JobResultSubmit):
         return
     rec = load_job(world, ins.job_id)
-    if rec is None or rec.status != JobStatus.ASSIGNED or len(rec.committee) <= 1:
+    if rec is None or rec.status != JobStatus.ASSIGNED:
+        return
+    # The job's M, not the seats drawn, as execution decides: an under-filled committee (one seat of an M > 1
+    # job, §9.2) still commits before it reveals.
+    if decode_job_spec(rec.spec).verification.runners <= 1:
         return
     if tx.sender not in rec.committee:
         return
