@@ -12,6 +12,14 @@ above the committed view (the correct rule), ``"finalized"`` keeps ``engine.own_
 engine's finalized view, what the service did before issue 30 (unsafe: see ``test_sim_buggy_compaction``). A
 restart begins from the committed head (``Config.floor_view``/``genesis`` are the last committed block), not from
 what the engine had finalized; the blocks between are finalized again and must be the same.
+
+WAN model (``wan=Wan(...)``, issue 33 §2): every link gets a fixed one-way latency drawn once from a log-normal
+(clipped to 30–150 ms) by its own seeded generator, each message adds exponential jitter, 1 % of messages are
+lost, and each validator is one CPU: every event it handles costs virtual time — the scheme operations it performs
+(:class:`CryptoCosts`, measured on the real BLS scheme by ``bench/consensus_scale.py``, fixed in the unit test)
+plus a per-message cost — and events arriving while it is busy wait. A few slow validators take
+``slow_factor`` times as long and hold every output ``slow_delay_ms`` more. Deterministic given the seed and
+the costs.
 """
 
 from __future__ import annotations
@@ -19,7 +27,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import heapq
+import math
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +43,7 @@ from cowboy_node.consensus.simplex.engine import (
     Finalized,
     Journal,
     Notarized,
+    Nullified,
     Output,
     ProposalWanted,
     SeedRevealed,
@@ -128,6 +139,146 @@ class FastScheme:
         return hashlib.sha384(self._group + message).digest(), hashlib.sha384(self._group + seed_message).digest()
 
 
+@dataclass(frozen=True, slots=True)
+class CryptoCosts:
+    """Virtual CPU time, in µs, of one call of each scheme operation (charged to the validator calling it)."""
+
+    partial_sign_us: int
+    """:meth:`Scheme.sign`: one threshold partial."""
+    partial_verify_us: int
+    """:meth:`Scheme.verify`: one partial checked alone."""
+    pair_verify_us: int
+    """:meth:`Scheme.verify_pair`: a vote's two partials (one pairing product)."""
+    recover_pair_us: int
+    """:meth:`Scheme.recover_pair` with the seed still unknown: a quorum's partials interpolated twice, one
+    pairing product."""
+    recover_known_seed_us: int
+    """:meth:`Scheme.recover_pair` once the round's seed is known: one interpolation, one pairing check."""
+    certificate_verify_us: int
+    """:meth:`Scheme.verify_certificate`."""
+    recover_checked_us: int
+    """:meth:`Scheme.recover` (the checked path after a failed optimistic assembly): a batched check."""
+    message_us: int
+    """Every message received: decoding and the engine's own work."""
+
+
+FIXED_COSTS = CryptoCosts(partial_sign_us=500, partial_verify_us=2000, pair_verify_us=3000, recover_pair_us=9000,
+                          recover_known_seed_us=5000, certificate_verify_us=2000, recover_checked_us=15000,
+                          message_us=60)
+"""Costs of the unit test (n = 100 orders of magnitude on this machine), so that it never reads a clock."""
+
+
+class CostingScheme:
+    """A scheme that charges :class:`CryptoCosts` for each call it forwards (``spent_us``, taken by the sim)."""
+
+    def __init__(self, inner: Scheme, costs: CryptoCosts) -> None:
+        self._inner, self._costs = inner, costs
+        self._seeds: set[bytes] = set()
+        self._signed: set[bytes] = set()
+        self.spent_us = 0
+        """Virtual µs spent since the last :meth:`take`."""
+
+    def take(self) -> int:
+        spent, self.spent_us = self.spent_us, 0
+        return spent
+
+    @property
+    def n(self) -> int:
+        return self._inner.n
+
+    @property
+    def quorum(self) -> int:
+        return self._inner.quorum
+
+    def sign(self, message: bytes) -> bytes:
+        if message not in self._signed:  # as ThresholdScheme: a round's seed partial is signed once
+            self._signed.add(message)
+            self.spent_us += self._costs.partial_sign_us
+        return self._inner.sign(message)
+
+    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
+        self.spent_us += self._costs.partial_verify_us
+        return self._inner.verify(signer, message, signature)
+
+    def recover(self, message: bytes, partials: Sequence[tuple[int, bytes]]) -> tuple[bytes | None, frozenset[int]]:
+        self.spent_us += self._costs.recover_checked_us
+        return self._inner.recover(message, partials)
+
+    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
+        self.spent_us += self._costs.certificate_verify_us
+        return self._inner.verify_certificate(message, signature)
+
+    def verify_pair(self, signer: int, message: bytes, signature: bytes, seed_message: bytes, seed: bytes) -> bool:
+        self.spent_us += self._costs.pair_verify_us
+        return self._inner.verify_pair(signer, message, signature, seed_message, seed)
+
+    def recover_pair(self, message: bytes, partials: Sequence[tuple[int, bytes]], seed_message: bytes,
+                     seed_partials: Sequence[tuple[int, bytes]]) -> tuple[bytes, bytes] | None:
+        known = seed_message in self._seeds  # as ThresholdScheme: a verified seed is reused, not interpolated
+        self.spent_us += self._costs.recover_known_seed_us if known else self._costs.recover_pair_us
+        got = self._inner.recover_pair(message, partials, seed_message, seed_partials)
+        if got is not None:
+            self._seeds.add(seed_message)
+        return got
+
+
+@dataclass(frozen=True, slots=True)
+class Wan:
+    """A wide-area network: per-link one-way latency, jitter, loss, CPU costs and slow validators."""
+
+    median_ms: float = 70.0
+    """Median of the per-link log-normal one-way latency."""
+    sigma: float = 0.35
+    """Log-normal shape: with the median 70 ms, 5 % of links under ~40 ms and 5 % over ~125 ms."""
+    lo_ms: float = 30.0
+    hi_ms: float = 150.0
+    """Per-link latencies are clipped to [lo_ms, hi_ms]."""
+    jitter_ms: float = 5.0
+    """Mean of the exponential delay added to each message (queueing; reorders messages now and then)."""
+    loss: float = 0.01
+    """Probability that a message is lost."""
+    slow: int = 1
+    """How many validators are slow (chosen by the seed)."""
+    slow_factor: float = 3.0
+    """A slow validator's CPU costs are this many times the others'."""
+    slow_delay_ms: int = 50
+    """And each of its outputs leaves this much later (a loaded machine, a GC pause)."""
+    costs: CryptoCosts = FIXED_COSTS
+
+
+@dataclass
+class WanStats:
+    """What a WAN run measured (simulated time, ms)."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    """Per honest validator and finalized block: finalization time − the leader's ProposalWanted time."""
+    latency_views: list[int] = field(default_factory=list)
+    """The view of each entry of ``latencies_ms``."""
+    proposers: dict[int, int] = field(default_factory=dict)
+    """View → the validator that was asked for its block."""
+    sent: int = 0
+    """Messages handed to the network (to another validator), lost ones included."""
+    lost: int = 0
+    """Of those, lost."""
+    delays_ms: list[float] = field(default_factory=list)
+    """One-way delay of every delivered message (link latency + jitter)."""
+    links_ms: list[float] = field(default_factory=list)
+    """The drawn per-link latencies (each unordered pair once)."""
+    bytes_sent: dict[int, int] = field(default_factory=dict)
+    """Validator → bytes it sent (encoded messages × recipients, lost ones included)."""
+    nullified: set[int] = field(default_factory=set)
+    """Views some honest validator saw nullified."""
+    slow: frozenset[int] = frozenset()
+    cpu_us: dict[int, int] = field(default_factory=dict)
+    """Validator → virtual CPU µs spent."""
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (``p`` in (0, 100])."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
 SchemeFactory = Callable[[int | None], Scheme]
 """Validator index (None: verifier only) → its scheme."""
 
@@ -188,7 +339,8 @@ class Sim:
                  roles: dict[int, str] | None = None, partitions: Sequence[Partition] = (),
                  crashes: Sequence[tuple[int, int, int]] = (), wire: bool = False, build_ms: int = 10,
                  verify_ms: int = 5, skip_timeout: int | None = None, torn: float = 0.0, commit_lag: int = 0,
-                 compaction: str = "committed", compact_over: int = 8, faults_until: int | None = None) -> None:
+                 compaction: str = "committed", compact_over: int = 8, faults_until: int | None = None,
+                 wan: Wan | None = None) -> None:
         self.n = n
         self.rng = random.Random(seed)
         self.schemes = schemes or fast_schemes(n)
@@ -217,6 +369,17 @@ class Sim:
         self._started = False
         self.wall_s = 0.0
         self._old: dict[int, list[Message]] = {i: [] for i in range(n)}
+        self.wan = wan
+        """The WAN model (None: the uniform ``latency`` and instant processing of the other scenarios)."""
+        self.stats = WanStats()
+        self._costing: dict[int, CostingScheme] = {}
+        self._busy_us: dict[int, int] = {}
+        self._depart_us: int | None = None
+        """While the outputs of an event are handled: when they leave the validator (µs of simulated time)."""
+        self._wanted_at: dict[int, float] = {}
+        self._link_us: list[list[int]] = []
+        if wan is not None:
+            self._draw_links(seed, wan)
         for i in range(n):
             self.engines[i] = None if self.roles.get(i) == "silent" else self._new_engine(i, ())
         for i, down, up in crashes:
@@ -234,18 +397,52 @@ class Sim:
                      floor_seed=seed)
         if self.skip_timeout is not None:
             cfg = dataclasses.replace(cfg, skip_timeout=self.skip_timeout)
-        return Engine(cfg, self.schemes(i), journal)
+        scheme = self.schemes(i)
+        if self.wan is not None:
+            scheme = self._costing[i] = CostingScheme(scheme, self.wan.costs)
+        return Engine(cfg, scheme, journal)
+
+    def _draw_links(self, seed: int, wan: Wan) -> None:
+        """Per-link latencies and the slow validators, from their own generator (the message draws of a seed
+        stay what they are whatever ``n`` is)."""
+        links = random.Random(f"wan-links-{seed}")
+        self.loss = wan.loss
+        self._link_us = [[0] * self.n for _ in range(self.n)]
+        for a in range(self.n):
+            for b in range(a + 1, self.n):
+                ms = min(wan.hi_ms, max(wan.lo_ms, wan.median_ms * math.exp(links.gauss(0.0, wan.sigma))))
+                self._link_us[a][b] = self._link_us[b][a] = round(ms * 1000)
+                self.stats.links_ms.append(ms)
+        self.stats.slow = frozenset(links.sample(range(self.n), min(wan.slow, self.n)))
+        self.stats.cpu_us = dict.fromkeys(range(self.n), 0)
+        self.stats.bytes_sent = dict.fromkeys(range(self.n), 0)
+
+    def _out_ms(self) -> int:
+        """The simulated ms at which the outputs being handled leave their validator."""
+        return self.now if self._depart_us is None else -(-self._depart_us // 1000)
 
     def _push(self, at: int, kind: str, node: int, sender: int, payload: object) -> None:
         self._seq += 1
         heapq.heappush(self._q, (at, self._seq, kind, node, sender, payload))
 
     def _deliver(self, sender: int, to: int, m: Message) -> None:
+        if self.wan is not None and to != sender:
+            self.stats.sent += 1
         if to == sender or self.rng.random() < self.loss:
+            if self.wan is not None and to != sender:
+                self.stats.lost += 1
             return
         if any(p.blocks(sender, to, self.now) for p in self.partitions):
             return
         self.messages += 1
+        if self.wan is not None:
+            depart = self.now * 1000 if self._depart_us is None else self._depart_us
+            delay = self._link_us[sender][to]
+            if self.wan.jitter_ms > 0:
+                delay += round(self.rng.expovariate(1.0 / (self.wan.jitter_ms * 1000)))
+            self.stats.delays_ms.append(delay / 1000)
+            self._push(-(-(depart + delay) // 1000), "msg", to, sender, m)
+            return
         lo, hi = self.latency
         self._push(self.now + self.rng.randint(lo, hi), "msg", to, sender, m)
 
@@ -264,17 +461,29 @@ class Sim:
                     return
                 log.journal.append(o.vote)
             elif isinstance(o, Broadcast | Send):
-                for to, m in self._byzantine(i, role, o):
+                sends = self._byzantine(i, role, o)
+                if self.wan is not None:
+                    self._count_bytes(i, sends)
+                for to, m in sends:
                     if isinstance(m, Notarize | Nullify | Finalize) and m.signer == i:
                         log.sent_votes.append(m)
                     if self.wire:
                         m = decode_message(encode_message(m))
                     self._deliver(i, to, m)
             elif isinstance(o, ProposalWanted):  # the host builds a block (block time for n = 1)
-                self._push(self.now + self.build_ms, "propose", i, 0, o)
+                self._push(self._out_ms() + self.build_ms, "propose", i, 0, o)
+                if self.wan is not None:
+                    self._wanted_at.setdefault(o.round.view, self._out_ms())
+                    self.stats.proposers.setdefault(o.round.view, i)
             elif isinstance(o, VerifyBlock):
-                self._push(self.now + self.verify_ms, "verify", i, 0, o.proposal)
+                self._push(self._out_ms() + self.verify_ms, "verify", i, 0, o.proposal)
             elif isinstance(o, Finalized):
+                if self.wan is not None and i not in self.roles:
+                    asked = self._wanted_at.get(o.proposal.round.view)
+                    if asked is not None:
+                        out = self.now if self._depart_us is None else self._depart_us / 1000
+                        self.stats.latencies_ms.append(out - asked)
+                        self.stats.latency_views.append(o.proposal.round.view)
                 log.finalized.append(o.proposal)
                 log.finalizations[o.certificate.round.view] = o.certificate.signature
                 self._commit(i, engine)
@@ -282,9 +491,43 @@ class Sim:
                 log.seeds[o.round] = o.seed
             elif isinstance(o, Notarized):
                 log.notarized[o.certificate.round.view] = o.certificate.proposal.payload
+            elif isinstance(o, Nullified):
+                if self.wan is not None and i not in self.roles:
+                    self.stats.nullified.add(o.certificate.round.view)
             elif isinstance(o, Faulty):
                 log.faulty.append(o)
         self._arm(i)
+
+    def _count_bytes(self, i: int, sends: Sequence[tuple[int, Message]]) -> None:
+        size: dict[int, int] = {}  # one broadcast is one message object: encode it once
+        total = 0
+        for _, m in sends:
+            k = id(m)
+            if k not in size:
+                size[k] = len(encode_message(m))
+            total += size[k]
+        self.stats.bytes_sent[i] += total
+
+    def _after(self, i: int, kind: str, outputs: list[Output]) -> None:
+        """Act on the outputs of one event at validator ``i``. Under the WAN model the validator is one CPU: the
+        event cost the scheme operations it made plus ``message_us`` for a message (× ``slow_factor`` on a slow
+        validator), the CPU is busy that long, and the outputs leave at its end (plus ``slow_delay_ms``)."""
+        if self.wan is None:
+            self._handle(i, outputs)
+            return
+        costing = self._costing.get(i)
+        spent = (costing.take() if costing is not None else 0) + (self.wan.costs.message_us if kind == "msg" else 0)
+        slow = i in self.stats.slow
+        if slow:
+            spent = round(spent * self.wan.slow_factor)
+        start = self.now * 1000
+        self._busy_us[i] = start + spent
+        self.stats.cpu_us[i] += spent
+        self._depart_us = start + spent + (self.wan.slow_delay_ms * 1000 if slow else 0)
+        try:
+            self._handle(i, outputs)
+        finally:
+            self._depart_us = None
 
     def _commit(self, i: int, engine: Engine) -> None:
         """The host's commit queue: it lags the engine's finalized chain by 0..commit_lag blocks; after a commit
@@ -435,7 +678,7 @@ class Sim:
             self._started = True
             for i, e in self.engines.items():
                 if e is not None:
-                    self._handle(i, e.start(0))
+                    self._after(i, "start", e.start(0))
         while self._q and self._q[0][0] <= until:
             at, _, kind, i, sender, payload = heapq.heappop(self._q)
             self.now = at
@@ -457,23 +700,26 @@ class Sim:
                 continue
             if engine is None:
                 continue
+            if self.wan is not None and self._busy_us.get(i, 0) > at * 1000:  # its CPU is busy: the event waits
+                self._push(-(-self._busy_us[i] // 1000), kind, i, sender, payload)
+                continue
             if kind == "msg":
                 assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
-                self._handle(i, engine.receive(sender, payload, at))  # type: ignore[arg-type]
+                self._after(i, kind, engine.receive(sender, payload, at))  # type: ignore[arg-type]
             elif kind == "propose":
                 assert isinstance(payload, ProposalWanted)
                 block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
                                        + i.to_bytes(2, "big")).digest()
                 if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
                     block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
-                self._handle(i, engine.propose(payload.round, block, at))
+                self._after(i, kind, engine.propose(payload.round, block, at))
             elif kind == "verify":
                 assert isinstance(payload, Proposal)
-                self._handle(i, engine.verified(payload, True, at))
+                self._after(i, kind, engine.verified(payload, True, at))
             elif kind == "tick":
                 d = engine.next_deadline()
                 if d is not None and d <= at:
-                    self._handle(i, engine.tick(at))
+                    self._after(i, kind, engine.tick(at))
         honest = [i for i in range(self.n) if i not in self.roles]
         views = {i: e.view for i, e in self.engines.items() if e is not None}
         self.now = max(self.now, until)
@@ -542,3 +788,44 @@ def check_live_after(r: SimResult, view: int, within: int) -> None:
 
 def finalized_after(r: SimResult, i: int, view: int) -> int:
     return sum(1 for p in r.logs[i].finalized if p.round.view > view)
+
+
+# ------------------------------------------------------------------------------------------------ WAN figures
+
+
+@dataclass(frozen=True, slots=True)
+class WanFigures:
+    """The figures of one WAN run (issue 33 §2), simulated time."""
+
+    n: int
+    views: int
+    """Views entered (the highest view an honest validator reached)."""
+    finalized: int
+    """Blocks finalized by the slowest honest validator."""
+    latency_p50_ms: float
+    latency_p99_ms: float
+    """Finalization latency over every (honest validator, finalized block): from the leader's ProposalWanted."""
+    median_one_way_ms: float
+    """Median one-way delay of the delivered messages (link + jitter)."""
+    median_link_ms: float
+    """Median of the drawn per-link latencies."""
+    nullified_per_1000: float
+    """Views nullified (seen by any honest validator) per 1,000 views."""
+    bytes_per_validator_per_view: float
+    """Bytes sent by an honest validator per view (mean over honest validators)."""
+    cpu_ms_per_view: float
+    """Virtual CPU per view per honest validator (the :class:`CryptoCosts` charged)."""
+
+
+def wan_figures(sim: Sim, r: SimResult) -> WanFigures:
+    """Figures of a finished WAN run (``sim.wan`` set)."""
+    st = sim.stats
+    views = max(r.views[i] for i in r.honest if i in r.views)
+    honest = [i for i in r.honest if i in r.views]
+    return WanFigures(
+        n=sim.n, views=views, finalized=min(len(r.logs[i].finalized) for i in honest),
+        latency_p50_ms=percentile(st.latencies_ms, 50), latency_p99_ms=percentile(st.latencies_ms, 99),
+        median_one_way_ms=statistics.median(st.delays_ms), median_link_ms=statistics.median(st.links_ms),
+        nullified_per_1000=1000 * len(st.nullified) / views,
+        bytes_per_validator_per_view=sum(st.bytes_sent[i] for i in honest) / len(honest) / views,
+        cpu_ms_per_view=sum(st.cpu_us[i] for i in honest) / len(honest) / views / 1000)
