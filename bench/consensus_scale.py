@@ -60,7 +60,8 @@ from cowboy_node.consensus.simplex.types import (
 )
 from cowboy_node.crypto import bls, threshold
 from cowboy_node.types.block import Round
-from tests.unit.consensus.simnet import GENESIS, CryptoCosts, Sim, Wan, check_safety, fast_schemes, wan_figures
+from tests.unit.consensus.simnet import GENESIS, Sim, check_safety, fast_schemes
+from tests.unit.consensus.simwan import CryptoCosts, Wan, wan_figures
 
 BUILD_MS, VERIFY_MS, DELTA_MS = 10, 5, 500
 """Block build and verify time of the simulated host, and Δ (leader timeout 2Δ = 1 s, advance 3Δ)."""

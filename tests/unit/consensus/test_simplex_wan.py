@@ -23,17 +23,8 @@ from cowboy_node.consensus.simplex.types import (
     encode_message,
 )
 from cowboy_node.types.block import Round
-from tests.unit.consensus.simnet import (
-    FIXED_COSTS,
-    GENESIS,
-    Sim,
-    SimResult,
-    Wan,
-    WanFigures,
-    check_safety,
-    percentile,
-    wan_figures,
-)
+from tests.unit.consensus.simnet import GENESIS, Sim, SimResult, check_safety
+from tests.unit.consensus.simwan import FIXED_COSTS, Wan, WanFigures, percentile, wan_figures
 
 N = 16
 RUN_MS = 8000
