@@ -13,17 +13,18 @@ engine's finalized view, what the service did before issue 30 (unsafe: see ``tes
 restart begins from the committed head (``Config.floor_view``/``genesis`` are the last committed block), not from
 what the engine had finalized; the blocks between are finalized again and must be the same.
 
-WAN model (``wan=Wan(...)``, issue 33 §2, ``simwan.py``): every link gets a fixed one-way latency drawn once from a log-normal
-(clipped to 30–150 ms) by its own seeded generator, each message adds exponential jitter, 1 % of messages are
-lost, and each validator is one CPU: every event it handles costs virtual time — the scheme operations it performs
-(:class:`CryptoCosts`, measured on the real BLS scheme by ``bench/consensus_scale.py``, fixed in the unit test)
-plus a per-message cost — and events arriving while it is busy wait. A few slow validators take
-``slow_factor`` times as long and hold every output ``slow_delay_ms`` more. Deterministic given the seed and
-the costs.
+WAN model (``wan=Wan(...)``, issue 33 §2, ``simwan.py``): every link gets a fixed one-way latency drawn once
+from a log-normal (clipped to 30–150 ms) by its own seeded generator, each message adds exponential jitter, 1 % of
+messages are lost, and each validator is one CPU: every event it handles costs virtual time — the scheme
+operations it performs (:class:`CryptoCosts`, measured on the real BLS scheme by ``bench/consensus_scale.py``,
+fixed in the unit test) plus a per-message cost — and events arriving while it is busy wait in its FIFO. A few
+slow validators take ``slow_factor`` times as long and hold every output ``slow_delay_ms`` more. Deterministic
+given the seed and the costs.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import heapq
@@ -237,6 +238,10 @@ class Sim:
         self._depart_us: int | None = None
         """While the outputs of an event are handled: when they leave the validator (µs of simulated time)."""
         self._wanted_at: dict[int, float] = {}
+        self._inbox: dict[int, collections.deque[tuple[str, int, object]]] = {}
+        """Per validator, the events waiting for its CPU (WAN model)."""
+        self._waking: set[int] = set()
+        self._tick_queued: set[int] = set()
         self._link_us: list[list[int]] = []
         if wan is not None:
             self._draw_links(seed, wan)
@@ -559,32 +564,70 @@ class Sim:
                 self._restart(i)
                 continue
             if engine is None:
+                self._inbox.pop(i, None)
                 continue
-            if self.wan is not None and self._busy_us.get(i, 0) > at * 1000:  # its CPU is busy: the event waits
-                self._push(-(-self._busy_us[i] // 1000), kind, i, sender, payload)
+            if kind == "wake":
+                self._wake(i, at)
                 continue
-            if kind == "msg":
-                assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
-                self._after(i, kind, engine.receive(sender, payload, at))  # type: ignore[arg-type]
-            elif kind == "propose":
-                assert isinstance(payload, ProposalWanted)
-                block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
-                                       + i.to_bytes(2, "big")).digest()
-                if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
-                    block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
-                self._after(i, kind, engine.propose(payload.round, block, at))
-            elif kind == "verify":
-                assert isinstance(payload, Proposal)
-                self._after(i, kind, engine.verified(payload, True, at))
-            elif kind == "tick":
-                d = engine.next_deadline()
-                if d is not None and d <= at:
-                    self._after(i, kind, engine.tick(at))
+            if self.wan is not None and (self._busy_us.get(i, 0) > at * 1000 or self._inbox.get(i)):
+                self._queue(i, kind, sender, payload)  # its CPU is busy: the event waits its turn
+                continue
+            self._dispatch(i, engine, kind, sender, payload, at)
         honest = [i for i in range(self.n) if i not in self.roles]
         views = {i: e.view for i, e in self.engines.items() if e is not None}
         self.now = max(self.now, until)
         self.wall_s += time.perf_counter() - t0
         return SimResult(self.logs, honest, self.now, views, self.messages, self.wall_s)
+
+    def _queue(self, i: int, kind: str, sender: int, payload: object) -> None:
+        """Validator ``i``'s CPU is busy: the event joins its FIFO, served when the CPU frees (one pending
+        "wake" per validator; one queued tick is enough, it fires whatever is due when served)."""
+        if kind == "tick":
+            if i in self._tick_queued:
+                return
+            self._tick_queued.add(i)
+        self._inbox.setdefault(i, collections.deque()).append((kind, sender, payload))
+        if i not in self._waking:
+            self._waking.add(i)
+            self._push(-(-self._busy_us.get(i, 0) // 1000), "wake", i, 0, None)
+
+    def _wake(self, i: int, at: int) -> None:
+        self._waking.discard(i)
+        inbox = self._inbox.get(i)
+        engine = self.engines[i]
+        if not inbox or engine is None:
+            return
+        if self._busy_us.get(i, 0) > at * 1000:
+            self._waking.add(i)
+            self._push(-(-self._busy_us[i] // 1000), "wake", i, 0, None)
+            return
+        kind, sender, payload = inbox.popleft()
+        if kind == "tick":
+            self._tick_queued.discard(i)
+        self._dispatch(i, engine, kind, sender, payload, at)
+        if inbox and i not in self._waking:
+            self._waking.add(i)
+            self._push(max(at, -(-self._busy_us.get(i, 0) // 1000)), "wake", i, 0, None)
+
+    def _dispatch(self, i: int, engine: Engine, kind: str, sender: int, payload: object, at: int) -> None:
+        """Hand one event to validator ``i``'s engine at ``at`` and act on its outputs."""
+        if kind == "msg":
+            assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
+            self._after(i, kind, engine.receive(sender, payload, at))  # type: ignore[arg-type]
+        elif kind == "propose":
+            assert isinstance(payload, ProposalWanted)
+            block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
+                                   + i.to_bytes(2, "big")).digest()
+            if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
+                block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
+            self._after(i, kind, engine.propose(payload.round, block, at))
+        elif kind == "verify":
+            assert isinstance(payload, Proposal)
+            self._after(i, kind, engine.verified(payload, True, at))
+        elif kind == "tick":
+            d = engine.next_deadline()
+            if d is not None and d <= at:
+                self._after(i, kind, engine.tick(at))
 
 
 # ------------------------------------------------------------------------------------------------ properties
