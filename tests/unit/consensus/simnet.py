@@ -24,7 +24,6 @@ given the seed and the costs.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
 import heapq
@@ -238,10 +237,10 @@ class Sim:
         self._depart_us: int | None = None
         """While the outputs of an event are handled: when they leave the validator (µs of simulated time)."""
         self._wanted_at: dict[int, float] = {}
-        self._inbox: dict[int, collections.deque[tuple[str, int, object]]] = {}
-        """Per validator, the events waiting for its CPU (WAN model)."""
-        self._waking: set[int] = set()
-        self._tick_queued: set[int] = set()
+        self._start_us = 0
+        """Under the WAN model, when the event being handled starts on its validator's CPU (µs): its arrival, or
+        the end of the work before it. Events of one validator are handled in arrival order (a FIFO), each at
+        its own start time, so a burst of votes queues behind the CPU without any rounding to whole ms."""
         self._link_us: list[list[int]] = []
         if wan is not None:
             self._draw_links(seed, wan)
@@ -385,7 +384,7 @@ class Sim:
         slow = i in self.stats.slow
         if slow:
             spent = round(spent * self.wan.slow_factor)
-        start = self.now * 1000
+        start = self._start_us if kind != "start" else 0
         self._busy_us[i] = start + spent
         self.stats.cpu_us[i] += spent
         self._depart_us = start + spent + (self.wan.slow_delay_ms * 1000 if slow else 0)
@@ -564,50 +563,16 @@ class Sim:
                 self._restart(i)
                 continue
             if engine is None:
-                self._inbox.pop(i, None)
                 continue
-            if kind == "wake":
-                self._wake(i, at)
-                continue
-            if self.wan is not None and (self._busy_us.get(i, 0) > at * 1000 or self._inbox.get(i)):
-                self._queue(i, kind, sender, payload)  # its CPU is busy: the event waits its turn
-                continue
+            if self.wan is not None:  # one CPU: the event starts when it arrived or when the previous one ended
+                self._start_us = max(at * 1000, self._busy_us.get(i, 0))
+                at = self._start_us // 1000
             self._dispatch(i, engine, kind, sender, payload, at)
         honest = [i for i in range(self.n) if i not in self.roles]
         views = {i: e.view for i, e in self.engines.items() if e is not None}
         self.now = max(self.now, until)
         self.wall_s += time.perf_counter() - t0
         return SimResult(self.logs, honest, self.now, views, self.messages, self.wall_s)
-
-    def _queue(self, i: int, kind: str, sender: int, payload: object) -> None:
-        """Validator ``i``'s CPU is busy: the event joins its FIFO, served when the CPU frees (one pending
-        "wake" per validator; one queued tick is enough, it fires whatever is due when served)."""
-        if kind == "tick":
-            if i in self._tick_queued:
-                return
-            self._tick_queued.add(i)
-        self._inbox.setdefault(i, collections.deque()).append((kind, sender, payload))
-        if i not in self._waking:
-            self._waking.add(i)
-            self._push(-(-self._busy_us.get(i, 0) // 1000), "wake", i, 0, None)
-
-    def _wake(self, i: int, at: int) -> None:
-        self._waking.discard(i)
-        inbox = self._inbox.get(i)
-        engine = self.engines[i]
-        if not inbox or engine is None:
-            return
-        if self._busy_us.get(i, 0) > at * 1000:
-            self._waking.add(i)
-            self._push(-(-self._busy_us[i] // 1000), "wake", i, 0, None)
-            return
-        kind, sender, payload = inbox.popleft()
-        if kind == "tick":
-            self._tick_queued.discard(i)
-        self._dispatch(i, engine, kind, sender, payload, at)
-        if inbox and i not in self._waking:
-            self._waking.add(i)
-            self._push(max(at, -(-self._busy_us.get(i, 0) // 1000)), "wake", i, 0, None)
 
     def _dispatch(self, i: int, engine: Engine, kind: str, sender: int, payload: object, at: int) -> None:
         """Hand one event to validator ``i``'s engine at ``at`` and act on its outputs."""
