@@ -185,6 +185,7 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/pvm_call_setup.py
 	$(VPY) bench/follower_signatures.py
 	$(VPY) bench/consensus_flood.py
+	$(VPY) bench/consensus_scale.py
 	$(VPY) bench/subscriptions.py
 	$(VPY) bench/verified_reads.py
 	$(VPY) bench/ui_snapshot.py

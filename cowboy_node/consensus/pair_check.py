@@ -13,23 +13,38 @@ from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
 from cowboy_node.crypto import bls
 
-__all__ = ["check_two", "interpolate_pair"]
+__all__ = ["check_one", "check_two", "interpolate_one", "interpolate_pair"]
 
 _G2_GEN = G2Point()
 _PAIR_DOMAIN = b"cowboy-simplex-pair-check-v1:"
 
 
 def _lagrange_at_zero(indices: Sequence[int]) -> list[Scalar]:
-    """Lagrange basis coefficients at x = 0 for the distinct share ``indices``."""
+    """Lagrange basis coefficients at x = 0 for the distinct share ``indices``: λ_i = Π_{j≠i} j / (j − i).
+
+    Numerators and denominators are accumulated as plain integers (share indices are small: each step multiplies a
+    big integer by a small one), reduced once, and the denominators inverted together: at 67 indices about 4x
+    faster than reducing modulo r at every step and inverting each (the quadratic loop that made this the largest
+    cost of an interpolation at n = 100)."""
     r = bls.R
-    out = []
+    nums, dens = [], []
     for i in indices:
         num = den = 1
         for j in indices:
             if j != i:
-                num = num * j % r
-                den = den * (j - i) % r
-        out.append(Scalar(num * pow(den, -1, r) % r))
+                num *= j
+                den *= j - i
+        nums.append(num % r)
+        dens.append(den % r)
+    # one modular inversion for all denominators (Montgomery's trick) instead of one per index
+    prefix = [1]
+    for d in dens:
+        prefix.append(prefix[-1] * d % r)
+    inv = pow(prefix[-1], -1, r)
+    out = [Scalar(0)] * len(dens)
+    for k in range(len(dens) - 1, -1, -1):
+        out[k] = Scalar(nums[k] * inv % r * prefix[k] % r)
+        inv = inv * dens[k] % r
     return out
 
 
@@ -57,3 +72,17 @@ def interpolate_pair(shares: Sequence[tuple[int, bytes, bytes]]) -> tuple[bytes,
     a = G1Point.multiexp_unchecked([G1Point.from_compressed_bytes_unchecked(x) for _, x, _ in shares], lambdas)
     b = G1Point.multiexp_unchecked([G1Point.from_compressed_bytes_unchecked(y) for _, _, y in shares], lambdas)
     return bytes(a.to_compressed_bytes()), bytes(b.to_compressed_bytes())
+
+
+def interpolate_one(shares: Sequence[tuple[int, bytes]]) -> bytes:
+    """``(share index, partial)`` for distinct indices → the value at x = 0 (compressed), as
+    :func:`interpolate_pair` for one set of partials: NOT checked, the caller verifies the result."""
+    lambdas = _lagrange_at_zero([i for i, _ in shares])
+    a = G1Point.multiexp_unchecked([G1Point.from_compressed_bytes_unchecked(x) for _, x in shares], lambdas)
+    return bytes(a.to_compressed_bytes())
+
+
+def check_one(pk: G2Point, message: bytes, signature: G1Point) -> bool:
+    """``e(signature, G2) = e(H(message), pk)`` (one pairing check; ``signature`` decoded strictly)."""
+    h = G1Point.hash_to_curve(bytes(message), bls.DST_G1_SIG)
+    return bool(GT.pairing_check([signature, -h], [_G2_GEN, pk]))

@@ -9,10 +9,13 @@ Assembling a certificate is optimistic (:meth:`ThresholdScheme.recover_pair`): t
 seed are interpolated from ``quorum`` partials without checking them one by one, and accepted when both verify
 under the group public key — the same check a certificate received from a peer passes, so an assembled
 certificate is exactly as valid as a received one. Both are checked with one pairing product (a random linear
-combination, coefficient hashed from everything checked). Only when that fails are the partials checked (one
-batched pairing check, then one by one) to name the bad signers. Per certificate that is one pairing check
-instead of two batched checks of the partials (each with a G2 multi-exponentiation) — the largest CPU cost of a
-view on an idle 4-validator network (``docs/performance.md``).
+combination, coefficient hashed from everything checked). Only when that fails are the partials checked: one
+aggregated pairing check of a quorum's partials, bisected on failure to name the bad signers
+(:mod:`cowboy_node.consensus.batch_verify`, as commonware's batcher) — about ``2·log2(quorum)`` checks per bad
+signer instead of one per partial. Per certificate that is one pairing check instead of two batched checks of the
+partials (each with a G2 multi-exponentiation) — the largest CPU cost of a view on an idle 4-validator network
+(``docs/performance.md``). A seed already verified (the notarization revealed it) is reused when the
+finalization of the same round is assembled: only its signature is interpolated and checked.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from cowboy_node.consensus.pair_check import check_two, interpolate_pair
+from cowboy_node.consensus.batch_verify import bad_partials
+from cowboy_node.consensus.pair_check import check_one, check_two, interpolate_one, interpolate_pair
 from cowboy_node.crypto import bls, threshold
 
 __all__ = ["Scheme", "ThresholdScheme", "quorum_size"]
@@ -92,8 +96,13 @@ class ThresholdScheme:
         self._quorum = quorum
         self._share = share
         self._verified: dict[tuple[int, bytes, bytes], bool] = {}
+        self._own: dict[bytes, bytes] = {}
+        """Message → this validator's partial over it (BLS signing is deterministic: the same bytes each time)."""
+        self._group_sigs: dict[bytes, bytes] = {}
+        """Message → its group signature, once verified (a recovered seed is reused, not interpolated again)."""
         self._group_point = bls.decode_g2(self._group)
         self._pk_points = tuple(bls.decode_g2(pk) for pk in self._pks)
+        self._pk_by_signer = dict(enumerate(self._pk_points))
 
     def public_parts(self) -> tuple[bytes, tuple[bytes, ...], int]:
         """``(group_public_key, share_public_keys, quorum)``: what a verify-only copy is built from (in another
@@ -117,7 +126,12 @@ class ThresholdScheme:
     def sign(self, message: bytes) -> bytes:
         if self._share is None:
             raise RuntimeError("this scheme holds no share")
-        sig = threshold.partial_sign(self._share, message)
+        sig = self._own.get(bytes(message))
+        if sig is None:  # a round's seed partial goes into its notarize, finalize and nullify: signed once
+            sig = threshold.partial_sign(self._share, message)
+            self._own[bytes(message)] = sig
+            if len(self._own) > 64:
+                self._own.pop(next(iter(self._own)))
         self._remember((self._share.index - 1, bytes(message), sig), True)  # own partials need no pairing
         return sig
 
@@ -140,12 +154,40 @@ class ThresholdScheme:
         known = [(i, p) for i, p in partials if self._verified.get((i, bytes(message), bytes(p))) is True]
         if len({i for i, _ in known}) >= self._quorum and len(known) == len({i for i, _ in known}):
             return threshold.recover([(i + 1, p) for i, p in known], self._quorum), frozenset()
-        r = threshold.recover_checked([(i + 1, p) for i, p in partials], self._quorum, message=message,
-                                      public_keys=self._by_index)
-        return r.signature, frozenset(i - 1 for i in r.bad)
+        bad: set[int] = set()
+        by_signer: dict[int, bytes] = {}
+        for i, p in partials:
+            if not 0 <= i < len(self._pks):
+                bad.add(i)
+            elif by_signer.setdefault(i, bytes(p)) != bytes(p):
+                bad.add(i)  # two different partials of one signer
+        candidates = sorted(i for i in by_signer if i not in bad)
+        good: list[int] = []
+        while len(good) < self._quorum and len(good) + len(candidates) >= self._quorum:
+            take, candidates = candidates[:self._quorum - len(good)], candidates[self._quorum - len(good):]
+            unknown = [i for i in take if self._verified.get((i, bytes(message), by_signer[i])) is not True]
+            # one aggregated pairing check of the batch; bisection names the bad signers if it fails
+            found = bad_partials(self._pk_by_signer, bytes(message), [(i, by_signer[i]) for i in unknown])
+            for i in unknown:
+                self._remember((i, bytes(message), by_signer[i]), i not in found)
+            bad |= found
+            good += [i for i in take if i not in found]
+        if len(good) < self._quorum:
+            return None, frozenset(bad)
+        return threshold.recover([(i + 1, by_signer[i]) for i in good], self._quorum), frozenset(bad)
 
     def verify_certificate(self, message: bytes, signature: bytes) -> bool:
-        return bls.verify(self._group, message, signature)
+        if self._group_sigs.get(bytes(message)) == bytes(signature):
+            return True
+        ok = bls.verify(self._group, message, signature)
+        if ok:
+            self._remember_group(bytes(message), bytes(signature))
+        return ok
+
+    def _remember_group(self, message: bytes, signature: bytes) -> None:
+        self._group_sigs[message] = signature
+        if len(self._group_sigs) > 256:
+            self._group_sigs.pop(next(iter(self._group_sigs)))
 
     def verify_pair(self, signer: int, message: bytes, signature: bytes, seed_message: bytes, seed: bytes) -> bool:
         if not 0 <= signer < len(self._pks):
@@ -172,12 +214,20 @@ class ThresholdScheme:
         chosen = sorted(i for i in sigs if i in seeds and 0 <= i < len(self._pks))[:self._quorum]
         if len(chosen) < self._quorum:
             return None
+        known_seed = self._group_sigs.get(bytes(seed_message))
         try:
-            sig_bytes, seed_bytes = interpolate_pair([(i + 1, sigs[i], seeds[i]) for i in chosen])
-            # strict decoding of the results (subgroup, not the identity), then both group signatures at once
-            ok = check_two(self._group_point, bytes(message), bls.decode_g1(sig_bytes), bytes(seed_message),
-                           bls.decode_g1(seed_bytes))
+            if known_seed is not None:  # the round's seed is already verified: only the signature to recover
+                sig_bytes, seed_bytes = interpolate_one([(i + 1, sigs[i]) for i in chosen]), known_seed
+                ok = check_one(self._group_point, bytes(message), bls.decode_g1(sig_bytes))
+            else:
+                sig_bytes, seed_bytes = interpolate_pair([(i + 1, sigs[i], seeds[i]) for i in chosen])
+                # strict decoding of the results (subgroup, not the identity), then both group signatures at once
+                ok = check_two(self._group_point, bytes(message), bls.decode_g1(sig_bytes), bytes(seed_message),
+                               bls.decode_g1(seed_bytes))
         except Exception:  # undecodable partials, identity results: the checked path names the culprits
             return None
-        return (sig_bytes, seed_bytes) if ok else None
-
+        if not ok:
+            return None
+        self._remember_group(bytes(message), sig_bytes)
+        self._remember_group(bytes(seed_message), seed_bytes)
+        return sig_bytes, seed_bytes

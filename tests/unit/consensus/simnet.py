@@ -12,6 +12,14 @@ above the committed view (the correct rule), ``"finalized"`` keeps ``engine.own_
 engine's finalized view, what the service did before issue 30 (unsafe: see ``test_sim_buggy_compaction``). A
 restart begins from the committed head (``Config.floor_view``/``genesis`` are the last committed block), not from
 what the engine had finalized; the blocks between are finalized again and must be the same.
+
+WAN model (``wan=Wan(...)``, issue 33 §2, ``simwan.py``): every link gets a fixed one-way latency drawn once
+from a log-normal (clipped to 30–150 ms) by its own seeded generator, each message adds exponential jitter, 1 % of
+messages are lost, and each validator is one CPU: every event it handles costs virtual time — the scheme
+operations it performs (:class:`CryptoCosts`, measured on the real BLS scheme by ``bench/consensus_scale.py``,
+fixed in the unit test) plus a per-message cost — and events arriving while it is busy wait in its FIFO. A few
+slow validators take ``slow_factor`` times as long and hold every output ``slow_delay_ms`` more. Deterministic
+given the seed and the costs.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import heapq
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +42,7 @@ from cowboy_node.consensus.simplex.engine import (
     Finalized,
     Journal,
     Notarized,
+    Nullified,
     Output,
     ProposalWanted,
     SeedRevealed,
@@ -61,6 +71,7 @@ from cowboy_node.consensus.simplex.types import (
     seed_message,
 )
 from cowboy_node.types.block import Round
+from tests.unit.consensus.simwan import CostingScheme, Wan, WanStats
 
 GENESIS = hashlib.sha256(b"sim-genesis").digest()
 ROLES = ("equivocator", "conflicter", "nuller", "silent", "outdated", "impersonator", "bad_parent", "forger",
@@ -188,7 +199,8 @@ class Sim:
                  roles: dict[int, str] | None = None, partitions: Sequence[Partition] = (),
                  crashes: Sequence[tuple[int, int, int]] = (), wire: bool = False, build_ms: int = 10,
                  verify_ms: int = 5, skip_timeout: int | None = None, torn: float = 0.0, commit_lag: int = 0,
-                 compaction: str = "committed", compact_over: int = 8, faults_until: int | None = None) -> None:
+                 compaction: str = "committed", compact_over: int = 8, faults_until: int | None = None,
+                 wan: Wan | None = None) -> None:
         self.n = n
         self.rng = random.Random(seed)
         self.schemes = schemes or fast_schemes(n)
@@ -217,6 +229,21 @@ class Sim:
         self._started = False
         self.wall_s = 0.0
         self._old: dict[int, list[Message]] = {i: [] for i in range(n)}
+        self.wan = wan
+        """The WAN model (None: the uniform ``latency`` and instant processing of the other scenarios)."""
+        self.stats = WanStats()
+        self._costing: dict[int, CostingScheme] = {}
+        self._busy_us: dict[int, int] = {}
+        self._depart_us: int | None = None
+        """While the outputs of an event are handled: when they leave the validator (µs of simulated time)."""
+        self._wanted_at: dict[int, float] = {}
+        self._start_us = 0
+        """Under the WAN model, when the event being handled starts on its validator's CPU (µs): its arrival, or
+        the end of the work before it. Events of one validator are handled in arrival order (a FIFO), each at
+        its own start time, so a burst of votes queues behind the CPU without any rounding to whole ms."""
+        self._link_us: list[list[int]] = []
+        if wan is not None:
+            self._draw_links(seed, wan)
         for i in range(n):
             self.engines[i] = None if self.roles.get(i) == "silent" else self._new_engine(i, ())
         for i, down, up in crashes:
@@ -234,18 +261,52 @@ class Sim:
                      floor_seed=seed)
         if self.skip_timeout is not None:
             cfg = dataclasses.replace(cfg, skip_timeout=self.skip_timeout)
-        return Engine(cfg, self.schemes(i), journal)
+        scheme = self.schemes(i)
+        if self.wan is not None:
+            scheme = self._costing[i] = CostingScheme(scheme, self.wan.costs)
+        return Engine(cfg, scheme, journal)
+
+    def _draw_links(self, seed: int, wan: Wan) -> None:
+        """Per-link latencies and the slow validators, from their own generator (the message draws of a seed
+        stay what they are whatever ``n`` is)."""
+        links = random.Random(f"wan-links-{seed}")
+        self.loss = wan.loss
+        self._link_us = [[0] * self.n for _ in range(self.n)]
+        for a in range(self.n):
+            for b in range(a + 1, self.n):
+                ms = min(wan.hi_ms, max(wan.lo_ms, wan.median_ms * math.exp(links.gauss(0.0, wan.sigma))))
+                self._link_us[a][b] = self._link_us[b][a] = round(ms * 1000)
+                self.stats.links_ms.append(ms)
+        self.stats.slow = frozenset(links.sample(range(self.n), min(wan.slow, self.n)))
+        self.stats.cpu_us = dict.fromkeys(range(self.n), 0)
+        self.stats.bytes_sent = dict.fromkeys(range(self.n), 0)
+
+    def _out_ms(self) -> int:
+        """The simulated ms at which the outputs being handled leave their validator."""
+        return self.now if self._depart_us is None else -(-self._depart_us // 1000)
 
     def _push(self, at: int, kind: str, node: int, sender: int, payload: object) -> None:
         self._seq += 1
         heapq.heappush(self._q, (at, self._seq, kind, node, sender, payload))
 
     def _deliver(self, sender: int, to: int, m: Message) -> None:
+        if self.wan is not None and to != sender:
+            self.stats.sent += 1
         if to == sender or self.rng.random() < self.loss:
+            if self.wan is not None and to != sender:
+                self.stats.lost += 1
             return
         if any(p.blocks(sender, to, self.now) for p in self.partitions):
             return
         self.messages += 1
+        if self.wan is not None:
+            depart = self.now * 1000 if self._depart_us is None else self._depart_us
+            delay = self._link_us[sender][to]
+            if self.wan.jitter_ms > 0:
+                delay += round(self.rng.expovariate(1.0 / (self.wan.jitter_ms * 1000)))
+            self.stats.delays_ms.append(delay / 1000)
+            self._push(-(-(depart + delay) // 1000), "msg", to, sender, m)
+            return
         lo, hi = self.latency
         self._push(self.now + self.rng.randint(lo, hi), "msg", to, sender, m)
 
@@ -264,17 +325,29 @@ class Sim:
                     return
                 log.journal.append(o.vote)
             elif isinstance(o, Broadcast | Send):
-                for to, m in self._byzantine(i, role, o):
+                sends = self._byzantine(i, role, o)
+                if self.wan is not None:
+                    self._count_bytes(i, sends)
+                for to, m in sends:
                     if isinstance(m, Notarize | Nullify | Finalize) and m.signer == i:
                         log.sent_votes.append(m)
                     if self.wire:
                         m = decode_message(encode_message(m))
                     self._deliver(i, to, m)
             elif isinstance(o, ProposalWanted):  # the host builds a block (block time for n = 1)
-                self._push(self.now + self.build_ms, "propose", i, 0, o)
+                self._push(self._out_ms() + self.build_ms, "propose", i, 0, o)
+                if self.wan is not None:
+                    self._wanted_at.setdefault(o.round.view, self._out_ms())
+                    self.stats.proposers.setdefault(o.round.view, i)
             elif isinstance(o, VerifyBlock):
-                self._push(self.now + self.verify_ms, "verify", i, 0, o.proposal)
+                self._push(self._out_ms() + self.verify_ms, "verify", i, 0, o.proposal)
             elif isinstance(o, Finalized):
+                if self.wan is not None and i not in self.roles:
+                    asked = self._wanted_at.get(o.proposal.round.view)
+                    if asked is not None:
+                        out = self.now if self._depart_us is None else self._depart_us / 1000
+                        self.stats.latencies_ms.append(out - asked)
+                        self.stats.latency_views.append(o.proposal.round.view)
                 log.finalized.append(o.proposal)
                 log.finalizations[o.certificate.round.view] = o.certificate.signature
                 self._commit(i, engine)
@@ -282,9 +355,43 @@ class Sim:
                 log.seeds[o.round] = o.seed
             elif isinstance(o, Notarized):
                 log.notarized[o.certificate.round.view] = o.certificate.proposal.payload
+            elif isinstance(o, Nullified):
+                if self.wan is not None and i not in self.roles:
+                    self.stats.nullified.add(o.certificate.round.view)
             elif isinstance(o, Faulty):
                 log.faulty.append(o)
         self._arm(i)
+
+    def _count_bytes(self, i: int, sends: Sequence[tuple[int, Message]]) -> None:
+        size: dict[int, int] = {}  # one broadcast is one message object: encode it once
+        total = 0
+        for _, m in sends:
+            k = id(m)
+            if k not in size:
+                size[k] = len(encode_message(m))
+            total += size[k]
+        self.stats.bytes_sent[i] += total
+
+    def _after(self, i: int, kind: str, outputs: list[Output]) -> None:
+        """Act on the outputs of one event at validator ``i``. Under the WAN model the validator is one CPU: the
+        event cost the scheme operations it made plus ``message_us`` for a message (× ``slow_factor`` on a slow
+        validator), the CPU is busy that long, and the outputs leave at its end (plus ``slow_delay_ms``)."""
+        if self.wan is None:
+            self._handle(i, outputs)
+            return
+        costing = self._costing.get(i)
+        spent = (costing.take() if costing is not None else 0) + (self.wan.costs.message_us if kind == "msg" else 0)
+        slow = i in self.stats.slow
+        if slow:
+            spent = round(spent * self.wan.slow_factor)
+        start = self._start_us if kind != "start" else 0
+        self._busy_us[i] = start + spent
+        self.stats.cpu_us[i] += spent
+        self._depart_us = start + spent + (self.wan.slow_delay_ms * 1000 if slow else 0)
+        try:
+            self._handle(i, outputs)
+        finally:
+            self._depart_us = None
 
     def _commit(self, i: int, engine: Engine) -> None:
         """The host's commit queue: it lags the engine's finalized chain by 0..commit_lag blocks; after a commit
@@ -435,7 +542,7 @@ class Sim:
             self._started = True
             for i, e in self.engines.items():
                 if e is not None:
-                    self._handle(i, e.start(0))
+                    self._after(i, "start", e.start(0))
         while self._q and self._q[0][0] <= until:
             at, _, kind, i, sender, payload = heapq.heappop(self._q)
             self.now = at
@@ -457,28 +564,35 @@ class Sim:
                 continue
             if engine is None:
                 continue
-            if kind == "msg":
-                assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
-                self._handle(i, engine.receive(sender, payload, at))  # type: ignore[arg-type]
-            elif kind == "propose":
-                assert isinstance(payload, ProposalWanted)
-                block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
-                                       + i.to_bytes(2, "big")).digest()
-                if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
-                    block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
-                self._handle(i, engine.propose(payload.round, block, at))
-            elif kind == "verify":
-                assert isinstance(payload, Proposal)
-                self._handle(i, engine.verified(payload, True, at))
-            elif kind == "tick":
-                d = engine.next_deadline()
-                if d is not None and d <= at:
-                    self._handle(i, engine.tick(at))
+            if self.wan is not None:  # one CPU: the event starts when it arrived or when the previous one ended
+                self._start_us = max(at * 1000, self._busy_us.get(i, 0))
+                at = self._start_us // 1000
+            self._dispatch(i, engine, kind, sender, payload, at)
         honest = [i for i in range(self.n) if i not in self.roles]
         views = {i: e.view for i, e in self.engines.items() if e is not None}
         self.now = max(self.now, until)
         self.wall_s += time.perf_counter() - t0
         return SimResult(self.logs, honest, self.now, views, self.messages, self.wall_s)
+
+    def _dispatch(self, i: int, engine: Engine, kind: str, sender: int, payload: object, at: int) -> None:
+        """Hand one event to validator ``i``'s engine at ``at`` and act on its outputs."""
+        if kind == "msg":
+            assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
+            self._after(i, kind, engine.receive(sender, payload, at))  # type: ignore[arg-type]
+        elif kind == "propose":
+            assert isinstance(payload, ProposalWanted)
+            block = hashlib.sha256(b"block" + payload.parent + payload.round.view.to_bytes(8, "big")
+                                   + i.to_bytes(2, "big")).digest()
+            if self.logs[i].incarnation:  # a restarted host builds another block (time, mempool)
+                block = hashlib.sha256(block + self.logs[i].incarnation.to_bytes(4, "big")).digest()
+            self._after(i, kind, engine.propose(payload.round, block, at))
+        elif kind == "verify":
+            assert isinstance(payload, Proposal)
+            self._after(i, kind, engine.verified(payload, True, at))
+        elif kind == "tick":
+            d = engine.next_deadline()
+            if d is not None and d <= at:
+                self._after(i, kind, engine.tick(at))
 
 
 # ------------------------------------------------------------------------------------------------ properties
