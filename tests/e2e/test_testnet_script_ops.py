@@ -44,7 +44,7 @@ class Supervisor:
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", str(SCRIPT), *args, str(self.out)], capture_output=True, text=True,
-                              timeout=60, check=False, env={**os.environ, "COWBOY_NODE": str(BIN / "cowboy-node")})
+                              timeout=300, check=False, env={**os.environ, "COWBOY_NODE": str(BIN / "cowboy-node")})
 
 
 def _rpc(home: Path) -> str:
