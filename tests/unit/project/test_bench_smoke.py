@@ -5,7 +5,10 @@ benchmark's business), only that every measured job/heartbeat was counted.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +21,17 @@ SUMMARY_KEYS = {"count", "p50_ms", "p99_ms", "min_ms", "max_ms"}
 
 
 def _run(script: str, *args: str, timeout: float = 480) -> Any:
-    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=BENCH.parent, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)  # the whole stdout is one JSON document
+    # A session of its own, killed whole on a timeout: a bench that starts a node (soak.py) must not leave it
+    # running when the bench is killed (one did, for an hour, after a timeout on a loaded host).
+    with subprocess.Popen([sys.executable, str(BENCH / script), *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=BENCH.parent, start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left (nothing, after a clean exit)
+    assert proc.returncode == 0, stderr[-2000:]
+    return json.loads(stdout)  # the whole stdout is one JSON document
 
 
 @pytest.mark.timeout(600)
