@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.blockstore import KEY_INSTALLING
+from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, marker_path
 from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.statesync import StateSync, SyncLimits
@@ -146,7 +147,11 @@ async def test_with_only_lying_peers_nothing_is_installed(tmp_path: Path) -> Non
             with pytest.raises(SnapshotError) as e:
                 await sync.run(store, tmp_path / "data", tmp_path / "staging")
             assert e.value.code == "no_source" and sync.penalized == [(0, "snapshot_bad_chunk")]
-            assert list(store.iterate(b"")) == []  # nothing written: the install never started
+            # Nothing of the snapshot written: only the install's marker, so the store never opens as a chain (the
+            # next start restarts the install).
+            assert [k for k, _ in store.iterate(b"")] == [KEY_INSTALLING]
+            with pytest.raises(ChainError):
+                Chain(store, NET.genesis)
         finally:
             store.close()
     finally:
