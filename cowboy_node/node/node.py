@@ -534,6 +534,10 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
         """Committed height."""
         return self.chain.height
 
+    def earliest_retained_height(self) -> int:
+        """Lowest height still stored (``rpc/pruned_reads.py``: 410 for unknown transactions once above 0)."""
+        return self.chain.earliest_height()
+
     def block(self, height: int) -> dict[str, Any] | None:
         """Header JSON plus transaction hashes."""
         if height > self.chain.height:
