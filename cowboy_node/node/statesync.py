@@ -223,6 +223,7 @@ class StateSync:
         :class:`SnapshotError` (``no_source`` when no source is left; the install's codes)."""
         loop = asyncio.get_running_loop()
         m = verified.manifest
+        self._collecting = False  # from here a refusal answers a chunk request
         writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="statesync-write")
         pool: concurrent.futures.Executor
         if self.limits.verify_workers > 0:
@@ -232,6 +233,7 @@ class StateSync:
         else:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="statesync-verify")
         raw = encode_manifest(m)  # canonical: the bytes the sources offered
+        tasks: set[asyncio.Task[None]] = set()
         try:
             pool.submit(_warm)  # the worker starts (imports) while the first chunks download
             begun, restarted = await loop.run_in_executor(
@@ -240,7 +242,6 @@ class StateSync:
             leaf_keys: dict[int, bytes] = {}
             written = 0
             failure: list[BaseException] = []
-            tasks: set[asyncio.Task[None]] = set()
 
             async def verify_and_write(peer: int, index: int, data: bytes) -> None:
                 nonlocal written
@@ -274,6 +275,7 @@ class StateSync:
                 self._event()
 
             while written < len(m.chunks):
+                self._wake.clear()  # first: an event from here on ends the wait below at once
                 if failure:
                     raise failure[0]
                 now = self._clock()
@@ -291,7 +293,6 @@ class StateSync:
                 if not f.sources and f.todo:
                     raise SnapshotError("no_source", f"no peer left to fetch chunk {f.todo[0]} of the snapshot at "
                                                      f"{m.height}")
-                self._wake.clear()
                 progressed = bool(self._answers)
                 while self._answers:
                     peer, msg = self._answers.popleft()
@@ -329,6 +330,8 @@ class StateSync:
             self.stages["finish_s"] = time.perf_counter() - t0
             return done
         finally:
+            for t in tasks:  # a failed sync: the chunks still being verified or written are abandoned
+                t.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
             writer.shutdown(wait=True)
 
