@@ -236,7 +236,9 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         raise StartupError(str(e)) from None
     try:
         await state_sync_if_empty(cfg, home, genesis, store, key.ed25519_seed)
-        await state_sync_if_requested(cfg, home, genesis, store, key.ed25519_seed)  # issue 34: auto fall-back
+        await state_sync_if_requested(  # issue 34: the automatic fall-back to state sync, when one is pending
+            cfg, home, genesis, store, key.ed25519_seed, cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
+            peers=lambda me: peer_infos(cfg, genesis, me, str(home / "config.toml")), idle_timeout_s=P2P_IDLE_TIMEOUT_S)
     except SnapshotError as e:
         store.close()
         raise StartupError(f"fall-back to state sync failed ({e.code}): {e}; start again to retry") from None

@@ -42,7 +42,7 @@ from cowboy_node.observability.logging import get_logger
 from cowboy_node.snapshot.manifest import SnapshotError
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.store import StateStore
-from cowboy_node.transport.peers import PeerLimits, PeerNetwork
+from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_protocol.crypto import ed25519
 
 log = get_logger("cowboy.statesync")
@@ -159,14 +159,14 @@ def finish_request(data_path: Path, installed: bool) -> None:
 
 
 async def state_sync_if_requested(cfg: NodeConfig, home: Path, genesis: Genesis, store: StateStore,
-                                  ed25519_seed: bytes) -> bool:
+                                  ed25519_seed: bytes, *, peers: Callable[[int], list[PeerInfo]], cert_path: Path,
+                                  key_path: Path, idle_timeout_s: float) -> bool:
     """Start-up step of a pending fall-back (see the module docstring): True when a snapshot was installed. Raises
-    :class:`SnapshotError` when the sync failed after the install began (a restart retries it)."""
+    :class:`SnapshotError` when the sync failed after the install began (a restart retries it). ``peers(me)``,
+    ``cert_path``, ``key_path``, ``idle_timeout_s``: the start-up's peer list and TLS files (``node/startup.py``)."""
     reason = pending_request(cfg.data_path, store)
     if reason is None or len(genesis.validators) == 1:
         return False
-    from cowboy_node.node.startup import P2P_CERT_FILE, P2P_IDLE_TIMEOUT_S, P2P_KEY_FILE, peer_infos
-
     installing = store.get(KEY_INSTALLING) is not None
     head = 0 if installing else (BlockStore(store).head_height() or 0)
     public = ed25519.public_key_from_seed(ed25519_seed)
@@ -190,11 +190,11 @@ async def state_sync_if_requested(cfg: NodeConfig, home: Path, genesis: Genesis,
     sync = StateSync(_Net(), genesis, scheme)
     host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
     net = PeerNetwork(me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port,
-                      peers=peer_infos(cfg, genesis, me, path),
+                      peers=peers(me),
                       validator_keys=[v.ed25519_public_key for v in genesis.validators], network_id=genesis.hash(),
-                      cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
+                      cert_path=cert_path, key_path=key_path,
                       on_message=lambda s, c, p: sync.receive(s, p) if c == CH_SNAPSHOT else None,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S))
+                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=idle_timeout_s))
     holder.append(net)
     log.warning("falling back to state sync", reason=reason, head=head, data=str(cfg.data_path))
     await net.start()
