@@ -24,7 +24,8 @@ from cowboy_protocol.netaddr import parse_host_port
 _SCHEMA: dict[str, dict[str, type]] = {
     "node": {"chain_id": str, "block_time_ms": int, "data_dir": str, "halt_height": int},
     "storage": {"retain_blocks": int, "prune_batch_blocks": int},
-    "snapshot": {"interval_blocks": int, "keep": int, "state_sync": bool},
+    "snapshot": {"interval_blocks": int, "keep": int, "state_sync": bool, "auto_state_sync": bool,
+                 "fallback_behind_blocks": int},
     "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
@@ -138,6 +139,13 @@ class NodeConfig:
     snapshot_state_sync: bool = False
     """``[snapshot] state_sync``: a validator (of several) starting with an empty data directory first fetches the
     peers' newest snapshot and installs it, then block-syncs from its height."""
+    snapshot_auto_state_sync: bool = True
+    """``[snapshot] auto_state_sync``: a running validator that block sync cannot catch up (its peers pruned the
+    blocks it needs, or one is ``fallback_behind_blocks`` ahead) restarts into a state sync by itself
+    (``node/statesync_fallback.py``)."""
+    snapshot_fallback_behind_blocks: int = 10_000
+    """``[snapshot] fallback_behind_blocks``: how far a peer must be ahead for that fall-back (0: only pruned peers
+    trigger it)."""
     rpc_addr: str = "127.0.0.1:4000"
     """HTTP API listen address."""
     rpc_advertise: str | None = None
@@ -293,6 +301,8 @@ def load_config(home: Path) -> NodeConfig:
         snapshot_interval_blocks=values.get("snapshot.interval_blocks", 0),
         snapshot_keep=values.get("snapshot.keep", 2),
         snapshot_state_sync=values.get("snapshot.state_sync", False),
+        snapshot_auto_state_sync=values.get("snapshot.auto_state_sync", True),
+        snapshot_fallback_behind_blocks=values.get("snapshot.fallback_behind_blocks", 10_000),
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
@@ -496,6 +506,11 @@ keep = 2
 # A validator (of several) starting with an empty data directory first fetches the other validators' newest
 # snapshot (every chunk verified against the finalized state root), installs it, then block-syncs from there.
 # state_sync = false
+# A running validator that block sync cannot catch up (every peer ahead pruned the blocks it needs, or one is
+# fallback_behind_blocks ahead) restarts into a state sync by itself, then block-syncs from the snapshot
+# (docs/operations.md, "Join"). Its older blocks are dropped. false: never; it then waits for an operator.
+# auto_state_sync = true
+# fallback_behind_blocks = 10000
 
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.

@@ -89,6 +89,7 @@ from cowboy_node.consensus.sync_messages import (
 from cowboy_node.consensus.timeline import ViewTimeline
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
@@ -169,6 +170,8 @@ class ServiceConfig:
     once even without a journal."""
     sync_verify_workers: int = 0
     """``[consensus] sync_verify_workers``: processes verifying fetched blocks while catching up (0: a thread)."""
+    state_sync_fallback: FallbackTrigger | None = None
+    """Issue 34: falls back to state sync when block sync cannot catch up (``node/statesync_fallback.py``)."""
 
 
 class ConsensusService:
@@ -251,7 +254,8 @@ class ConsensusService:
                                  in_builder=lambda fn: self._in_builder(fn), spawn=self._spawn,
                                  memory_body=lambda d: self._bodies.get(d) or self.forks.memory_block(d),
                                  on_applied=self._on_synced, signature_checked=signature_checked,
-                                 verify_workers=config.sync_verify_workers)
+                                 verify_workers=config.sync_verify_workers,
+                                 fallback=config.state_sync_fallback.check if config.state_sync_fallback else None)
         """Serves and fetches finalized blocks (``node/sync_resolver.py``)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle

@@ -45,6 +45,7 @@ from cowboy_node.node.proposal_budget import ProposalBudget
 from cowboy_node.node.pruner import Pruner
 from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.snapshotter import Snapshotter
+from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
@@ -103,7 +104,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
                  admission_workers: int = 0, double_sign_check_views: int = 10, fresh_key: bool = False,
                  sync_verify_workers: int = 0,
                  retain_blocks: int = 0, prune_batch_blocks: int = 64,
-                 snapshotter: Snapshotter | None = None, snapshot_dir: Path | None = None) -> None:
+                 snapshotter: Snapshotter | None = None, snapshot_dir: Path | None = None,
+                 state_sync_fallback: FallbackTrigger | None = None) -> None:
         self.chain = chain
         self.mempool = mempool
         self.metrics = metrics or NodeMetrics()
@@ -133,7 +135,8 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
             chain, config=ServiceConfig(me=me, block_time_ms=block_time_ms, delta_ms=delta_ms or auto_delta,
                                         election=election, skip_timeout=skip_timeout_views,
                                         double_sign_check_views=double_sign_check_views, fresh_key=fresh_key,
-                                        sync_verify_workers=sync_verify_workers),
+                                        sync_verify_workers=sync_verify_workers,
+                                        state_sync_fallback=state_sync_fallback),
             scheme=scheme, tree_lock=self._tree_lock, proposer_key=self._ed_pub,
             sign=lambda d: ed25519.sign(self._ed_seed, d), fee_recipient=self.fee_recipient,
             take_transactions=self._take_transactions, presence=self._presence_input, inspect=self._inspect,
@@ -533,6 +536,10 @@ class Node(RunnerQueries, JobQueries, EventQueries, SimulateQueries, UiQueries, 
     def height(self) -> int:
         """Committed height."""
         return self.chain.height
+
+    def earliest_retained_height(self) -> int:
+        """Lowest height still stored (``rpc/pruned_reads.py``: 410 for unknown transactions once above 0)."""
+        return self.chain.earliest_height()
 
     def block(self, height: int) -> dict[str, Any] | None:
         """Header JSON plus transaction hashes."""

@@ -22,6 +22,7 @@ from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.statesync import StateSync
+from cowboy_node.node.statesync_fallback import FallbackPolicy, FallbackTrigger, state_sync_if_requested
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
@@ -235,6 +236,12 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         raise StartupError(str(e)) from None
     try:
         await state_sync_if_empty(cfg, home, genesis, store, key.ed25519_seed)
+        await state_sync_if_requested(  # issue 34: the automatic fall-back to state sync, when one is pending
+            cfg, home, genesis, store, key.ed25519_seed, cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
+            peers=lambda me: peer_infos(cfg, genesis, me, str(home / "config.toml")), idle_timeout_s=P2P_IDLE_TIMEOUT_S)
+    except SnapshotError as e:
+        store.close()
+        raise StartupError(f"fall-back to state sync failed ({e.code}): {e}; start again to retry") from None
     except (StartupError, ConfigError, OSError) as e:
         store.close()
         raise StartupError(str(e)) from None
@@ -255,6 +262,8 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         replacement_bump_percent=cfg.mempool_replacement_bump_percent, max_queued=cfg.mempool_max_queued,
         max_queued_per_sender=cfg.mempool_max_queued_per_sender, queued_lifetime_s=cfg.mempool_queued_lifetime_s))
     metrics = NodeMetrics()
+    fallback = FallbackTrigger(FallbackPolicy(cfg.snapshot_auto_state_sync, cfg.snapshot_fallback_behind_blocks),
+                               cfg.data_path, stop=lambda: node.request_stop()) if len(genesis.validators) > 1 else None
     try:
         node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
                     metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
@@ -266,7 +275,7 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
                     retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
                     snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR, interval_blocks=cfg.snapshot_interval_blocks,
                                             keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
-                    snapshot_dir=home / SNAPSHOT_DIR)
+                    snapshot_dir=home / SNAPSHOT_DIR, state_sync_fallback=fallback)
     except ValueError as e:
         store.close()
         raise StartupError(f"{cfg.validator_key_path}: {e}") from None
@@ -350,4 +359,6 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         raise NodeFailed(f"{fatal.path}: vote journal write failed ({fatal.errno_name}, errno {fatal.errno}): "
                          f"{fatal}; the node stopped before sending the vote. Free space or fix the disk, then "
                          "restart (the journal is kept; a torn last record is dropped)")
+    if fallback is not None and fallback.reason is not None:  # issue 34: restart into the state sync
+        return await run_node(home, halt_height=halt_height)
     return 0

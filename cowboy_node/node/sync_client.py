@@ -49,6 +49,7 @@ from cowboy_node.consensus.sync_messages import (
     encode_sync,
 )
 from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.node.statesync_fallback import PeerSyncView
 from cowboy_node.node.sync_server import MESSAGE_CAP, PAGE_HEADROOM, PeerSender
 from cowboy_node.node.sync_verify import Answer, PageRefused, VerifiedPage
 from cowboy_node.observability.logging import get_logger
@@ -129,8 +130,11 @@ class SyncClient:
                  spawn: Callable[[object], None], connected: Callable[[], frozenset[int]],
                  on_applied: Callable[[Block, bytes, list[PreparedBlock]], None],
                  signature_checked: Callable[[bytes], bool] | None = None,
-                 limits: FetchLimits | None = None) -> None:
+                 limits: FetchLimits | None = None,
+                 fallback: Callable[[int, dict[int, PeerSyncView]], None] | None = None) -> None:
         self.chain = chain
+        self._fallback = fallback
+        """Told the head and the connected peers' claims each tick (issue 34: ``node/statesync_fallback.py``)."""
         self.limits = limits or FetchLimits()
         self._net = net
         self._metrics = metrics
@@ -170,6 +174,10 @@ class SyncClient:
         now = self._clock()
         self._expire(now)
         head = self.chain.height
+        if self._fallback is not None:
+            connected_now = self._connected()
+            self._fallback(head, {p: PeerSyncView(q.claimed, q.pruned_below) for p, q in self._s.peers.items()
+                                  if p in connected_now})
         target = self.target()
         self.syncing = target - head >= 2
         if target - head < (1 if force else 2):

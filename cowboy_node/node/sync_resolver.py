@@ -7,7 +7,8 @@ the threshold scheme, the peer layer, the builder thread) and composes:
 - :class:`~cowboy_node.node.sync_server.SyncServer`: answers peers' SyncRequests and BlockRequests from stored
   bytes off the event loop, and budgets their Fetches;
 - :class:`~cowboy_node.node.sync_client.SyncClient`: catches up with peers that are ahead (pipelined requests,
-  verified pages, sliced application).
+  verified pages, sliced application); ``fallback`` (issue 34) is told each tick what the peers claim, and may
+  restart the node into a state sync (``node/statesync_fallback.py``).
 
 The service hands it every message of the sync channel (:meth:`Resolver.on_sync`), asks it before the engine sees a
 Fetch (:meth:`Resolver.allow_fetch`), and calls :meth:`Resolver.tick` every second with its Status broadcast.
@@ -33,6 +34,7 @@ from cowboy_node.consensus.sync_messages import (
     decode_sync,
     encode_sync,
 )
+from cowboy_node.node.statesync_fallback import PeerSyncView
 from cowboy_node.node.sync_client import FetchLimits, SyncClient
 from cowboy_node.node.sync_server import ServeLimits, SyncServer
 from cowboy_node.node.sync_verify import PageVerifier
@@ -60,7 +62,8 @@ class Resolver:
                  on_applied: Callable[[Block, bytes, list[PreparedBlock]], None],
                  signature_checked: Callable[[bytes], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic, serve: ServeLimits | None = None,
-                 fetch: FetchLimits | None = None, verify_workers: int = 0) -> None:
+                 fetch: FetchLimits | None = None, verify_workers: int = 0,
+                 fallback: Callable[[int, dict[int, PeerSyncView]], None] | None = None) -> None:
         self.verifier = PageVerifier(scheme, verify_workers)
         """Verifies answers off the event loop (``verify_workers`` processes; 0: a thread)."""
 
@@ -78,7 +81,7 @@ class Resolver:
         """Answers peers' requests."""
         self.client = SyncClient(chain, net=net, metrics=metrics, clock=clock, in_builder=in_builder,
                                  verify=self.verifier.verify, spawn=spawn, connected=connected, on_applied=on_applied,
-                                 signature_checked=signature_checked, limits=fetch)
+                                 signature_checked=signature_checked, limits=fetch, fallback=fallback)
         """Catches up with peers."""
         self._chain = chain
 

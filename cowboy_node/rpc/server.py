@@ -33,6 +33,7 @@ from cowboy_node.rpc.params import (
     parse_hex,
     parse_limit,
 )
+from cowboy_node.rpc.pruned_reads import unknown_tx_error
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
 from cowboy_node.rpc.simulate_routes import add_workflow_routes
@@ -160,18 +161,22 @@ async def handle_block(request: web.Request) -> web.Response:
 async def handle_tx(request: web.Request) -> web.Response:
     """``GET /tx/{hash}``."""
     tx_hash = parse_hash(request.match_info["hash"])
-    tx = _facade(request).transaction(tx_hash)
+    facade = _facade(request)
+    tx = facade.transaction(tx_hash)
     if tx is None:
-        raise RpcError(404, "not_found", f"unknown transaction 0x{tx_hash.hex()}")
+        raise unknown_tx_error(facade, tx_hash, "transaction")  # 410 pruned once blocks are gone (issue 34)
     return web.json_response(tx)
 
 
 async def handle_receipt(request: web.Request) -> web.Response:
     """``GET /tx/{hash}/receipt``."""
     tx_hash = parse_hash(request.match_info["hash"])
-    receipt = _facade(request).receipt(tx_hash)
+    facade = _facade(request)
+    receipt = facade.receipt(tx_hash)
     if receipt is None:
-        raise RpcError(404, "not_found", f"no receipt for transaction 0x{tx_hash.hex()} (unknown or not committed)")
+        if facade.transaction(tx_hash) is not None:  # pending or evicted: not committed, whatever was pruned
+            raise RpcError(404, "not_found", f"no receipt for transaction 0x{tx_hash.hex()} (not committed)")
+        raise unknown_tx_error(facade, tx_hash, "receipt")
     return web.json_response(receipt)
 
 

@@ -21,6 +21,9 @@ def test_disk_usage_reports_archive_and_pruned_chains() -> None:
 
 @pytest.mark.timeout(180)
 def test_join_time_reports_state_sync_beside_replay() -> None:
-    doc = _run("join_time.py", "--blocks", "4", "--txs", "10")
-    assert doc["bench"] == "join_time" and doc["blocks"] == 4 and doc["state_keys"] >= 40
-    assert doc["replay_s"] > 0 and doc["state_sync_s"] > 0 and doc["speedup"] > 0
+    doc = _run("join_time.py", "--blocks", "6", "--txs", "10", "--tail", "2")
+    assert doc["bench"] == "join_time" and doc["blocks"] == 6 and doc["state_keys"] >= 60
+    assert doc["snapshot_height"] == 4 and doc["join"]["reached_head"] and doc["join"]["height"] == 6
+    assert doc["replay_s"] > 0 and doc["join_s"] > 0 and doc["speedup"] > 0 and not doc["replay_extrapolated"]
+    assert {"manifest_s", "chunks_s", "install_s", "block_tail_s"} <= set(doc["join"])
+    assert len(doc["load_end"]) == 3

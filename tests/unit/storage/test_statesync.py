@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.blockstore import KEY_INSTALLING
+from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, marker_path
 from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.statesync import StateSync, SyncLimits
@@ -146,7 +147,11 @@ async def test_with_only_lying_peers_nothing_is_installed(tmp_path: Path) -> Non
             with pytest.raises(SnapshotError) as e:
                 await sync.run(store, tmp_path / "data", tmp_path / "staging")
             assert e.value.code == "no_source" and sync.penalized == [(0, "snapshot_bad_chunk")]
-            assert list(store.iterate(b"")) == []  # nothing written: the install never started
+            # Nothing of the snapshot written: only the install's marker, so the store never opens as a chain (the
+            # next start restarts the install).
+            assert [k for k, _ in store.iterate(b"")] == [KEY_INSTALLING]
+            with pytest.raises(ChainError):
+                Chain(store, NET.genesis)
         finally:
             store.close()
     finally:
@@ -183,3 +188,89 @@ async def test_the_snapshot_server_refuses_a_peer_over_its_budget_and_reads_noth
     assert sum(isinstance(m, Chunk) for m in to5) == 2 and to5.count(Refused("over_budget")) == 1
     assert any(to == 6 and isinstance(m, Offer) and m.height == 2 for to, m in sent)
     assert server.refused == {"over_budget": 1}
+
+
+class _HeldNet:
+    """A fake peer layer: chunk requests are held, then answered from the snapshot directory by :meth:`serve`."""
+
+    def __init__(self, snaps: Path, sources: frozenset[int]) -> None:
+        self.snaps = snaps
+        self.sources = sources
+        self.held: list[tuple[int, ChunkRequest]] = []
+        self.most_held = 0
+        self.most_held_per_peer = 0
+        self.served: dict[int, int] = {}
+        self.refuse_first_of: int | None = None
+        self.penalties: list[tuple[int, str]] = []
+
+    def send(self, to: int, channel: int, payload: bytes) -> bool:
+        m = decode_snapshot_message(payload)
+        assert isinstance(m, ChunkRequest)
+        self.held.append((to, m))
+        self.most_held = max(self.most_held, len(self.held))
+        self.most_held_per_peer = max(self.most_held_per_peer, sum(1 for p, _ in self.held if p == to))
+        return True
+
+    def connected(self) -> frozenset[int]:
+        return self.sources
+
+    def penalize(self, peer: int, reason: str) -> None:
+        self.penalties.append((peer, reason))
+
+    async def serve(self, sync: StateSync, done: asyncio.Event) -> None:
+        from cowboy_node.snapshot.create import chunk_file
+
+        while not done.is_set():
+            await asyncio.sleep(0.02)
+            held, self.held = self.held, []
+            for peer, m in held:
+                if peer == self.refuse_first_of:
+                    self.refuse_first_of = None
+                    sync.receive(peer, encode_snapshot_message(Refused("over_budget")))
+                    continue
+                data = (self.snaps / str(m.height) / chunk_file(m.index)).read_bytes()
+                self.served[peer] = self.served.get(peer, 0) + 1
+                sync.receive(peer, encode_snapshot_message(Chunk(m.height, m.index, data)))
+
+
+@pytest.mark.parametrize("window,per_peer,most", [(4, 2, 4), (4, 1, 2), (3, 2, 3)])
+async def test_chunks_are_fetched_several_at_once_from_every_source_within_the_window(
+        tmp_path: Path, window: int, per_peer: int, most: int) -> None:
+    """At most ``window`` in flight, ``per_peer`` per source, both sources used; a source over its budget is rested,
+    not dropped nor penalized, and serves again."""
+    from cowboy_node.snapshot.create import MANIFEST_FILE, list_snapshots
+    from cowboy_node.snapshot.manifest import decode_manifest
+    from cowboy_node.snapshot.verify import verify_manifest
+
+    source, _ = build_chain(4, store=LevelDBStore(tmp_path / "src"),
+                            txs=lambda h: [transfer(ALICE_SK, 40 * (h - 1) + i, (0x50_0000 + 40 * h + i).to_bytes(
+                                20, "big"), 5) for i in range(40)])
+    view = source.store.snapshot()
+    try:
+        create_snapshot(view, height=4, chain_id=NET.genesis.chain_id, genesis_hash=NET.genesis.hash(),
+                        out_root=tmp_path / "snapshots", chunk_bytes=1024)
+    finally:
+        view.close()
+    (m,) = list_snapshots(tmp_path / "snapshots")
+    assert len(m.chunks) >= 8
+    net = _HeldNet(tmp_path / "snapshots", frozenset({0, 1}))
+    net.refuse_first_of = 1
+    sync = StateSync(net, NET.genesis, scheme(NET, None),
+                     limits=SyncLimits(window=window, per_peer=per_peer, verify_workers=0, busy_retry_s=0.1))
+    verified = verify_manifest(decode_manifest((tmp_path / "snapshots" / "4" / MANIFEST_FILE).read_bytes()),
+                               NET.genesis, scheme(NET, None))
+    done = asyncio.Event()
+    server = asyncio.get_running_loop().create_task(net.serve(sync, done))
+    store = LevelDBStore(tmp_path / "data")
+    try:
+        installed = await sync.fetch_and_install(verified, [0, 1], store, tmp_path / "data")
+        assert installed.height == 4
+        assert {k: v for k, v in store.iterate(b"s/")} == {k: v for k, v in source.store.iterate(b"s/")}
+    finally:
+        done.set()
+        await server
+        store.close()
+        source.close()
+    assert net.most_held == most and net.most_held_per_peer == per_peer  # pipelined, within both bounds
+    assert net.served.get(0, 0) >= 1 and net.served.get(1, 0) >= 2  # the refusing source served again
+    assert net.penalties == [] and sync.penalized == []

@@ -1,0 +1,71 @@
+"""The automatic fall-back to state sync in a real 4-validator network (issue 34 §2): the validators keep only the
+last 100 blocks (``[storage] retain_blocks``) and take snapshots every 5 blocks; one is stopped, its data directory
+wiped, and restarted with the default configuration (no ``[snapshot] state_sync``): it starts from genesis, block
+sync asks for height 1, every peer answers ``SyncPruned``, and the node — without operator action — logs why,
+restarts into a state sync, installs the others' newest snapshot, block-syncs from its height, waits out the
+double-sign guard's watch, votes, and agrees with the others."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import BLOCK_TIME_MS, FORM_TIMEOUT_S, LOG_LINES
+from tests.e2e.netproc import RpcUnavailable, Testnet
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def pruning(tmp_path: Path) -> Iterator[Testnet]:
+    net = Testnet.create(tmp_path, n=4, block_time_ms=BLOCK_TIME_MS // 2, proxied=False)  # 100+ blocks to prune
+    for v in net.validators:
+        conf = v.home / "config.toml"
+        text = conf.read_text().replace("interval_blocks = 0", "interval_blocks = 5")
+        conf.write_text(text.replace("retain_blocks = 0", "retain_blocks = 100"))
+    try:
+        try:
+            net.start()
+            net.wait_heights(2, FORM_TIMEOUT_S)
+        except BaseException:
+            print(net.logs(LOG_LINES))
+            raise
+        yield net
+    finally:
+        net.close()
+
+
+def test_a_wiped_validator_whose_peers_pruned_falls_back_to_state_sync_by_itself(pruning: Testnet) -> None:
+    net, victim = pruning, 3
+    net.wait_heights(104, timeout=360)  # heights 1..3 and more are pruned everywhere (retain_blocks = 100)
+    assert net.stop(victim) == 0
+    net.wipe(victim)
+    conf = (net.validators[victim].home / "config.toml").read_text()
+    assert "# state_sync = false" in conf and "# auto_state_sync = true" in conf  # defaults: no operator action
+    others = net.others(victim)
+    assert all(net.status(i)["storage"]["earliest_retained_height"] > 1 for i in others)
+    net.start(victim)
+    log_path = net.validators[victim].log_path
+    deadline = time.monotonic() + 120
+    earliest = 0
+    while earliest == 0:  # it first starts from genesis, then restarts itself into the state sync
+        assert time.monotonic() < deadline, net.logs(LOG_LINES)
+        with contextlib.suppress(RpcUnavailable, AssertionError):  # restarting
+            earliest = net.status(victim)["storage"]["earliest_retained_height"]
+        time.sleep(0.2)
+    log = log_path.read_text(errors="replace")
+    assert "falling back to state sync" in log and "pruned" in log
+    assert "fall-back to state sync: installed" in log
+    assert earliest > 1 and earliest % 5 == 0  # a snapshot's height, not a replay from genesis
+    assert not (net.validators[victim].data_dir.parent / "data.statesync-requested").exists()
+    deadline = time.monotonic() + 90
+    while not net.status(victim)["consensus"]["voting"]["enabled"]:  # the double-sign guard watched first
+        assert time.monotonic() < deadline, net.status(victim)["consensus"]["voting"]
+        time.sleep(0.2)
+    top = max(h for h in net.heights(others).values() if h is not None) + 2
+    net.wait_heights(top, timeout=60)
+    net.assert_agreement(top, from_height=earliest)
