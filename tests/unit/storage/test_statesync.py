@@ -256,7 +256,7 @@ async def test_chunks_are_fetched_several_at_once_from_every_source_within_the_w
     net = _HeldNet(tmp_path / "snapshots", frozenset({0, 1}))
     net.refuse_first_of = 1
     sync = StateSync(net, NET.genesis, scheme(NET, None),
-                     limits=SyncLimits(window=window, per_peer=per_peer, verify_workers=0, busy_retry_s=0.1))
+                     limits=SyncLimits(window=window, per_peer=per_peer, verify_workers=0, busy_retry_s=0.001))
     verified = verify_manifest(decode_manifest((tmp_path / "snapshots" / "4" / MANIFEST_FILE).read_bytes()),
                                NET.genesis, scheme(NET, None))
     done = asyncio.Event()
@@ -272,5 +272,7 @@ async def test_chunks_are_fetched_several_at_once_from_every_source_within_the_w
         store.close()
         source.close()
     assert net.most_held == most and net.most_held_per_peer == per_peer  # pipelined, within both bounds
-    assert net.served.get(0, 0) >= 1 and net.served.get(1, 0) >= 2  # the refusing source served again
+    # The refusing source served again after its rest (its first request was refused, so any chunk it served came
+    # after); its rest (1 ms) is shorter than one serving round (20 ms), so how many it served is not a race.
+    assert net.served.get(0, 0) >= 1 and net.served.get(1, 0) >= 1
     assert net.penalties == [] and sync.penalized == []
