@@ -52,6 +52,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "storage.prune_batch_blocks": (1, 10_000),
     "snapshot.interval_blocks": (0, 2**31 - 1),  # 0: no periodic snapshots
     "snapshot.keep": (1, 1000),
+    "snapshot.fallback_behind_blocks": (0, 2**31 - 1),  # 0: fall back only when peers have pruned what we need
     "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
     "rpc.max_connections": (1, 1_048_576),
