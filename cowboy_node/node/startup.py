@@ -15,14 +15,13 @@ from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
-from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
 from cowboy_node.node.keys import load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.node.snapshotter import Snapshotter
-from cowboy_node.node.statesync import StateSync
 from cowboy_node.node.statesync_fallback import FallbackPolicy, FallbackTrigger, state_sync_if_requested
+from cowboy_node.node.statesync_link import state_sync_link, validator_index
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
@@ -34,12 +33,10 @@ from cowboy_node.rpc.subscriptions import SubscriptionHub, SubscriptionLimits
 from cowboy_node.rpc.ui_routes import UiConfig
 from cowboy_node.snapshot.create import SNAPSHOT_DIR
 from cowboy_node.snapshot.manifest import SnapshotError
-from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
-from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
 
 log = get_logger("cowboy.node")
@@ -98,33 +95,13 @@ async def state_sync_if_empty(cfg: NodeConfig, home: Path, genesis: Genesis, sto
         return
     if BlockStore(store).head_height() is not None and store.get(KEY_INSTALLING) is None:
         return
-    public = ed25519.public_key_from_seed(ed25519_seed)
-    me = next((i for i, v in enumerate(genesis.validators) if v.ed25519_public_key == public), None)
+    me = validator_index(genesis, ed25519_seed)
     if me is None:
         return  # the node refuses this key right after, naming it
     path = str(home / "config.toml")
-    scheme = ThresholdScheme(genesis.group_public_key, genesis.share_public_keys(), genesis.threshold, None)
-    holder: list[PeerNetwork] = []
-
-    class _Net:
-        def send(self, to: int, channel: int, payload: bytes) -> bool:
-            return holder[0].send(to, channel, payload)
-
-        def connected(self) -> frozenset[int]:
-            return holder[0].connected()
-
-        def penalize(self, peer: int, reason: str) -> None:
-            holder[0].penalize(peer, reason)
-
-    sync = StateSync(_Net(), genesis, scheme)
-    host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
-    net = PeerNetwork(me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port,
-                      peers=peer_infos(cfg, genesis, me, path),
-                      validator_keys=[v.ed25519_public_key for v in genesis.validators], network_id=genesis.hash(),
-                      cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
-                      on_message=lambda s, c, p: sync.receive(s, p) if c == CH_SNAPSHOT else None,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S))
-    holder.append(net)
+    sync, net = state_sync_link(cfg, genesis, ed25519_seed, me, config_path=path,
+                                peers=lambda i: peer_infos(cfg, genesis, i, path), cert_path=home / P2P_CERT_FILE,
+                                key_path=home / P2P_KEY_FILE, idle_timeout_s=P2P_IDLE_TIMEOUT_S)
     log.info("empty data directory: state-syncing from the other validators' snapshots", data=str(cfg.data_path))
     await net.start()
     try:

@@ -35,15 +35,12 @@ from pathlib import Path
 
 from cowboy_node.chain.blockstore import KEY_INSTALLING, BlockStore
 from cowboy_node.chain.genesis import Genesis
-from cowboy_node.consensus.simplex.scheme import ThresholdScheme
-from cowboy_node.node.config import NodeConfig, split_host_port
-from cowboy_node.node.statesync import StateSync
+from cowboy_node.node.config import NodeConfig
+from cowboy_node.node.statesync_link import state_sync_link, validator_index
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.snapshot.manifest import SnapshotError
-from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.store import StateStore
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
-from cowboy_protocol.crypto import ed25519
+from cowboy_node.transport.peers import PeerInfo
 
 log = get_logger("cowboy.statesync")
 
@@ -169,33 +166,11 @@ async def state_sync_if_requested(cfg: NodeConfig, home: Path, genesis: Genesis,
         return False
     installing = store.get(KEY_INSTALLING) is not None
     head = 0 if installing else (BlockStore(store).head_height() or 0)
-    public = ed25519.public_key_from_seed(ed25519_seed)
-    me = next((i for i, v in enumerate(genesis.validators) if v.ed25519_public_key == public), None)
+    me = validator_index(genesis, ed25519_seed)
     if me is None:
         return False  # the node refuses this key right after, naming it
-    path = str(home / "config.toml")
-    scheme = ThresholdScheme(genesis.group_public_key, genesis.share_public_keys(), genesis.threshold, None)
-    holder: list[PeerNetwork] = []
-
-    class _Net:
-        def send(self, to: int, channel: int, payload: bytes) -> bool:
-            return holder[0].send(to, channel, payload)
-
-        def connected(self) -> frozenset[int]:
-            return holder[0].connected()
-
-        def penalize(self, peer: int, why: str) -> None:
-            holder[0].penalize(peer, why)
-
-    sync = StateSync(_Net(), genesis, scheme)
-    host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
-    net = PeerNetwork(me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port,
-                      peers=peers(me),
-                      validator_keys=[v.ed25519_public_key for v in genesis.validators], network_id=genesis.hash(),
-                      cert_path=cert_path, key_path=key_path,
-                      on_message=lambda s, c, p: sync.receive(s, p) if c == CH_SNAPSHOT else None,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=idle_timeout_s))
-    holder.append(net)
+    sync, net = state_sync_link(cfg, genesis, ed25519_seed, me, config_path=str(home / "config.toml"), peers=peers,
+                                cert_path=cert_path, key_path=key_path, idle_timeout_s=idle_timeout_s)
     log.warning("falling back to state sync", reason=reason, head=head, data=str(cfg.data_path))
     await net.start()
     try:
