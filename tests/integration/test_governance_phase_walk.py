@@ -42,7 +42,7 @@ from tests.integration.runnerproc import (
     submit_job,
 )
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(600)
 
 FLAGS = ("CIP11_TRANSPORT_ENABLED", "CIP11_PRESENCE_SHADOW_ENABLED", "CIP11_PRESENT_FIRST_ENABLED",
          "CIP11_POLL_DISABLED", "PRESENCE_HARD_EXCLUDE_ENABLED")

@@ -23,7 +23,7 @@ from aiohttp import web
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)
 
 REQUEST = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
 

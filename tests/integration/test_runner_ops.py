@@ -37,7 +37,7 @@ from tests.integration.runnerproc import (
     submit_job_call,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)
 
 HEARTBEAT_TIMEOUT_BLOCKS = 60
 """The node's genesis ``limits.heartbeat_timeout_blocks`` (default 100): 15 s at 250 ms blocks."""

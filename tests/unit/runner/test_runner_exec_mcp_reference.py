@@ -34,7 +34,7 @@ from cowboy_runner.executors import (
 )
 from tests.unit.runner_exec_servers import REPO, start_time_server_http
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(300)
 
 TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 """The reference server's console script, installed from the lock next to this interpreter."""
