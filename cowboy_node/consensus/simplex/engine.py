@@ -737,7 +737,8 @@ class Engine:
         """A vote for a view already finalized here is not processed, but it shows its signer alive: a validator
         whose votes reach us after the others finalized would otherwise be presumed down and lose its leader
         views although it proposes. It counts only once its own partial verifies (the authenticated transport
-        names the sender, but activity is never taken from an unchecked signature), and the check is paid only
+        names the sender, but activity is never taken from an unchecked signature; a bad one is reported as
+        :class:`Faulty`), and the check is paid only
         when it can matter and at most once per signer per view entered, so late junk costs at most ``n − 1``
         checks per view:
 
@@ -756,6 +757,8 @@ class Engine:
         self._late_checked[sender] = self.view
         if self.scheme.verify(sender, vote.vote_message(), vote.signature):
             self._last_vote_view[sender] = view
+        else:  # the authenticated sender signed badly: faulty, reported (once per view at most, by the budget)
+            self._emit(Faulty(sender, vote.round, f"bad late {type(vote).__name__.lower()} signature"))
 
     def _try_certify(self, v: _View) -> None:
         """Assemble whichever certificates the collected votes allow (verifying partials lazily, at quorum)."""

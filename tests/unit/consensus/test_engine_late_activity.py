@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 
 from cowboy_node.consensus.simplex.elector import Election
-from cowboy_node.consensus.simplex.engine import Broadcast, Config, Engine, Output, ProposalWanted
+from cowboy_node.consensus.simplex.engine import Broadcast, Config, Engine, Faulty, Output, ProposalWanted
 from cowboy_node.consensus.simplex.types import (
     Finalization,
     Finalize,
@@ -113,13 +113,22 @@ class _Run:
         self.finalized.append(p)
         return p
 
+    def _late(self, p: Proposal, forged: bool) -> None:
+        """The slow validator's finalize of ``p``, after ``p`` is final: not processed (nothing but, when forged,
+        the report of its bad signature)."""
+        outs = self.engine.receive(SLOW, _finalize(SLOW, p, forged), self.now)
+        if forged:
+            assert outs == [Faulty(SLOW, p.round, "bad late finalize signature")]
+        else:
+            assert outs == []
+
     def to_view_7(self, late: bool, forged: bool = False) -> None:
         """Views 1..6; the slow validator's finalize vote of each finalized view arrives after its finalization."""
         e = self.engine
         for view in (1, 2):
             p = self.finalize_view(view)
             if late:
-                assert e.receive(SLOW, _finalize(SLOW, p, forged), self.now) == []  # not processed otherwise
+                self._late(p, forged)
         self.now += 2 * D
         e.tick(self.now)  # view 3: 3 - 0 <= 4, the slow leader still gets its timeout
         entered_4 = self.nullify_view(3)
@@ -128,7 +137,7 @@ class _Run:
                 self.now += 1
             p = self.own_view(4, entered_4) if view == 4 else self.finalize_view(view)
             if late:
-                assert e.receive(SLOW, _finalize(SLOW, p, forged), self.now) == []
+                self._late(p, forged)
         assert e.view == 7 and e.leader_of(7) == SLOW
 
 
@@ -166,10 +175,12 @@ def test_late_votes_cost_at_most_one_check_per_signer_per_view() -> None:
     e, scheme = run.engine, run.scheme
     p = run.finalized[-1]
     before = scheme.checks
+    faults = []
     for k in range(50):  # a flood of late votes from one signer (forged: none of them counts)
         vote = Finalize(p, SLOW, hashlib.sha384(b"junk%d" % k).digest(), bytes(48))
-        assert e.receive(SLOW, vote, run.now) == []
+        faults += e.receive(SLOW, vote, run.now)
     assert scheme.checks - before == 1
+    assert faults == [Faulty(SLOW, p.round, "bad late finalize signature")]  # the one checked, reported once
     for _ in range(50):  # a valid late vote in the same view waits for the next view's budget
         e.receive(SLOW, _finalize(SLOW, p), run.now)
     assert scheme.checks - before == 1
