@@ -37,6 +37,7 @@ from tests.unit.node.journal_harness import (
     proposal,
 )
 from tests.unit.node.test_consensus_preverify import _Net, _service
+from tests.unit.node_harness import make_node
 
 LEADER = 1  # of view 1 (round robin); view 2's is 2
 BOUND_S = 30.0
@@ -273,11 +274,58 @@ def test_stopping_drops_what_is_queued_and_the_journal_closes_after_the_write_in
         outs = act(svc, engine.verified(p, True, 1_001))
         await _entered(journal.entered)
         svc._outbox.stop()  # what ConsensusService.run does first when it stops
+        closed_during_write: list[bool] = []
+        real_close = journal.close
+
+        def recording_close() -> None:
+            closed_during_write.append(not journal.gate.is_set() or not journal.writes)
+            real_close()
+
+        journal.close = recording_close  # type: ignore[method-assign]
+        # the write is released only once close() waits for the writer thread: a journal closed before that
+        # would be closed under the held write
+        writer = svc._outbox._writer
+        waiting = threading.Event()
+        real_shutdown = writer.shutdown
+
+        def shutdown(wait: bool = True, *, cancel_futures: bool = False) -> None:
+            waiting.set()
+            real_shutdown(wait=wait, cancel_futures=cancel_futures)
+
+        writer.shutdown = shutdown  # type: ignore[method-assign]
+        closing = asyncio.ensure_future(asyncio.to_thread(svc.close))
+        await _entered(waiting)
         journal.gate.set()
-        await asyncio.to_thread(svc.close)  # waits for the write in flight, then closes the journal
-        assert svc.fatal is None  # the write was not cut short by the journal closing under it
+        await asyncio.wait_for(closing, BOUND_S)
+        assert closed_during_write == [False]  # closed once, after the write in flight returned
+        assert svc.fatal is None
         assert journal.writes == [[o.vote for o in outs if isinstance(o, Journal)]]  # journaled…
         assert consensus_sent(net) == 0  # …and not sent: safe (a restart knows it signed it)
         assert VoteJournal(journal.path).load() == journal.writes[0]
 
     asyncio.run(run())
+
+
+# ------------------------------------------------------------------------------------------------ produce_once
+
+
+def test_produce_once_with_a_journal_commits_after_the_votes_are_written_off_the_loop(tmp_path: Path) -> None:
+    """A single validator driven by hand: ``produce_once`` returns with the block committed, its notarize and
+    finalize journaled (one group commit, on the writer thread) before."""
+    node = make_node()
+    path = tmp_path / "consensus-votes.journal"
+    create_empty_journal(path)
+    journal = _HeldJournal(path)
+    journal.gate.set()
+    node.consensus.journal = journal
+
+    async def run() -> None:
+        await node.produce_block()
+        assert node.chain.height == 1
+        assert [[type(v) for v in w] for w in journal.writes] == [[Notarize, Finalize]]
+        assert journal.threads[0] is not threading.current_thread()
+        await node.produce_block()
+        assert node.chain.height == 2
+
+    asyncio.run(run())
+    node.consensus.close()
