@@ -13,6 +13,8 @@ import errno
 import threading
 from pathlib import Path
 
+import pytest
+
 from cowboy_node.consensus.journal import JournalWriteError, VoteJournal, create_empty_journal
 from cowboy_node.consensus.simplex.engine import Broadcast, Journal, Output, ProposalWanted, Send
 from cowboy_node.consensus.simplex.types import (
@@ -25,6 +27,7 @@ from cowboy_node.consensus.simplex.types import (
     encode_message,
 )
 from cowboy_node.consensus.sync_messages import CH_CONSENSUS
+from cowboy_node.node import consensus_service as service_mod
 from cowboy_node.node.consensus_service import ConsensusService
 from cowboy_node.types.block import Block, Round
 from tests.unit.node.journal_harness import (
@@ -329,3 +332,49 @@ def test_produce_once_with_a_journal_commits_after_the_votes_are_written_off_the
 
     asyncio.run(run())
     node.consensus.close()
+
+
+# ------------------------------------------------------------------------------------------------ compaction
+
+
+class _ThreadRecordingCompaction(VoteJournal):
+    """Records the thread each compaction ran on; ``fail`` makes it fail as a full disk would."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.threads: list[threading.Thread] = []
+        self.fail = False
+
+    def compact(self, above_view: int) -> None:
+        self.threads.append(threading.current_thread())
+        if self.fail:
+            raise JournalWriteError(self.path.with_suffix(".tmp"), "write failed: No space left on device",
+                                    errno.ENOSPC)
+        super().compact(above_view)
+
+
+def test_compaction_runs_on_the_writer_thread_and_its_failure_stops_the_validator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction rewrites the file the appends write to: it runs on their thread, in turn with them (never on the
+    loop while an append is in flight), and a failure stops the validator as a failed append does."""
+    monkeypatch.setattr(service_mod, "COMPACT_AFTER", 0)
+
+    async def run() -> None:
+        svc, _ = _service(0)
+        path = tmp_path / "consensus-votes.journal"
+        create_empty_journal(path)
+        journal = _ThreadRecordingCompaction(path)
+        svc.journal = journal
+        svc.start_engine()
+        journal.append(nullify(0, Round(0, 1)))  # one record, so that compaction has something to look at
+        svc._compact_journal()
+        await svc._outbox.run(lambda: None)  # the writer thread has done what was submitted before
+        assert journal.threads and journal.threads[0] is not threading.current_thread()
+        assert svc.fatal is None
+        journal.fail = True
+        svc._compact_journal()
+        await svc._outbox.run(lambda: None)
+        assert svc.fatal is not None and svc.fatal.errno == errno.ENOSPC and svc.stopping
+        svc.close()
+
+    asyncio.run(run())
