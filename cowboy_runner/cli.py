@@ -198,10 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "fn", None) is None:
         p.print_help(sys.stderr)
         return EXIT_CONFIG
-    if args.command != "run":
+    if argv is None and args.command != "run":
         # `cowboy-runner status | head`: a closed pipe ends a printing command quietly, as it does any Unix
         # filter (Python ignores SIGPIPE and would die with BrokenPipeError). Not for the daemon: its sockets
-        # rely on SIGPIPE being ignored.
+        # and its MCP servers' pipes rely on SIGPIPE being ignored. Only as the process's own entry point (argv
+        # None): called in-process (tests) it must not change the host process's signal disposition.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         code: int = args.fn(args)

@@ -217,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+DAEMON_COMMANDS = frozenset({"run"})
+"""Long-running commands: they keep Python's SIGPIPE disposition (ignored; a closed pipe or socket is an error)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``cowboy-node`` console script."""
     args = build_parser().parse_args(argv)
@@ -224,7 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "block_time_ms", None) is not None and not lo <= args.block_time_ms <= hi:
         print(f"error: --block-time-ms must be in {lo}..{hi}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if argv is None and args.command not in DAEMON_COMMANDS:
+        # `cowboy-node status | head`: a closed pipe ends a printing command quietly, as it does any Unix filter
+        # (Python ignores SIGPIPE and would die with BrokenPipeError). Not for the daemon: with SIGPIPE at its
+        # default, any write to a closed pipe or socket would kill the validator instead of raising an error it
+        # handles. And only as the process's own entry point (argv None): called in-process (tests, embedding) it
+        # must not change the host process's signal disposition.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     rc: int = args.func(args)
     return rc
 
