@@ -201,6 +201,38 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceComparisonOperator_NotEq_Gt", 50, "if h.round.epoch > 0 or h.round <= parent.round:",
          "Round.epoch is decoded as an unsigned integer (expect_uint), so > 0 iff != 0"),
     ),
+    "framing": (
+        ("core/ReplaceBinaryOperator_Sub_Add", 83, "take = min(HEADER_LEN - len(self._buf), len(view) + pos)",
+         "the slice view[pos:pos + take] stops at the chunk's end and pos past it ends the loop: a larger take only when the chunk is short, then the prefix is incomplete and the loop breaks as before"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Sub_Add", 93, "take = min(need, len(view) + pos)",
+         "the slice view[pos:pos + take] stops at the chunk's end and pos past it ends the loop: a larger take only when the chunk is short, then the payload is incomplete and the loop breaks as before"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Sub_Mul", 72, "while n * pos >= HEADER_LEN:",
+         "n * 0 < HEADER_LEN: the fast path is never taken and the buffered loop decodes every frame, with the same checks in the same order (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 21, "if length <= 0:",
+         "the length is decoded with int.from_bytes (unsigned), so <= 0 iff == 0"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 81, "while pos != len(view):",
+         "pos never passes len(view): every take is at most len(view) - pos"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 86, "if len(self._buf) != HEADER_LEN:",
+         "the buffer never holds more than HEADER_LEN prefix bytes (take <= HEADER_LEN - len(buf)), so != iff <"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 96, "if len(self._buf) != self._length:",
+         "the buffer never holds more than the frame's length (take <= need), so != iff <"),
+        ("core/ReplaceComparisonOperator_Lt_LtE", 34, "code = \"frame_truncated\" if len(data) <= HEADER_LEN + length else \"trailing_bytes\"",  # noqa: E501
+         "inside `if len(data) != HEADER_LEN + length`, so len(data) == HEADER_LEN + length never reaches this test"),
+        ("core/ReplaceComparisonOperator_Lt_LtE", 81, "while pos <= len(view):",
+         "at pos == len(view) one more pass takes 0 bytes and meets the incomplete-prefix or incomplete-payload break"),
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 76, "if end != n:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 76, "if end >= n:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Eq", 72, "while n - pos == HEADER_LEN:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Gt", 72, "while n - pos > HEADER_LEN:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 87, "continue",
+         "the prefix is incomplete only when the chunk is used up (pos == len(view)), so continue ends the loop as break does"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 97, "continue",
+         "the payload is incomplete only when the chunk is used up (pos == len(view)), so continue ends the loop as break does"),  # noqa: E501
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
