@@ -96,8 +96,8 @@ MODULES: tuple[Module, ...] = (
            (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
             f"{PROTO}/test_transport_session_jobs.py")),
     Module("validator-session", "cowboy_protocol/transport/validator_session.py",
-           (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
-            f"{PROTO}/test_transport_session_jobs.py")),
+           (f"{PROTO}/test_transport_validator_session_mutants.py", f"{PROTO}/test_transport_session_handshake.py",
+            f"{PROTO}/test_transport_session_heartbeat.py", f"{PROTO}/test_transport_session_jobs.py")),
     Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
            (f"{EXE}/test_pvm_escapes.py", f"{EXE}/test_pvm_policy.py", f"{EXE}/test_pvm_metering.py")),
 )
