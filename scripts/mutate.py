@@ -233,6 +233,20 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceBreakWithContinue", 97, "continue",
          "the payload is incomplete only when the chunk is used up (pos == len(view)), so continue ends the loop as break does"),  # noqa: E501
     ),
+    "validator-session": (
+        ("core/ReplaceBinaryOperator_Sub_Add", 197, "if self._state is SessionState.AUTHENTICATED and not self._jobs and now + self._last_rx < self._idle_timeout:",  # noqa: E501
+         "clock readings are >= 0, so now + last_rx < idle implies now - last_rx < idle: the shortcut is taken less often, and the checks it skips find nothing either way"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 363, "if job.cancelled and (kind <= \"commit\" or not job.commit_seen):",  # noqa: E501
+         "kind is \"commit\" or \"result\", and \"result\" > \"commit\": <= \"commit\" iff == \"commit\""),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 365, "if kind <= \"commit\":",
+         "kind is \"commit\" or \"result\", and \"result\" > \"commit\": <= \"commit\" iff == \"commit\""),
+        ("core/ReplaceTrueWithFalse", 88, "@dataclass(frozen=True, slots=False)",
+         "Admission is frozen and never given new attributes: slots only saves memory"),
+        ("core/ReplaceTrueWithFalse", 112, "@dataclass(slots=False)",
+         "_Job is private to the session and never given new attributes: slots only saves memory"),
+        ("core/ReplaceAndWithOr", 299, "assert self._ctx is not None or self._admission is not None",
+         "an invariant: _on_hello sets both the context and the admission before the state becomes HANDSHAKE, so neither form fails"),  # noqa: E501
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason
-from cowboy_protocol.transport.frames import AckStatus, Hello, HelloAck, JobAck, JobResultCommit
+from cowboy_protocol.transport.frames import AckStatus, Hello, HelloAck, JobAck, JobResult, JobResultCommit
 from cowboy_protocol.transport.preimages import make_assignment, sign_frame, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
@@ -132,3 +132,32 @@ def test_a_second_commitment_after_a_cancel_is_dropped_even_after_a_first_one() 
     p.v.cancel(JOB, CancelReason.RESELECTED)
     assert deliver(p.v, [JobResultCommit(JOB, TX)], 2.0) == [ResultDropped(JOB, "commit")]
     assert not p.v.closed
+
+
+def test_the_ack_timeout_fires_when_the_head_jumped_past_its_block() -> None:
+    # The head may advance several blocks between two ticks (a burst of blocks, a sync): the timeout is "at or after
+    # pushed + ACK_TIMEOUT_BLOCKS", not only at that exact height.
+    p = _pair(validator_kw={"ack_timeout_blocks": 15})
+    p.height[0] = 200
+    p.v.push(make_assignment(CHAIN, VALIDATOR, JOB, JOB_SPEC, 100, 260, RUNNER.pubkey))
+    assert p.v.tick(1.0, 210) == []
+    assert p.v.tick(2.0, 230) == [AckTimedOut(JOB)]
+
+
+def test_a_second_result_after_a_cancel_without_a_commitment_is_dropped() -> None:
+    # §10.5: only the reveal of a commitment already received survives a cancel. A JobResult sent directly (M == 1,
+    # no commitment) is not a commitment, so after the cancel a further result frame is dropped.
+    p = _pair()
+    _accepted(p)
+    p.r.send_result(JOB, TX)
+    assert p.r_to_v(1.5) == [ResultFrame(JOB, "result", TX)]
+    p.v.cancel(JOB, CancelReason.JOB_SETTLED)
+    assert deliver(p.v, [JobResult(JOB, TX)], 2.0) == [ResultDropped(JOB, "result")]
+    assert not p.v.closed
+
+
+def test_the_admission_verdict_is_kept_from_the_hello() -> None:
+    p = Pair()
+    assert p.v.admission is None
+    p.handshake(0.0)
+    assert p.v.admission == Admission(True, None, RUNNER_INDEX, ADDRESS)
