@@ -247,6 +247,22 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceAndWithOr", 299, "assert self._ctx is not None or self._admission is not None",
          "an invariant: _on_hello sets both the context and the admission before the state becomes HANDSHAKE, so neither form fails"),  # noqa: E501
     ),
+    "runner-session": (
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 279, "if self._outstanding is None or echo < self._outstanding[0]:",
+         "echo <= newest was checked above and the outstanding nonce is the newest ping's: echo > outstanding never happens, so < iff !="),  # noqa: E501
+        ("core/ReplaceUnaryOperator_USub_Invert", 112, "self._last_answered = ~1  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
+         "~1 == -2, and nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
+        ("core/ReplaceTrueWithFalse", 81, "@dataclass(slots=False)",
+         "_Job is private to the session and never given new attributes: slots only saves memory"),
+        ("core/ReplaceAndWithOr", 266, "assert self._ctx is not None or self._peer_hello is not None",
+         "an invariant: _on_hello sets the context and the peer Hello together, and a HelloAck is dispatched here only after it"),  # noqa: E501
+        ("core/NumberReplacer", 108, "self._height = 1",
+         "start() sets _height before anything reads it for the wire (a tick before start only takes a max that start overwrites)"),  # noqa: E501
+        ("core/NumberReplacer", 108, "self._height = -1",
+         "start() sets _height before anything reads it for the wire (a tick before start only takes a max that start overwrites)"),  # noqa: E501
+        ("core/NumberReplacer", 112, "self._last_answered = - 2  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
+         "nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),

@@ -10,16 +10,24 @@ from dataclasses import replace
 
 import pytest
 
-from cowboy_protocol.transport.enums import GoodbyeReason, RejectReason
+from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason
 from cowboy_protocol.transport.errors import LocalProtocolError
-from cowboy_protocol.transport.frames import AckStatus, JobAck, JobResultCommit, PresenceReceiptFrame
-from cowboy_protocol.transport.preimages import make_assignment, presence_receipt_digest, validator_set_hash
+from cowboy_protocol.transport.frames import (
+    AckStatus,
+    JobAck,
+    JobCancel,
+    JobResultCommit,
+    PresenceReceiptFrame,
+    PresenceReceiptRequest,
+)
+from cowboy_protocol.transport.preimages import make_assignment, presence_receipt_digest, sign_frame, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import (
     AckReceived,
     AssignmentReceived,
     AssignmentRejected,
+    PongReceived,
     PresenceReceiptReceived,
     ResultFrame,
 )
@@ -140,3 +148,65 @@ def test_result_tx_bytes_must_be_a_length_prefix_and_a_non_empty_body() -> None:
 def test_the_runner_offers_the_hash_of_its_snapshot() -> None:
     r, _ = _connected()
     assert r.validator_set_hash == validator_set_hash(VSET) == VSH
+
+
+def _accepted_pair() -> Pair:
+    p = Pair()
+    p.handshake(0.0)
+    p.v.push(make_assignment(CHAIN, VALIDATOR, JOB, JOB_SPEC, 100, 160, RUNNER.pubkey))
+    p.v_to_r(1.0)
+    p.r.ack(JOB, AckStatus.accepted())
+    p.r_to_v(1.1)
+    return p
+
+
+def test_a_four_byte_body_is_a_valid_result_transaction() -> None:
+    # The prefix is the body's length, whatever that length is (here 4, where len % 4 would be 0).
+    p = _accepted_pair()
+    tx = b"\x00\x00\x00\x04" + b"\xa1\x00\x00\x00"
+    p.r.send_result(JOB, tx)
+    assert p.r_to_v(1.2) == [ResultFrame(JOB, "result", tx)]
+
+
+def test_the_pong_round_trip_is_the_time_since_its_ping() -> None:
+    # Ping at 1.0, pong at 3.5: 2.5 s (times where the difference is not also a remainder, 3.5 % 1.0 = 0.5).
+    p = Pair()
+    p.handshake(0.0)
+    nonce = p.r.ping(1.0, 101)
+    p.r_to_v(1.0)
+    assert p.v_to_r(3.5) == [PongReceived(nonce, 2.5, True, 100)]
+
+
+def test_a_pong_older_than_the_last_answered_is_a_protocol_error() -> None:
+    # Pongs 0 and 1 both crossed ping 1 in flight; 1 was answered first, so 0 is behind the last answered nonce.
+    p = Pair()
+    p.handshake(0.0)
+    p.r.ping(1.0, 101)
+    p.r.ping(2.0, 102)
+    p.r_to_v(2.0)
+    pong0, pong1 = p.v.take_outbound()
+    assert [type(e) for e in deliver(p.r, [pong1], 2.5)] == [PongReceived]
+    assert closed(deliver(p.r, [pong0], 2.6)).reason is GoodbyeReason.PROTOCOL_ERROR
+
+
+def test_a_cancel_for_another_assignment_hash_is_refused_whichever_way_it_sorts() -> None:
+    for forged in (b"\x00" * 32, b"\xff" * 32):
+        p = _accepted_pair()
+        assert p.r.context is not None
+        cancel = sign_frame(p.r.context, VALIDATOR, JobCancel(JOB, forged, CancelReason.EXPIRED, b""))
+        assert closed(deliver(p.r, [cancel], 2.0)).reason is GoodbyeReason.PROTOCOL_ERROR
+
+
+def test_requesting_receipts_asks_for_them_by_default() -> None:
+    p = Pair()
+    p.handshake(0.0)
+    p.r.request_presence_receipts()
+    assert p.r.take_outbound() == [PresenceReceiptRequest(True)]
+
+
+def test_a_receipt_with_a_bad_signature_is_named_as_such() -> None:
+    # The binding holds, the signature does not: the refusal names the receipt's signature (AuthFailed).
+    r, _ = _connected()
+    bad = replace(_receipt(r), block_height=101)  # signed over height 100
+    c = closed(deliver(r, [bad], 1.0))
+    assert c.reason is GoodbyeReason.AUTH_FAILED and c.detail == "receipt_signature"
