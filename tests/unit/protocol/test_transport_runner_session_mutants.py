@@ -1,8 +1,9 @@
 """RunnerSession rules that mutation testing (``make mutate-runner-session``, docs/testing.md) showed unguarded
 (``cowboy_protocol/transport/runner_session.py``): a Mode A PresenceReceipt (§8.3) must be bound to the connection in
-each of its four fields, whichever way a wrong value sorts; an unverifiable assignment for a job already in flight
-does not replace it (§10.1: Reject and carry on); the result frame's ``tx_bytes`` must be exactly
-``u32_be(len(body)) ‖ body`` with a non-empty body (§10.3); the snapshot's validator_set_hash is exposed."""
+each of its four fields, whichever way a wrong value sorts, and a badly signed one is named as such; an unverifiable
+assignment for a job in flight does not replace it (§10.1: Reject and carry on); the result frame's ``tx_bytes`` is
+exactly ``u32_be(len(body)) ‖ body`` with a non-empty body (§10.3); a pong behind the last answered nonce is refused
+(§6.3) and a pong's round trip is the time since its ping; a JobCancel names the assignment's own hash (§10.5)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """ValidatorSession rules that mutation testing (``make mutate-validator-session``, docs/testing.md) showed unguarded
-(``cowboy_protocol/transport/validator_session.py``): the §13 ACK_TIMEOUT_BLOCKS default and the bound of its governed
-value; a JobAck whose assignment hash differs in either direction; the idle timeout of an authenticated session with
-no job, ticked after (not only at) its deadline; the §5.3 paired admission binding the connection to the offered
-pair; an admission refusal naming only an admission reason; a second commitment after a cancel dropped (§10.5)."""
+(``cowboy_protocol/transport/validator_session.py``): the §13 ACK_TIMEOUT_BLOCKS default, the bound of its governed
+value, and its firing when the head jumped past the block; a JobAck whose assignment hash differs in either direction;
+the idle timeout of an authenticated session with no job, ticked after (not only at) its deadline; the §5.3 paired
+admission binding the connection to the offered pair, and the admission verdict kept; an admission refusal naming
+only an admission reason; after a cancel, a second commitment or a result without a commitment dropped (§10.5)."""
 
 from __future__ import annotations
 
