@@ -37,6 +37,8 @@ ENGINE_TESTS = "tests/unit/consensus/test_simplex_engine.py"
 JOURNAL_SRC = "cowboy_node/consensus/journal.py"
 SYNC_CLIENT = "cowboy_node/node/sync_client.py"
 SYNC_TESTS = "tests/unit/node/test_sync_client.py"
+LATE = "tests/unit/consensus/test_engine_late_activity.py"
+WAN = "tests/unit/consensus/test_simplex_wan.py"
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sync never asks a distrusted peer", SYNC_CLIENT,
         "p.distrusted_until <= now\n                and", "True\n                and",
         (f"{SYNC_TESTS}::test_a_distrusted_peer_is_not_asked_even_with_a_request_slot_free",),
+    ),
+    Mutation(
+        "a late vote counts as its signer's activity", ENGINE,
+        "            self._late_activity(sender, vote)\n", "",
+        (f"{LATE}::test_a_signer_whose_votes_all_arrive_after_finalization_keeps_its_leader_timeout",
+         f"{WAN}::test_a_validator_whose_votes_arrive_after_finalization_keeps_its_leader_views"),
+    ),
+    Mutation(
+        "a late vote counts only once its signature verifies", ENGINE,
+        "        if self.scheme.verify(sender, vote.vote_message(), vote.signature):\n"
+        "            self._last_vote_view[sender] = view\n        else:",
+        "        self._last_vote_view[sender] = view\n        if False:",
+        (f"{LATE}::test_a_forged_late_vote_does_not_count_as_activity",),
+    ),
+    Mutation(
+        "at most one late-vote check per signer per view", ENGINE,
+        "        if self._late_checked[sender] >= self.view:\n            return", "",
+        (f"{LATE}::test_late_votes_cost_at_most_one_check_per_signer_per_view",),
+    ),
+    Mutation(
+        "a late vote is checked only when it keeps its signer active", ENGINE,
+        " or view + k <= self.view", "",
+        (f"{LATE}::test_a_late_vote_is_checked_only_when_it_would_matter",),
+    ),
+    Mutation(
+        "a late vote is checked only once its signer's activity is half stale", ENGINE,
+        " or self.view - seen < k // 2:", ":",
+        (f"{LATE}::test_a_late_vote_is_not_checked_while_its_signers_activity_is_recent",),
     ),
 )
 

@@ -89,7 +89,7 @@ def bad_partials(public_keys: Mapping[int, G2Point], message: bytes, partials: S
         except (bls.InvalidPoint, KeyError):
             stats.undecodable += 1
             bad.add(i)
-    h = G1Point.hash_to_curve(bytes(message), bytes(dst))
+    h = bls.hash_to_g1(bytes(message), bytes(dst))
 
     def check(batch: Sequence[tuple[int, G1Point, G2Point, Scalar]]) -> bool:
         stats.checks += 1

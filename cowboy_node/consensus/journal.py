@@ -219,22 +219,31 @@ class VoteJournal:
         return votes
 
     def append(self, vote: Vote) -> None:
-        """Write ``vote`` (every byte) and fsync; returns only once it is durable.
+        """Write ``vote`` (every byte) and fsync; returns only once it is durable (:meth:`append_many`)."""
+        self.append_many([vote])
 
-        Raises :class:`JournalWriteError` on any failure; after one, every later append raises it again (what
-        the file holds past the last good record is unknown until the next :meth:`load` truncates it)."""
+    def append_many(self, votes: list[Vote]) -> None:
+        """Write the records of ``votes`` (in order, every byte) and fsync once; returns only once all are
+        durable (group commit: the service journals the votes queued behind one write together).
+
+        The records are the same as one :meth:`append` each, so a crash part-way leaves at most one torn record
+        (the last one written), which :meth:`load` drops; the votes before it are whole. Raises
+        :class:`JournalWriteError` on any failure; after one, every later append raises it again (what the file
+        holds past the last good record is unknown until the next :meth:`load` truncates it)."""
         if self._failed is not None:
             raise self._failed
         if self._fd is None:
             raise RuntimeError("journal not opened (call load first)")
-        body = encode_message(vote)
+        if not votes:
+            return
+        data = b"".join(_LEN.pack(len(body)) + body for body in map(encode_message, votes))
         try:
-            _write_all(self._fd, _LEN.pack(len(body)) + body, self.path)
+            _write_all(self._fd, data, self.path)
             _fsync(self._fd, self.path)
         except JournalWriteError as e:
             self._failed = e
             raise
-        self._votes.append(vote)
+        self._votes.extend(votes)
 
     def compact(self, above_view: int) -> None:
         """Rewrite the journal with only the votes of views above ``above_view`` (atomically: written aside,

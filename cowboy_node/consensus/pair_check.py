@@ -60,7 +60,7 @@ def check_two(pk: G2Point, m1: bytes, s1: G1Point, m2: bytes, s2: G1Point) -> bo
     one = Scalar(1)
     dst = bls.DST_G1_SIG
     agg_sig = G1Point.multiexp_unchecked([s1, s2], [one, c])
-    agg_h = G1Point.multiexp_unchecked([G1Point.hash_to_curve(m1, dst), G1Point.hash_to_curve(m2, dst)], [one, c])
+    agg_h = G1Point.multiexp_unchecked([bls.hash_to_g1(m1, dst), bls.hash_to_g1(m2, dst)], [one, c])
     return bool(GT.pairing_check([agg_sig, -agg_h], [_G2_GEN, pk]))
 
 
@@ -84,5 +84,5 @@ def interpolate_one(shares: Sequence[tuple[int, bytes]]) -> bytes:
 
 def check_one(pk: G2Point, message: bytes, signature: G1Point) -> bool:
     """``e(signature, G2) = e(H(message), pk)`` (one pairing check; ``signature`` decoded strictly)."""
-    h = G1Point.hash_to_curve(bytes(message), bls.DST_G1_SIG)
+    h = bls.hash_to_g1(bytes(message))
     return bool(GT.pairing_check([signature, -h], [_G2_GEN, pk]))

@@ -9,9 +9,11 @@ The service:
 - answers ``VerifyBlock`` by fetching the body if needed and checking and executing it on its parent
   (:class:`cowboy_node.consensus.forks.Forks`); a body the view's leader sends is executed as soon as it
   arrives (before its proposal vote is processed), so the verification usually finds it done;
-- journals every own vote with fsync before anything after it is sent (restart safety); a journal error stops
-  the node before the vote leaves it (:attr:`ConsensusService.fatal`), and a validator that starts without its
-  journal abstains until it has watched the network (:class:`~cowboy_node.consensus.journal.DoubleSignGuard`);
+- journals every own vote with fsync before anything after it is sent (restart safety), the writes on a
+  writer thread while the event loop serves on and the engine's outputs wait their turn in order
+  (:mod:`cowboy_node.node.vote_outbox`); a journal error stops the node before the vote leaves it
+  (:attr:`ConsensusService.fatal`), and a validator that starts without its journal abstains until it has
+  watched the network (:class:`~cowboy_node.consensus.journal.DoubleSignGuard`);
 - commits ``Finalized`` blocks in order with their seed and certificate, then lets the node update the
   mempool, push assignments (CIP-11 §10.1: only finalized, applied blocks) and record metrics;
 - syncs: peers announce their finalized height every second; a validator behind asks one of them for runs
@@ -57,7 +59,6 @@ from cowboy_node.consensus.simplex.engine import (
     Engine,
     Faulty,
     Finalized,
-    Journal,
     JournalRejected,
     Notarized,
     Nullified,
@@ -75,6 +76,7 @@ from cowboy_node.consensus.simplex.types import (
     Message,
     Notarize,
     Proposal,
+    Vote,
     decode_message,
     encode_message,
 )
@@ -91,6 +93,7 @@ from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.sync_resolver import Resolver
+from cowboy_node.node.vote_outbox import OrderedOutbox
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
@@ -246,6 +249,11 @@ class ConsensusService:
         self.fatal: JournalWriteError | None = None
         """The journal error that stopped this validator (None while healthy): once set, no output of the engine
         is acted on any more (the vote it failed to journal, or any later one, never leaves) and the node stops."""
+        self._outbox = OrderedOutbox(journal=lambda: self.journal, act=self._act_one,
+                                     halted=lambda: self.fatal is not None, failed=self._journal_failed,
+                                     journaling=self._mark_journaling, resumed=self._after_outputs)
+        """The engine's outputs, acted on in order; the journal writes (and the proposal's store write) on its
+        writer thread, off the event loop (``node/vote_outbox.py``)."""
         self._guard: DoubleSignGuard | None = None
         """While not None: the double-sign guard is watching and the engine abstains (see :meth:`start_engine`)."""
         self._guard_reason: str | None = None
@@ -357,13 +365,13 @@ class ConsensusService:
 
     def _compact_journal(self) -> None:
         """Drop the journaled votes of views the node can no longer re-enter: at or below the committed head's
-        view (a restart resumes there; blocks finalized but not yet committed are re-finalized from it)."""
-        if self.journal is None or self.journal.records <= COMPACT_AFTER:
+        view (a restart resumes there; blocks finalized but not yet committed are re-finalized from it). Runs on
+        the journal's writer thread, in turn with the appends (a failure stops the node like a failed append)."""
+        journal = self.journal
+        if journal is None or journal.records <= COMPACT_AFTER:
             return
-        try:
-            self.journal.compact(above_view=self.chain.head.header.round.view)
-        except JournalWriteError as e:
-            self._journal_failed(e)
+        above = self.chain.head.header.round.view
+        self._outbox.background(lambda: journal.compact(above_view=above))
 
     def close(self) -> None:
         """Release the builder thread and the journal (idempotent); leave the newest view timeline records next
@@ -371,6 +379,7 @@ class ConsensusService:
         them every time)."""
         self.resolver.close()
         self._executor.shutdown(wait=True)
+        self._outbox.close()  # nothing queued is sent any more; the write in flight ends before the journal closes
         if self.journal is not None:
             with contextlib.suppress(OSError):
                 path = self.journal.path.parent / TIMELINE_FILE
@@ -412,6 +421,7 @@ class ConsensusService:
                 self._act(self.engine.tick(self._now()))
         finally:
             self._running = False
+            self._outbox.stop()  # outputs still queued behind a journal write are dropped, never sent after stop
             for t in [committer, status, *self._tasks]:
                 if t is not None:
                     t.cancel()
@@ -444,6 +454,7 @@ class ConsensusService:
     # ------------------------------------------------------------------------------------------ outputs
 
     def _act(self, outputs: list[Output]) -> None:
+        """Act on the engine's ``outputs`` in order, behind any still queued (see ``node/vote_outbox.py``)."""
         if self.fatal is not None:  # stopped on a journal error: the engine may think it sent votes; none leaves
             return
         if self._guard is not None:
@@ -452,72 +463,73 @@ class ConsensusService:
             except JournalWriteError as e:
                 self._journal_failed(e)
                 return
-        for o in outputs:
-            if isinstance(o, Journal):
-                if self.journal is not None:
-                    self.timeline.mark(o.vote.round.view, f"journal_{type(o.vote).__name__.lower()}",
-                                       time.monotonic())
-                    try:
-                        self.journal.append(o.vote)  # every byte written and fsynced before the Broadcast after it
-                    except JournalWriteError as e:
-                        self._journal_failed(e)
-                        return
-            elif isinstance(o, Broadcast):
-                self._count_sent(o.message)
-                if isinstance(o.message, Notarize | Finalize) and o.message.signer == self.cfg.me:
-                    self.timeline.mark(o.message.round.view, f"sent_{type(o.message).__name__.lower()}",
-                                       time.monotonic())
-                if self.net is not None:
-                    self.net.broadcast(CH_CONSENSUS, encode_message(o.message))
-            elif isinstance(o, Send):
-                if self.net is not None:
-                    self.net.send(o.to, CH_CONSENSUS, encode_message(o.message))
-            elif isinstance(o, ProposalWanted):
-                self._wanted = o
-                self.metrics.consensus_view.set(o.round.view)
-                if self._running:
-                    self._spawn(self._propose(o))
-            elif isinstance(o, VerifyBlock):
-                if self._running:
-                    self._spawn(self._verify(o.proposal))
-            elif isinstance(o, Finalized):
-                self._finals.append(o)
-                view = o.proposal.round.view
-                self.timeline.mark(view, "finalized", time.monotonic())
-                t0 = self._proposed_at.get(view)
-                if t0 is not None:
-                    self.metrics.consensus_finalization_seconds.observe(time.monotonic() - t0)
-                for old in [w for w in self._proposed_at if w <= view]:  # nullified views' entries too
-                    del self._proposed_at[old]
-                if self._commit_wake is not None:
-                    self._commit_wake.set()
-            elif isinstance(o, SeedRevealed):
-                self.records.put_seed(o.round, o.seed)
-            elif isinstance(o, Notarized):
-                self.metrics.consensus_certificates.labels(kind="notarization").inc()
-                self.timeline.mark(o.certificate.round.view, "notarized", time.monotonic())
-                t0 = self._proposed_at.get(o.certificate.round.view)
-                if t0 is not None:
-                    self.metrics.consensus_notarization_seconds.observe(time.monotonic() - t0)
-            elif isinstance(o, Nullified):
-                self.metrics.consensus_certificates.labels(kind="nullification").inc()
-                self.metrics.consensus_nullifications.inc()
-                log.info("view nullified", view=o.certificate.round.view)
-            elif isinstance(o, Faulty):
-                self.metrics.consensus_faults.labels(reason=_fault_label(o.reason)).inc()
-                key = (o.signer, o.round.view, o.reason)
-                if key not in self._evidence_seen:  # one record per signer, view and fault: a peer cannot
-                    if len(self._evidence_seen) >= 4096:  # make us write per message it sends
-                        self._evidence_seen.clear()
-                    self._evidence_seen.add(key)
-                    self.evidence.add(Evidence(o.signer, o.round, o.reason, int(time.time() * 1000), o.votes))
-                log.warning("validator misbehaved", signer=o.signer, view=o.round.view, reason=o.reason)
-                if self.net is not None:  # every engine fault is the authenticated sender's own: back it off
-                    self.net.penalize(o.signer, _fault_label(o.reason))
+        self._outbox.push(outputs)
+        self._after_outputs()
+
+    def _after_outputs(self) -> None:
         if self.engine is not None:
             self.metrics.consensus_view.set(self.engine.view)
         if self._wake is not None:
             self._wake.set()
+
+    def _mark_journaling(self, vote: Vote) -> None:
+        self.timeline.mark(vote.round.view, f"journal_{type(vote).__name__.lower()}", time.monotonic())
+
+    def _act_one(self, o: Output) -> None:
+        """Act on one output that is not a ``Journal`` (the outbox makes each wait for the journal writes before
+        it)."""
+        if isinstance(o, Broadcast):
+            self._count_sent(o.message)
+            if isinstance(o.message, Notarize | Finalize) and o.message.signer == self.cfg.me:
+                self.timeline.mark(o.message.round.view, f"sent_{type(o.message).__name__.lower()}",
+                                   time.monotonic())
+            if self.net is not None:
+                self.net.broadcast(CH_CONSENSUS, encode_message(o.message))
+        elif isinstance(o, Send):
+            if self.net is not None:
+                self.net.send(o.to, CH_CONSENSUS, encode_message(o.message))
+        elif isinstance(o, ProposalWanted):
+            self._wanted = o
+            self.metrics.consensus_view.set(o.round.view)
+            if self._running:
+                self._spawn(self._propose(o))
+        elif isinstance(o, VerifyBlock):
+            if self._running:
+                self._spawn(self._verify(o.proposal))
+        elif isinstance(o, Finalized):
+            self._finals.append(o)
+            view = o.proposal.round.view
+            self.timeline.mark(view, "finalized", time.monotonic())
+            t0 = self._proposed_at.get(view)
+            if t0 is not None:
+                self.metrics.consensus_finalization_seconds.observe(time.monotonic() - t0)
+            for old in [w for w in self._proposed_at if w <= view]:  # nullified views' entries too
+                del self._proposed_at[old]
+            if self._commit_wake is not None:
+                self._commit_wake.set()
+        elif isinstance(o, SeedRevealed):
+            self.records.put_seed(o.round, o.seed)
+        elif isinstance(o, Notarized):
+            self.metrics.consensus_certificates.labels(kind="notarization").inc()
+            self.timeline.mark(o.certificate.round.view, "notarized", time.monotonic())
+            t0 = self._proposed_at.get(o.certificate.round.view)
+            if t0 is not None:
+                self.metrics.consensus_notarization_seconds.observe(time.monotonic() - t0)
+        elif isinstance(o, Nullified):
+            self.metrics.consensus_certificates.labels(kind="nullification").inc()
+            self.metrics.consensus_nullifications.inc()
+            log.info("view nullified", view=o.certificate.round.view)
+        elif isinstance(o, Faulty):
+            self.metrics.consensus_faults.labels(reason=_fault_label(o.reason)).inc()
+            key = (o.signer, o.round.view, o.reason)
+            if key not in self._evidence_seen:  # one record per signer, view and fault: a peer cannot
+                if len(self._evidence_seen) >= 4096:  # make us write per message it sends
+                    self._evidence_seen.clear()
+                self._evidence_seen.add(key)
+                self.evidence.add(Evidence(o.signer, o.round, o.reason, int(time.time() * 1000), o.votes))
+            log.warning("validator misbehaved", signer=o.signer, view=o.round.view, reason=o.reason)
+            if self.net is not None:  # every engine fault is the authenticated sender's own: back it off
+                self.net.penalize(o.signer, _fault_label(o.reason))
 
     def _count_sent(self, m: Message) -> None:
         self.metrics.consensus_messages_sent.labels(kind=type(m).__name__.lower()).inc()
@@ -548,7 +560,7 @@ class ConsensusService:
         if self.net is not None:
             self.net.broadcast(CH_BLOCKS, block.encode())
         self._proposed_at[want.round.view] = time.monotonic()
-        self._propose_block(want, block)
+        await self._propose_block(want, block)
         self.timeline.mark(want.round.view, "voted", time.monotonic())
 
     async def _parent_applied(self, parent: bytes, timeout_s: float) -> None:
@@ -589,12 +601,16 @@ class ConsensusService:
         self._observed[digest] = observe
         return cand
 
-    def _propose_block(self, want: ProposalWanted, block: Block) -> None:
+    async def _propose_block(self, want: ProposalWanted, block: Block) -> None:
         """Keep the block durably, then propose it: the engine journals the proposal vote, and after a crash
-        that vote must name a body this validator still has."""
-        assert self.engine is not None
-        self.records.put_proposal(block.hash(), block.encode())
-        self._act(self.engine.propose(want.round, block.hash(), self._now()))
+        that vote must name a body this validator still has. The synced store write runs on the journal's writer
+        thread (off the loop) and is awaited before the engine even signs the vote (which it ignores if the view
+        moved on meanwhile); a failed write raises here, as before: no vote, the view times out."""
+        engine = self.engine
+        assert engine is not None
+        digest, raw = block.hash(), block.encode()
+        await self._outbox.run(lambda: self.records.put_proposal(digest, raw))
+        self._act(engine.propose(want.round, digest, self._now()))
 
     async def produce_once(self) -> PreparedBlock:
         """Single validator, driven by hand (tests, benchmarks): build the wanted block now, propose it and
@@ -608,7 +624,8 @@ class ConsensusService:
         if cand is None:
             raise RuntimeError("block build failed (see the log)")
         self._wanted = None
-        self._propose_block(want, cand.prepared.block)
+        await self._propose_block(want, cand.prepared.block)
+        await self._outbox.flush()  # the votes journaled (off the loop) and Finalized acted on before committing
         await self._commit_ready()
         return cand.prepared
 

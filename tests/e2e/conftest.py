@@ -13,8 +13,9 @@ from tests.e2e.netproc import Testnet
 
 BLOCK_TIME_MS = 500
 """Block interval of the fixture network."""
-FORM_TIMEOUT_S = 45.0
-"""How long the fixture waits for the started network to finalize its first blocks."""
+FORM_TIMEOUT_S = 120.0
+"""How long the fixture waits for the started network to finalize its first blocks (a bound against a network that
+never forms, not a timing: four interpreters starting on a host at load 15 can take a minute)."""
 LOG_LINES = 60
 
 

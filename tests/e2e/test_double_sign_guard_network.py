@@ -11,7 +11,7 @@ import pytest
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, marker_path
 from tests.e2e.netproc import Testnet
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(600)
 
 WATCH_S = 60.0
 """Generous bound for sync plus the default 10 views (a view lasts about one 300 ms block here)."""

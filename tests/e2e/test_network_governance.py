@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.netproc import Testnet
 from tests.integration.nodeproc import cli
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_a_parameter_change_needs_two_thirds_of_the_validators(tmp_path: Path) -> None:

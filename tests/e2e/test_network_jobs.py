@@ -26,7 +26,7 @@ from tests.e2e.netproc import Testnet
 from tests.integration.nodeproc import cli
 from tests.integration.runnerproc import ACTOR, BODY, HttpServer, RunnerProcess, runner_cli
 
-pytestmark = pytest.mark.timeout(480)  # ~4 min on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(600)  # ~4 min on a loaded 2-core machine; a bound against hangs
 
 
 class _ValidatorRpc:

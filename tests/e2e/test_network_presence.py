@@ -33,7 +33,7 @@ from tests.e2e.test_network_jobs import _callback, _submit, _ValidatorRpc, _wait
 from tests.integration.nodeproc import BIN, cli
 from tests.integration.runnerproc import ACTOR, BODY, HttpServer, RunnerProcess
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 RUNNERS = 4
 """Four runner processes next to four validators is what the shared 2-core machine bears in a bounded test."""

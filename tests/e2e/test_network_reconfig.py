@@ -1,11 +1,11 @@
 """CIP-11 §5.3 reconfiguration by governance on a real 4-validator network with a real runner (issue 16 item 7).
 
-Four ``cowboy-node run`` processes and one ``cowboy-runner`` on loopback. Governance first sets OVERLAP_BLOCKS = 20
+Four ``cowboy-node run`` processes and one ``cowboy-runner`` on loopback. Governance first sets OVERLAP_BLOCKS = 40
 (a chain parameter, approved by three validators); the runner holds its k = 3 sessions of ``Sub_0(R)``. Then three
 validators — including the one leaving — approve ``ActivateValidatorSet`` (0x48) with epoch 1 = the genesis set
 minus X, where X is a member of ``Sub_0(R)`` other than the runner's RPC validator, active from h. Checked:
 
-- every validator's ``/status`` and ``GET /validators`` publish the activation (h, cutoff h + 20);
+- every validator's ``/status`` and ``GET /validators`` publish the activation (h, cutoff h + 40);
 - during the window the runner holds the union ``Sub_0(R) ∪ Sub_1(R)``: X under epoch 0, the three others under
   epoch 1 (|V_1| = 3 ⇒ k = 3);
 - from the cutoff the runner holds exactly the three epoch-1 sessions, the X session ended with
@@ -36,10 +36,12 @@ from tests.e2e.test_network_jobs import _ValidatorRpc, _wait_all_sessions
 from tests.integration.nodeproc import BIN
 from tests.integration.runnerproc import RunnerProcess
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # a bound against hangs, sized for a loaded host
 
-OVERLAP = 20
-LEAD = 12
+OVERLAP = 40
+"""The window, in 500 ms blocks: the runner must open its epoch-1 sessions inside it, and the test must see them
+there; 20 blocks (10 s) was too short on a host at load 15."""
+LEAD = 24
 """Blocks (500 ms) between reading the head and a governed change's height: three approvals and the submission
 must be included before it (an activation at least 2 blocks above its block)."""
 
@@ -129,7 +131,7 @@ def test_governance_activation_rotates_the_runner_subset_through_the_overlap(tmp
                                             str(h)], [keys.index(x), *[i for i in range(4) if keys[i] != x][:2]])
         assert receipt["status"] == "success", receipt
         for i in range(4):
-            rc = net.wait_for(f"validator {i} publishes the activation", partial(_reconfiguration, net, i), 20,
+            rc = net.wait_for(f"validator {i} publishes the activation", partial(_reconfiguration, net, i), 60,
                               interval=0.2)
             assert (rc["activation_height"], rc["overlap_blocks"], rc["cutoff_height"]) == (h, OVERLAP, h + OVERLAP)
             assert [v["ed25519_public_key"] for v in rc["new"]["validators"]] == [hexkey[k] for k in new]
@@ -145,9 +147,9 @@ def test_governance_activation_rotates_the_runner_subset_through_the_overlap(tmp
         assert {v["ed25519_public_key"]: v["in_snapshot"] for v in in_window["validators"]}[hexkey[x]] is False
 
         # The cutoff: only the epoch-1 sessions.
-        net.wait_heights(h + OVERLAP + 4, 40)
+        net.wait_heights(h + OVERLAP + 4, 180)
         after = {(hexkey[k], 1) for k in new}
-        net.wait_for("only Sub_1 after the cutoff", lambda: _sessions(runner) == after or None, 20, interval=0.2)
+        net.wait_for("only Sub_1 after the cutoff", lambda: _sessions(runner) == after or None, 60, interval=0.2)
         log = runner.read_log()
         assert "OVERLAP_EXPIRED" in log or "closing a session the plan no longer holds" in log, log[-3000:]
         assert "WRONG_VALIDATOR_SET" not in log, log[-3000:]  # never offered hash(0) after the cutoff

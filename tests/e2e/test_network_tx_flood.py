@@ -36,7 +36,7 @@ INCLUDE_S = 60.0
 """Every accepted transfer is included within this after the last submission."""
 SINK = bytes(19) + b"\x55"
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)
 
 
 def _keys() -> list[bytes]:

@@ -31,7 +31,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "cowboy-testnet.json"
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
 
 pytestmark = [
-    pytest.mark.timeout(150),
+    pytest.mark.timeout(600),
     pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
                        reason="prometheus/promtool not installed: `apt-get install prometheus` (Debian) failed or "
                               "was not run; .ci/run installs it"),

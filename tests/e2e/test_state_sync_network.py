@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.conftest import BLOCK_TIME_MS, FORM_TIMEOUT_S, LOG_LINES
 from tests.e2e.netproc import Testnet
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture

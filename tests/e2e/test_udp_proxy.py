@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.udp_proxy import Counters, UdpLink
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(120)
 
 
 class Echo:

@@ -30,7 +30,7 @@ from tests.integration.nodeproc import BIN, cli, wait_for
 from tests.integration.runnerproc import HttpServer, runner_world, submit_job_call
 from tests.integration.test_ui_browser import CHROMIUM, NO_CHROMIUM
 
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM), pytest.mark.timeout(600)]
 
 
 def _get(url: str) -> Any:

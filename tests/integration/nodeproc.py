@@ -24,8 +24,9 @@ def cli(*args: str, timeout: float = 60, check: bool = True) -> subprocess.Compl
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
 
 
-def wait_for(what: str, cond: Any, timeout: float = 10.0) -> Any:
-    """Poll ``cond()`` every 50 ms until it returns something truthy (returned), else fail naming ``what``."""
+def wait_for(what: str, cond: Any, timeout: float = 60.0) -> Any:
+    """Poll ``cond()`` every 50 ms until it returns something truthy (returned), else fail naming ``what``. The
+    default bound is for an eventual state on a loaded host (load 15 on 2 cores), not a timing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = cond()

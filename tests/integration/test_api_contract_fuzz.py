@@ -35,7 +35,7 @@ def test_schemathesis_finds_nothing_on_a_live_node_producing_blocks() -> None:
     assert rc == 0, doc
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_subscription_bench_prints_both_phases() -> None:
     rc, doc = _run("bench/subscriptions.py", "--blocks", "5", "--slow", "10", "--warmup", "8", timeout=240)
     assert rc == 0 and doc["benchmark"] == "subscriptions"
@@ -46,7 +46,7 @@ def test_subscription_bench_prints_both_phases() -> None:
     assert doc["goals"]["fast_subscriber_every_height_once"] is True
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_verified_read_bench_prints_its_baseline() -> None:
     rc, doc = _run("bench/verified_reads.py", "--n", "3", timeout=240)
     assert rc == 0 and doc["verify_read_us"] > 0 and doc["baseline_node_bls_verify_us"] > 0

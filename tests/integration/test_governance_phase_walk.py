@@ -42,7 +42,7 @@ from tests.integration.runnerproc import (
     submit_job,
 )
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(600)
 
 FLAGS = ("CIP11_TRANSPORT_ENABLED", "CIP11_PRESENCE_SHADOW_ENABLED", "CIP11_PRESENT_FIRST_ENABLED",
          "CIP11_POLL_DISABLED", "PRESENCE_HARD_EXCLUDE_ENABLED")
@@ -103,7 +103,7 @@ def set_phase(node: NodeProcess, phase: int) -> int:
         assert [(p["name"], p["value"], p["activation_height"]) for p in params["governance"]["pending"]] == \
             [("PHASE", phase, at)], params["governance"]
     params = wait_for(f"phase {phase} to activate at {at}",
-                      lambda: (p := node.get("/params"))["height"] >= at - 1 and p, timeout=15)
+                      lambda: (p := node.get("/params"))["height"] >= at - 1 and p, timeout=60)
     assert params["cip11"] == EXPECTED_FLAGS[phase], (phase, params["cip11"])
     assert params["governance"]["pending"] == [], params["governance"]
     return at
@@ -133,10 +133,10 @@ def settle_job(node: NodeProcess, runner: RunnerProcess, actor: str, server: Htt
     try:
         cb = wait_for(f"the callback of job {hex_id}", callback, timeout=30)
         job = wait_for(f"job {hex_id} completed", lambda: (j := node.get("/job/" + hex_id))["status"] == "completed"
-                       and j, timeout=10)
+                       and j, timeout=60)
         wait_for(f"job {hex_id} included in the runner's last results", lambda: any(
             r["job_id"] == hex_id and r["state"] == "included" for r in runner.status().get("last_results", [])),
-            timeout=15)
+            timeout=60)
     except AssertionError as e:
         raise AssertionError(f"{e}\n{context()}") from None
     assert (cb[1], cb[2], cb[4]) == (True, BODY, "e2e"), cb
@@ -166,7 +166,7 @@ def test_chain_walks_phase_0_to_3_by_governance_with_a_real_runner_settling_a_jo
         with HttpServer() as server:
             runner.start()
             # -- phase 0: no QUIC listener, the runner polls ------------------------------------------------------
-            wait_for("the runner's poll fallback", lambda: runner.status().get("poll", {}).get("active"), timeout=15)
+            wait_for("the runner's poll fallback", lambda: runner.status().get("poll", {}).get("active"), timeout=60)
             assert http_status(poll_url)[0] == 200
             job, source = settle_job(node, runner, actor, server)
             assert (source, job["mode_byte"]) == ("poll", 0xFF), (source, job)
@@ -182,11 +182,11 @@ def test_chain_walks_phase_0_to_3_by_governance_with_a_real_runner_settling_a_jo
             runner.wait_session(timeout=45)
             session_s = time.monotonic() - t_session
             wait_for("the node to count the runner's session",
-                     lambda: node_metric(node, "cowboy_runners_connected") >= 1, timeout=10)
+                     lambda: node_metric(node, "cowboy_runners_connected") >= 1, timeout=60)
             wait_for("the runner in the node's local presence",
-                     lambda: node_metric(node, "cowboy_runners_present") >= 1, timeout=10)
+                     lambda: node_metric(node, "cowboy_runners_present") >= 1, timeout=60)
             wait_for("the poll fallback to stop", lambda: not runner.status().get("poll", {}).get("active"),
-                     timeout=10)
+                     timeout=60)
             job, source = settle_job(node, runner, actor, server)
             assert (source, job["mode_byte"]) == ("push", 0xFF), (source, job)
             assert http_status(poll_url)[0] == 200  # polling still answers in phase 1
@@ -194,7 +194,7 @@ def test_chain_walks_phase_0_to_3_by_governance_with_a_real_runner_settling_a_jo
             # -- phase 2: present-first selection, the job is pushed ------------------------------------------
             set_phase(node, 2)
             wait_for("the runner in the committed PresenceInput",
-                     lambda: node_metric(node, "cowboy_present_pool_size") >= 1, timeout=10)
+                     lambda: node_metric(node, "cowboy_present_pool_size") >= 1, timeout=60)
             job, source = settle_job(node, runner, actor, server)
             assert (source, job["mode_byte"]) == ("push", 0x00), (source, job)
             assert http_status(poll_url)[0] == 200  # delivery-only fallback, still served

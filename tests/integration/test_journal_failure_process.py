@@ -19,7 +19,7 @@ from cowboy_node.consensus.simplex.types import Finalize, Nullify, Proposal, Vot
 from cowboy_node.types.block import Round
 from tests.integration.nodeproc import BIN, NodeProcess
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)
 
 
 def _records(votes: list[Vote]) -> bytes:

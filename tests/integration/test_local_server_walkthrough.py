@@ -79,7 +79,7 @@ def _http_server(directory: Path, port: int) -> subprocess.Popen[bytes]:
                 return bool(r.read() == DATA)
         except OSError:
             return False
-    wait_for("python -m http.server", up, timeout=20)
+    wait_for("python -m http.server", up, timeout=60)
     return proc
 
 

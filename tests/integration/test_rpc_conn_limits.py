@@ -23,7 +23,7 @@ from aiohttp import web
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc.conn_limits import ConnLimits, LimitedAppRunner
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)
 
 REQUEST = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
 
@@ -154,7 +154,7 @@ def parse_closing_response(data: bytes) -> tuple[int, dict[str, object]]:
     return int(head.split(b" ", 2)[1]), json.loads(body)
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 5) -> None:
+def wait_for(cond: Callable[[], bool], timeout: float = 30) -> None:  # an eventual state, bounded for a loaded host
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "condition not reached in time"

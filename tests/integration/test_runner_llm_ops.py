@@ -35,7 +35,7 @@ from tests.integration.runnerproc import (
 )
 from tests.unit.runner_exec_servers import LlmStub, llm_app
 
-pytestmark = [pytest.mark.timeout(240),
+pytestmark = [pytest.mark.timeout(600),
               pytest.mark.skipif(os.environ.get("COWBOY_RUNNER_OPS_E2E") != "1",
                                  reason="opt-in: make test-runner-ops (COWBOY_RUNNER_OPS_E2E=1)")]
 

@@ -195,7 +195,7 @@ def first_time(samples: list[dict[str, Any]], after: float, fresh: int) -> float
     return float(min(s["t"] for s in samples if s["t"] >= after and s["fresh"] >= fresh))
 
 
-@pytest.mark.timeout(110)  # leaves room under 120 s for stopping both processes
+@pytest.mark.timeout(300)  # a bound against hangs, sized for a loaded host
 def test_200_runner_sessions_reconnect_within_60s_of_a_validator_restart(tmp_path: Path) -> None:
     t_start = time.monotonic()
     with node_world(tmp_path) as node:

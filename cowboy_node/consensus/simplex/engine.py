@@ -16,7 +16,9 @@ Rules (term length 1, as commonware's ``simplex`` with the threshold-VRF scheme)
 
 - Entering view ``v`` arms the leader timeout ``2Δ`` and the advance timeout ``3Δ``. A view is left on a
   notarization, nullification or finalization of it (or of any higher view: jump). A leader from whom no
-  vote arrived in the last ``skip_timeout`` views gets no leader timeout: its view is nullified at once.
+  vote arrived in the last ``skip_timeout`` views gets no leader timeout: its view is nullified at once. A vote
+  for a view already finalized here counts too (a validator slower than the others is alive), once its
+  signature verifies, at most one such check per signer per view entered; it is not processed otherwise.
 - The leader proposes on the highest view ``p < v`` holding a notarization (or the finalized tip) such that
   every view in ``(p, v)`` holds a nullification. A validator notarizes the leader's proposal once it holds
   that same justification and the host verified the block; never two proposals in a view, never after its
@@ -272,6 +274,8 @@ class Engine:
         self._entered = 0
         self._last_vote_view = [0] * self.n
         """Per validator, the highest view of a vote received from it (own: every view we vote in)."""
+        self._late_checked = [0] * self.n
+        """Per validator, the view we were in when we last checked a late vote of it (one check per view)."""
         self._grace_from = config.floor_view
         self._vote_above = config.vote_above_view
         self._cert_muted: dict[int, int] = {}
@@ -694,7 +698,10 @@ class Engine:
             self._emit(Faulty(sender, vote.round, "vote signed for another validator"))
             return
         r = vote.round
-        if r.epoch != self.epoch or r.view <= self.finalized_view or r.view > self.view + self.cfg.window:
+        if r.epoch != self.epoch or r.view > self.view + self.cfg.window:
+            return
+        if r.view <= self.finalized_view:
+            self._late_activity(sender, vote)
             return
         if r.view > self._last_vote_view[sender]:
             self._last_vote_view[sender] = r.view
@@ -726,15 +733,44 @@ class Engine:
             v.finalizes[sender] = vote
         self._try_certify(v)
 
+    def _late_activity(self, sender: int, vote: Vote) -> None:
+        """A vote for a view already finalized here is not processed, but it shows its signer alive: a validator
+        whose votes reach us after the others finalized would otherwise be presumed down and lose its leader
+        views although it proposes. It counts only once its own partial verifies (the authenticated transport
+        names the sender, but activity is never taken from an unchecked signature; a bad one is reported as
+        :class:`Faulty`), and the check is paid only
+        when it can matter and at most once per signer per view entered, so late junk costs at most ``n − 1``
+        checks per view:
+
+        - the vote must raise the signer's last known activity, and keep it active for the next view;
+        - the signer's activity must be at least half of ``skip_timeout`` old: a slow but live validator sends a
+          late vote every view, so a refresh every ``skip_timeout / 2`` views keeps it active at a fraction of a
+          check per view (late votes trail by a view or two, well inside the other half).
+        """
+        k = self.cfg.skip_timeout
+        seen = max(self._last_vote_view[sender], self._grace_from)
+        view = vote.round.view
+        if k <= 0 or view <= seen or view + k <= self.view or self.view - seen < k // 2:
+            return
+        if self._late_checked[sender] >= self.view:
+            return
+        self._late_checked[sender] = self.view
+        if self.scheme.verify(sender, vote.vote_message(), vote.signature):
+            self._last_vote_view[sender] = view
+        else:  # the authenticated sender signed badly: faulty, reported (once per view at most, by the budget)
+            self._emit(Faulty(sender, vote.round, f"bad late {type(vote).__name__.lower()} signature"))
+
     def _try_certify(self, v: _View) -> None:
         """Assemble whichever certificates the collected votes allow (verifying partials lazily, at quorum)."""
-        if v.finalization is None:
+        # below a quorum of votes of a kind no certificate can form: skip the grouping, which costs O(votes) per
+        # vote and made a view quadratic in n (at n = 100 the largest Python cost of the view)
+        if v.finalization is None and len(v.finalizes) >= self.q:
             for p, votes in _group(v.finalizes.values()):
                 fin = self._assemble(v, votes, finalize_message(p), "finalize")
                 if fin is not None:
                     self._apply(Finalization(p, fin[0], fin[1]))
                     break
-        if v.notarization is None:
+        if v.notarization is None and len(v.notarizes) >= self.q:
             for p, votes in _group(v.notarizes.values()):
                 nz = self._assemble(v, votes, notarize_message(p), "notarize")
                 if nz is not None:

@@ -578,6 +578,11 @@ class Sim:
         """Hand one event to validator ``i``'s engine at ``at`` and act on its outputs."""
         if kind == "msg":
             assert isinstance(payload, Notarize | Nullify | Finalize) or payload is not None
+            if self.wan is not None and i not in self.roles and isinstance(payload, Notarize | Nullify | Finalize):
+                st = self.stats
+                st.votes[payload.signer] = st.votes.get(payload.signer, 0) + 1
+                if payload.round.view <= engine.finalized_view:
+                    st.late_votes[payload.signer] = st.late_votes.get(payload.signer, 0) + 1
             self._after(i, kind, engine.receive(sender, payload, at))  # type: ignore[arg-type]
         elif kind == "propose":
             assert isinstance(payload, ProposalWanted)

@@ -151,6 +151,11 @@ class WanStats:
     nullified: set[int] = field(default_factory=set)
     """Views some honest validator saw nullified."""
     slow: frozenset[int] = frozenset()
+    late_votes: dict[int, int] = field(default_factory=dict)
+    """Signer → its votes an honest validator received for a view it had already finalized (too late to count
+    towards a certificate)."""
+    votes: dict[int, int] = field(default_factory=dict)
+    """Signer → its votes honest validators received (the denominator of ``late_votes``)."""
     cpu_us: dict[int, int] = field(default_factory=dict)
     """Validator → virtual CPU µs spent."""
 

@@ -6,6 +6,7 @@ and its directory are fsynced when the file is created or replaced."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import struct
@@ -267,3 +268,75 @@ def test_create_empty_journal_and_the_marker_fsync_file_and_directory(tmp_path: 
     seen.clear()
     remove_marker(marker)
     assert not marker.exists() and seen == [(True, str(data))]
+
+
+# ------------------------------------------------------------------------------------------------ group commit
+
+
+GROUP_SHA256 = "d0826a8787f50d04259d856f9b9ff131113a9f2f3d5e5bd596a7cb5d2e9e9527"
+"""sha256 of the journal holding ``_votes(3)`` (issue 36 §2 group commit: the bytes of one append per vote)."""
+
+
+def test_a_group_commit_writes_the_records_of_one_append_each_with_one_fsync(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    votes = _votes(3)
+    single = VoteJournal(tmp_path / "single.journal")
+    single.load()
+    for v in votes:
+        single.append(v)
+    single.close()
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def counting(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    group = VoteJournal(tmp_path / "group.journal")
+    group.load()
+    monkeypatch.setattr(journal_mod.os, "fsync", counting)
+    group.append_many(votes)
+    monkeypatch.undo()
+    group.close()
+    data = (tmp_path / "group.journal").read_bytes()
+    assert data == _encoding(votes) == (tmp_path / "single.journal").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == GROUP_SHA256  # golden: the documented record format, pinned
+    assert len(fsyncs) == 1  # the three votes made durable by one fsync
+    assert group.votes() == votes and VoteJournal(tmp_path / "group.journal").load() == votes
+
+
+def test_a_group_commit_torn_anywhere_keeps_exactly_its_whole_records(tmp_path: Path) -> None:
+    """A crash part-way through a group write leaves whole records then at most one torn one: at every cut,
+    ``load`` returns the votes whose records are whole and truncates the file there."""
+    votes = _votes(3)
+    data = _encoding(votes)
+    ends = [len(_encoding(votes[:i])) for i in range(len(votes) + 1)]
+    path = tmp_path / "votes.journal"
+    for cut in range(len(data) + 1):
+        path.write_bytes(data[:cut])
+        j = VoteJournal(path)
+        whole = max(i for i, end in enumerate(ends) if end <= cut)
+        assert j.load() == votes[:whole], cut
+        assert j.dropped_bytes == cut - ends[whole] and path.stat().st_size == ends[whole]
+        j.close()
+
+
+def test_a_failed_group_commit_records_none_of_its_votes_and_refuses_later_appends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    j = VoteJournal(tmp_path / "votes.journal")
+    j.load()
+    first, *rest = _votes(3)
+    j.append(first)
+
+    def fail(fd: int, data: bytes | memoryview) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(journal_mod.os, "write", fail)
+    with pytest.raises(JournalWriteError) as info:
+        j.append_many(rest)
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert j.votes() == [first]
+    with pytest.raises(JournalWriteError):
+        j.append_many(rest)
+    j.close()

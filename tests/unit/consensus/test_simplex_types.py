@@ -86,3 +86,19 @@ def test_non_canonical_bytes_are_rejected() -> None:
         decode_message(bytes.fromhex("a5" + "1800" + good.hex()[4:]))  # kind key 0 in a non-shortest form
     with pytest.raises(DecodeError):
         decode_message(good + b"\x00")
+
+
+def test_a_relayed_certificate_is_decoded_once_per_distinct_bytes() -> None:
+    """Every peer relays each certificate (byte-identical: the group signature is unique), so a validator decodes
+    one copy and reuses it; bytes that do not decode are refused every time, and votes are not memoised."""
+    cert = Finalization(P, S, Z)
+    first = decode_message(bytes(encode_message(cert)))
+    assert first == cert
+    assert decode_message(bytes(encode_message(cert))) is first  # another peer's copy: the same decoded object
+    bad = encode_message(cert)[:-1]  # a truncated certificate (still starts with the map of four)
+    for _ in range(2):
+        with pytest.raises(DecodeError):
+            decode_message(bad)
+    vote = Finalize(P, 0, S, Z)
+    assert decode_message(encode_message(vote)) == vote
+    assert decode_message(encode_message(vote)) is not decode_message(encode_message(vote))

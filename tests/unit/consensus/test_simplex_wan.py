@@ -130,3 +130,29 @@ def test_bytes_sent_count_every_vote_and_certificate_to_every_peer() -> None:
     floor = (N - 1) * per_view * f.finalized / f.views
     assert floor <= f.bytes_per_validator_per_view <= 2 * (N - 1) * per_view
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and percentile([5.0], 99) == 5.0
+
+
+def test_a_validator_whose_votes_arrive_after_finalization_keeps_its_leader_views() -> None:
+    """A validator 100 ms slower than the rest (round-robin: it leads every 16th view): the others finalize each
+    view before its votes arrive, so they are too late to count towards any certificate. They still show it alive
+    (the engine counts a late vote once its signature verifies), so it is never presumed down and its views are
+    not nullified on entry. The bound: no more of its views nullified than in the same network with
+    ``skip_timeout`` off, where no validator is ever presumed down — whatever nullifies its views there (loss, a
+    timeout) is the network's doing, not the skip rule's."""
+    skip = 10
+    for seed in SEEDS:
+        runs = {}
+        for skip_timeout in (skip, 0):
+            sim = Sim(N, seed, wan=Wan(slow=1, slow_delay_ms=100), delta=DELTA_MS, build_ms=BUILD_MS,
+                      verify_ms=VERIFY_MS, election=Election.ROUND_ROBIN, skip_timeout=skip_timeout)
+            r = sim.run(2 * RUN_MS)
+            check_safety(r)
+            runs[skip_timeout] = sim, r
+        sim, r = runs[skip]
+        (slow,) = sim.stats.slow
+        st = sim.stats
+        assert st.late_votes[slow] > st.votes[slow] / 2, f"seed {seed}: its votes are not mostly late"
+        views = max(r.views[i] for i in r.honest)
+        assert len([v for v in range(skip + 2, views + 1) if v % N == slow]) >= 2  # it leads after skip_timeout
+        nullified = {k: sorted(v for v in s.stats.nullified if v % N == slow) for k, (s, _) in runs.items()}
+        assert len(nullified[skip]) <= len(nullified[0]), f"seed {seed}: its views nullified {nullified}"

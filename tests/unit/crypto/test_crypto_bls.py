@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from py_arkworks_bls12381 import G1Point, Scalar
 from py_ecc.bls import G2ProofOfPossession
 from py_ecc.bls.hash_to_curve import hash_to_G1
 from py_ecc.bls.point_compression import compress_G1, compress_G2, modular_squareroot_in_FQ2
@@ -36,6 +37,7 @@ from cowboy_node.crypto.bls import (
     DST_G1_SIG,
     InvalidBlsKey,
     R,
+    hash_to_g1,
     public_key,
     secret_key_from_bytes,
     secret_key_from_seed,
@@ -285,3 +287,17 @@ def test_rejects_x_not_on_curve() -> None:
         if pow(x**3 + 4, (field_modulus - 1) // 2, field_modulus) != 1:
             break
     assert not verify(public_key(SK), MSG, (x | (1 << 383)).to_bytes(48, "big"))
+
+
+def test_hash_to_g1_is_memoised_and_is_the_hash_to_curve() -> None:
+    """Consensus hashes a view's few messages once for every signature made or checked over them: the memo must
+    give exactly the hash-to-curve point, and signing and verifying through it must be unchanged."""
+    msg = b"cowboy hash memo probe"
+    hash_to_g1.cache_clear()
+    first = hash_to_g1(msg)
+    assert first == G1Point.hash_to_curve(msg, DST_G1_SIG)
+    assert hash_to_g1(msg) == first and hash_to_g1.cache_info().hits == 1
+    sk = secret_key_from_seed(b"\x07" * 32)
+    sig = sign(sk, msg)
+    assert sig == bytes((G1Point.hash_to_curve(msg, DST_G1_SIG) * Scalar(sk)).to_compressed_bytes())
+    assert verify(public_key(sk), msg, sig) and not verify(public_key(sk), msg + b"!", sig)

@@ -22,7 +22,7 @@ from cowboy_node.consensus.sync_messages import (
 from cowboy_node.node.tx_gossip import TxGossip, TxGossipConfig
 from cowboy_protocol.types.errors import DecodeError
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 # {0: 0, 1: [h'6162', h'63']}: a2 = map of 2 pairs; 00 00 = kind 0; 01 82 = key 1, array of 2; 42 6162, 41 63
 GOLDEN = "a2" "0000" "01" "82" "426162" "4163"

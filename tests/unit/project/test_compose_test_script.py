@@ -45,7 +45,7 @@ def _run(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str], l
     return proc, log.read_text().splitlines() if log.exists() else [], project
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(300)
 def test_a_base_image_that_cannot_be_pulled_names_the_override(tmp_path: Path) -> None:
     proc, _, _ = _run(tmp_path, "pullfail")
     assert proc.returncode == 1
@@ -54,7 +54,7 @@ def test_a_base_image_that_cannot_be_pulled_names_the_override(tmp_path: Path) -
     assert "FAIL: build" in proc.stdout
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(300)
 def test_teardown_removes_the_project_network(tmp_path: Path) -> None:
     proc, calls, project = _run(tmp_path, "upfail")
     assert proc.returncode == 1 and "FAIL: up" in proc.stdout, proc.stdout

@@ -37,7 +37,7 @@ def scratch(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_homes_the_make_targets_and_readme_create_are_all_ignored(scratch: Path) -> None:
     node, runner = str(BIN / "cowboy-node"), str(BIN / "cowboy-runner")
     env = {**os.environ, "COWBOY_NODE": node}

@@ -22,7 +22,7 @@ from cowboy_runner.policy import is_local_host, refusal_lines, refusal_policy
 from cowboy_runner.status import write_status
 from cowboy_runner.toml_edit import set_key
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing listens (the chain step is skipped or refused)
 
 

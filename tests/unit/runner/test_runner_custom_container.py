@@ -31,7 +31,7 @@ from cowboy_runner.executors import (
 )
 from cowboy_runner.executors.sandbox import container_problem
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(300)
 
 IMAGE = os.environ.get("COWBOY_TEST_IMAGE", "localhost/cowboy-node:local")
 if os.environ.get("COWBOY_RUNNER_OPS_E2E") != "1":

@@ -29,7 +29,7 @@ from cowboy_runner.executors import (
 from cowboy_runner.executors.reachability import program_problem
 from cowboy_runner.executors.sandbox import bwrap_problem
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 H = b"\x35" * 32
 SCRIPT = "#!/bin/sh\necho reached\n"

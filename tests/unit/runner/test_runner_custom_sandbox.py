@@ -32,7 +32,7 @@ from cowboy_runner.executors import (
 )
 from cowboy_runner.executors.sandbox import bwrap_argv, bwrap_problem
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 PY3 = "/usr/bin/python3"
 PROBLEM = bwrap_problem() if os.path.exists(PY3) else f"{PY3} is missing"

@@ -13,7 +13,7 @@ from cowboy_protocol.types.jobspec import CustomJob, ResourceBounds
 from cowboy_runner.executors import CustomConfig, CustomExecutor, CustomExecutorConfig, ExecutorError
 from cowboy_runner.executors.custom import died_of_memory
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 PY = sys.executable
 UPPER = b"\x01" * 32

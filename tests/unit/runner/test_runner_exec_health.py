@@ -33,7 +33,7 @@ from tests.unit.runner.test_runner_daemon_jobs import KEY, FakeChain, FakeChanne
 from tests.unit.runner.test_runner_exec_slots import _frame
 from tests.unit.runner_exec_servers import LlmStub, llm_app, serve
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 MODEL = {b"\x00" * 32: "tiny-model"}
 

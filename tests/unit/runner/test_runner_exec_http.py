@@ -13,7 +13,7 @@ from cowboy_protocol.types.jobspec import Freshness, HttpJob
 from cowboy_runner.executors import ExecutorError, HttpConfig, HttpExecutor
 from tests.unit.runner_exec_servers import HUGE_TOTAL, HttpState, http_app, serve
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 LOCAL = HttpConfig(allowed_domains=("127.0.0.1",), allow_private_addresses=True, max_response_bytes=1 << 20)
 NOW = 1_700_000_000.0

@@ -18,7 +18,7 @@ from cowboy_runner.executors.addresses import embedded_ipv4, is_global_address
 from cowboy_runner.executors.http import BlockedAddressError, PublicOnlyResolver
 from tests.unit.runner_exec_servers import HttpState, http_app, serve
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 def _teredo(server: str, client: str) -> str:

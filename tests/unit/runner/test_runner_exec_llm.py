@@ -12,7 +12,7 @@ from cowboy_protocol.types.jobspec import LlmJob, ResourceBounds
 from cowboy_runner.executors import ExecutorError, LlmConfig, LlmExecutor
 from tests.unit.runner_exec_servers import LlmStub, llm_app, serve
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 MODEL_ID = bytes(range(32))
 SCHEMA = '{"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}'

@@ -19,7 +19,7 @@ from cowboy_runner.executors.llm import retry_after_seconds
 from cowboy_runner.metrics import RunnerMetrics
 from tests.unit.runner_exec_servers import LlmStub, llm_app, serve
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 MODEL_ID = bytes(range(32))
 FAST_RETRY = {"retry_base_delay_s": 0.01, "retry_max_delay_s": 1.0}

@@ -19,7 +19,7 @@ from cowboy_runner.executors import ExecutorError, McpConfig, McpExecutor, McpSe
 from tests.unit.runner_exec_servers import serve, start_mcp_server
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module", params=["json", "sse"])

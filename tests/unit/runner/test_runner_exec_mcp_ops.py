@@ -21,7 +21,7 @@ from cowboy_runner.executors import ExecutorError, McpConfig, McpExecutor, McpSe
 from tests.unit.runner_exec_servers import REPO, serve, start_mcp_server
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 STDIO = McpServerConfig(command=(sys.executable, "-m", "tests.unit.runner_exec_servers", "mcp", "stdio"),
                         env={"PYTHONPATH": str(REPO)}, tools=("add", "greet", "pid"))

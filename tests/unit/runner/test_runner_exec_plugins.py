@@ -26,7 +26,7 @@ from cowboy_runner.executors import (
 )
 from tests.unit.runner_exec_servers import serve
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 AGENT = AgentJob(model="m1", query="what is up", max_iterations=2, max_tool_calls_per_iter=1, timeout_seconds=30)
 BASE = """

@@ -32,7 +32,7 @@ from cowboy_runner.executors import (
     with_deadline,
 )
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 HTTP = HttpJob(url="https://example.com/x")
 LLM = LlmJob(model_id=bytes(32), prompt="p", max_tokens=1)

@@ -27,7 +27,7 @@ from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.txbuild import Fees
 from tests.unit.runner.test_runner_daemon_jobs import KEY, VKEY, FakeChain, FakeChannel
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 JOB_TYPES: dict[str, dict[str, Any]] = {
     "http": {"kind": "http", "url": "https://example.com/x", "method": "GET"},

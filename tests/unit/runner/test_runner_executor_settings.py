@@ -25,7 +25,7 @@ from cowboy_runner.executor_settings import executors_config
 from cowboy_runner.executors import ExecutorError, ExecutorRegistry, ExecutorsConfig
 from tests.unit.runner_exec_servers import HttpState, LlmStub, http_app, llm_app, serve
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 PY = sys.executable
 MODEL_ID = bytes(range(32))

@@ -8,7 +8,7 @@ import pytest
 from tests.unit.project.test_bench_smoke import _run
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_disk_usage_reports_archive_and_pruned_chains() -> None:
     doc = _run("disk_usage.py", "--idle-blocks", "110", "--load-blocks", "3", "--txs", "5", "--retain", "100")
     assert doc["bench"] == "disk_usage"
@@ -19,7 +19,7 @@ def test_disk_usage_reports_archive_and_pruned_chains() -> None:
     assert {"pruned_disk_ratio", "pruned_commit_p50_ratio", "pruned_commit_p99_ratio"} <= set(idle)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_join_time_reports_state_sync_beside_replay() -> None:
     doc = _run("join_time.py", "--blocks", "6", "--txs", "10", "--tail", "2")
     assert doc["bench"] == "join_time" and doc["blocks"] == 6 and doc["state_keys"] >= 60

@@ -33,7 +33,7 @@ from tests.helpers import ALICE_SK, transfer
 from tests.unit.node.sync_chain import NET, build_chain, scheme
 from tests.unit.transport.test_peer_network import free_udp_port
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 GOLDEN: list[tuple[SnapshotMessage, str]] = [
     (OfferRequest(), "a10000"),                                       # {0: 0}

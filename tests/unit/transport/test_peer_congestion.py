@@ -63,7 +63,7 @@ def test_the_window_starts_at_the_floor_and_still_grows_on_acknowledgements() ->
     assert cc.congestion_window == (MIN_WINDOW_DATAGRAMS + 1) * MDS and cc.bytes_in_flight == 0
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize(("limits", "expected"), [(FAST, ValidatorLinkCongestion),
                                                    (PeerLimits(reconnect_min_s=0.05, congestion_control="reno"),
                                                     RenoCongestionControl)])

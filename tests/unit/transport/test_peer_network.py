@@ -21,7 +21,7 @@ from cowboy_node.transport.peer_quic import PeerProtocol, dial
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_protocol.crypto import ed25519
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(300)
 
 NETWORK_ID = b"\x42" * 32
 SEEDS = [bytes([0x10 + i]) * 32 for i in range(4)]

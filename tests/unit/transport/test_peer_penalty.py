@@ -18,7 +18,7 @@ from tests.unit.transport.test_peer_network import FAST, free_udp_port, make_nod
 cleanup = base.cleanup
 """The peer-network tests' fixture: every network a test starts is stopped after it."""
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 LONG = dataclasses.replace(FAST, penalty_min_s=3600.0, penalty_max_s=4 * 3600.0)
 """A back-off no test outlives: its end is reached by moving the recorded deadline, never by waiting."""

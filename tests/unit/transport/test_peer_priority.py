@@ -13,7 +13,7 @@ import pytest
 from cowboy_node.transport.peers import CLASS_CONTROL, CLASS_GOSSIP, CLASS_TXS, PeerLimits, PeerNetwork, channel_class
 from tests.unit.transport.test_peer_network import cleanup, free_udp_port, make_node, start, wait_until
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 __all__ = ["cleanup"]  # the fixture, imported for its name
 

@@ -16,7 +16,7 @@ from tests.unit.transport.test_peer_network import cleanup, free_udp_port, make_
 
 __all__ = ["cleanup"]  # the fixture, shared with the peer network tests
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 async def test_a_peer_of_another_protocol_version_is_refused_as_incompatible_version(
