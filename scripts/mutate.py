@@ -93,11 +93,11 @@ MODULES: tuple[Module, ...] = (
            (f"{PROTO}/test_transport_framing_mutants.py", f"{PROTO}/test_transport_framing.py",
             f"{PROTO}/test_transport_frames.py")),
     Module("runner-session", "cowboy_protocol/transport/runner_session.py",
-           (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
-            f"{PROTO}/test_transport_session_jobs.py")),
+           (f"{PROTO}/test_transport_runner_session_mutants.py", f"{PROTO}/test_transport_session_handshake.py",
+            f"{PROTO}/test_transport_session_heartbeat.py", f"{PROTO}/test_transport_session_jobs.py")),
     Module("validator-session", "cowboy_protocol/transport/validator_session.py",
-           (f"{PROTO}/test_transport_session_handshake.py", f"{PROTO}/test_transport_session_heartbeat.py",
-            f"{PROTO}/test_transport_session_jobs.py")),
+           (f"{PROTO}/test_transport_validator_session_mutants.py", f"{PROTO}/test_transport_session_handshake.py",
+            f"{PROTO}/test_transport_session_heartbeat.py", f"{PROTO}/test_transport_session_jobs.py")),
     Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
            (f"{EXE}/test_pvm_escapes.py", f"{EXE}/test_pvm_policy.py", f"{EXE}/test_pvm_metering.py")),
 )
@@ -200,6 +200,68 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     "header": (
         ("core/ReplaceComparisonOperator_NotEq_Gt", 50, "if h.round.epoch > 0 or h.round <= parent.round:",
          "Round.epoch is decoded as an unsigned integer (expect_uint), so > 0 iff != 0"),
+    ),
+    "framing": (
+        ("core/ReplaceBinaryOperator_Sub_Add", 83, "take = min(HEADER_LEN - len(self._buf), len(view) + pos)",
+         "the slice view[pos:pos + take] stops at the chunk's end and pos past it ends the loop: a larger take only when the chunk is short, then the prefix is incomplete and the loop breaks as before"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Sub_Add", 93, "take = min(need, len(view) + pos)",
+         "the slice view[pos:pos + take] stops at the chunk's end and pos past it ends the loop: a larger take only when the chunk is short, then the payload is incomplete and the loop breaks as before"),  # noqa: E501
+        ("core/ReplaceBinaryOperator_Sub_Mul", 72, "while n * pos >= HEADER_LEN:",
+         "n * 0 < HEADER_LEN: the fast path is never taken and the buffered loop decodes every frame, with the same checks in the same order (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 21, "if length <= 0:",
+         "the length is decoded with int.from_bytes (unsigned), so <= 0 iff == 0"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 81, "while pos != len(view):",
+         "pos never passes len(view): every take is at most len(view) - pos"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 86, "if len(self._buf) != HEADER_LEN:",
+         "the buffer never holds more than HEADER_LEN prefix bytes (take <= HEADER_LEN - len(buf)), so != iff <"),
+        ("core/ReplaceComparisonOperator_Lt_NotEq", 96, "if len(self._buf) != self._length:",
+         "the buffer never holds more than the frame's length (take <= need), so != iff <"),
+        ("core/ReplaceComparisonOperator_Lt_LtE", 34, "code = \"frame_truncated\" if len(data) <= HEADER_LEN + length else \"trailing_bytes\"",  # noqa: E501
+         "inside `if len(data) != HEADER_LEN + length`, so len(data) == HEADER_LEN + length never reaches this test"),
+        ("core/ReplaceComparisonOperator_Lt_LtE", 81, "while pos <= len(view):",
+         "at pos == len(view) one more pass takes 0 bytes and meets the incomplete-prefix or incomplete-payload break"),
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 76, "if end != n:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 76, "if end >= n:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Eq", 72, "while n - pos == HEADER_LEN:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Gt", 72, "while n - pos > HEADER_LEN:",
+         "only whether the whole-frame fast path or the buffered loop below decodes: both apply the same checks in the same order and yield the same frames (speed only)"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 87, "continue",
+         "the prefix is incomplete only when the chunk is used up (pos == len(view)), so continue ends the loop as break does"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 97, "continue",
+         "the payload is incomplete only when the chunk is used up (pos == len(view)), so continue ends the loop as break does"),  # noqa: E501
+    ),
+    "validator-session": (
+        ("core/ReplaceBinaryOperator_Sub_Add", 197, "if self._state is SessionState.AUTHENTICATED and not self._jobs and now + self._last_rx < self._idle_timeout:",  # noqa: E501
+         "clock readings are >= 0, so now + last_rx < idle implies now - last_rx < idle: the shortcut is taken less often, and the checks it skips find nothing either way"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 363, "if job.cancelled and (kind <= \"commit\" or not job.commit_seen):",  # noqa: E501
+         "kind is \"commit\" or \"result\", and \"result\" > \"commit\": <= \"commit\" iff == \"commit\""),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 365, "if kind <= \"commit\":",
+         "kind is \"commit\" or \"result\", and \"result\" > \"commit\": <= \"commit\" iff == \"commit\""),
+        ("core/ReplaceTrueWithFalse", 88, "@dataclass(frozen=True, slots=False)",
+         "Admission is frozen and never given new attributes: slots only saves memory"),
+        ("core/ReplaceTrueWithFalse", 112, "@dataclass(slots=False)",
+         "_Job is private to the session and never given new attributes: slots only saves memory"),
+        ("core/ReplaceAndWithOr", 299, "assert self._ctx is not None or self._admission is not None",
+         "an invariant: _on_hello sets both the context and the admission before the state becomes HANDSHAKE, so neither form fails"),  # noqa: E501
+    ),
+    "runner-session": (
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 279, "if self._outstanding is None or echo < self._outstanding[0]:",
+         "echo <= newest was checked above and the outstanding nonce is the newest ping's: echo > outstanding never happens, so < iff !="),  # noqa: E501
+        ("core/ReplaceUnaryOperator_USub_Invert", 112, "self._last_answered = ~1  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
+         "~1 == -2, and nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
+        ("core/ReplaceTrueWithFalse", 81, "@dataclass(slots=False)",
+         "_Job is private to the session and never given new attributes: slots only saves memory"),
+        ("core/ReplaceAndWithOr", 266, "assert self._ctx is not None or self._peer_hello is not None",
+         "an invariant: _on_hello sets the context and the peer Hello together, and a HelloAck is dispatched here only after it"),  # noqa: E501
+        ("core/NumberReplacer", 108, "self._height = 1",
+         "start() sets _height before anything reads it for the wire (a tick before start only takes a max that start overwrites)"),  # noqa: E501
+        ("core/NumberReplacer", 108, "self._height = -1",
+         "start() sets _height before anything reads it for the wire (a tick before start only takes a max that start overwrites)"),  # noqa: E501
+        ("core/NumberReplacer", 112, "self._last_answered = - 2  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
+         "nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
     ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",

@@ -58,6 +58,7 @@ from cowboy_protocol.transport.session import (
 )
 from cowboy_protocol.transport.subset import EpochSnapshot, epoch_paired_valid, select_snapshot
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
+from cowboy_protocol.types.jobspec import decode_job_spec
 from cowboy_protocol.types.params import Cip11Params
 from cowboy_protocol.types.runner import Health
 
@@ -91,8 +92,11 @@ class AssignmentInfo:
 
     def reveal_too_early(self, next_height: int) -> bool:
         """Whether a reveal included at ``next_height`` (head + 1) would come before this job's reveal window:
-        only committees of more than one runner commit first (§10.3; M == 1 may reveal at once)."""
-        return self.live and len(self.committee) > 1 and next_height <= self.commit_end
+        only jobs of M > 1 runners commit first (§10.3; M == 1 may reveal at once)."""
+        # The job's M, not the seats drawn, as execution and admission decide: an under-filled committee (one
+        # seat of an M > 1 job, §9.2) still commits before it reveals. ``job_spec`` is the chain's stored spec.
+        return self.live and next_height <= self.commit_end and \
+            decode_job_spec(self.job_spec).verification.runners > 1
 
 
 class NodeLink(Protocol):

@@ -103,3 +103,33 @@ def test_each_proposers_own_fee_recipient() -> None:
     for i, v in enumerate(net.genesis.validators):
         key = bytes(bytearray(v.ed25519_public_key))  # an equal key that is not the same object
         assert fee_recipient_of(net.genesis, key) == bytes([0x70 + i]) * 20
+
+
+def test_a_parent_hash_other_than_the_parents_is_refused_whichever_way_it_sorts(
+        dev_genesis: DevGenesis, new_chain: Callable[[], Chain]) -> None:
+    # The block names its parent by digest: any other 32 bytes, above or below the real one, are "wrong_parent"
+    # (the rule is equality, not an order). Each block below differs from a valid one only in parent_hash.
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 1).block
+    real = block.header.parent_hash
+    below, above = bytes(32), b"\xff" * 32
+    assert below < real < above
+    for parent_hash in (below, above):
+        assert _code(follower, _resign(dev_genesis, block, parent_hash=parent_hash)) == "wrong_parent"
+    assert follower.height == 0
+    follower.commit(verify_and_prepare(follower, block))  # the real parent hash is accepted
+    assert follower.height == 1
+
+
+def test_a_genuine_consumed_seed_of_a_round_after_the_blocks_own_is_refused(
+        dev_genesis: DevGenesis, new_chain: Callable[[], Chain]) -> None:
+    # CIP-11 §9.2 (commit-then-reveal: a round's randomness must not affect execution in that same round, still
+    # less an earlier one): a block consumes only seeds of rounds before its own. A seed of a later round, signed
+    # with the group key (so its signature verifies), is refused by the round clause alone — in the view and in
+    # the epoch component of the round order.
+    producer, follower = new_chain(), new_chain()
+    block = _build(producer, dev_genesis, 3).block
+    for later in (Round(0, 4), Round(0, 2**20), Round(1, 0)):
+        seed = ConsumedSeed(later.epoch, later.view, sign_beacon(_secret(dev_genesis), later))
+        assert _code(follower, _resign(dev_genesis, block, consumed_seeds=(seed,))) == "bad_consumed_seed"
+    assert follower.height == 0

@@ -62,3 +62,14 @@ def test_a_bad_length_after_whole_frames_in_the_same_chunk_is_refused() -> None:
             decoder.feed(first + bad + bytes(20))
         assert e.value.code == code
         assert decoder.buffered == 0  # the failed decoder holds nothing
+
+
+def test_decode_frame_failure_says_how_many_bytes_follow_the_prefix() -> None:
+    # The diagnostic (logged with the Goodbye) names the declared length and the bytes after the 4-byte prefix, so
+    # an operator can tell a truncated frame from trailing bytes at a glance.
+    wire = GOLDEN[0][2]
+    length = len(wire) - 4
+    for data, follow in ((wire[:-1], length - 1), (wire + b"\x00\x00", length + 2)):
+        with pytest.raises(RemoteProtocolError) as e:
+            decode_frame(data)
+        assert e.value.message == f"frame length {length} but {follow} bytes follow"

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.execution.jobs.results import TOPIC_REVEALED
 from cowboy_node.node.node import Node
 from cowboy_node.transport.reveal_hold import RevealHold
 from cowboy_node.transport.service import TransportService, _RunnerConnection
@@ -108,11 +109,12 @@ class Pipe:
         return [e.frame.job_id for e in self.events if isinstance(e, AssignmentReceived)]
 
 
-def _world(blocks_before_job: list[Any] | None = None) -> tuple[Node, TransportService, Nonces]:
+def _world(*, registered: int = len(RUNNER_SKS)) -> tuple[Node, TransportService, Nonces]:
+    """A node with the first ``registered`` runners registered and a transport service it notifies per block."""
     node = make_node(phase=2)
     n = Nonces()
     caps, card = example_caps()
-    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS])
+    produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:registered]])
     vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
     service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
                                metrics=node.metrics)
@@ -131,9 +133,11 @@ def _job(node: Node, job_id: bytes) -> JobRecord:
     return JobRecord.decode(raw)
 
 
-def _multi_runner_job(node: Node, n: Nonces, pipes: list[Pipe]) -> bytes:
+def _multi_runner_job(node: Node, n: Nonces, pipes: list[Pipe], *, m: int = 3) -> bytes:
+    """A job of M = ``m`` runners (a strict-majority vote when M > 1), assigned, pushed and acked by ``pipes``."""
     doc: dict[str, Any] = json.loads(JOB_EXAMPLE.read_text())
-    doc.update(verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=20)
+    doc.update(verification={"mode": "majority_vote" if m > 1 else "none", "runners": m, "threshold": m // 2 + 1},
+               timeout_blocks=20)
     submit = n.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))
     produce(node, [submit])
     job_id = derive_job_id(submit.tx_hash(), 0)
@@ -141,11 +145,14 @@ def _multi_runner_job(node: Node, n: Nonces, pipes: list[Pipe]) -> bytes:
         for p in pipes:
             p.ping()  # keep local presence fresh
         _block(node)
+    pushed = 0
     for p in pipes:
         p.pump()
-        assert job_id in p.assignments()
-        p.runner.ack(job_id, AckStatus.accepted())
-        p.pump()
+        if job_id in p.assignments():  # every seat drawn is pushed (the pipes are its only sessions)
+            pushed += 1
+            p.runner.ack(job_id, AckStatus.accepted())
+            p.pump()
+    assert pushed == len(_job(node, job_id).committee)
     return job_id
 
 
@@ -186,6 +193,58 @@ def test_early_reveal_frame_is_held_until_the_window_opens_then_forwarded() -> N
     assert _metric(node, "reveal_released") == 1 and _metric(node, "result_forwarded") >= 1
     _block(node)
     assert _job(node, job_id).reveal_of(runner) is not None  # included, no reveal_window_not_open
+
+
+def test_an_under_filled_committee_of_a_multi_runner_job_holds_its_early_reveal() -> None:
+    # M = 3 with one runner registered: one seat is drawn (§9.2 under-fill), but the job is still multi-runner —
+    # execution decides by the job's M, not the seats drawn (results.py) — so a reveal before its window is held
+    # (§10.3: "MUST NOT submit an early reveal"), kept while head + 1 <= commit_end, and released after.
+    node, service, n = _world(registered=1)
+    p, sk, runner = Pipe(service, node, RUNNER_SKS[0]), RUNNER_SKS[0], RUNNERS[0]
+    p.ping()
+    job_id = _multi_runner_job(node, n, [p])
+    p.runner.send_commit(job_id, n.tx(sk, JobResultCommit(job_id, result_commitment(job_id, runner, b"A",
+                                                                                      b"salt"))).to_bytes())
+    p.pump()
+    _block(node)
+    rec = _job(node, job_id)
+    assert rec.committee == (runner,) and rec.commitment_of(runner) is not None
+    assert node.chain.height + 1 <= rec.commit_end
+    reveal = n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0))
+    p.runner.send_result(job_id, reveal.to_bytes())
+    p.pump()
+    assert len(service.reveals) == 1 and not _in_mempool(node, reveal.tx_hash()) and not p.fake.closed
+    assert _metric(node, "reveal_held") == 1 and _metric(node, "result_forwarded") == 0
+    while node.chain.height + 1 < rec.commit_end:
+        _block(node)  # each committed block sweeps the hold: KEEP while head + 1 <= commit_end
+        assert len(service.reveals) == 1 and not _in_mempool(node, reveal.tx_hash())
+    _block(node)  # head + 1 == commit_end + 1: the window is open, the reveal is released verbatim
+    assert _in_mempool(node, reveal.tx_hash()) and len(service.reveals) == 0
+    assert _metric(node, "reveal_released") == 1
+    _block(node)
+    # Included and revealed, not refused with reveal_window_not_open (the one reveal of the one seat concludes the
+    # attempt, so the record's reveals are not where to look).
+    assert any(r.error_code is None and any(e.topic == TOPIC_REVEALED for e in r.events)
+               for r in node.chain.receipts_at(node.chain.height))
+
+
+def test_a_single_runner_jobs_reveal_is_forwarded_at_once() -> None:
+    # §10.3: for verification.runners == 1 the runner MAY skip the commit and send JobResult directly; there is no
+    # window to wait for (commit_end is set for every job, so holding it would delay the result to commit_end + 1).
+    node, service, n = _world()
+    pipes = [Pipe(service, node, sk) for sk in RUNNER_SKS]
+    for p in pipes:
+        p.ping()
+    job_id = _multi_runner_job(node, n, pipes, m=1)
+    rec = _job(node, job_id)
+    [runner] = rec.committee
+    assert node.chain.height + 1 <= rec.commit_end
+    i = RUNNERS.index(runner)
+    reveal = n.tx(RUNNER_SKS[i], JobResultSubmit(job_id, b"A", b"salt", 0))
+    pipes[i].runner.send_result(job_id, reveal.to_bytes())
+    pipes[i].pump()
+    assert _in_mempool(node, reveal.tx_hash()) and len(service.reveals) == 0
+    assert _metric(node, "reveal_held") == 0 and _metric(node, "result_forwarded") == 1
 
 
 def test_early_reveals_beyond_the_hold_bound_close_the_session_with_protocol_error() -> None:
