@@ -23,6 +23,13 @@ SCRIPT = REPO / "deploy" / "testnet.sh"
 pytestmark = pytest.mark.timeout(900)  # a bound against hangs, sized for a loaded host
 
 
+def _as_a_terminal_job() -> None:
+    """SIGINT at its default in the supervisor, as in a terminal's foreground job. A suite started in the
+    background (``make test &``, a CI runner) has SIGINT ignored, the child inherits that, and a shell cannot trap
+    a signal ignored on entry (POSIX), so Ctrl-C would not reach the script's trap."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Supervisor:
     """``deploy/testnet.sh DIR`` in its own process group, its output collected line by line."""
 
@@ -31,7 +38,8 @@ class Supervisor:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(["bash", str(SCRIPT), str(out)], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                     env={**os.environ, "COWBOY_NODE": str(BIN / "cowboy-node")})
+                                     env={**os.environ, "COWBOY_NODE": str(BIN / "cowboy-node")},
+                                     preexec_fn=_as_a_terminal_job)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
