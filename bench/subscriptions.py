@@ -331,7 +331,11 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             node.wait(timeout=10)
         log.close()
         probe = json.loads(probe_file.read_text()) if probe_file.exists() else {"ticks": [], "stalls": []}
-        shutil.rmtree(home, ignore_errors=True)
+        if args.keep_home:
+            print(f"node home kept: {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+    out["node_home"] = str(home) if args.keep_home else None
     out["node_gc"] = {"stats": probe.get("gc_stats"), "objects_at_exit": probe.get("objects_at_exit")}
     late = 1.5 * args.block_ms / 1000
     for phase, key in (("baseline", "baseline_one_fast_subscriber"), ("with_slow", "with_slow_subscribers")):
@@ -362,6 +366,8 @@ def main() -> int:
                     help="height to reach first (what the slow subscribers are replayed)")
     ap.add_argument("--buffer-bytes", type=int, default=16384, help="[rpc] subscription_buffer_bytes")
     ap.add_argument("--send-timeout-ms", type=int, default=2000, help="[rpc] subscription_send_timeout_ms")
+    ap.add_argument("--keep-home", action="store_true",
+                    help="keep each node's home (its log, probe.json and consensus-timeline.json) and print its path")
     args = ap.parse_args()
     runs = [run_once(args) for _ in range(args.runs)]
 

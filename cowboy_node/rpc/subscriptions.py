@@ -21,6 +21,8 @@ How it stays off block production's path (bench/subscriptions.py measures it):
   cannot be told) and its connection closed (code 4008) in its own task, never waiting on the others; it may
   reconnect with ``from=H``.
 - At most ``subscription_max`` connections at once (503 ``too_many_subscriptions`` beyond).
+- Heights sent to catch up share one budget (``rpc/replay_budget.py``), whose waiters queue and are each woken
+  once, when granted: waiters that polled the bucket kept the loop thread on the GIL and starved the block builder.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import structlog
 from aiohttp import WSMsgType, web
 
 from cowboy_node.rpc.facade import RpcError
+from cowboy_node.rpc.replay_budget import ReplayBudget
 from cowboy_node.rpc.subscription_source import Filter, parse_filter
 
 __all__ = ["CLOSE_SLOW_CONSUMER", "HUB_KEY", "SubscriptionHub", "SubscriptionLimits", "add_subscription_routes"]
@@ -99,16 +102,18 @@ class SubscriptionHub:
         self._tick = asyncio.Event()
         self._open = 0
         self._closing = False
-        self._tokens = float(self.limits.replay_per_s)
-        self._refilled = 0.0
+        self._budget = ReplayBudget(self.limits.replay_per_s)
         self._reader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cowboy-subscriptions")
         self._messages: OrderedDict[tuple[int, Filter], asyncio.Future[bytes | None]] = OrderedDict()
         self.dropped = 0
         """Slow consumers dropped so far."""
-        self.replayed = 0
-        """Heights sent through the catch-up budget so far."""
         self.served = 0
         """Subscriptions accepted so far."""
+
+    @property
+    def replayed(self) -> int:
+        """Heights sent through the catch-up budget so far."""
+        return self._budget.granted
 
     @property
     def open(self) -> int:
@@ -126,6 +131,7 @@ class SubscriptionHub:
         """Stop every subscription (node shutdown)."""
         self._closing = True
         self._tick.set()
+        self._budget.close()
         self._reader.shutdown(wait=False, cancel_futures=True)
 
     def _message(self, selector: Filter, height: int) -> asyncio.Future[bytes | None]:
@@ -186,7 +192,7 @@ class SubscriptionHub:
                     if self._head - nxt > self.limits.max_lag_blocks:
                         raise _Dropped("lagging")
                     if nxt < self._head:  # catching up (a replay, or behind): shares the replay budget
-                        await self._replay_token()
+                        await self._budget.take()
                         if self._closing:  # the node began stopping while this waited: no read after it
                             break
                     read = self._message(selector, nxt)
@@ -208,20 +214,6 @@ class SubscriptionHub:
         if self._closing and not ws.closed:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(code=CLOSE_SHUTDOWN, message=b"node stopping"), 1.0)
-
-    async def _replay_token(self) -> None:
-        """Wait for one height of the shared catch-up budget (a token bucket of ``replay_per_s``, burst the same)."""
-        loop = asyncio.get_running_loop()
-        rate = float(self.limits.replay_per_s)
-        while True:
-            now = loop.time()
-            self._tokens = min(rate, self._tokens + (now - self._refilled) * rate)
-            self._refilled = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                self.replayed += 1
-                return
-            await asyncio.sleep((1 - self._tokens) / rate)
 
     async def _send(self, ws: web.WebSocketResponse, data: bytes) -> None:
         """Write ``data`` (a shared, already encoded message) as one text frame; a slow consumer past the timeout."""
