@@ -116,6 +116,11 @@ class SubscriptionHub:
         return self._budget.granted
 
     @property
+    def catching_up(self) -> int:
+        """Subscriptions queued for the catch-up budget now (each parked until its token is granted)."""
+        return self._budget.waiting
+
+    @property
     def open(self) -> int:
         """Subscriptions open now."""
         return self._open

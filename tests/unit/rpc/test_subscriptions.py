@@ -304,6 +304,24 @@ async def test_node_shutdown_closes_every_subscription_with_going_away(served: A
         assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
 
 
+async def test_subscriptions_waiting_for_the_replay_budget_are_parked_in_its_queue_not_polling() -> None:
+    """Ten subscribers replaying 50 heights at one height a second: between grants all ten wait in the budget's
+    queue (each woken once, when granted, then queued again for its next height), none in a sleep-and-retry loop."""
+    source = FakeSource(head=50)
+    hub = SubscriptionHub(source, SubscriptionLimits(replay_per_s=1))
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(FakeFacade(), subscriptions=hub)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        conns = [await client.ws_connect("/subscribe?topic=blocks&from=1") for _ in range(10)]
+        await _wait("ten queued for the budget", lambda: hub.catching_up == 10)
+        assert hub.replayed < 50  # one a second: the replay is still in progress
+        for ws in conns:
+            await ws.close()
+    finally:
+        hub.close()
+        await client.close()
+
+
 async def test_node_shutdown_during_a_replay_stops_it_and_closes_with_going_away() -> None:
     source = FakeSource(head=50)
     hub = SubscriptionHub(source, SubscriptionLimits(replay_per_s=1))  # one catching-up height a second
