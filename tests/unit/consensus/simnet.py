@@ -143,6 +143,25 @@ SchemeFactory = Callable[[int | None], Scheme]
 """Validator index (None: verifier only) → its scheme."""
 
 
+class CountingScheme(FastScheme):
+    """FastScheme that counts the signature checks the engine asks for: single partials always, certificates
+    too unless ``certificates`` is False (what a flood, or late votes, make the engine spend)."""
+
+    def __init__(self, n: int, me: int | None, *, certificates: bool = True) -> None:
+        super().__init__(n, me)
+        self._count_certificates = certificates
+        self.checks = 0
+        """Checks counted so far."""
+
+    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
+        self.checks += 1
+        return super().verify(signer, message, signature)
+
+    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
+        self.checks += self._count_certificates
+        return super().verify_certificate(message, signature)
+
+
 def fast_schemes(n: int) -> SchemeFactory:
     return lambda me: FastScheme(n, me)
 

@@ -23,26 +23,10 @@ from cowboy_node.consensus.simplex.types import (
     seed_message,
 )
 from cowboy_node.types.block import Round
-from tests.unit.consensus.simnet import GENESIS, FastScheme
+from tests.unit.consensus.simnet import GENESIS, CountingScheme, FastScheme
 
 D = 100
 N = 4
-
-
-class CountingScheme(FastScheme):
-    """FastScheme that counts signature checks (what a flood makes the engine spend)."""
-
-    def __init__(self, n: int, me: int | None) -> None:
-        super().__init__(n, me)
-        self.checks = 0
-
-    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
-        self.checks += 1
-        return super().verify(signer, message, signature)
-
-    def verify_certificate(self, message: bytes, signature: bytes) -> bool:
-        self.checks += 1
-        return super().verify_certificate(message, signature)
 
 
 def _engine() -> tuple[Engine, CountingScheme]:

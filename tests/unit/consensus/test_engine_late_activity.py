@@ -30,24 +30,12 @@ from cowboy_node.consensus.simplex.types import (
     seed_message,
 )
 from cowboy_node.types.block import Round
-from tests.unit.consensus.simnet import GENESIS, FastScheme
+from tests.unit.consensus.simnet import GENESIS, CountingScheme, FastScheme
 
 D = 100  # Δ: the leader timeout is 2Δ
 N = 4
 SLOW = 3
 SKIP = 4
-
-
-class CountingScheme(FastScheme):
-    """FastScheme that counts single-partial checks (what late votes make the engine spend)."""
-
-    def __init__(self, n: int, me: int | None) -> None:
-        super().__init__(n, me)
-        self.checks = 0
-
-    def verify(self, signer: int, message: bytes, signature: bytes) -> bool:
-        self.checks += 1
-        return super().verify(signer, message, signature)
 
 
 def _threshold(message: bytes) -> bytes:
@@ -78,7 +66,7 @@ class _Run:
     is finalized (to deliver the slow validator's votes for it, now late)."""
 
     def __init__(self, skip_timeout: int = SKIP) -> None:
-        self.scheme = CountingScheme(N, 0)
+        self.scheme = CountingScheme(N, 0, certificates=False)
         cfg = Config(me=0, delta_ms=D, election=Election.ROUND_ROBIN, genesis=GENESIS, skip_timeout=skip_timeout)
         self.engine = Engine(cfg, self.scheme)
         self.now = 0
