@@ -36,6 +36,7 @@ from cowboy_runner.settings_schema import (
     check_known,
     check_table,
     choice,
+    default_text,
     host_port,
     integer,
     optional_integer,
@@ -317,6 +318,11 @@ def render_template(validator_rpc: str) -> str:
     ])
 
 
+def _default(cls: type, name: str) -> str:
+    """The declared default of ``cls.name`` as the template writes it (TOML)."""
+    return default_text(next(f for f, _spec in settings_schema.specs(cls) if f.name == name))
+
+
 def _template_preamble() -> str:
     """Opening comment: where the keys are documented and how relative paths resolve."""
     return """\
@@ -342,7 +348,7 @@ key_file = "{DEFAULT_KEY_FILE}"
 # Durable journal of result obligations (SQLite). Keep it: it holds signed result transactions.
 journal = "{DEFAULT_JOURNAL}"
 # Seconds between polls of GET /runner/{{address}}/jobs while no QUIC session is up.
-poll_interval_s = 2.0
+poll_interval_s = {_default(RunnerKeys, "poll_interval_s")}
 """
 
 
@@ -378,9 +384,9 @@ def _template_chain_duties() -> str:
 # QUIC HeartbeatPing every N new blocks; unset: the chain's governed CIP-11 HEARTBEAT_BLOCKS (GET /params).
 # quic_interval_blocks = 1
 # On-chain heartbeat cadence in blocks; 0 = HEARTBEAT_TIMEOUT_BLOCKS - safety_margin_blocks.
-onchain_cadence_blocks = 0
+onchain_cadence_blocks = {_default(HeartbeatSettings, "onchain_cadence_blocks")}
 # Blocks kept between the cadence and the eligibility timeout (inclusion delay, congestion).
-safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
+safety_margin_blocks = {_default(HeartbeatSettings, "safety_margin_blocks")}
 
 [results]
 # Blocks to wait for a sent result transaction before resubmitting it yourself; unset: the chain's governed
@@ -391,10 +397,10 @@ safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
 
 [fees]
 # Max fee per cycle/cell = this multiple of the current basefee.
-max_fee_multiplier = 2
+max_fee_multiplier = {_default(FeeSettings, "max_fee_multiplier")}
 # Tips to the block proposer per cycle and per cell (capped at the max fee).
-priority_fee_per_cycle = 1000
-priority_fee_per_cell = 1000
+priority_fee_per_cycle = {_default(FeeSettings, "priority_fee_per_cycle")}
+priority_fee_per_cell = {_default(FeeSettings, "priority_fee_per_cell")}
 """
 
 
@@ -403,29 +409,29 @@ def _template_observability() -> str:
     return f"""\
 [metrics]
 # Prometheus exposition at http://ADDR/metrics.
-addr = "{DEFAULT_METRICS_ADDR}"
+addr = {_default(MetricsKeys, "addr")}
 # false: no metrics port.
-enabled = true
+enabled = {_default(MetricsKeys, "enabled")}
 
 [log]
 # "console" for humans, "json" for log shippers.
-format = "console"
+format = {_default(LogKeys, "format")}
 # debug | info | warning | error
-level = "info"
+level = {_default(LogKeys, "level")}
 """
 
 
 def _template_executors() -> str:
     """``[executors.*]``: limits of the http/llm/mcp/custom executors, with empty model/server/program tables."""
-    return """\
+    return f"""\
 [executors.http]
 # Largest response body read (bytes); larger responses fail the job.
-max_response_bytes = 1048576
+max_response_bytes = {_default(HttpExecutorSettings, "max_response_bytes")}
 # Connect and whole-request timeouts in seconds (a job's own wall-time bound can be shorter).
-connect_timeout_s = 10.0
-request_timeout_s = 30.0
+connect_timeout_s = {_default(HttpExecutorSettings, "connect_timeout_s")}
+request_timeout_s = {_default(HttpExecutorSettings, "request_timeout_s")}
 # Let HTTP jobs reach loopback/private addresses (keep false on public runners: SSRF protection).
-allow_private_addresses = false
+allow_private_addresses = {_default(HttpExecutorSettings, "allow_private_addresses")}
 
 [executors.llm]
 # OpenAI-compatible endpoint serving llm jobs (needed once models are listed).
@@ -433,28 +439,28 @@ allow_private_addresses = false
 # API key, or the name of an environment variable holding it (not both).
 # api_key_env = "OPENAI_API_KEY"
 # Temperature when the job sets none.
-default_temperature = 0.0
+default_temperature = {_default(LlmExecutorSettings, "default_temperature")}
 # Request timeout in seconds.
-timeout_s = 120.0
+timeout_s = {_default(LlmExecutorSettings, "timeout_s")}
 
 [executors.llm.models]
 # "<model_id: 64 hex digits>" = "<model name at the endpoint>"
 
 [executors.mcp]
 # Seconds per tool call.
-timeout_s = 30.0
+timeout_s = {_default(McpExecutorSettings, "timeout_s")}
 
 [executors.mcp.servers]
 # <server name used by jobs> = "<streamable HTTP URL>"
 
 [executors.custom]
 # Wall time (seconds), address-space limit (MiB) and stdout cap (bytes) of custom executor processes.
-time_limit_s = 60.0
-memory_limit_mb = 512
-max_output_bytes = 262144
+time_limit_s = {_default(CustomExecutorSettings, "time_limit_s")}
+memory_limit_mb = {_default(CustomExecutorSettings, "memory_limit_mb")}
+max_output_bytes = {_default(CustomExecutorSettings, "max_output_bytes")}
 # Programs run in a bubblewrap sandbox (no runner home, no environment, no network); start-up fails if bwrap
 # cannot run here. "none" runs them unsandboxed, for development only.
-isolation = "bwrap"
+isolation = {_default(CustomExecutorSettings, "isolation")}
 # "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
 # Every executor key (per-kind max_concurrent/queue, LLM retries and api_key_file, MCP stdio servers and tool
 # allow-lists, adapters, plugins): docs/runner-executors.md "Configuration".

@@ -185,11 +185,13 @@ def _adapters(ex: dict[str, Any]) -> dict[str, AdapterConfig]:
     out = {}
     for name, w, t in _entry(ex, "adapters", ("url", "kinds", "headers", "timeout_s", "max_response_bytes"),
                              ("url", "kinds")):
+        given: dict[str, Any] = {}  # absent keys: AdapterConfig's defaults
+        if "timeout_s" in t:
+            given["timeout_s"] = check_seconds(t["timeout_s"], f"{w}.timeout_s")
+        if "max_response_bytes" in t:
+            given["max_response_bytes"] = check_int(t["max_response_bytes"], f"{w}.max_response_bytes")
         out[name] = AdapterConfig(check_url(t["url"], f"{w}.url"), _kinds(t["kinds"], f"{w}.kinds"),
-                                  headers=check_string_map(t.get("headers", {}), f"{w}.headers"),
-                                  timeout_s=check_seconds(t.get("timeout_s", 60.0), f"{w}.timeout_s"),
-                                  max_response_bytes=check_int(t.get("max_response_bytes", 1 << 20),
-                                                               f"{w}.max_response_bytes"))
+                                  headers=check_string_map(t.get("headers", {}), f"{w}.headers"), **given)
     return out
 
 
@@ -240,8 +242,9 @@ def _mcp_server(value: object, key: str) -> McpServerConfig:
     if ("url" in value) == ("command" in value):
         raise SettingError(f"{key}.url", "set exactly one of url (streamable HTTP) or command (stdio)")
     tools = check_strings(value["tools"], f"{key}.tools") if "tools" in value else None
-    common: dict[str, Any] = {"tools": tools,
-                              "reuse_session": check_bool(value.get("reuse_session", True), f"{key}.reuse_session")}
+    common: dict[str, Any] = {"tools": tools}  # reuse_session absent: McpServerConfig's default
+    if "reuse_session" in value:
+        common["reuse_session"] = check_bool(value["reuse_session"], f"{key}.reuse_session")
     if "command" in value:
         if "headers" in value:
             raise SettingError(f"{key}.headers", "only for url servers (stdio has no HTTP headers)")
@@ -279,7 +282,8 @@ def _program(value: object, key: str) -> CustomExecutorConfig:
             raise SettingError(f"{key}.ro_paths", f"expected absolute paths, got {path!r}")
     return CustomExecutorConfig(check_strings(value["argv"], f"{key}.argv", allow_empty=False), env=env,
                                 cwd=check_str(value["cwd"], f"{key}.cwd") if "cwd" in value else None,
-                                network=check_bool(value.get("network", False), f"{key}.network"),
+                                network=check_bool(value["network"], f"{key}.network") if "network" in value
+                                else CustomExecutorConfig.network,
                                 ro_paths=ro_paths,
                                 image=check_str(value["image"], f"{key}.image") if "image" in value else None)
 

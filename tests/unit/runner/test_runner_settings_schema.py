@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cowboy_runner import config as runner_config
-from cowboy_runner.config import SCHEMA, ConfigError, RunnerSettings, parse_settings, reference
+from cowboy_runner.config import SCHEMA, ConfigError, RunnerSettings, parse_settings, reference, render_template
 from cowboy_runner.executor_settings import executors_config
 from cowboy_runner.executors.config import (
     CustomConfig,
@@ -190,3 +190,18 @@ def test_the_schema_module_is_what_config_re_exports() -> None:
     assert runner_config.HttpExecutorSettings is HttpExecutorSettings
     assert runner_config.CustomExecutorSettings is CustomExecutorSettings
     assert ExecutorSettings() == _parse(RUNNER + REST).executors
+
+
+def test_the_init_template_writes_the_declared_defaults() -> None:
+    """``cowboy-runner init``'s runner.toml sets each key it writes to the declared default (no third copy)."""
+    declared = {section: {spec.key or f.name: default_text(f) for f, spec in specs(cls)} for section, cls in SCHEMA}
+    section, checked = "", 0
+    for line in render_template("http://127.0.0.1:4000").splitlines():
+        if m := re.fullmatch(r"\[([a-z_.]+)\]", line):
+            section = m.group(1)
+        elif " = " in line and not line.startswith("#") and section in declared and line != \
+                'validator_rpc = "http://127.0.0.1:4000"':
+            key, value = line.split(" = ", 1)
+            assert declared[section][key] == value, (section, key)
+            checked += 1
+    assert checked >= 20
