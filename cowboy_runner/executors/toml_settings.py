@@ -75,8 +75,9 @@ def _models(value: object, key: str) -> dict[bytes, str]:
 
 
 @dataclass(frozen=True)
-class LlmExecutorSettings(LlmLimits, SlotLimits):
-    """``[executors.llm]`` and ``[executors.llm.models]`` (the limits: ``executors.config.LlmLimits``)."""
+class _LlmKeys(SlotLimits):
+    """``[executors.llm]`` keys of the TOML side only (the endpoint and its key), declared before the shared
+    limits so that ``unknown key; allowed: …`` lists them in the order it always has."""
 
     base_url: str | None = url("OpenAI-compatible API root (``…/v1``); unset: llm jobs are not served (required "
                                "once models are listed).")
@@ -86,6 +87,12 @@ class LlmExecutorSettings(LlmLimits, SlotLimits):
                                          "at start-up, not here).")
     api_key_file: str | None = text(None, "File holding the API key (relative to the home directory; mode 0600 or "
                                           "stricter, else start-up fails).")
+
+
+@dataclass(frozen=True)
+class LlmExecutorSettings(LlmLimits, _LlmKeys):
+    """``[executors.llm]`` and ``[executors.llm.models]`` (the limits: ``executors.config.LlmLimits``)."""
+
     models: dict[bytes, str] = table(_models, "``\"<model_id: 64 hex digits, 0x optional>\" = \"<model name at "
                                               "the endpoint>\"``.", "table")
 
@@ -95,8 +102,9 @@ def _mcp_servers(value: object, key: str) -> dict[str, McpServerConfig]:
 
 
 @dataclass(frozen=True)
-class McpExecutorSettings(McpLimits, SlotLimits):
-    """``[executors.mcp]`` and ``[executors.mcp.servers]`` (the limits: ``executors.config.McpLimits``)."""
+class _McpKeys(SlotLimits):
+    """``[executors.mcp]`` keys of the TOML side only, declared before the shared limits (the order of
+    ``unknown key; allowed: …``)."""
 
     timeout_s: float = seconds(30.0, "Per tool call: the default for a job without ``timeout_seconds`` and a cap "
                                      "on one asking for more.")
@@ -107,15 +115,27 @@ class McpExecutorSettings(McpLimits, SlotLimits):
 
 
 @dataclass(frozen=True)
-class CustomExecutorSettings(SandboxSettings, SlotLimits):
-    """``[executors.custom]``: limits (the sandbox's: ``executors.config.SandboxSettings``), and
-    ``"<executor_hash>" = [argv…]`` (or a table) entries."""
+class McpExecutorSettings(McpLimits, _McpKeys):
+    """``[executors.mcp]`` and ``[executors.mcp.servers]`` (the limits: ``executors.config.McpLimits``)."""
+
+
+@dataclass(frozen=True)
+class _CustomKeys(SlotLimits):
+    """``[executors.custom]`` limits of the TOML side only, declared before the sandbox's (the order of
+    ``unknown key; allowed: …``)."""
 
     time_limit_s: float = seconds(60.0, "Wall time before the process group is killed (the job's "
                                         "``max_wall_time_seconds`` when shorter).")
     memory_limit_mb: int = integer(512, "Memory limit of the process in MiB: the smaller of this and the job's "
                                         "``max_memory_mb``.")
     max_output_bytes: int = integer(262_144, "Largest stdout kept (the chain's result limit is 256 KiB).")
+
+
+@dataclass(frozen=True)
+class CustomExecutorSettings(SandboxSettings, _CustomKeys):
+    """``[executors.custom]``: limits (the sandbox's: ``executors.config.SandboxSettings``), and
+    ``"<executor_hash>" = [argv…]`` (or a table) entries."""
+
     programs: dict[bytes, CustomExecutorConfig] = field(default_factory=dict)
     """``executor_hash`` (32 bytes) → the local command (the ``"<executor_hash>"`` keys of the section)."""
 
