@@ -9,7 +9,6 @@ line.
 
 from __future__ import annotations
 
-import math
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
@@ -21,13 +20,31 @@ from cowboy_protocol.netaddr import parse_host_port
 from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
 from cowboy_protocol.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_runner import settings_schema
 from cowboy_runner.executors.toml_settings import CustomExecutorSettings as CustomExecutorSettings
-from cowboy_runner.executors.toml_settings import ExecutorSettings, SettingError, parse_executors
+from cowboy_runner.executors.toml_settings import ExecutorSettings, parse_executors
 from cowboy_runner.executors.toml_settings import HttpExecutorSettings as HttpExecutorSettings
 from cowboy_runner.executors.toml_settings import LlmExecutorSettings as LlmExecutorSettings
 from cowboy_runner.executors.toml_settings import McpExecutorSettings as McpExecutorSettings
 from cowboy_runner.keyfile import create_key, load_key
 from cowboy_runner.schedule import DEFAULT_SAFETY_MARGIN_BLOCKS
+from cowboy_runner.settings_schema import (
+    SettingError,
+    boolean,
+    check_hash_key,
+    check_host_port,
+    check_known,
+    check_table,
+    choice,
+    default_text,
+    host_port,
+    integer,
+    optional_integer,
+    read,
+    seconds,
+    text,
+    url,
+)
 
 CONFIG_FILE = "runner.toml"
 """Name of the settings file in the home directory."""
@@ -57,42 +74,75 @@ class ConfigError(Exception):
 
 
 # -- settings ---------------------------------------------------------------------------------
-# [executors.*]: cowboy_runner/executors/toml_settings.py (next to the executors; its types are re-exported here).
+# Every key is a field of one of the dataclasses below or of the [executors.*] ones
+# (cowboy_runner/executors/toml_settings.py, re-exported here): its type, bounds, default and doc are declared
+# there once (cowboy_runner/settings_schema.py); docs/runner-settings.md is generated from them.
+@dataclass(frozen=True)
+class RunnerKeys:
+    """``[runner]`` as written (:class:`RunnerSettings` holds the resolved values)."""
+
+    validator_rpc: str = url("HTTP API of the validator (``http://`` or ``https://``): transactions, queries, the "
+                             "poll fallback.", required=True)
+    quic_endpoint: tuple[str, int] | None = host_port(None, "``HOST:PORT`` (``[V6]:PORT``) of the validator's "
+                                                            "CIP-11 QUIC transport (the node's ``quic.addr``); unset: "
+                                                            f"the RPC host, port {DEFAULT_QUIC_PORT}.")
+    chain_id: str | None = text(None, "Expected chain id; unset: read from the validator's ``/status``.",
+                                max_chars=MAX_CHAIN_ID_CHARS)
+    key_file: str = text(DEFAULT_KEY_FILE, "The runner's secp256k1 key, relative to the home directory.")
+    journal: str = text(DEFAULT_JOURNAL, "The result-obligation journal (SQLite), relative to the home directory.")
+    poll_interval_s: float = seconds(2.0, "Poll interval of ``GET /runner/{address}/jobs`` while no QUIC session "
+                                          "is up.")
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatSettings:
     """``[heartbeat]``."""
 
-    quic_interval_blocks: int | None = None
-    """QUIC HeartbeatPing every N new block heights; None: the chain's governed CIP-11 HEARTBEAT_BLOCKS
-    (``GET /params`` ``cip11_params``, default 1)."""
-    onchain_cadence_blocks: int = 0
-    """On-chain heartbeat cadence; 0: ``HEARTBEAT_TIMEOUT_BLOCKS − safety_margin_blocks`` (§6.6)."""
-    safety_margin_blocks: int = DEFAULT_SAFETY_MARGIN_BLOCKS
-    """Blocks kept between the cadence and the floor timeout (inclusion delay, congestion)."""
+    quic_interval_blocks: int | None = optional_integer(
+        "QUIC HeartbeatPing every N new block heights; unset: the chain's governed CIP-11 HEARTBEAT_BLOCKS "
+        "(``GET /params`` ``cip11_params``, default 1).")
+    onchain_cadence_blocks: int = integer(0, "On-chain heartbeat cadence; 0: ``HEARTBEAT_TIMEOUT_BLOCKS − "
+                                             "safety_margin_blocks`` (§6.6).", minimum=0)
+    safety_margin_blocks: int = integer(DEFAULT_SAFETY_MARGIN_BLOCKS, "Blocks kept between the cadence and the "
+                                                                      "floor timeout (inclusion delay, congestion).")
 
 
 @dataclass(frozen=True, slots=True)
 class ResultSettings:
     """``[results]``: rebroadcast of retained result transactions (§10.3)."""
 
-    inclusion_grace_blocks: int | None = None
-    """Wait this long after sending before self-submitting; None: the chain's governed
-    RESULT_TX_INCLUSION_GRACE_BLOCKS (default 2)."""
-    rebroadcast_interval_blocks: int | None = None
-    """Then rebroadcast this often until inclusion or expiry; None: the governed
-    RESULT_TX_REBROADCAST_INTERVAL_BLOCKS (default 2)."""
+    inclusion_grace_blocks: int | None = optional_integer(
+        "Wait this long after sending before self-submitting; unset: the chain's governed "
+        "RESULT_TX_INCLUSION_GRACE_BLOCKS (default 2).")
+    rebroadcast_interval_blocks: int | None = optional_integer(
+        "Then rebroadcast this often until inclusion or expiry; unset: the governed "
+        "RESULT_TX_REBROADCAST_INTERVAL_BLOCKS (default 2).")
 
 
 @dataclass(frozen=True, slots=True)
 class FeeSettings:
     """``[fees]``: fee fields of the runner's transactions, from the node's current basefees."""
 
-    max_fee_multiplier: int = 2
-    """Max fee per unit = multiplier × basefee."""
-    priority_fee_per_cycle: int = 1_000
-    """Tip per cycle (capped at the max fee)."""
-    priority_fee_per_cell: int = 1_000
-    """Tip per cell (capped at the max fee)."""
+    max_fee_multiplier: int = integer(2, "Max fee per unit = multiplier × basefee.")
+    priority_fee_per_cycle: int = integer(1_000, "Tip per cycle (capped at the max fee).", minimum=0)
+    priority_fee_per_cell: int = integer(1_000, "Tip per cell (capped at the max fee).", minimum=0)
+
+
+@dataclass(frozen=True)
+class MetricsKeys:
+    """``[metrics]`` as written (:attr:`RunnerSettings.metrics_addr` is the result)."""
+
+    addr: tuple[str, int] = host_port(parse_host_port(DEFAULT_METRICS_ADDR, key="metrics.addr"),
+                                      "Prometheus exposition at ``http://ADDR/metrics``.")
+    enabled: bool = boolean(True, "false: no metrics port.")
+
+
+@dataclass(frozen=True)
+class LogKeys:
+    """``[log]`` as written."""
+
+    format: str = choice("console", LOG_FORMATS, "``console`` for humans, ``json`` for log shippers.")
+    level: str = choice("info", LOG_LEVELS, "Least severe level logged.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,112 +186,47 @@ class RunnerSettings:
     a multi-validator ``Sub(R)`` (§5.1); the validator behind ``validator_rpc`` uses ``quic_endpoint``."""
 
 
-# -- value checks -----------------------------------------------------------------------------
-def _table(value: object, key: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(key, "expected a table")
-    return value
+SCHEMA: tuple[tuple[str, type], ...] = (
+    ("runner", RunnerKeys), ("heartbeat", HeartbeatSettings), ("results", ResultSettings), ("fees", FeeSettings),
+    ("metrics", MetricsKeys), ("log", LogKeys), ("executors", ExecutorSettings),
+    ("executors.http", HttpExecutorSettings), ("executors.llm", LlmExecutorSettings),
+    ("executors.mcp", McpExecutorSettings), ("executors.custom", CustomExecutorSettings))
+"""Every section of ``runner.toml`` whose keys are declared fields, by name (``[capabilities]``/``[rate_card]``
+are the shared wire schema's, ``cowboy_protocol.types.runner_json``; ``[validators]`` and the per-entry tables
+of adapters, plugins, MCP servers and custom programs are keyed by name)."""
 
 
-def _known(table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
-    for k in sorted(table):
-        if k not in allowed:
-            raise ConfigError(f"{where}.{k}" if where else k, f"unknown key; allowed: {', '.join(allowed)}")
-
-
-def _int(table: dict[str, Any], where: str, key: str, default: int, *, minimum: int = 1) -> int:
-    v = table.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ConfigError(f"{where}.{key}", f"expected an integer >= {minimum}, got {v!r}")
-    return v
-
-
-def _opt_int(table: dict[str, Any], where: str, key: str) -> int | None:
-    """An optional integer >= 1 (absent: None, the chain's governed value)."""
-    return None if key not in table else _int(table, where, key, 1)
-
-
-def _seconds(table: dict[str, Any], where: str, key: str, default: float) -> float:
-    v = table.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"{where}.{key}", f"expected a positive number of seconds, got {v!r}")
-    return float(v)
-
-
-def _str(table: dict[str, Any], where: str, key: str, default: str | None) -> str | None:
-    v = table.get(key, default)
-    if v is not None and (not isinstance(v, str) or not v):
-        raise ConfigError(f"{where}.{key}", f"expected a non-empty string, got {v!r}")
-    return v
-
-
-def _url(value: object, key: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(key, f"expected an http:// or https:// URL string, got {value!r}")
-    try:
-        return normalize_url(value)
-    except ValueError as e:
-        raise ConfigError(key, str(e)) from None
-
-
-def _host_port(value: object, key: str) -> tuple[str, int]:
-    if not isinstance(value, str):
-        raise ConfigError(key, f"expected HOST:PORT, got {value!r}")
-    try:
-        return parse_host_port(value, key=key)
-    except ValueError as e:
-        raise ConfigError(key, str(e).removeprefix(f"{key}: ")) from None
-
-
-def _hash_key(text: str, where: str, what: str = "a 32-byte hash") -> bytes:
-    body = text[2:] if text.startswith("0x") else text
-    if len(body) != 64 or any(c not in "0123456789abcdefABCDEF" for c in body):
-        raise ConfigError(f"{where}.{text}", f"expected {what}: 64 hex digits, optionally 0x-prefixed")
-    return bytes.fromhex(body)
-
-
-def _validation(e: ValidationError) -> ConfigError:
-    key = e.field or "capabilities"
-    return ConfigError(key, e.message.removeprefix(f"{key}: "))
+def reference() -> str:
+    """The Markdown key reference, ``docs/runner-settings.md``'s generated part."""
+    return settings_schema.reference(SCHEMA)
 
 
 # -- sections ---------------------------------------------------------------------------------
 _SECTIONS = ("runner", "capabilities", "rate_card", "heartbeat", "results", "fees", "metrics", "log", "executors",
              "validators")
-_RUNNER_KEYS = ("validator_rpc", "quic_endpoint", "chain_id", "key_file", "journal", "poll_interval_s")
+
+
+def _section(doc: dict[str, Any], name: str, cls: type) -> dict[str, Any]:
+    return read(cls, check_table(doc.get(name, {}), name), name)
 
 
 def _runner(doc: dict[str, Any], home: Path) -> dict[str, Any]:
     if "runner" not in doc:
         raise ConfigError("runner", "required section is missing")
-    t = _table(doc["runner"], "runner")
-    _known(t, "runner", _RUNNER_KEYS)
-    if "validator_rpc" not in t:
-        raise ConfigError("runner.validator_rpc", "required key is missing")
-    rpc = _url(t["validator_rpc"], "runner.validator_rpc")
-    if "quic_endpoint" in t:
-        quic = _host_port(t["quic_endpoint"], "runner.quic_endpoint")
-    else:
-        host = urllib.parse.urlsplit(rpc).hostname or ""
-        quic = (host, DEFAULT_QUIC_PORT)
-    chain_id = _str(t, "runner", "chain_id", None)
-    if chain_id is not None and len(chain_id) > MAX_CHAIN_ID_CHARS:
-        raise ConfigError("runner.chain_id", f"longer than {MAX_CHAIN_ID_CHARS} characters")
-    key_file = _str(t, "runner", "key_file", DEFAULT_KEY_FILE)
-    journal = _str(t, "runner", "journal", DEFAULT_JOURNAL)
-    assert key_file is not None and journal is not None
-    return {"validator_rpc": rpc, "quic_endpoint": quic, "chain_id": chain_id, "key_file": home / key_file,
-            "journal_path": home / journal, "poll_interval_s": _seconds(t, "runner", "poll_interval_s", 2.0)}
+    r = RunnerKeys(**_section(doc, "runner", RunnerKeys))
+    quic = r.quic_endpoint or (urllib.parse.urlsplit(r.validator_rpc).hostname or "", DEFAULT_QUIC_PORT)
+    return {"validator_rpc": r.validator_rpc, "quic_endpoint": quic, "chain_id": r.chain_id,
+            "key_file": home / r.key_file, "journal_path": home / r.journal, "poll_interval_s": r.poll_interval_s}
 
 
 def _capabilities(doc: dict[str, Any]) -> tuple[Capabilities, RateCard]:
     if "capabilities" not in doc:
         raise ConfigError("capabilities", "required section is missing")
-    caps_t = _table(doc["capabilities"], "capabilities")
-    _known(caps_t, "capabilities", CAPABILITY_KEYS)
+    caps_t = check_table(doc["capabilities"], "capabilities")
+    check_known(caps_t, "capabilities", CAPABILITY_KEYS)
     if "rate_card" not in doc:
         raise ConfigError("rate_card", "required section is missing (one [rate_card.<job type>] per job type)")
-    card_t = _table(doc["rate_card"], "rate_card")
+    card_t = check_table(doc["rate_card"], "rate_card")
     try:
         caps = capabilities_from_json(caps_t, where="capabilities")
         card = rate_card_from_json(card_t, where="rate_card")
@@ -258,76 +243,51 @@ def _capabilities(doc: dict[str, Any]) -> tuple[Capabilities, RateCard]:
     return caps, card
 
 
+def _validation(e: ValidationError) -> ConfigError:
+    key = e.field or "capabilities"
+    return ConfigError(key, e.message.removeprefix(f"{key}: "))
+
+
 def _small_sections(doc: dict[str, Any]) -> dict[str, Any]:
-    hb = _table(doc.get("heartbeat", {}), "heartbeat")
-    _known(hb, "heartbeat", ("quic_interval_blocks", "onchain_cadence_blocks", "safety_margin_blocks"))
-    res = _table(doc.get("results", {}), "results")
-    _known(res, "results", ("inclusion_grace_blocks", "rebroadcast_interval_blocks"))
-    fees = _table(doc.get("fees", {}), "fees")
-    _known(fees, "fees", ("max_fee_multiplier", "priority_fee_per_cycle", "priority_fee_per_cell"))
-    met = _table(doc.get("metrics", {}), "metrics")
-    _known(met, "metrics", ("addr", "enabled"))
-    log = _table(doc.get("log", {}), "log")
-    _known(log, "log", ("format", "level"))
-    enabled = met.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError("metrics.enabled", f"expected true or false, got {enabled!r}")
-    addr = _host_port(met.get("addr", DEFAULT_METRICS_ADDR), "metrics.addr")
-    fmt, level = log.get("format", "console"), log.get("level", "info")
-    if fmt not in LOG_FORMATS:
-        raise ConfigError("log.format", f"expected one of {list(LOG_FORMATS)}, got {fmt!r}")
-    if level not in LOG_LEVELS:
-        raise ConfigError("log.level", f"expected one of {list(LOG_LEVELS)}, got {level!r}")
-    return {
-        "heartbeat": HeartbeatSettings(
-            quic_interval_blocks=_opt_int(hb, "heartbeat", "quic_interval_blocks"),
-            onchain_cadence_blocks=_int(hb, "heartbeat", "onchain_cadence_blocks", 0, minimum=0),
-            safety_margin_blocks=_int(hb, "heartbeat", "safety_margin_blocks", DEFAULT_SAFETY_MARGIN_BLOCKS)),
-        "results": ResultSettings(
-            inclusion_grace_blocks=_opt_int(res, "results", "inclusion_grace_blocks"),
-            rebroadcast_interval_blocks=_opt_int(res, "results", "rebroadcast_interval_blocks")),
-        "fees": FeeSettings(
-            max_fee_multiplier=_int(fees, "fees", "max_fee_multiplier", 2),
-            priority_fee_per_cycle=_int(fees, "fees", "priority_fee_per_cycle", 1_000, minimum=0),
-            priority_fee_per_cell=_int(fees, "fees", "priority_fee_per_cell", 1_000, minimum=0)),
-        "metrics_addr": addr if enabled else None,
-        "log_format": fmt,
-        "log_level": level,
-    }
-
-
-def _executors(doc: dict[str, Any]) -> ExecutorSettings:
-    try:
-        return parse_executors(doc.get("executors", {}))
-    except SettingError as e:
-        raise ConfigError(e.key, e.message) from None
+    heartbeat = HeartbeatSettings(**_section(doc, "heartbeat", HeartbeatSettings))
+    results = ResultSettings(**_section(doc, "results", ResultSettings))
+    fees = FeeSettings(**_section(doc, "fees", FeeSettings))
+    metrics = MetricsKeys(**_section(doc, "metrics", MetricsKeys))
+    log = LogKeys(**_section(doc, "log", LogKeys))
+    return {"heartbeat": heartbeat, "results": results, "fees": fees,
+            "metrics_addr": metrics.addr if metrics.enabled else None, "log_format": log.format,
+            "log_level": log.level}
 
 
 def _validators(doc: dict[str, Any]) -> dict[bytes, tuple[str, int]]:
-    t = _table(doc.get("validators", {}), "validators")
+    t = check_table(doc.get("validators", {}), "validators")
     out: dict[bytes, tuple[str, int]] = {}
-    for text in sorted(t):
-        key = _hash_key(text, "validators", "a validator Ed25519 peer key")
+    for text_key in sorted(t):
+        key = check_hash_key(text_key, "validators", "a validator Ed25519 peer key")
         if key in out:
-            raise ConfigError(f"validators.{text}", "the same validator is listed twice")
-        out[key] = _host_port(t[text], f"validators.{text}")
+            raise ConfigError(f"validators.{text_key}", "the same validator is listed twice")
+        out[key] = check_host_port(t[text_key], f"validators.{text_key}")
     return out
 
 
 # -- loading ----------------------------------------------------------------------------------
-def parse_settings(text: str, home: Path) -> RunnerSettings:
+def parse_settings(source: str, home: Path) -> RunnerSettings:
     """Parse the text of a ``runner.toml`` belonging to ``home``; raises :class:`ConfigError`."""
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(source)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(None, f"not valid TOML: {e}") from None
     for section in sorted(doc):
         if section not in _SECTIONS:
             raise ConfigError(section, f"unknown section; allowed: {', '.join(_SECTIONS)}")
-    runner = _runner(doc, home)
-    caps, card = _capabilities(doc)
-    return RunnerSettings(home=home, **runner, capabilities=caps, rate_card=card,
-                          **_small_sections(doc), executors=_executors(doc), validator_endpoints=_validators(doc))
+    try:
+        runner = _runner(doc, home)
+        caps, card = _capabilities(doc)
+        return RunnerSettings(home=home, **runner, capabilities=caps, rate_card=card, **_small_sections(doc),
+                              executors=parse_executors(doc.get("executors", {})),
+                              validator_endpoints=_validators(doc))
+    except SettingError as e:
+        raise ConfigError(e.key, e.message) from None
 
 
 def load_settings(home: Path | str) -> RunnerSettings:
@@ -358,6 +318,11 @@ def render_template(validator_rpc: str) -> str:
     ])
 
 
+def _default(cls: type, name: str) -> str:
+    """The declared default of ``cls.name`` as the template writes it (TOML)."""
+    return default_text(next(f for f, _spec in settings_schema.specs(cls) if f.name == name))
+
+
 def _template_preamble() -> str:
     """Opening comment: where the keys are documented and how relative paths resolve."""
     return """\
@@ -383,7 +348,7 @@ key_file = "{DEFAULT_KEY_FILE}"
 # Durable journal of result obligations (SQLite). Keep it: it holds signed result transactions.
 journal = "{DEFAULT_JOURNAL}"
 # Seconds between polls of GET /runner/{{address}}/jobs while no QUIC session is up.
-poll_interval_s = 2.0
+poll_interval_s = {_default(RunnerKeys, "poll_interval_s")}
 """
 
 
@@ -419,9 +384,9 @@ def _template_chain_duties() -> str:
 # QUIC HeartbeatPing every N new blocks; unset: the chain's governed CIP-11 HEARTBEAT_BLOCKS (GET /params).
 # quic_interval_blocks = 1
 # On-chain heartbeat cadence in blocks; 0 = HEARTBEAT_TIMEOUT_BLOCKS - safety_margin_blocks.
-onchain_cadence_blocks = 0
+onchain_cadence_blocks = {_default(HeartbeatSettings, "onchain_cadence_blocks")}
 # Blocks kept between the cadence and the eligibility timeout (inclusion delay, congestion).
-safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
+safety_margin_blocks = {_default(HeartbeatSettings, "safety_margin_blocks")}
 
 [results]
 # Blocks to wait for a sent result transaction before resubmitting it yourself; unset: the chain's governed
@@ -432,10 +397,10 @@ safety_margin_blocks = {DEFAULT_SAFETY_MARGIN_BLOCKS}
 
 [fees]
 # Max fee per cycle/cell = this multiple of the current basefee.
-max_fee_multiplier = 2
+max_fee_multiplier = {_default(FeeSettings, "max_fee_multiplier")}
 # Tips to the block proposer per cycle and per cell (capped at the max fee).
-priority_fee_per_cycle = 1000
-priority_fee_per_cell = 1000
+priority_fee_per_cycle = {_default(FeeSettings, "priority_fee_per_cycle")}
+priority_fee_per_cell = {_default(FeeSettings, "priority_fee_per_cell")}
 """
 
 
@@ -444,29 +409,29 @@ def _template_observability() -> str:
     return f"""\
 [metrics]
 # Prometheus exposition at http://ADDR/metrics.
-addr = "{DEFAULT_METRICS_ADDR}"
+addr = {_default(MetricsKeys, "addr")}
 # false: no metrics port.
-enabled = true
+enabled = {_default(MetricsKeys, "enabled")}
 
 [log]
 # "console" for humans, "json" for log shippers.
-format = "console"
+format = {_default(LogKeys, "format")}
 # debug | info | warning | error
-level = "info"
+level = {_default(LogKeys, "level")}
 """
 
 
 def _template_executors() -> str:
     """``[executors.*]``: limits of the http/llm/mcp/custom executors, with empty model/server/program tables."""
-    return """\
+    return f"""\
 [executors.http]
 # Largest response body read (bytes); larger responses fail the job.
-max_response_bytes = 1048576
+max_response_bytes = {_default(HttpExecutorSettings, "max_response_bytes")}
 # Connect and whole-request timeouts in seconds (a job's own wall-time bound can be shorter).
-connect_timeout_s = 10.0
-request_timeout_s = 30.0
+connect_timeout_s = {_default(HttpExecutorSettings, "connect_timeout_s")}
+request_timeout_s = {_default(HttpExecutorSettings, "request_timeout_s")}
 # Let HTTP jobs reach loopback/private addresses (keep false on public runners: SSRF protection).
-allow_private_addresses = false
+allow_private_addresses = {_default(HttpExecutorSettings, "allow_private_addresses")}
 
 [executors.llm]
 # OpenAI-compatible endpoint serving llm jobs (needed once models are listed).
@@ -474,28 +439,28 @@ allow_private_addresses = false
 # API key, or the name of an environment variable holding it (not both).
 # api_key_env = "OPENAI_API_KEY"
 # Temperature when the job sets none.
-default_temperature = 0.0
+default_temperature = {_default(LlmExecutorSettings, "default_temperature")}
 # Request timeout in seconds.
-timeout_s = 120.0
+timeout_s = {_default(LlmExecutorSettings, "timeout_s")}
 
 [executors.llm.models]
 # "<model_id: 64 hex digits>" = "<model name at the endpoint>"
 
 [executors.mcp]
 # Seconds per tool call.
-timeout_s = 30.0
+timeout_s = {_default(McpExecutorSettings, "timeout_s")}
 
 [executors.mcp.servers]
 # <server name used by jobs> = "<streamable HTTP URL>"
 
 [executors.custom]
 # Wall time (seconds), address-space limit (MiB) and stdout cap (bytes) of custom executor processes.
-time_limit_s = 60.0
-memory_limit_mb = 512
-max_output_bytes = 262144
+time_limit_s = {_default(CustomExecutorSettings, "time_limit_s")}
+memory_limit_mb = {_default(CustomExecutorSettings, "memory_limit_mb")}
+max_output_bytes = {_default(CustomExecutorSettings, "max_output_bytes")}
 # Programs run in a bubblewrap sandbox (no runner home, no environment, no network); start-up fails if bwrap
 # cannot run here. "none" runs them unsandboxed, for development only.
-isolation = "bwrap"
+isolation = {_default(CustomExecutorSettings, "isolation")}
 # "<executor_hash: 64 hex digits>" = ["/path/to/program", "arg"]
 # Every executor key (per-kind max_concurrent/queue, LLM retries and api_key_file, MCP stdio servers and tool
 # allow-lists, adapters, plugins): docs/runner-executors.md "Configuration".

@@ -38,6 +38,7 @@ from cowboy_protocol.transport.frames import JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.subset import MAX_SUBSET, MIN_SUBSET
 from cowboy_runner.chain_client import ChainClient
+from cowboy_runner.chain_duties import ChainDuties
 from cowboy_runner.config import ConfigError, RunnerSettings
 from cowboy_runner.executor_settings import check_isolation, executors_config, kind_limits
 from cowboy_runner.executors import ExecutorRegistry
@@ -49,9 +50,8 @@ from cowboy_runner.link import Link, LinkConfig
 from cowboy_runner.metrics import RunnerMetrics
 from cowboy_runner.policy import refusal_policy
 from cowboy_runner.poll import Poller
-from cowboy_runner.presence_certificates import PresenceCertifier, certificate_cycles, mode_a_requested
 from cowboy_runner.reconfig import EpochLink, link_key, planned_keys, stale_links
-from cowboy_runner.schedule import backoff_delay, effective_cadence, heartbeat_due
+from cowboy_runner.schedule import backoff_delay
 from cowboy_runner.sessions_plan import (
     SessionTarget,
     Snapshot,
@@ -61,13 +61,11 @@ from cowboy_runner.sessions_plan import (
     plan_sessions,
     snapshot_from_status,
 )
-from cowboy_runner.status import remove_pid, write_pid, write_status
-from cowboy_runner.txbuild import Fees, build_heartbeat, build_tx
+from cowboy_runner.status import remove_pid, running_status, write_pid, write_status
+from cowboy_runner.txbuild import Fees
 
 log = structlog.get_logger("cowboy.runner.daemon")
 
-HEARTBEAT_RETRY_BLOCKS = 5
-"""Blocks to wait for a submitted on-chain heartbeat to show in the registry before sending another."""
 DISCOVERY_INTERVAL_S = 5.0
 """Seconds between ``GET /validators`` retries while a subset member has no known QUIC endpoint."""
 
@@ -121,15 +119,12 @@ class Daemon:
         self._primary_status: Mapping[str, Any] | None = None
         """The newest ``/status`` the head loop read from the primary validator (``runner.validator_rpc``)."""
         self.stopping = asyncio.Event()
-        self._hb_sent_at: int | None = None
-        self.presence = PresenceCertifier(key.address)
-        """Mode A receipts and certificates (CIP-11 §8.3); idle unless the chain sets PRESENCE_HARD_EXCLUDE_ENABLED."""
+        self.duties = ChainDuties(self.chain, key, settings.heartbeat, self.metrics)
+        """The on-chain heartbeat and the Mode A presence certificate, run at every new head."""
         self._connects_seen = 0
         self._ticked = -1
         self.policy = refusal_policy(settings)
         """What this daemon refuses (its settings at start), for ``status``."""
-        self.chain_capabilities: dict[str, Any] | None = None
-        """The capabilities the chain last showed for this runner (None: not read yet, or not registered)."""
 
     # -- start-up -----------------------------------------------------------------------
     async def _bootstrap(self) -> Snapshot:
@@ -262,7 +257,7 @@ class Daemon:
                              ping_interval_s=self._ping_interval_s())
             link = EpochLink(SessionKey(self.key.private_key), cfg, height=lambda: jobs.head,
                              on_assignment=self._on_assignment, on_cancel=self._on_cancel,
-                             on_receipt=self.presence.add)
+                             on_receipt=self.duties.presence.add)
             key = (target.validator, epoch.epoch)
             link.still_planned = lambda key=key: key in self._planned_now()
             link.unavailable = jobs.unavailable_kinds()
@@ -484,8 +479,12 @@ class Daemon:
                     self.last_error = ""  # cleared per new head; what this round finds wrong is set again below
                     self._apply_params(await self.chain.params())  # governed constants at the new head
                     await jobs.tick(height)
-                    await self._heartbeat(height)
-                    await self._presence_certificate(height)
+                    problem = await self.duties.heartbeat(height, chain_id=self.chain_id, params=self.params,
+                                                          fees=self.fees(), draining=jobs.draining)
+                    if problem is not None:
+                        self.last_error = problem
+                    await self.duties.presence_certificate(height, chain_id=self.chain_id, params=self.params,
+                                                           fees=self.fees(), links=self.links)
             except (ApiError, NodeUnreachable) as e:
                 self.last_error = f"validator API: {e}"
                 log.warning("validator API error", error=str(e))
@@ -498,74 +497,6 @@ class Daemon:
                 return
             await asyncio.sleep(self.block_time_s / 2)
 
-    async def _heartbeat(self, height: int) -> None:
-        """§6.6 on-chain heartbeat: phase-staggered, forced refresh before the floor lapses."""
-        record = await self.chain.runner(self.key.address)
-        self.chain_capabilities = None if record is None else record.get("capabilities")
-        if record is None:
-            self.last_error = "not registered: run `cowboy-runner register`"
-            return
-        if record.get("health") == "deregistered":
-            # A heartbeat would only fail on chain (runner_deregistered) and cost fees.
-            self.last_error = "deregistered on chain: no on-chain heartbeats, no new sessions (register again)"
-            return
-        last = int(record.get("last_heartbeat", 0))
-        if self._hb_sent_at is not None and last < self._hb_sent_at and height - self._hb_sent_at < \
-                HEARTBEAT_RETRY_BLOCKS:
-            return  # one heartbeat in flight at a time
-        timeout = int(self.params.get("limits", {}).get("heartbeat_timeout_blocks", 100))
-        hb = self.settings.heartbeat
-        try:
-            cadence = effective_cadence(timeout, min(hb.safety_margin_blocks, timeout - 1), hb.onchain_cadence_blocks)
-        except ValueError as e:
-            self.last_error = f"heartbeat: {e}"
-            return
-        if cadence >= timeout or not heartbeat_due(height, last, self.key.address, self.chain_id, cadence, timeout):
-            return
-        assert self.jobs is not None
-        try:
-            # The nonce comes from the node (next pending), not from the result transactions' counter: a heartbeat
-            # lost with a killed validator's mempool must not leave a nonce gap that stalls every later result
-            # transaction. A collision with a lost result transaction is repaired by JobManager (re-signed with a
-            # fresh nonce after nonce_too_low without a receipt).
-            nonce = await self.chain.next_nonce(self.key.address)
-            # accepting=False pauses the registration on chain for a whole cadence; being momentarily full is
-            # signalled off chain instead (BackpressureSignal, §6.4), so only draining says "not accepting".
-            tx = build_heartbeat(self.key, self.chain_id, accepting=not self.jobs.draining, nonce=nonce,
-                                 fees=self.fees())
-            await self.chain.submit(tx.to_bytes())
-            self._hb_sent_at = height
-            self.metrics.heartbeats.labels(outcome="ok").inc()
-            log.info("on-chain heartbeat submitted", height=height, last_heartbeat=last)
-        except (ApiError, NodeUnreachable) as e:
-            self.metrics.heartbeats.labels(outcome="error").inc()
-            log.warning("on-chain heartbeat not submitted", error=str(e))
-
-    async def _presence_certificate(self, height: int) -> None:
-        """Mode A (CIP-11 §8.3): while the chain requests it, ask every validator for PresenceReceipts and submit a
-        SubmitPresenceCertificate once half the last proof's TTL has passed (docs/protocol.md §8.5)."""
-        want = mode_a_requested(self.params)
-        for lk in self.links:
-            lk.set_want_receipts(want)
-        if not want:
-            return
-        p = self.params.get("cip11_params") or {}
-        cert = self.presence.next_certificate(height, t_hard=int(p.get("T_HARD", 0)),
-                                              freshness=int(p.get("RECEIPT_FRESHNESS_BLOCKS", 30)),
-                                              ttl=int(p.get("PRESENCE_PROOF_TTL_BLOCKS", 60)))
-        if cert is None:
-            return
-        try:
-            nonce = await self.chain.next_nonce(self.key.address)
-            tx = build_tx(self.key, self.chain_id, cert, nonce=nonce, fees=self.fees(),
-                          cycles_limit=certificate_cycles(len(cert.receipts)))
-            await self.chain.submit(tx.to_bytes())
-            self.presence.submitted(cert)
-            log.info("presence certificate submitted", height=height, receipts=len(cert.receipts),
-                     anchor=self.presence.last_anchor)
-        except (ApiError, NodeUnreachable) as e:
-            log.warning("presence certificate not submitted", error=str(e))
-
     async def _status_loop(self) -> None:
         while True:
             self._write_status()
@@ -576,7 +507,7 @@ class Daemon:
         doc: dict[str, Any] = {"pid": os.getpid(), "updated_at": time.time(),
                                "address": to_checksum_address(self.key.address), "chain_id": self.chain_id,
                                "last_error": self.last_error, "policy": self.policy,
-                               "chain_capabilities": self.chain_capabilities}
+                               "chain_capabilities": self.duties.chain_capabilities}
         if jobs is None or journal is None:  # still starting (validator unreachable): say why
             doc.update(starting=True, sessions=[], jobs_in_flight=[], pending_obligations=None, last_results=[])
             with contextlib.suppress(OSError):
@@ -592,25 +523,6 @@ class Daemon:
             recent = journal.recent(10)
         except Exception:  # journal closed at shutdown
             return
-        doc.update({
-            "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
-            "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
-                          "subset_epoch": lk.config.subset_epoch,
-                          "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
-                          "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
-                          "unavailable_kinds": sorted(lk.unavailable), "capability_deltas": lk.deltas_sent,
-                          "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
-                         for lk in self.links],
-            "session_problems": list(self.session_problems),
-            "poll": {"active": bool(self.poller and self.poller.active),
-                     "disabled": bool(self.poller and self.poller.disabled)},
-            "jobs_in_flight": [{"job_id": "0x" + j.hex(), "state": jobs.jobs[j].state if j in jobs.jobs else "?",
-                                "source": jobs.jobs[j].source if j in jobs.jobs else "?"} for j in sorted(jobs.tasks)],
-            "executors": jobs.executor_status(),
-            "pending_obligations": len(pending),
-            "obligations": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state} for ob in pending],
-            "last_results": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state, "reason": ob.reason}
-                             for ob in recent],
-        })
+        doc.update(running_status(jobs, self.links, self.session_problems, self.poller, pending, recent))
         with contextlib.suppress(OSError):
             write_status(self.state_dir, doc)

@@ -8,9 +8,11 @@ Every key takes effect (docs/runner.md "[executors.*]"): the operator limits ``e
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Mapping
+from typing import Any
 
 from cowboy_protocol.types.runner import JOB_KINDS
 from cowboy_runner.config import ConfigError, RunnerSettings
@@ -22,7 +24,13 @@ from cowboy_runner.executors import (
     McpConfig,
     cgroups,
 )
-from cowboy_runner.executors.config import CustomExecutorConfig
+from cowboy_runner.executors.config import (
+    CustomExecutorConfig,
+    HttpLimits,
+    LlmLimits,
+    McpLimits,
+    SandboxSettings,
+)
 from cowboy_runner.executors.plugins import PluginError, load_factory
 from cowboy_runner.executors.reachability import program_problem
 from cowboy_runner.executors.sandbox import bwrap_problem, container_problem
@@ -62,43 +70,36 @@ def llm_api_key(settings: RunnerSettings) -> str | None:
     return value
 
 
+def _shared(settings: object, limits: type) -> dict[str, Any]:
+    """The values of the keys a settings section shares with its executor (declared once, in ``limits``)."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(limits)}
+
+
 def executors_config(settings: RunnerSettings) -> ExecutorsConfig:
     """Adapter from ``runner.toml``'s executor sections to the executors' own configuration; raises
     :class:`ConfigError` for an LLM key source that yields no key (:func:`llm_api_key`)."""
     caps, ex = settings.capabilities, settings.executors
     http = None
     if JOB_KINDS["http"] in caps.job_kinds:
-        h = ex.http
-        http = HttpConfig(allowed_domains=tuple(caps.http_domains), max_response_bytes=h.max_response_bytes,
-                          allow_private_addresses=h.allow_private_addresses or os.environ.get(ALLOW_PRIVATE_ENV) == "1",
-                          connect_timeout_s=h.connect_timeout_s, request_timeout_s=h.request_timeout_s,
-                          max_redirects=h.max_redirects, user_agent=h.user_agent, allowed_methods=h.allowed_methods,
-                          credential_headers=h.credential_headers)
+        limits = _shared(ex.http, HttpLimits)
+        limits["allow_private_addresses"] = ex.http.allow_private_addresses or os.environ.get(ALLOW_PRIVATE_ENV) == "1"
+        http = HttpConfig(**limits, allowed_domains=tuple(caps.http_domains))
     llm = None
     if ex.llm.base_url is not None:
         rate = settings.rate_card.rate_for(JOB_KINDS["llm"])
-        llm = LlmConfig(base_url=ex.llm.base_url, models=dict(ex.llm.models), api_key=llm_api_key(settings),
-                        default_temperature=ex.llm.default_temperature, timeout_s=ex.llm.timeout_s,
-                        response_format=ex.llm.response_format,  # type: ignore[arg-type]  # checked by the loader
-                        max_response_bytes=ex.llm.max_response_bytes, max_tokens=ex.llm.max_tokens,
-                        max_retries=ex.llm.max_retries, retry_base_delay_s=ex.llm.retry_base_delay_s,
-                        retry_max_delay_s=ex.llm.retry_max_delay_s, max_chars_per_token=ex.llm.max_chars_per_token,
+        llm = LlmConfig(**_shared(ex.llm, LlmLimits), base_url=ex.llm.base_url, models=dict(ex.llm.models),
+                        api_key=llm_api_key(settings),
                         price=None if rate is None else (rate.base_price, rate.price_per_unit))
     mcp = None
     if ex.mcp.servers:
-        mcp = McpConfig(servers=dict(ex.mcp.servers), default_timeout_seconds=ex.mcp.timeout_s,
-                        max_timeout_seconds=ex.mcp.timeout_s, protocol_version=ex.mcp.protocol_version,
-                        max_response_bytes=ex.mcp.max_response_bytes)
+        mcp = McpConfig(**_shared(ex.mcp, McpLimits), servers=dict(ex.mcp.servers),
+                        default_timeout_seconds=ex.mcp.timeout_s, max_timeout_seconds=ex.mcp.timeout_s)
     custom = None
     if ex.custom.programs:
         c = ex.custom
-        custom = CustomConfig(executors=dict(c.programs), max_stdout_bytes=c.max_output_bytes,
-                              time_limit_s=c.time_limit_s, memory_limit_mb=c.memory_limit_mb,
-                              stderr_tail_bytes=c.stderr_tail_bytes, enforce_memory_limit=c.enforce_memory_limit,
-                              isolation=c.isolation,  # type: ignore[arg-type]  # checked by the loader
-                              max_processes=c.max_processes, max_file_mb=c.max_file_mb, scratch_mb=c.scratch_mb,
-                              cpu_time_s=c.cpu_time_s, sandbox_uid_base=c.sandbox_uid_base, bwrap=c.bwrap,
-                              cgroup=c.cgroup, cgroup_parent=c.cgroup_parent, engine=c.engine)
+        custom = CustomConfig(**_shared(c, SandboxSettings), executors=dict(c.programs),
+                              max_stdout_bytes=c.max_output_bytes, time_limit_s=c.time_limit_s,
+                              memory_limit_mb=c.memory_limit_mb)
     for name, plugin in ex.plugins.items():
         try:
             load_factory(plugin.entry_point)

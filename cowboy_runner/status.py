@@ -15,8 +15,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cowboy_runner.jobs import JobManager
+    from cowboy_runner.journal import Obligation
+    from cowboy_runner.link import Link
+    from cowboy_runner.poll import Poller
 
 STATUS_FILE = "status.json"
 """Status file name, next to the journal."""
@@ -24,6 +31,29 @@ PID_FILE = "runner.pid"
 """Pid file name, next to the journal."""
 STALE_AFTER_S = 10.0
 """A status file older than this (or whose pid is gone) describes a daemon that is not running."""
+
+
+def running_status(jobs: JobManager, links: Sequence[Link], session_problems: Sequence[str], poller: Poller | None,
+                   pending: Sequence[Obligation], recent: Sequence[Obligation]) -> dict[str, Any]:
+    """The running daemon's part of the status document: head, sessions, poll, jobs, executors, obligations."""
+    return {
+        "head": jobs.head, "accepting": jobs.accepting(), "draining": jobs.draining,
+        "sessions": [{"validator": "0x" + (lk.config.expected_validator or b"").hex(),
+                      "subset_epoch": lk.config.subset_epoch,
+                      "endpoint": f"{lk.config.host}:{lk.config.port}", "connected": lk.authenticated.is_set(),
+                      "connects": lk.connects, "last_pong_at": lk.last_pong_at, "last_close": lk.last_close,
+                      "unavailable_kinds": sorted(lk.unavailable), "capability_deltas": lk.deltas_sent,
+                      "rtt_ms": None if lk.last_rtt is None else round(lk.last_rtt * 1000, 3)}
+                     for lk in links],
+        "session_problems": list(session_problems),
+        "poll": {"active": bool(poller and poller.active), "disabled": bool(poller and poller.disabled)},
+        "jobs_in_flight": [{"job_id": "0x" + j.hex(), "state": jobs.jobs[j].state if j in jobs.jobs else "?",
+                            "source": jobs.jobs[j].source if j in jobs.jobs else "?"} for j in sorted(jobs.tasks)],
+        "executors": jobs.executor_status(),
+        "pending_obligations": len(pending),
+        "obligations": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state} for ob in pending],
+        "last_results": [{"job_id": "0x" + ob.job_id.hex(), "state": ob.state, "reason": ob.reason} for ob in recent],
+    }
 
 
 def write_status(directory: Path, doc: dict[str, Any]) -> None:

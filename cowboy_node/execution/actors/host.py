@@ -26,19 +26,17 @@ lists/tuples/dicts of those).
 from __future__ import annotations
 
 from cowboy_node.execution import fees, mailbox
-from cowboy_node.execution.actors import lifecycle, store, subscriptions
+from cowboy_node.execution.actors import host_timers, lifecycle, store, subscriptions
 from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
+from cowboy_node.execution.actors.host_timers import GET_TIMERS_CYCLES_PER_TIMER as GET_TIMERS_CYCLES_PER_TIMER
+from cowboy_node.execution.actors.host_timers import MAX_WATCH_KEY_PREFIX_BYTES as MAX_WATCH_KEY_PREFIX_BYTES
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.scheduler import timeout as cip1_timeout
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
-from cowboy_node.execution.timers import interval, schedule, watch
-from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
-from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
+from cowboy_node.execution.timers.model import DEFAULT_HANDLER
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event
@@ -86,10 +84,6 @@ MAX_JOB_REQUEST_BYTES = 64 * 1024
 """send_message; cells ``MESSAGE_OVERHEAD_CELLS + len(payload)``."""
 MESSAGE_OVERHEAD_CELLS = 72
 """Cells of a Mailbox entry besides its payload (sender, target, sequence number)."""
-GET_TIMERS_CYCLES_PER_TIMER = 200
-"""get_timers, per live timer of the actor (on top of ``SCAN_BASE_CYCLES``), plus the payload bytes read."""
-MAX_WATCH_KEY_PREFIX_BYTES = 256 - len(b"actor/") - ADDRESS_LEN - len(b"/kv/")
-"""Longest ``key_prefix`` of a ``set_state_watch`` pair (226: the state-key prefix is at most 256 bytes)."""
 TRANSFER_BALANCE_CYCLES = fees.TRANSFER_CYCLES
 """transfer_balance (same as a Transfer transaction); cells are the account writes."""
 
@@ -237,6 +231,15 @@ class Host:
         if self._closed:
             raise TxFailed("forbidden", "host call after the frame ended")
         self._meter.charge_cycles(cycles)
+
+    def _caller(self) -> host_timers.Caller:
+        return host_timers.Caller(self._world, self._ctx, self._meter, self._frame)
+
+    def _open(self) -> host_timers.Caller:
+        """The frame's caller for a timer call that charges its own cycles (refused once the frame ended)."""
+        if self._closed:
+            raise TxFailed("forbidden", "host call after the frame ended")
+        return self._caller()
 
     # --- context ----------------------------------------------------------------------------
     def context(self) -> dict[str, object]:
@@ -564,7 +567,7 @@ class Host:
         return submit_request(self._world, self._ctx, self._meter, request, submitter=self._frame.actor,
                               tx_hash=sdk_jobs.job_tx_hash(self._ctx, self._frame.tx_hash), events=self._events)
 
-    # --- timers (schedule.py charges the 200 cycles of §6.1 and raises timer_* codes) ---------
+    # --- timers (host_timers.py; schedule.py charges the 200 cycles of §6.1 and raises timer_* codes) --
     def schedule_timer(self, height: object, payload: object) -> bytes:
         """Timer at ``height`` delivering ``payload`` to ``handle_timer``, protocol defaults; returns its id."""
         return self.schedule_timer_ex(height, payload)
@@ -572,34 +575,12 @@ class Host:
     def schedule_timer_ex(self, height: object, payload: object, fee_payer: object = b"", gas_limit: object = 0,
                           access_limit: object = 0, expires_at: object = 0) -> bytes:
         """schedule_timer with overrides; the SDK sentinels ``b""`` / ``0`` mean "protocol default"."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        if isinstance(payload, bytearray):
-            payload = bytes(payload)
-        if isinstance(fee_payer, bytearray):
-            fee_payer = bytes(fee_payer)
-        if isinstance(access_limit, bool) or not isinstance(access_limit, int) or access_limit < 0:
-            raise TxFailed(schedule.E_INVALID_INPUT, "access_limit must be a non-negative int")
-        f = self._frame
-        return schedule.schedule_timer(
-            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender,
-            height=height, handler=DEFAULT_HANDLER, payload=payload,  # type: ignore[arg-type]  # schedule validates
-            fee_payer=None if fee_payer == b"" else fee_payer,  # type: ignore[arg-type]
-            gas_limit=None if gas_limit == 0 and not isinstance(gas_limit, bool) else gas_limit,  # type: ignore[arg-type]
-            expires_at=None if expires_at == 0 and not isinstance(expires_at, bool) else expires_at,  # type: ignore[arg-type]
-        )
+        return host_timers.schedule_timer_ex(self._open(), height, payload, fee_payer, gas_limit, access_limit,
+                                             expires_at)
 
     def extend_timer(self, timer_id: object, new_expires_at: object) -> None:
         """Renew this actor's timer; a missing timer is a silent no-op (SDK semantics)."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        tid = _timer_id(timer_id)
-        try:
-            schedule.extend_timer(self._world, self._ctx, self._meter, actor=self._frame.actor, timer_id=tid,
-                                  new_expires_at=new_expires_at)  # type: ignore[arg-type]  # schedule validates
-        except TxFailed as e:
-            if e.code != schedule.E_NOT_FOUND:
-                raise
+        host_timers.extend_timer(self._open(), timer_id, new_expires_at)
 
     def get_timers(self) -> dict[bytes, dict[str, object]]:
         """This actor's live timers, ``{timer_id: {height, payload, fee_payer, gas_limit, access_limit,
@@ -607,24 +588,11 @@ class Host:
         is not metered by this node and is always None; ``payload`` is the stored payload, the SDK's
         routing envelope for ``timer.schedule``)."""
         self._enter(SCAN_BASE_CYCLES)
-        live = timer_store.actor_timers(self._world, self._frame.actor)  # bounded by max_timers_per_actor
-        self._meter.charge_cycles(GET_TIMERS_CYCLES_PER_TIMER * len(live))
-        out: dict[bytes, dict[str, object]] = {}
-        for timer_id, _height in live:
-            t = timer_store.get_timer(self._world, timer_id)
-            if t is None:
-                continue
-            self._meter.charge_cycles(len(t.payload) // 16)
-            out[timer_id] = {"height": t.height, "payload": t.payload, "fee_payer": t.fee_payer,
-                             "gas_limit": t.gas_limit_per_fire, "access_limit": None, "expires_at": t.expires_at}
-        return out
+        return host_timers.get_timers(self._caller())
 
     def cancel_timer(self, timer_id: object) -> None:
         """Cancel this actor's timer; a missing timer is a no-op, another actor's halts with timer_unauthorized."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        tid = _timer_id(timer_id)
-        schedule.cancel_timer(self._world, self._ctx, self._meter, actor=self._frame.actor, timer_id=tid)
+        host_timers.cancel_timer(self._open(), timer_id)
 
     # --- draft timer extensions (docs/timers.md §12.2-§12.3; refused while the policy disables them) -----
     def set_state_watch(self, watch_keys: object, handler: object = DEFAULT_HANDLER, data: object = b"",
@@ -635,51 +603,25 @@ class Host:
         is watched when it starts with ``key_prefix`` (``b""`` watches all of ``a``'s storage). The sentinels
         ``b""`` / ``0`` mean "protocol default" as in ``schedule_timer_ex``; returns the watch timer's id.
         """
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        try:
-            prefixes = _watch_prefixes(watch_keys, get_timer_policy(self._world).max_watch_prefixes)
-        except TxFailed:
-            self._meter.charge_cycles(watch.SET_WATCH_BASE_CYCLES)  # a refused call costs what a valid one does
-            raise
-        f = self._frame
-        return watch.set_state_watch(
-            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender, prefixes=prefixes,
-            handler=handler, payload=bytes(data) if isinstance(data, bytearray) else data,  # type: ignore[arg-type]
-            fee_payer=_default(fee_payer, b""), gas_limit=_default(gas_limit, 0),  # type: ignore[arg-type]
-            expires_at=_default(expires_at, 0))  # type: ignore[arg-type]  # watch.py validates
+        return host_timers.set_state_watch(self._open(), watch_keys, handler, data, fee_payer, gas_limit, expires_at)
 
     def set_interval(self, every_n_blocks: object, handler: object = DEFAULT_HANDLER, data: object = b"",
                      fee_payer: object = b"", gas_limit: object = 0, expires_at: object = 0) -> bytes:
         """Run ``handler(data)`` every ``every_n_blocks`` blocks (first at current + every_n_blocks) until
         cancelled or ``expires_at``; the argument order of ``cowboy_sdk.runtime.set_interval`` plus the
         ``schedule_timer_ex`` overrides (``b""`` / ``0`` = default). Returns the timer id (kept by every roll)."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        f = self._frame
-        return interval.set_interval(
-            self._world, self._ctx, self._meter, actor=f.actor, tx_sender=f.tx_sender,
-            every_blocks=every_n_blocks, handler=handler,  # type: ignore[arg-type]  # interval/schedule validate
-            payload=bytes(data) if isinstance(data, bytearray) else data,  # type: ignore[arg-type]
-            fee_payer=_default(fee_payer, b""), gas_limit=_default(gas_limit, 0),  # type: ignore[arg-type]
-            expires_at=_default(expires_at, 0))  # type: ignore[arg-type]
+        return host_timers.set_interval(self._open(), every_n_blocks, handler, data, fee_payer, gas_limit,
+                                        expires_at)
 
     def cancel_watch(self, timer_id: object) -> bool:
         """Remove this actor's state-watch timer: True if removed, False if there is none; another actor's
         halts with ``timer_unauthorized``."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        self._meter.charge_cycles(schedule.CANCEL_TIMER_CYCLES)
-        return watch.cancel_watch(self._world, actor=self._frame.actor, timer_id=_timer_id(timer_id))
+        return host_timers.cancel_watch(self._open(), timer_id)
 
     def cancel_interval(self, timer_id: object) -> bool:
         """Stop this actor's interval timer (also from its own handler): True if stopped, False if it is no
         live interval timer; another actor's halts with ``timer_unauthorized``."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        self._meter.charge_cycles(schedule.CANCEL_TIMER_CYCLES)
-        return interval.cancel_interval(self._world, actor=self._frame.actor, timer_id=_timer_id(timer_id),
-                                        fired=self._ctx.eob.fired_timers)
+        return host_timers.cancel_interval(self._open(), timer_id)
 
     # --- CIP-1 (docs/timers.md §15; refused with timer_extension_disabled unless TimerPolicy.mode is CIP-1) --
     def set_timeout(self, height: object, gba: object, handler: object = DEFAULT_HANDLER, data: object = b"",
@@ -687,65 +629,12 @@ class Host:
         """Run ``handler(data)`` at or after block ``height``, priced each block it is due by the Gas Bidding
         Agent ``gba`` (an actor whose ``get_gas_bid(context)`` returns the bid); every fee comes from this
         actor's balance. ``0`` = protocol default for ``gas_limit`` / ``expires_at``. Returns the timer id."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        return cip1_timeout.set_timeout(
-            self._world, self._ctx, self._meter, actor=self._frame.actor, height=height,
-            gba=bytes(gba) if isinstance(gba, bytearray) else gba, handler=handler,
-            payload=bytes(data) if isinstance(data, bytearray) else data,
-            gas_limit=_default(gas_limit, 0), expires_at=_default(expires_at, 0))
+        return host_timers.set_timeout(self._open(), height, gba, handler, data, gas_limit, expires_at)
 
     def cancel_timeout(self, timer_id: object) -> bool:
         """Remove this actor's pending CIP-1 timer: True if removed, False if there is none; another actor's
         halts with ``timer_unauthorized``."""
-        if self._closed:
-            raise TxFailed("forbidden", "host call after the frame ended")
-        tid = _timer_id(timer_id)
-        return cip1_timeout.cancel_timeout(self._world, self._meter, actor=self._frame.actor, timer_id=tid)
-
-
-def _default(value: object, sentinel: object) -> object:
-    """The SDK's "protocol default" sentinel (``b""`` / ``0``, never ``False``) as None; anything else as given
-    (a bytearray copied) for the timer module to validate."""
-    if isinstance(value, bytearray):
-        value = bytes(value)
-    return None if type(value) is type(sentinel) and value == sentinel else value
-
-
-def _watch_prefixes(value: object, limit: int) -> list[bytes]:
-    """``[(actor_address, key_prefix), ...]`` as state-key prefixes ``actor/<addr>/kv/<key_prefix>``.
-
-    Checked here because the pairs are this API's shape; the count is bounded before any pair is read
-    (``limit`` = ``TimerPolicy.max_watch_prefixes``; 0 = the extension is disabled).
-    """
-    if limit == 0:
-        raise TxFailed(E_EXTENSION_DISABLED, "state-watch timers are disabled by the governed timer policy")
-    if not isinstance(value, list | tuple) or not 1 <= len(value) <= limit:
-        raise TxFailed(watch.E_WATCH_PREFIXES, f"watch_keys must be a list of 1..{limit} (address, key_prefix) pairs")
-    out: list[bytes] = []
-    for pair in value:
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise TxFailed(watch.E_WATCH_PREFIXES, "each watch key is an (address, key_prefix) pair")
-        addr, key_prefix = pair
-        if isinstance(key_prefix, str):
-            try:
-                key_prefix = key_prefix.encode("utf-8")
-            except UnicodeEncodeError:
-                raise TxFailed(watch.E_WATCH_PREFIXES, "key_prefix is not valid UTF-8") from None
-        if (not isinstance(addr, bytes | bytearray) or len(addr) != ADDRESS_LEN
-                or not isinstance(key_prefix, bytes | bytearray)):
-            raise TxFailed(watch.E_WATCH_PREFIXES, "each watch key is a 20-byte address and a bytes key prefix")
-        prefix = store.kv_prefix(bytes(addr)) + bytes(key_prefix)
-        if len(prefix) > watch.MAX_PREFIX_BYTES:
-            raise TxFailed(watch.E_WATCH_PREFIXES, f"key_prefix may be at most {MAX_WATCH_KEY_PREFIX_BYTES} bytes")
-        out.append(prefix)
-    return out
-
-
-def _timer_id(value: object) -> bytes:
-    if not isinstance(value, bytes | bytearray) or not 1 <= len(value) <= MAX_TIMER_ID_BYTES:
-        raise TxFailed(schedule.E_INVALID_INPUT, f"timer_id must be 1..{MAX_TIMER_ID_BYTES} bytes")
-    return bytes(value)
+        return host_timers.cancel_timeout(self._open(), timer_id)
 
 
 def _verify_secp256k1(public_key: bytes, message: bytes, signature: bytes) -> bool:
