@@ -27,6 +27,7 @@ from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool
 from cowboy_node.chain.mempool_journal import MempoolJournal
+from cowboy_node.chain.sigpool import SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -107,19 +108,21 @@ def assemble(chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms
              mempool_journal: MempoolJournal | None = None, peers: PeerFactory | None = None,
              transport: TransportFactory | None = None, quic_advertise: str | None = None,
              rpc_advertise: str = "", commit_listeners: Sequence[Callable[[int], None]] = (),
-             local_presence: Callable[[], frozenset[int]] | None = None) -> Node:
+             local_presence: Callable[[], frozenset[int]] | None = None,
+             signature_pool: SignaturePool | None = None) -> Node:
     """A validator over ``chain`` and ``mempool`` with ``key`` (see the module docstring for the order).
 
     ``peers``/``transport`` build the peer network and the runner transport (None: none); ``quic_advertise`` and
-    ``rpc_advertise`` are announced only with a transport. ``local_presence`` replaces the transport's sessions
-    as this validator's presence (tests). Raises ValueError when ``key`` is not a genesis validator's."""
+    ``rpc_advertise`` are what we announce (start-up gives them only with a transport). ``local_presence``
+    replaces the transport's sessions as this validator's presence, ``signature_pool`` the one
+    ``admission_workers`` would make (tests). Raises ValueError when ``key`` is not a genesis validator's."""
     me = validator_index(chain, key)
     validator = chain.genesis.validators[me]
     metrics = metrics or NodeMetrics()
     ed_pub = ed25519.public_key_from_seed(key.ed25519_seed)
     stop = StopSignal()
     tree_lock = threading.Lock()
-    workers = AdmissionWorkers(admission_workers)
+    workers = AdmissionWorkers(admission_workers, signature_pool)
     # 2. the peer layer: a channel table filled in step 6, and the network around it (None: one validator).
     router = PeerRouter(metrics)
     net = peers(router.dispatch) if peers is not None else None
@@ -140,8 +143,7 @@ def assemble(chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms
     # 5. what follows a commit, then consensus.
     gossip = ValidatorGossip(chain, ed_seed=key.ed25519_seed, ed_pub=ed_pub, net=net, local_presence=presence,
                              sessions=sessions is not None, metrics=metrics,
-                             quic_advertise=quic_advertise if sessions is not None else None,
-                             rpc_advertise=rpc_advertise if sessions is not None else "")
+                             quic_advertise=quic_advertise, rpc_advertise=rpc_advertise)
     pruner = Pruner(chain.store, retain_blocks=retain_blocks, batch_blocks=prune_batch_blocks)
     follower = CommitFollower(chain, mempool, journal=mempool_journal, push=sessions, gossip=gossip, metrics=metrics,
                               pruner=pruner, snapshotter=snapshotter, stop=stop, listeners=commit_listeners)
@@ -187,7 +189,8 @@ def assemble(chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms
                   events=EventQueries(chain), simulations=SimulateQueries(reads.next_block_view),
                   ui=UiQueries(chain))
     return Node(chain=chain, mempool=mempool, metrics=metrics, index=me, fee_recipient=validator.fee_recipient,
-                block_time_ms=block_time_ms, ed25519_seed=key.ed25519_seed, stop=stop, workers=workers,
-                tx_gossip=tx_gossip, intake=intake, link=link, transport=sessions, net=net, gossip=gossip,
+                block_time_ms=block_time_ms, ed25519_seed=key.ed25519_seed, stop=stop, tree_lock=tree_lock,
+                workers=workers, tx_gossip=tx_gossip, intake=intake, link=link, transport=sessions, net=net,
+                gossip=gossip,
                 proposal_budget=budget, pruner=pruner, snapshotter=snapshotter, snapshot_server=snapshot_server,
                 consensus=consensus, follower=follower, api=api)

@@ -30,10 +30,11 @@ log = get_logger("cowboy.node")
 class AdmissionWorkers:
     """The worker processes recovering submissions' signers (None workers: everything in-process)."""
 
-    def __init__(self, workers: int) -> None:
-        self.pool: SignaturePool | None = SignaturePool(workers) if workers else None
+    def __init__(self, workers: int, pool: SignaturePool | None = None) -> None:
+        self.pool: SignaturePool | None = pool if pool is not None else SignaturePool(workers) if workers else None
         """Worker processes recovering RPC submissions' signers (``[mempool] admission_workers``; None:
-        in-process). Workers start on the first submission; :meth:`close` stops them."""
+        in-process; ``pool``: one made elsewhere, tests). Workers start on the first submission; :meth:`close` stops
+        them."""
         self.batcher: SignatureBatcher | None = None
         """Groups one loop iteration's submissions into one batch for the pool (made on first use)."""
 

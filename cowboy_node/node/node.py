@@ -14,6 +14,7 @@ through :attr:`Node.link` (``node/transport_link.py``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from cowboy_node.chain.chain import Chain
@@ -56,6 +57,8 @@ class Node:
     """This validator's Ed25519 secret seed (peer identity, transport signatures)."""
     stop: StopSignal
     """The one stop request every part shares."""
+    tree_lock: threading.Lock
+    """The state lock: held while a block is built or committed, and by reads that must see one head."""
     workers: AdmissionWorkers
     """The signature pool of ``[mempool] admission_workers``."""
     tx_gossip: TxGossip

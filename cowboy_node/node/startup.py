@@ -276,8 +276,10 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
                         state_sync_fallback=fallback_trigger if len(genesis.validators) > 1 else None,
                         mempool_journal=mempool_journal,
                         peers=peer_factory(cfg, home, genesis, me, key.ed25519_seed, metrics),
-                        transport=transport_of, quic_advertise=advertised_quic(cfg),
-                        rpc_advertise=advertised_rpc(cfg) or "", commit_listeners=(hub.publish,))
+                        transport=transport_of,
+                        quic_advertise=advertised_quic(cfg) if transport_of is not None else None,
+                        rpc_advertise=(advertised_rpc(cfg) or "") if transport_of is not None else "",
+                        commit_listeners=(hub.publish,))
     except ConfigError as e:
         store.close()
         raise StartupError(str(e)) from None

@@ -35,7 +35,8 @@ LAYERS: list[set[str]] = [
 RUNNER_MAY_IMPORT = {"cowboy_protocol"}
 """``cowboy_runner`` sees only the shared protocol package."""
 
-PURE = [("cowboy_node", "execution"), ("cowboy_node", "state"), ("cowboy_node", "types"), ("cowboy_node", "consensus"),
+PURE = [("cowboy_node", "execution"), ("cowboy_node", "state"), ("cowboy_node", "types"),
+        ("cowboy_node", "consensus"),
         ("cowboy_protocol", "codec"), ("cowboy_protocol", "types"), ("cowboy_protocol", "jobs")]
 """Packages that never read the clock, randomness, the OS, the network or the environment (rule 1). The execution
 core and below import nothing above ``execution``; ``consensus`` (sans-I/O engine, forks, records) may also import
@@ -48,7 +49,8 @@ FORBIDDEN_MODULES = {"time", "datetime", "random", "secrets", "os", "socket", "a
 # selection index remembered per state root (execution/jobs/selection_index.py: derived data, same answers).
 # The vote journal is consensus's durability boundary: it must fsync each own vote (and its directory) before the
 # vote leaves (restart safety); what it writes is decided by the sans-I/O engine, not by the OS.
-ALLOWED = {("cowboy_node/state/leveldb.py", "os"), ("cowboy_node/consensus/journal.py", "os"), ("cowboy_node/state/tree.py", "threading"),
+ALLOWED = {("cowboy_node/state/leveldb.py", "os"), ("cowboy_node/consensus/journal.py", "os"),
+           ("cowboy_node/state/tree.py", "threading"),
            ("cowboy_node/execution/actors/codecache.py", "threading"),
            ("cowboy_node/execution/jobs/selection_index.py", "threading")}
 

@@ -65,7 +65,7 @@ class CountingNode(Node):
 
 
 def _client(node: Node, pool: ReadPool | None = None) -> TestClient[Any, Any]:
-    return TestClient(TestServer(build_app(node, metrics=node.metrics, read_pool=pool)))
+    return TestClient(TestServer(build_app(node.api, metrics=node.metrics, read_pool=pool)))
 
 
 async def _produce(node: Node, txs: list[Any]) -> list[Any]:
@@ -268,7 +268,7 @@ async def test_an_allowed_origin_may_read_status_and_the_snapshot_and_nothing_el
     node = make_node()
     ui = UiConfig(peers=("http://127.0.0.1:4011", "https://v2.example:443"),
                   cors_origins=frozenset({"http://127.0.0.1:4001"}))
-    async with TestClient(TestServer(build_app(node, metrics=node.metrics, ui=ui))) as c:
+    async with TestClient(TestServer(build_app(node.api, metrics=node.metrics, ui=ui))) as c:
         allowed, other = {"Origin": "http://127.0.0.1:4001"}, {"Origin": "http://127.0.0.1:4002"}
         for path in ("/status", "/ui/snapshot"):
             resp = await c.get(path, headers=allowed)
@@ -317,12 +317,12 @@ def test_block_activity_reads_the_block_and_its_receipts_once_whatever_its_size(
 
     for name in reads:
         monkeypatch.setattr(blocks, name, counting(name))
-    activity = node.block_activity(1, 2)
+    activity = node.api.block_activity(1, 2)
     assert reads == {"block": 1, "receipts": 1}
     assert activity is not None and activity["tx_count"] == 4 and activity["header"]["height"] == 1
     assert [(t["hash"], t["kind"], t["status"]) for t in activity["transactions"]] == [
         ("0x" + txs[0].tx_hash().hex(), "runner_register", "success"),
         ("0x" + txs[1].tx_hash().hex(), "job_submit", "success")]
     assert activity["transactions"][1]["events"] == [e.to_json() for e in receipts[1].events]
-    assert node.block_activity(2, 32) is None
+    assert node.api.block_activity(2, 32) is None
     node.close()
