@@ -38,6 +38,12 @@ class AdmissionWorkers:
         self.batcher: SignatureBatcher | None = None
         """Groups one loop iteration's submissions into one batch for the pool (made on first use)."""
 
+    def batcher_for(self, pool: SignaturePool) -> SignatureBatcher:
+        """The batcher over ``pool`` (made on first use)."""
+        if self.batcher is None:
+            self.batcher = SignatureBatcher(pool)
+        return self.batcher
+
     def current(self) -> SignaturePool | None:
         """The pool while open (None once closed or when not configured)."""
         return self.pool
@@ -104,7 +110,5 @@ class TxIntake:
         pool = workers.pool
         if pool is None or self._stopping():
             return self.submit_transaction(tx_bytes)
-        if workers.batcher is None:
-            workers.batcher = SignatureBatcher(pool)
-        prepared = await workers.batcher.prepare(tx_bytes, head_context(self._chain).ctx.limits.max_tx_bytes)
+        prepared = await workers.batcher_for(pool).prepare(tx_bytes, head_context(self._chain).ctx.limits.max_tx_bytes)
         return self.submit_transaction(tx_bytes, prepared)
