@@ -50,7 +50,7 @@ def test_admission_refuses_a_runner_whose_subset_does_not_hold_this_validator() 
     me = node.chain.genesis.validators[0]
     others = [dataclasses.replace(me, ed25519_public_key=bytes([i]) * 32) for i in range(1, 20)]
     snapshot = [v.ed25519_public_key for v in (me, *others)]
-    node._genesis_snapshot = EpochSnapshot(0, tuple(snapshot))  # a 20-validator snapshot without dealing 20 shares
+    node.link._genesis_snapshot = EpochSnapshot(0, tuple(snapshot))  # a 20-validator snapshot without dealing 20 shares
     verdicts = {}
     for sk in RUNNER_SKS[:4]:
         key = private_key_to_public_key(sk, compressed=True)

@@ -388,7 +388,7 @@ def test_governed_max_subset_takes_effect_in_the_subset_gate() -> None:
     node, service, n = _world()
     me = node.chain.genesis.validators[0]
     others = [dataclasses.replace(me, ed25519_public_key=bytes([i]) * 32) for i in range(1, 20)]
-    node._genesis_snapshot = EpochSnapshot(0, tuple(v.ed25519_public_key for v in (me, *others)))
+    node.link._genesis_snapshot = EpochSnapshot(0, tuple(v.ed25519_public_key for v in (me, *others)))
     pipe = Pipe(service, node, RUNNER_SKS[2])
     pipe.ping()
     assert 2 in service.local_presence(node.chain.height)
