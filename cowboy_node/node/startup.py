@@ -19,7 +19,8 @@ from cowboy_node.consensus.stop import StopSignal
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.assemble import PeerFactory, TransportFactory, assemble, validator_index
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
-from cowboy_node.node.keys import load_validator_key
+from cowboy_node.node.keys import ValidatorKey, load_validator_key
+from cowboy_node.node.node import Node
 from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.statesync_fallback import FallbackPolicy, FallbackTrigger, state_sync_if_requested
 from cowboy_node.node.statesync_link import state_sync_link
@@ -183,6 +184,61 @@ def subscription_hub(cfg: NodeConfig, chain: Chain) -> SubscriptionHub:
         replay_per_s=cfg.rpc_subscription_replay_per_s))
 
 
+def open_node(cfg: NodeConfig, home: Path, chain: Chain, mempool: Mempool, key: ValidatorKey, *,
+              fresh_key: bool) -> tuple[Node, MempoolJournal | None, SubscriptionHub, list[FallbackTrigger]]:
+    """Replay the mempool journal and assemble the node from ``cfg`` (nothing started yet): the node, its mempool
+    journal (closed by the caller), the subscription hub and the state-sync fall-back trigger it made (if any).
+    Raises :class:`StartupError` (the caller closes the store)."""
+    genesis = chain.genesis
+    metrics = NodeMetrics()
+    policy = FallbackPolicy(cfg.snapshot_auto_state_sync, cfg.snapshot_fallback_behind_blocks)
+    fallback: list[FallbackTrigger] = []  # the trigger assemble made (its reason is read after the run)
+
+    def fallback_trigger(stop: StopSignal) -> FallbackTrigger:
+        fallback.append(FallbackTrigger(policy, cfg.data_path, stop=stop.request))
+        return fallback[0]
+
+    try:
+        me = validator_index(chain, key)
+    except ValueError as e:
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    mempool_journal = None
+    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
+        mempool_journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
+        try:
+            restored = restore_mempool(mempool_journal, chain, mempool)
+        except OSError as e:
+            raise StartupError(f"{mempool_journal.path}: {e}") from None
+        log.info("mempool journal replayed", **restored)
+    hub = subscription_hub(cfg, chain)
+    try:
+        transport_of = transport_factory(chain, home, cfg.quic_addr, key.ed25519_seed, metrics, cfg.quic_workers)
+        node = assemble(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
+                        metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
+                        skip_timeout_views=cfg.consensus_skip_timeout_views,
+                        journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
+                        admission_workers=cfg.mempool_admission_workers,
+                        double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
+                        sync_verify_workers=cfg.consensus_sync_verify_workers,
+                        retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
+                        snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR,
+                                                interval_blocks=cfg.snapshot_interval_blocks,
+                                                keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
+                        snapshot_dir=home / SNAPSHOT_DIR,
+                        state_sync_fallback=fallback_trigger if len(genesis.validators) > 1 else None,
+                        mempool_journal=mempool_journal,
+                        peers=peer_factory(cfg, home, genesis, me, key.ed25519_seed, metrics),
+                        transport=transport_of,
+                        quic_advertise=advertised_quic(cfg) if transport_of is not None else None,
+                        rpc_advertise=(advertised_rpc(cfg) or "") if transport_of is not None else "",
+                        commit_listeners=(hub.publish,))
+    except ConfigError as e:
+        raise StartupError(str(e)) from None
+    except ValueError as e:
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    return node, mempool_journal, hub, fallback
+
+
 async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | None = None) -> int:
     """Open everything, serve and produce until SIGTERM/SIGINT, then close cleanly. Returns the exit code.
 
@@ -236,56 +292,12 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
         replacement_bump_percent=cfg.mempool_replacement_bump_percent, max_queued=cfg.mempool_max_queued,
         max_queued_per_sender=cfg.mempool_max_queued_per_sender, queued_lifetime_s=cfg.mempool_queued_lifetime_s))
-    metrics = NodeMetrics()
-    policy = FallbackPolicy(cfg.snapshot_auto_state_sync, cfg.snapshot_fallback_behind_blocks)
-    fallback: list[FallbackTrigger] = []  # the trigger assemble made (its reason is read after the run)
-
-    def fallback_trigger(stop: StopSignal) -> FallbackTrigger:
-        fallback.append(FallbackTrigger(policy, cfg.data_path, stop=stop.request))
-        return fallback[0]
-
     try:
-        me = validator_index(chain, key)
-    except ValueError as e:
+        node, mempool_journal, hub, fallback = open_node(cfg, home, chain, mempool, key, fresh_key=fresh_key)
+    except StartupError:
         store.close()
-        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
-    mempool_journal = None
-    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
-        mempool_journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
-        try:
-            restored = restore_mempool(mempool_journal, chain, mempool)
-        except OSError as e:
-            store.close()
-            raise StartupError(f"{mempool_journal.path}: {e}") from None
-        log.info("mempool journal replayed", **restored)
-    hub = subscription_hub(cfg, chain)
-    try:
-        transport_of = transport_factory(chain, home, cfg.quic_addr, key.ed25519_seed, metrics, cfg.quic_workers)
-        node = assemble(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
-                        metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
-                        skip_timeout_views=cfg.consensus_skip_timeout_views,
-                        journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
-                        admission_workers=cfg.mempool_admission_workers,
-                        double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
-                        sync_verify_workers=cfg.consensus_sync_verify_workers,
-                        retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
-                        snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR,
-                                                interval_blocks=cfg.snapshot_interval_blocks,
-                                                keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
-                        snapshot_dir=home / SNAPSHOT_DIR,
-                        state_sync_fallback=fallback_trigger if len(genesis.validators) > 1 else None,
-                        mempool_journal=mempool_journal,
-                        peers=peer_factory(cfg, home, genesis, me, key.ed25519_seed, metrics),
-                        transport=transport_of,
-                        quic_advertise=advertised_quic(cfg) if transport_of is not None else None,
-                        rpc_advertise=(advertised_rpc(cfg) or "") if transport_of is not None else "",
-                        commit_listeners=(hub.publish,))
-    except ConfigError as e:
-        store.close()
-        raise StartupError(str(e)) from None
-    except ValueError as e:
-        store.close()
-        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+        raise
+    metrics = node.metrics
     transport, peers = node.transport, node.net
 
     # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
