@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.observability.logging import configure_logging
 from cowboy_node.state.memory import MemoryStore
+from cowboy_node.transport.service import TransportConfig
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_protocol.types.instructions import Instruction
 from cowboy_protocol.types.params import ChainLimits, Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
@@ -60,15 +63,22 @@ def runner_keys(n: int, base: int = 0x5000) -> list[bytes]:
     return [(base + i).to_bytes(32, "big") for i in range(n)]
 
 
-def make_bench_node(runner_sks: Sequence[bytes], *, block_time_ms: int, phase: int = 2) -> Node:
-    """A single-validator node over a fresh in-memory chain; runners stay floor-eligible for the whole run."""
+def make_bench_node(runner_sks: Sequence[bytes], *, block_time_ms: int, phase: int = 2,
+                    transport: Callable[..., Any] | None = None) -> Node:
+    """A single-validator node over a fresh in-memory chain; runners stay floor-eligible for the whole run.
+    ``transport``: a ``TransportService`` class (or subclass) built with the node on a free port, not started."""
     balances = {SUBMITTER: 10**24, **{private_key_to_address(sk): 10**21 for sk in runner_sks}}
     dev = create_dev_genesis(chain_id=CHAIN_ID, balances=balances, system_deployers=(SUBMITTER,),
                              fee_recipient=private_key_to_address(FEE_SK), genesis_time_ms=1_700_000_000_000,
                              cip11=Cip11Flags.for_phase(phase), limits=ChainLimits(heartbeat_timeout_blocks=10**7),
                              entropy=bytes(range(96)))
-    return Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                block_time_ms=block_time_ms, metrics=NodeMetrics())
+    metrics = NodeMetrics()
+    seed = dev.validator_key.ed25519_seed
+    factory = None if transport is None else (lambda link: transport(
+        link, TransportValidatorKey(seed), validator_set_hash=link.genesis_snapshot().set_hash,
+        config=TransportConfig(port=0), metrics=metrics))
+    return assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+                    block_time_ms=block_time_ms, metrics=metrics, transport=factory)
 
 
 class Nonces:
@@ -98,7 +108,7 @@ async def register_runners(node: Node, runner_sks: Sequence[bytes], nonces: Nonc
     if card is None:
         raise ValueError(f"{CAPS_EXAMPLE} has no rate card")
     for sk in runner_sks:
-        node.submit_transaction(nonces.tx(sk, RunnerRegister(STAKE, caps, card)).to_bytes())
+        node.api.submit_transaction(nonces.tx(sk, RunnerRegister(STAKE, caps, card)).to_bytes())
     for _ in range(100):
         if len(node.mempool) == 0:
             return

@@ -3,7 +3,7 @@
 One process runs a real node (in-memory chain, blocks every ``--block-ms``), its TransportService on loopback
 QUIC, the RPC server on loopback HTTP, and ``--runners`` registered runners. The run has two segments over the
 same node and the same runners, each submitting ``--jobs`` HTTP example jobs (M = 1) through the RPC path
-(``node.submit_transaction``) at random phases of the block interval (seeded):
+(``node.api.submit_transaction``) at random phases of the block interval (seeded):
 
 * ``push`` — every runner holds a session through :class:`cowboy_runner.link.Link` (present-first, phase 2).
   Per job: (a) RPC accepted → the runner's ``on_assignment`` callback holds the verified JobAssignment;
@@ -67,12 +67,11 @@ from bench.bench_harness import (
 from cowboy_node.execution.system_state import get_account, get_basefees
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.server import start_rpc_server
-from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_node.transport.service import TransportService
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address, private_key_to_public_key
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
-from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.subset import subset
 from cowboy_protocol.types.instructions import Instruction, Transfer
 from cowboy_protocol.types.job_instructions import JobSubmit
@@ -142,7 +141,7 @@ async def submit_jobs(node: Node, nonces: Nonces, n: int, block_s: float, rng: r
     for _ in range(n):
         await asyncio.sleep(rng.uniform(0.6, 1.6) * block_s)
         tx = nonces.tx(SUBMITTER_SK, JobSubmit(request))
-        node.submit_transaction(tx.to_bytes())
+        node.api.submit_transaction(tx.to_bytes())
         accepted[derive_job_id(tx.tx_hash(), 0)] = time.monotonic()
         ids.append(derive_job_id(tx.tx_hash(), 0))
     return ids
@@ -172,7 +171,7 @@ async def push_segment(node: Node, service: TimedTransport, sks: Sequence[bytes]
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(link.run()) for link in links]
     try:
-        await _until(lambda: len(node.local_presence()) == len(sks), 60, "every runner present")
+        await _until(lambda: len(node.api.local_presence()) == len(sks), 60, "every runner present")
         start = node.chain.height
         await _until(lambda: node.chain.height >= start + 1, 60, "a block with every runner present")
         accepted: dict[bytes, float] = {}
@@ -208,11 +207,11 @@ async def poll_segment(node: Node, service: TimedTransport, url: str, sks: Seque
                 job_id = bytes.fromhex(job["job_id"][2:])
                 if job_id not in seen:
                     seen[job_id] = now
-                    node.submit_transaction(results.tx_bytes(sk, job_id))
+                    node.api.submit_transaction(results.tx_bytes(sk, job_id))
             next_at += args.poll_s
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
-    await _until(lambda: not node.local_presence(), 60, "presence to empty after the Links stopped")
+    await _until(lambda: not node.api.local_presence(), 60, "presence to empty after the Links stopped")
     start = node.chain.height
     await _until(lambda: node.chain.height >= start + 1, 60, "a block without presence")
     async with aiohttp.ClientSession() as http:
@@ -386,15 +385,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both segments on one node; the JSON document."""
     rng = random.Random(args.seed)
     sks = runner_keys(args.runners)
-    node = make_bench_node(sks, block_time_ms=args.block_ms, phase=2)
+    node = make_bench_node(sks, block_time_ms=args.block_ms, phase=2, transport=TimedTransport)
     nonces = Nonces()
     await register_runners(node, sks, nonces)
-    vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
-    service = TimedTransport(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
-                             config=TransportConfig(port=0), metrics=node.metrics)
+    service = node.transport
+    assert isinstance(service, TimedTransport)
     await service.start()
-    node.transport = service
-    http = await start_rpc_server(node, "127.0.0.1", 0)
+    http = await start_rpc_server(node.api, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{http.addresses[0][1]}"
     results = Results(node)
     producer = asyncio.get_running_loop().create_task(node.run())
@@ -411,7 +408,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await service.stop()
     network = await network_segment(args, rng) if args.validators > 1 else None
     ids = push.pop("job_ids") + poll.pop("job_ids")
-    completed = sum(1 for j in ids if (node.job(j) or {}).get("status") == "completed")
+    completed = sum(1 for j in ids if (node.api.job(j) or {}).get("status") == "completed")
     forwarded = int(node.metrics.registry.get_sample_value("cowboy_transport_events_total",
                                                          {"kind": "result", "label": "result_forwarded"}) or 0)
     push_p50 = push["accepted_to_held"]["p50_ms"]

@@ -53,11 +53,13 @@ class _Chain:
         return self._world
 
 
+def _no_submit(tx_bytes: bytes) -> dict[str, object]:
+    raise AssertionError("not used")
+
+
 class _Node(TransportLink):
     def __init__(self, chain: _Chain, me: bytes) -> None:
-        self.chain = chain  # type: ignore[assignment]
-        self._tree_lock = threading.Lock()
-        self._ed_pub = me
+        super().__init__(chain, threading.Lock(), me, submit=_no_submit)  # type: ignore[arg-type]
 
 
 def _world(n_validators: int, runner_sks: list[bytes], activate: bool) -> tuple[Any, WorldState, tuple[bytes, ...]]:

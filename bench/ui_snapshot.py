@@ -79,7 +79,7 @@ def refresh_cost(repeat: int) -> dict[str, Any]:
     for _ in range(repeat):
         tracker = UiTracker()
         t0 = time.process_time()
-        view = LoopView(node.status(), None)
+        view = LoopView(node.api.status(), None)
         status.append(time.process_time() - t0)
         t0 = time.process_time()
         doc = tracker.refresh(node, view)
@@ -87,7 +87,7 @@ def refresh_cost(repeat: int) -> dict[str, Any]:
         assert len(doc["blocks"]) == 20 and len(doc["jobs"]) == 50, (len(doc["blocks"]), len(doc["jobs"]))
         produce(node, _block(n, 4))
         t0 = time.process_time()
-        tracker.refresh(node, LoopView(node.status(), None))
+        tracker.refresh(node, LoopView(node.api.status(), None))
         warm.append(time.process_time() - t0)
     node.close()
     return {"cold_refresh_ms": round(min(cold) * 1000, 2), "warm_refresh_ms": round(min(warm) * 1000, 2),

@@ -43,7 +43,7 @@ def main() -> int:
     for _ in range(3):
         asyncio.run(node.produce_block())
     address = node.fee_recipient
-    doc = node.account_proof(address)
+    doc = node.api.account_proof(address)
     group = node.chain.genesis.group_public_key
     key = ACCOUNT_PREFIX + address
     header = bytes.fromhex(doc["header"][2:])

@@ -80,6 +80,7 @@ from cowboy_node.consensus.simplex.types import (
     decode_message,
     encode_message,
 )
+from cowboy_node.consensus.stop import StopSignal
 from cowboy_node.consensus.sync_messages import (
     CH_BLOCKS,
     CH_CONSENSUS,
@@ -97,8 +98,8 @@ from cowboy_node.node.vote_outbox import OrderedOutbox
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
+from cowboy_node.transport.peer_router import route_peer_message
 from cowboy_node.types.block import Block, BlockHeader, KnownTransaction
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.transaction import Transaction
 
 log = get_logger("cowboy.consensus")
@@ -187,7 +188,9 @@ class ConsensusService:
                  inspect: Callable[[PreparedBlock, BlockEnv, Observe | None], Any],
                  on_commit: Callable[[CommittedBlock], None], admit_gossip: Callable[[bytes], None],
                  metrics: NodeMetrics, journal: VoteJournal | None = None,
-                 signature_checked: Callable[[bytes], bool] | None = None) -> None:
+                 signature_checked: Callable[[bytes], bool] | None = None, net: Network | None = None,
+                 on_built: Callable[[int, float], None] | None = None,
+                 known_transaction: KnownTransaction | None = None, stop: StopSignal | None = None) -> None:
         self.chain = chain
         self.cfg = config
         self.scheme = scheme
@@ -195,10 +198,11 @@ class ConsensusService:
         self.forks = Forks(chain, self.records, signature_checked=signature_checked)
         self.journal = journal
         self.metrics = metrics
-        self.net: Network | None = None
+        self.net = net
         """The peer layer (None with one validator)."""
         self.engine: Engine | None = None
-        self.stopping = False
+        self._stop = stop or StopSignal()
+        self._stop.subscribe(self._wake_loop)
         self._lock = tree_lock
         self._proposer_key = proposer_key
         self._sign = sign
@@ -227,7 +231,7 @@ class ConsensusService:
         self._own_blocks: set[bytes] = set()
         self._preverified: set[int] = set()
         """Views whose leader's block started executing when its body arrived (:meth:`_maybe_preverify`)."""
-        self.known_transaction: KnownTransaction | None = None
+        self.known_transaction = known_transaction
         """Transactions already decoded here, by full signed body (the node's ``Mempool.by_body``): a block body
         received from a peer reuses them instead of decoding them again (``Block.decode``)."""
         self._build_s: dict[bytes, float] = {}
@@ -237,9 +241,7 @@ class ConsensusService:
         self.evidence = EvidenceStore(chain.store)
         """Faulty behaviour seen (conflicting votes, bad signatures, impersonation), kept durably."""
         self._evidence_seen: set[tuple[int, int, str]] = set()
-        self.handlers: dict[int, Callable[[int, bytes], None]] = {}
-        """Other peer-layer channels the node serves (channel → handler(sender, payload), on the event loop)."""
-        self.on_built: Callable[[int, float], None] | None = None
+        self.on_built = on_built
         """Called after each own build (transactions in the block, seconds the build took), nullified or not."""
         self.syncing = False
         """True while this validator is catching up with peers that are ahead."""
@@ -390,9 +392,16 @@ class ConsensusService:
                 log.error("closing the vote journal failed", path=str(self.journal.path), errno=e.errno,
                           error=str(e))
 
+    @property
+    def stopping(self) -> bool:
+        """True once the node was asked to stop (the shared :class:`~cowboy_node.consensus.stop.StopSignal`)."""
+        return self._stop.requested
+
     def request_stop(self) -> None:
         """Stop after the block in progress."""
-        self.stopping = True
+        self._stop.request()
+
+    def _wake_loop(self) -> None:
         if self._wake is not None:
             self._wake.set()
 
@@ -798,27 +807,19 @@ class ConsensusService:
 
     # ------------------------------------------------------------------------------------------ peers
 
+    def peer_handlers(self) -> dict[int, Callable[[int, bytes], None]]:
+        """The peer-layer channels consensus serves (channel → handler(sender, payload), on the event loop),
+        registered on the peer layer's :class:`~cowboy_node.transport.peer_router.PeerRouter` at assembly."""
+        return {CH_CONSENSUS: self._on_consensus, CH_BLOCKS: self._on_block, CH_TXS: self._admit_gossip_from,
+                CH_SYNC: self._on_sync}
+
+    def _admit_gossip_from(self, sender: int, payload: bytes) -> None:
+        self._admit_gossip(payload)
+
     def on_peer_message(self, sender: int, channel: int, payload: bytes) -> None:
-        """A message from authenticated validator ``sender`` (called on the event loop)."""
-        try:
-            if channel == CH_CONSENSUS:
-                self._on_consensus(sender, payload)
-            elif channel == CH_BLOCKS:
-                self._on_block(sender, payload)
-            elif channel == CH_TXS:
-                self._admit_gossip(payload)
-            elif channel == CH_SYNC:
-                self._on_sync(sender, payload)
-            elif channel in self.handlers:
-                self.handlers[channel](sender, payload)
-            else:
-                self.metrics.consensus_bad_messages.labels(reason="unknown_channel").inc()
-        except DecodeError as e:
-            self.metrics.consensus_bad_messages.labels(reason="malformed").inc()
-            log.debug("malformed peer message", sender=sender, channel=channel, error=str(e))
-        except ConsensusFault as e:
-            self.metrics.consensus_faults.labels(reason="safety").inc()
-            log.critical("conflicting certificates: more than f validators are faulty", error=str(e))
+        """A message from authenticated validator ``sender`` on one of :meth:`peer_handlers`' channels, with the
+        peer router's error handling (tests and benchmarks drive the service without a router)."""
+        route_peer_message(self.peer_handlers(), self.metrics, sender, channel, payload)
 
     def _on_consensus(self, sender: int, payload: bytes) -> None:
         msg = decode_message(payload)

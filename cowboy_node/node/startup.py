@@ -15,13 +15,16 @@ from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
+from cowboy_node.consensus.stop import StopSignal
 from cowboy_node.execution.system_state import get_cip11_flags
+from cowboy_node.node.assemble import PeerFactory, TransportFactory, assemble, validator_index
 from cowboy_node.node.config import NodeConfig, advertised_quic, advertised_rpc, load_config, split_host_port
-from cowboy_node.node.keys import load_validator_key
+from cowboy_node.node.keys import ValidatorKey, load_validator_key
 from cowboy_node.node.node import Node
 from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.statesync_fallback import FallbackPolicy, FallbackTrigger, state_sync_if_requested
-from cowboy_node.node.statesync_link import state_sync_link, validator_index
+from cowboy_node.node.statesync_link import state_sync_link
+from cowboy_node.node.statesync_link import validator_index as key_index
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
@@ -38,6 +41,7 @@ from cowboy_node.state.store import StoreError
 from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
+from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 
 log = get_logger("cowboy.node")
 
@@ -95,7 +99,7 @@ async def state_sync_if_empty(cfg: NodeConfig, home: Path, genesis: Genesis, sto
         return
     if BlockStore(store).head_height() is not None and store.get(KEY_INSTALLING) is None:
         return
-    me = validator_index(genesis, ed25519_seed)
+    me = key_index(genesis, ed25519_seed)
     if me is None:
         return  # the node refuses this key right after, naming it
     path = str(home / "config.toml")
@@ -117,47 +121,44 @@ async def state_sync_if_empty(cfg: NodeConfig, home: Path, genesis: Genesis, sto
         await net.stop()
 
 
-async def start_peers(node: Node, cfg: NodeConfig, home: Path, metrics: NodeMetrics) -> PeerNetwork | None:
-    """Start the validator peer layer when the genesis has more than one validator.
+def peer_factory(cfg: NodeConfig, home: Path, genesis: Genesis, me: int, ed25519_seed: bytes,
+                 metrics: NodeMetrics) -> PeerFactory | None:
+    """How ``assemble`` builds the validator peer layer when the genesis has more than one validator (started by
+    :func:`run_node`, which raises OSError if the UDP address cannot be bound).
 
     Every other genesis validator must appear in ``[p2p] peers`` (an unknown key there, or a missing validator,
-    stops start-up naming the key). Raises OSError if the UDP address cannot be bound.
+    stops start-up naming the key).
     """
-    validators = node.chain.genesis.validators
+    validators = genesis.validators
     if len(validators) == 1:
         return None
     path = str(home / "config.toml")
-    peers = peer_infos(cfg, node.chain.genesis, node.index, path)
+    peers = peer_infos(cfg, genesis, me, path)
     host, port = split_host_port(cfg.p2p_addr, path=path, key="p2p.addr")
-    net = PeerNetwork(me=node.index, ed25519_seed=node.validator_transport_key().seed, listen_host=host,
-                      listen_port=port, peers=peers, validator_keys=[v.ed25519_public_key for v in validators],
-                      network_id=node.chain.genesis.hash(), cert_path=home / P2P_CERT_FILE,
-                      key_path=home / P2P_KEY_FILE, on_message=node.consensus.on_peer_message,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes,
-                                        idle_timeout_s=P2P_IDLE_TIMEOUT_S),
-                      metrics=PeerMetrics(metrics.registry))
-    await net.start()
-    node.consensus.net = net
-    return net
+    return lambda on_message: PeerNetwork(
+        me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port, peers=peers,
+        validator_keys=[v.ed25519_public_key for v in validators], network_id=genesis.hash(),
+        cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE, on_message=on_message,
+        limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S),
+        metrics=PeerMetrics(metrics.registry))
 
 
-async def start_transport(node: Node, home: Path, quic_addr: str, metrics: NodeMetrics,
-                          workers: int = 1) -> TransportService | None:
-    """Start the CIP-11 QUIC transport when the chain's ``CIP11_TRANSPORT_ENABLED`` flag is set (phase ≥ 1).
+def transport_factory(chain: Chain, home: Path, quic_addr: str, ed25519_seed: bytes, metrics: NodeMetrics,
+                      workers: int = 1) -> TransportFactory | None:
+    """How ``assemble`` builds the CIP-11 QUIC transport when the chain's ``CIP11_TRANSPORT_ENABLED`` flag is set
+    (phase ≥ 1); :func:`run_node` starts it (OSError if the UDP address cannot be bound).
 
     The certificate is self-signed and kept in the home directory (identity is proven by the CIP-11 HelloAck,
-    not by the certificate). Raises OSError if the UDP address cannot be bound.
+    not by the certificate).
     """
-    if not get_cip11_flags(node.chain.world()).CIP11_TRANSPORT_ENABLED:
+    if not get_cip11_flags(chain.world()).CIP11_TRANSPORT_ENABLED:
         return None
     host, port = split_host_port(quic_addr, path=str(home / "config.toml"), key="quic.addr")
-    vset = node.genesis_snapshot().set_hash
-    transport = TransportService(node, node.validator_transport_key(), validator_set_hash=vset, metrics=metrics,
-                                 config=TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE,
-                                                        key_path=home / QUIC_KEY_FILE, workers=workers))
-    await transport.start()
-    node.transport = transport
-    return transport
+    config = TransportConfig(host=host, port=port, cert_path=home / QUIC_CERT_FILE, key_path=home / QUIC_KEY_FILE,
+                             workers=workers)
+    return lambda link: TransportService(link, TransportValidatorKey(ed25519_seed),
+                                         validator_set_hash=link.genesis_snapshot().set_hash, metrics=metrics,
+                                         config=config)
 
 
 def read_pool(cfg: NodeConfig, metrics: NodeMetrics) -> ReadPool:
@@ -175,14 +176,67 @@ def conn_limits(cfg: NodeConfig) -> ConnLimits:
                       fd_reserve=cfg.rpc_fd_reserve)
 
 
-def subscription_hub(cfg: NodeConfig, node: Node) -> SubscriptionHub:
-    """The hub of ``GET /subscribe`` from ``[rpc] subscription_*``, told of every commit by the node."""
-    hub = SubscriptionHub(ChainSource(node.chain), SubscriptionLimits(
+def subscription_hub(cfg: NodeConfig, chain: Chain) -> SubscriptionHub:
+    """The hub of ``GET /subscribe`` from ``[rpc] subscription_*`` (``assemble`` makes it a commit listener)."""
+    return SubscriptionHub(ChainSource(chain), SubscriptionLimits(
         max_subscriptions=cfg.rpc_subscription_max, buffer_bytes=cfg.rpc_subscription_buffer_bytes,
         send_timeout_ms=cfg.rpc_subscription_send_timeout_ms, max_lag_blocks=cfg.rpc_subscription_max_lag_blocks,
         replay_per_s=cfg.rpc_subscription_replay_per_s))
-    node.commit_listeners.append(hub.publish)
-    return hub
+
+
+def open_node(cfg: NodeConfig, home: Path, chain: Chain, mempool: Mempool, key: ValidatorKey, *,
+              fresh_key: bool) -> tuple[Node, MempoolJournal | None, SubscriptionHub, list[FallbackTrigger]]:
+    """Replay the mempool journal and assemble the node from ``cfg`` (nothing started yet): the node, its mempool
+    journal (closed by the caller), the subscription hub and the state-sync fall-back trigger it made (if any).
+    Raises :class:`StartupError` (the caller closes the store)."""
+    genesis = chain.genesis
+    metrics = NodeMetrics()
+    policy = FallbackPolicy(cfg.snapshot_auto_state_sync, cfg.snapshot_fallback_behind_blocks)
+    fallback: list[FallbackTrigger] = []  # the trigger assemble made (its reason is read after the run)
+
+    def fallback_trigger(stop: StopSignal) -> FallbackTrigger:
+        fallback.append(FallbackTrigger(policy, cfg.data_path, stop=stop.request))
+        return fallback[0]
+
+    try:
+        me = validator_index(chain, key)
+    except ValueError as e:
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    mempool_journal = None
+    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
+        mempool_journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
+        try:
+            restored = restore_mempool(mempool_journal, chain, mempool)
+        except OSError as e:
+            raise StartupError(f"{mempool_journal.path}: {e}") from None
+        log.info("mempool journal replayed", **restored)
+    hub = subscription_hub(cfg, chain)
+    try:
+        transport_of = transport_factory(chain, home, cfg.quic_addr, key.ed25519_seed, metrics, cfg.quic_workers)
+        node = assemble(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
+                        metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
+                        skip_timeout_views=cfg.consensus_skip_timeout_views,
+                        journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
+                        admission_workers=cfg.mempool_admission_workers,
+                        double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
+                        sync_verify_workers=cfg.consensus_sync_verify_workers,
+                        retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
+                        snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR,
+                                                interval_blocks=cfg.snapshot_interval_blocks,
+                                                keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
+                        snapshot_dir=home / SNAPSHOT_DIR,
+                        state_sync_fallback=fallback_trigger if len(genesis.validators) > 1 else None,
+                        mempool_journal=mempool_journal,
+                        peers=peer_factory(cfg, home, genesis, me, key.ed25519_seed, metrics),
+                        transport=transport_of,
+                        quic_advertise=advertised_quic(cfg) if transport_of is not None else None,
+                        rpc_advertise=(advertised_rpc(cfg) or "") if transport_of is not None else "",
+                        commit_listeners=(hub.publish,))
+    except ConfigError as e:
+        raise StartupError(str(e)) from None
+    except ValueError as e:
+        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
+    return node, mempool_journal, hub, fallback
 
 
 async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | None = None) -> int:
@@ -238,33 +292,13 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
         replacement_bump_percent=cfg.mempool_replacement_bump_percent, max_queued=cfg.mempool_max_queued,
         max_queued_per_sender=cfg.mempool_max_queued_per_sender, queued_lifetime_s=cfg.mempool_queued_lifetime_s))
-    metrics = NodeMetrics()
-    fallback = FallbackTrigger(FallbackPolicy(cfg.snapshot_auto_state_sync, cfg.snapshot_fallback_behind_blocks),
-                               cfg.data_path, stop=lambda: node.request_stop()) if len(genesis.validators) > 1 else None
     try:
-        node = Node(chain, mempool, key, block_time_ms=cfg.block_time_ms or genesis.block_time_ms,
-                    metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
-                    skip_timeout_views=cfg.consensus_skip_timeout_views,
-                    journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
-                    admission_workers=cfg.mempool_admission_workers,
-                    double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
-                    sync_verify_workers=cfg.consensus_sync_verify_workers,
-                    retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,
-                    snapshotter=Snapshotter(chain, home / SNAPSHOT_DIR, interval_blocks=cfg.snapshot_interval_blocks,
-                                            keep=cfg.snapshot_keep) if cfg.snapshot_interval_blocks else None,
-                    snapshot_dir=home / SNAPSHOT_DIR, state_sync_fallback=fallback)
-    except ValueError as e:
+        node, mempool_journal, hub, fallback = open_node(cfg, home, chain, mempool, key, fresh_key=fresh_key)
+    except StartupError:
         store.close()
-        raise StartupError(f"{cfg.validator_key_path}: {e}") from None
-    if cfg.mempool_journal:  # re-admit what was pooled before a restart or crash (no nonce gaps after restart)
-        journal = MempoolJournal(cfg.data_path / MEMPOOL_JOURNAL_FILE)
-        try:
-            restored = restore_mempool(journal, chain, mempool)
-        except OSError as e:
-            store.close()
-            raise StartupError(f"{journal.path}: {e}") from None
-        node.mempool_journal = journal
-        log.info("mempool journal replayed", **restored)
+        raise
+    metrics = node.metrics
+    transport, peers = node.transport, node.net
 
     # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
     # kill it with the default handler while the other servers are still starting.
@@ -275,22 +309,21 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     binding = ("rpc.addr", cfg.rpc_addr)  # the listener being opened, named if it fails (a port clash)
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
-        runners.append(await start_rpc_server(node, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
+        runners.append(await start_rpc_server(node.api, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
                                               metrics=metrics, read_pool=read_pool(cfg, metrics),
                                               conn_limits=conn_limits(cfg),
                                               ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),
-                                              subscriptions=subscription_hub(cfg, node)))
+                                              subscriptions=hub))
         if cfg.metrics_enabled:
             binding = ("metrics.addr", cfg.metrics_addr)
             mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
             runners.append(await start_metrics_server(metrics, mhost, mport))
         binding = ("quic.addr", f"{cfg.quic_addr} (UDP)")
-        transport = await start_transport(node, home, cfg.quic_addr, metrics, cfg.quic_workers)
         if transport is not None:
-            node.quic_advertise = advertised_quic(cfg)
-            node.rpc_advertise = advertised_rpc(cfg) or ""
+            await transport.start()
         binding = ("p2p.addr", f"{cfg.p2p_addr} (UDP)")
-        peers = await start_peers(node, cfg, home, metrics)
+        if peers is not None:
+            await peers.start()
     except ConfigError as e:
         for r in runners:
             await r.cleanup()
@@ -324,11 +357,11 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
             await transport.stop()
         for r in runners:
             await r.cleanup()
-        if node.mempool_journal is not None:
+        if mempool_journal is not None:
             try:
-                node.mempool_journal.close()
+                mempool_journal.close()
             except OSError as e:
-                log.error("mempool journal write failed", path=str(node.mempool_journal.path), error=str(e))
+                log.error("mempool journal write failed", path=str(mempool_journal.path), error=str(e))
         chain.close()
         log.info("node stopped", height=chain.height)
     fatal = node.consensus.fatal
@@ -336,6 +369,6 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
         raise NodeFailed(f"{fatal.path}: vote journal write failed ({fatal.errno_name}, errno {fatal.errno}): "
                          f"{fatal}; the node stopped before sending the vote. Free space or fix the disk, then "
                          "restart (the journal is kept; a torn last record is dropped)")
-    if fallback is not None and fallback.reason is not None:  # issue 34: restart into the state sync
+    if fallback and fallback[0].reason is not None:  # issue 34: restart into the state sync
         return await run_node(home, halt_height=halt_height)
     return 0

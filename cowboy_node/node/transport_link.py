@@ -6,7 +6,7 @@ Reads happen at the committed head under the node's state lock; the transport ne
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.chain.chain import ChainError
@@ -35,22 +35,27 @@ if TYPE_CHECKING:
 
 
 class TransportLink:
-    """Mixin for a node holding ``chain`` and ``_tree_lock``: admission, assignments and the head height."""
+    """The transport's :class:`~cowboy_node.transport.service.NodeLink`: admission, assignments and the head
+    height, read from ``chain`` under the state lock; runners' result transactions go to ``submit`` (the node's
+    admission path, :class:`cowboy_node.node.intake.TxIntake`)."""
 
-    chain: Chain
-    """The node's chain."""
-    _tree_lock: threading.Lock
-    """Held while a block is built."""
-    _ed_pub: bytes
-    """This validator's raw Ed25519 peer_pubkey."""
-    _reconfiguration: Reconfiguration | None = None
-    """A ``ValidatorSetActivated`` given to :meth:`activate_validator_set` (tests); None: follow the chain's
-    activation records (ActivateValidatorSet, ``execution/validator_set.py``)."""
-    _valid_cache: tuple[tuple[int, int, int], tuple[EpochSnapshot, ...]] | None = None
-    """``((head, height, OVERLAP_BLOCKS), snapshots)`` of the last chain read: the records change only with a new
-    head (a committed block), so admissions at one head share one read."""
-    _genesis_snapshot: EpochSnapshot | None = None
-    """``ValidatorSetSnapshot(0)`` once read from state (:meth:`genesis_snapshot`)."""
+    def __init__(self, chain: Chain, tree_lock: threading.Lock, ed_pub: bytes,
+                 submit: Callable[[bytes], dict[str, Any]]) -> None:
+        self.chain = chain
+        """The node's chain."""
+        self._tree_lock = tree_lock
+        """Held while a block is built."""
+        self._ed_pub = ed_pub
+        """This validator's raw Ed25519 peer_pubkey."""
+        self._submit = submit
+        self._reconfiguration: Reconfiguration | None = None
+        """A ``ValidatorSetActivated`` given to :meth:`activate_validator_set` (tests); None: follow the chain's
+        activation records (ActivateValidatorSet, ``execution/validator_set.py``)."""
+        self._valid_cache: tuple[tuple[int, int, int], tuple[EpochSnapshot, ...]] | None = None
+        """``((head, height, OVERLAP_BLOCKS), snapshots)`` of the last chain read: the records change only with a
+        new head (a committed block), so admissions at one head share one read."""
+        self._genesis_snapshot: EpochSnapshot | None = None
+        """``ValidatorSetSnapshot(0)`` once read from state (:meth:`genesis_snapshot`)."""
 
     @property
     def chain_id(self) -> str:
@@ -61,15 +66,11 @@ class TransportLink:
         """Committed height."""
         return self.chain.height
 
-    def submit_transaction(self, tx_bytes: bytes) -> dict[str, Any]:
-        """The node's admission path (implemented by the node)."""
-        raise NotImplementedError
-
     def forward_transaction(self, tx_bytes: bytes) -> None:
-        """A runner's result transaction, admitted like any other (:meth:`submit_transaction`); a refusal is
+        """A runner's result transaction, admitted like any other (``submit``); a refusal is
         re-raised as the transport's :class:`TransactionRefused` with the same code."""
         try:
-            self.submit_transaction(tx_bytes)
+            self._submit(tx_bytes)
         except RpcError as e:
             raise TransactionRefused(e.code, e.message) from None
 

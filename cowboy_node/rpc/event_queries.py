@@ -210,11 +210,12 @@ def terminal_timers_view(store: StateStore, actor: bytes, *, limit: int) -> dict
 
 
 class EventQueries:
-    """``events`` and ``timer_history`` for a node holding ``chain`` (``class Node(EventQueries)``): they read a
-    store snapshot, never the state lock."""
+    """``events`` and ``timer_history`` over the node's ``chain`` (composed into ``node/api.py``'s ``NodeApi``):
+    they read a store snapshot, never the state lock."""
 
-    chain: Chain
-    """The node's chain (its store holds the event index)."""
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+        """The node's chain (its store holds the event index)."""
 
     def events(self, actor: bytes, topic: str | None, from_height: int, to_height: int | None,
                after: tuple[int, int] | None, limit: int) -> dict[str, Any]:

@@ -175,12 +175,13 @@ def runner_jobs_view(world: WorldState, runner: bytes, *, height: int, limit: in
 
 class JobQueries:
     """The job methods of :class:`~cowboy_node.rpc.facade.JobFacade`, for a node holding ``chain`` and the
-    state lock ``_tree_lock`` (``class Node(RunnerQueries, JobQueries)``)."""
+    state lock (composed into ``node/api.py``'s ``NodeApi``)."""
 
-    chain: Chain
-    """The node's chain (head state and height)."""
-    _tree_lock: threading.Lock
-    """Held while a block is built; reads take it so a view and its height belong to one head."""
+    def __init__(self, chain: Chain, tree_lock: threading.Lock) -> None:
+        self.chain = chain
+        """The node's chain (head state and height)."""
+        self._tree_lock = tree_lock
+        """Held while a block is built; reads take it so a view and its height belong to one head."""
 
     def job(self, job_id: bytes) -> dict[str, Any] | None:
         """See :class:`cowboy_node.rpc.facade.JobFacade`."""

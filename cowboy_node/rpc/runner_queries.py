@@ -88,12 +88,13 @@ def runner_view(world: WorldState, address: bytes, *, height: int) -> dict[str, 
 
 class RunnerQueries:
     """The Runner Registry and parameter methods of :class:`~cowboy_node.rpc.facade.NodeFacade`, for a node
-    holding ``chain`` and the state lock ``_tree_lock`` (``class Node(RunnerQueries)``)."""
+    given the node's ``chain`` and its state lock (composed into ``node/api.py``'s ``NodeApi``)."""
 
-    chain: Chain
-    """The node's chain (head state and height)."""
-    _tree_lock: threading.Lock
-    """Held while a block is built; reads take it so a view and its height belong to one head."""
+    def __init__(self, chain: Chain, tree_lock: threading.Lock) -> None:
+        self.chain = chain
+        """The node's chain (head state and height)."""
+        self._tree_lock = tree_lock
+        """Held while a block is built; reads take it so a view and its height belong to one head."""
 
     def params(self) -> dict[str, Any]:
         """See :class:`cowboy_node.rpc.facade.NodeFacade`."""

@@ -16,6 +16,7 @@ wall-clock watchdog that interrupts the meter, an execution-time budget and a pe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -216,13 +217,13 @@ def _returned_bytes(data: bytes) -> bytes:
 
 
 class SimulateQueries:
-    """``simulate`` for a node (``class Node(SimulateQueries)``) that provides :meth:`next_block_view`: the head
-    is captured under the state lock, the run happens on the snapshot without it (as ``Node.read_actor``)."""
+    """``simulate`` given the node's ``next_block_view`` (composed into ``node/api.py``'s ``NodeApi``): the head
+    is captured under the state lock, the run happens on the snapshot without it (as ``read_actor``)."""
 
-    def next_block_view(self) -> tuple[BlockHeader, StateStore, BlockEnv]:
+    def __init__(self, next_block_view: Callable[[], tuple[BlockHeader, StateStore, BlockEnv]]) -> None:
+        self.next_block_view = next_block_view
         """``(head header, store snapshot, next block's environment)`` captured together; the caller closes the
-        snapshot. Provided by the node."""
-        raise NotImplementedError
+        snapshot."""
 
     def simulate(self, req: SimulateRequest, *, interrupt: InterruptHandle | None = None) -> dict[str, Any]:
         """Run ``req`` in the context the next block would give it, on the head state; see :func:`simulate_view`."""

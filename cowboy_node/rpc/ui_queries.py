@@ -15,10 +15,11 @@ if TYPE_CHECKING:
 
 
 class UiQueries:
-    """:meth:`block_activity` for a node holding ``chain`` (``class Node(..., UiQueries)``)."""
+    """:meth:`block_activity` over the node's ``chain`` (composed into ``node/api.py``'s ``NodeApi``)."""
 
-    chain: Chain
-    """The node's chain (committed blocks and receipts)."""
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+        """The node's chain (committed blocks and receipts)."""
 
     def block_activity(self, height: int, limit: int) -> dict[str, Any] | None:
         """Block ``height``'s header JSON (``to_json``), ``tx_count``, and its first ``limit`` transactions as

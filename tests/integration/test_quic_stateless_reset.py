@@ -50,11 +50,10 @@ async def _ignore(link: Link, a: JobAssignment) -> None:
 
 
 async def _service(h: NodeHarness, port: int, reset_key: Path) -> TransportService:
-    s = TransportService(h.node, h.node.validator_transport_key(), validator_set_hash=h.vsh,
+    s = TransportService(h.node.link, h.node.validator_transport_key(), validator_set_hash=h.vsh,
                          config=TransportConfig(port=port, limits=ROOMY, reset_key_path=reset_key),
                          metrics=h.node.metrics)
-    await s.start()
-    h.node.transport = s
+    await s.start()  # a restarted validator's transport (its sessions are not the node's: no pushes needed here)
     return s
 
 

@@ -35,7 +35,7 @@ def test_runner_gives_up_on_a_validator_that_stops_answering_pings_and_reconnect
     harness.run(until(lambda: link.authentications >= 2 and link.authenticated.is_set(), "the reconnect"))
     assert link.connects == 2 and link.dead_peer_closes == 1
     assert harness.metric("handshake", "admitted") == admitted + 1
-    harness.run(until(lambda: 0 in harness.node.local_presence(), "the runner present again"))
+    harness.run(until(lambda: 0 in harness.node.api.local_presence(), "the runner present again"))
 
 
 def test_answered_pings_keep_the_session(harness: NodeHarness) -> None:

@@ -447,9 +447,9 @@ async def _pushed(h: NodeHarness, a: Attacker) -> JobAssignment:
     task = asyncio.get_running_loop().create_task(pinger())
     try:
         await a.feed_until(lambda e: isinstance(e, PongReceived))
-        await until(lambda: 0 in h.node.local_presence(), "attacker present")
+        await until(lambda: 0 in h.node.api.local_presence(), "attacker present")
         submit = h.nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text()))))
-        h.node.submit_transaction(submit.to_bytes())
+        h.node.api.submit_transaction(submit.to_bytes())
         job_id = derive_job_id(submit.tx_hash(), 0)
         events = await a.feed_until(lambda e: isinstance(e, AssignmentReceived) and e.frame.job_id == job_id)
     finally:
@@ -485,7 +485,7 @@ def test_result_frame_with_a_foreign_transaction_is_refused_and_never_forwarded(
             assert bye.reason is GoodbyeReason.PROTOCOL_ERROR and bye.detail == case
             await until(lambda: h.metric("result", case) == counted_before + 1, f"result {case} counted")
             assert tx.tx_hash() not in h.node.mempool  # never forwarded
-            assert h.node.receipt(tx.tx_hash()) is None
+            assert h.node.api.receipt(tx.tx_hash()) is None
         finally:
             a.abort()
         await h.blocks_keep_coming(start)

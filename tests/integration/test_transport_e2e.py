@@ -14,11 +14,10 @@ import json
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.system_state import get_account, get_basefees
 from cowboy_node.node.node import Node
-from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_node.transport.service import TransportConfig
 from cowboy_node.types.presence import decode_presence
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
-from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import decode_job_spec, derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
@@ -46,12 +45,12 @@ async def _until(predicate: object, timeout_s: float = 30.0) -> None:
 
 
 def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> None:
-    node = make_node(phase=2, block_time_ms=200)
+    node = make_node(phase=2, block_time_ms=200, transport_config=TransportConfig(port=0))
     nonces = Nonces()
     caps, card = example_caps()
     produce(node, [nonces.tx(RUNNER_SKS[0], RunnerRegister(STAKE, caps, card))])
     runner_key = RunnerKey.from_private_key(RUNNER_SKS[0])
-    chain_id = node.chain_id
+    chain_id = node.link.chain_id
     vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
     seen: dict[str, object] = {}
 
@@ -68,10 +67,9 @@ def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> Non
         link.send_result(a.job_id, tx.to_bytes())
 
     async def main() -> None:
-        service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
-                                   config=TransportConfig(port=0), metrics=node.metrics)
+        service = node.transport
+        assert service is not None
         await service.start()
-        node.transport = service
         producer = asyncio.get_running_loop().create_task(node.run())
         link = Link(SessionKey(RUNNER_SKS[0]), LinkConfig(host="127.0.0.1", port=service.port, chain_id=chain_id,
                                                           validator_set=vset, expected_validator=vset[0],
@@ -79,7 +77,7 @@ def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> Non
                     height=lambda: node.chain.height, on_assignment=on_assignment)
         runner_task = asyncio.get_running_loop().create_task(link.run())
         try:
-            await _until(lambda: 0 in node.local_presence())
+            await _until(lambda: 0 in node.api.local_presence())
             start = node.chain.height
             await _until(lambda: node.chain.height > start + 1)
             header = node.chain.head.header
@@ -88,18 +86,18 @@ def test_register_connect_push_ack_execute_result_forwarded_and_settled() -> Non
 
             before = get_account(node.chain.world(), RUNNERS[0]).balance
             submit = nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text()))))
-            node.submit_transaction(submit.to_bytes())
+            node.api.submit_transaction(submit.to_bytes())
             job_id = derive_job_id(submit.tx_hash(), 0)
-            await _until(lambda: (node.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
-            job = node.job(job_id)
+            await _until(lambda: (node.api.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
+            job = node.api.job(job_id)
             assert job is not None
             a = seen["assignment"]
             assert isinstance(a, JobAssignment) and a.job_id == job_id
             assert a.assignment_height == job["assignment_height"] and a.deadline_block == job["deadline_block"]
             assert seen["url"] == json.loads(JOB_EXAMPLE.read_text())["job_type"]["url"]
-            results = node.job_results(job_id)
+            results = node.api.job_results(job_id)
             assert results is not None and results["outcome"]["result"] == "0x" + RESULT.hex(), results
-            receipt = node.receipt(seen["result_tx"])  # type: ignore[arg-type]
+            receipt = node.api.receipt(seen["result_tx"])  # type: ignore[arg-type]
             assert receipt is not None and receipt["status"] == "success", receipt
             # The reveal is the runner's own forwarded transaction: it paid its fee and got 89% of the price
             # (min(base 1,000 + 0 units, max_price) + tip 0), docs/jobs.md.
@@ -124,11 +122,11 @@ def test_silent_runner_is_reselected_and_gets_a_cancel_while_the_new_runner_gets
     """§10.5/§11.2 over QUIC: the first assignee acks but never answers; at deadline_block the chain re-selects
     (excluding it), the node pushes the new assignment to the other runner and sends the old one JobCancel
     {Reselected}; the other runner's result settles the job."""
-    node = make_node(phase=2, block_time_ms=200)
+    node = make_node(phase=2, block_time_ms=200, transport_config=TransportConfig(port=0))
     nonces = Nonces()
     caps, card = example_caps()
     produce(node, [nonces.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:2]])
-    chain_id = node.chain_id
+    chain_id = node.link.chain_id
     vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
     received: dict[int, list[bytes]] = {0: [], 1: []}
     cancelled: dict[int, list[bytes]] = {0: [], 1: []}
@@ -152,10 +150,9 @@ def test_silent_runner_is_reselected_and_gets_a_cancel_while_the_new_runner_gets
         return on_assignment
 
     async def main() -> None:
-        service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
-                                   config=TransportConfig(port=0), metrics=node.metrics)
+        service = node.transport
+        assert service is not None
         await service.start()
-        node.transport = service
         producer = asyncio.get_running_loop().create_task(node.run())
         links = [Link(SessionKey(RUNNER_SKS[i]),
                       LinkConfig(host="127.0.0.1", port=service.port, chain_id=chain_id, validator_set=vset,
@@ -165,14 +162,14 @@ def test_silent_runner_is_reselected_and_gets_a_cancel_while_the_new_runner_gets
                  for i in range(2)]
         tasks = [asyncio.get_running_loop().create_task(link.run()) for link in links]
         try:
-            await _until(lambda: node.local_presence() == frozenset({0, 1}))
+            await _until(lambda: node.api.local_presence() == frozenset({0, 1}))
             doc = json.loads(JOB_EXAMPLE.read_text())
             doc["timeout_blocks"] = 10  # the minimum
             submit = nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(doc)))
-            node.submit_transaction(submit.to_bytes())
+            node.api.submit_transaction(submit.to_bytes())
             job_id = derive_job_id(submit.tx_hash(), 0)
-            await _until(lambda: (node.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
-            job = node.job(job_id)
+            await _until(lambda: (node.api.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower())
+            job = node.api.job(job_id)
             assert job is not None and job["attempt"] == 1
             [first] = silent
             other = 1 - first

@@ -25,15 +25,15 @@ def harness() -> Iterator[NodeHarness]:
 
 def test_deregistration_closes_the_live_session_with_goodbye_deregistered(harness: NodeHarness) -> None:
     link = harness.link
-    assert link is not None and link.authenticated.is_set() and 0 in harness.node.local_presence()
+    assert link is not None and link.authenticated.is_set() and 0 in harness.node.api.local_presence()
     tx = harness.nonces.tx(RUNNER_SKS[0], RunnerDeregister())
-    harness.node.submit_transaction(tx.to_bytes())
+    harness.node.api.submit_transaction(tx.to_bytes())
     start = time.monotonic()
     harness.run(until(lambda: harness.metric("registry", "deregistered") >= 1, "the registry re-check"))
     harness.run(until(lambda: (link.last_close or "").startswith("DEREGISTERED"), "Goodbye{Deregistered}"))
     closed_after = time.monotonic() - start
-    assert 0 not in harness.node.local_presence()
+    assert 0 not in harness.node.api.local_presence()
     # The runner's reconnects are refused by the §6.2 admission check, with the same reason.
     harness.run(until(lambda: harness.metric("handshake", "deregistered") >= 1, "a refused reconnect"))
-    assert 0 not in harness.node.local_presence() and not link.authenticated.is_set()
+    assert 0 not in harness.node.api.local_presence() and not link.authenticated.is_set()
     print(f"session closed {closed_after:.2f} s after the deregistration was submitted (block time 200 ms)")

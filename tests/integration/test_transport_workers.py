@@ -21,13 +21,12 @@ from typing import Any
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.system_state import get_account, get_basefees
 from cowboy_node.node.node import Node
-from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_node.transport.service import TransportConfig
 from cowboy_node.transport.workers.pool import WorkerPool
 from cowboy_node.types.presence import decode_presence
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
-from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
@@ -83,11 +82,11 @@ def _worker_of(pool: WorkerPool) -> dict[int, int]:
 
 
 def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted() -> None:
-    node = make_node(phase=2, block_time_ms=200)
+    node = make_node(phase=2, block_time_ms=200, transport_config=TransportConfig(port=0, limits=ROOMY, workers=2))
     nonces = Nonces()
     sks = _register(node, nonces)
     n = len(sks)
-    chain_id = node.chain_id
+    chain_id = node.link.chain_id
     vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
     seen: dict[str, Any] = {}
 
@@ -106,12 +105,11 @@ def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
-                                   config=TransportConfig(port=0, limits=ROOMY, workers=2), metrics=node.metrics)
+        service = node.transport
+        assert service is not None
         await service.start()
         pool = service._server
         assert isinstance(pool, WorkerPool)
-        node.transport = service
         producer = loop.create_task(node.run())
         links: dict[int, Link] = {}
         tasks: dict[int, asyncio.Task[None]] = {}
@@ -127,7 +125,7 @@ def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted
             for i in range(n):
                 start_link(i)
             everyone = frozenset(range(n))
-            await _until(lambda: node.local_presence() == everyone, "every runner present")
+            await _until(lambda: node.api.local_presence() == everyone, "every runner present")
             # The kernel hashes each client's 4-tuple onto a worker; in the rare draw that put every runner on one
             # worker, move one runner to a fresh source port until both workers hold sessions.
             for _ in range(20):
@@ -136,7 +134,7 @@ def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted
                 links[0].stop()
                 await asyncio.wait_for(tasks[0], 10)
                 start_link(0)
-                await _until(lambda: node.local_presence() == everyone, "runner 0 present again")
+                await _until(lambda: node.api.local_presence() == everyone, "runner 0 present again")
             placement = _worker_of(pool)
             assert set(placement.values()) == {0, 1}, placement
             assert sorted(pool.connections_per_worker()) != [0, n]
@@ -152,11 +150,11 @@ def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted
 
             # A job is pushed through the runner's worker, acked, and its result forwarded and settled.
             submit = nonces.tx(ALICE_SK, JobSubmit(parse_job_request_json(json.loads(JOB_EXAMPLE.read_text()))))
-            node.submit_transaction(submit.to_bytes())
+            node.api.submit_transaction(submit.to_bytes())
             job_id = derive_job_id(submit.tx_hash(), 0)
-            await _until(lambda: (node.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower(),
+            await _until(lambda: (node.api.job(job_id) or {}).get("status") == JobStatus.COMPLETED.name.lower(),
                          "the job to settle")
-            results = node.job_results(job_id)
+            results = node.api.job_results(job_id)
             assert results is not None and results["outcome"]["result"] == "0x" + RESULT.hex(), results
             assert _metric(node, "cowboy_transport_events_total", kind="dispatch", label="pushed") == 1.0
             assert _metric(node, "cowboy_transport_events_total", kind="ack", label="accepted") == 1.0
@@ -175,7 +173,7 @@ def test_two_workers_serve_runners_push_settles_and_a_killed_worker_is_restarted
                          "worker 0 restarted")
             await _until(lambda: all(links[i].authentications > auth_before[i] for i in victims),
                          "worker 0's runners to reconnect")
-            await _until(lambda: node.local_presence() == everyone, "every runner present after the restart")
+            await _until(lambda: node.api.local_presence() == everyone, "every runner present after the restart")
             assert all(links[i].authentications == auth_before[i] for i in others), "a surviving worker's runner " \
                                                                                       "lost its session"
             assert _metric(node, "cowboy_transport_events_total", kind="worker", label="lost") == 1.0

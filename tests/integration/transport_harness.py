@@ -58,7 +58,8 @@ class NodeHarness:
 
     def __init__(self, *, registered: Sequence[int], deregistered: Sequence[int] = (), honest: bool = True,
                  limits: ServerLimits = ROOMY) -> None:
-        self.node = make_node(phase=2, block_time_ms=BLOCK_TIME_MS)
+        self.node = make_node(phase=2, block_time_ms=BLOCK_TIME_MS,
+                              transport_config=TransportConfig(port=0, limits=limits))
         self.nonces = Nonces()
         caps, card = example_caps()
         produce(self.node, [self.nonces.tx(RUNNER_SKS[i], RunnerRegister(STAKE, caps, card)) for i in registered])
@@ -66,7 +67,7 @@ class NodeHarness:
             produce(self.node, [self.nonces.tx(RUNNER_SKS[i], RunnerDeregister()) for i in deregistered])
         self.vset = tuple(v.ed25519_public_key for v in self.node.chain.genesis.validators)
         self.vsh = validator_set_hash(self.vset)
-        self.chain_id = self.node.chain_id
+        self.chain_id = self.node.link.chain_id
         self.honest_enabled = honest
         self.limits = limits
         self.loop = asyncio.new_event_loop()
@@ -84,8 +85,9 @@ class NodeHarness:
         return self
 
     async def _start(self) -> None:
-        self.service = await self.new_service(self.limits)
-        self.node.transport = self.service
+        self.service = self.node.transport
+        assert self.service is not None
+        await self.service.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self.node.run()))
         self._tasks.append(loop.create_task(self._monitor()))
@@ -96,11 +98,11 @@ class NodeHarness:
                                         ping_interval_s=0.2),
                              height=lambda: self.node.chain.height, on_assignment=_ignore_assignment)
             self._tasks.append(loop.create_task(self.link.run()))
-            await until(lambda: 0 in self.node.local_presence(), "the honest runner to be present")
+            await until(lambda: 0 in self.node.api.local_presence(), "the honest runner to be present")
 
     async def new_service(self, limits: ServerLimits) -> TransportService:
         """A started TransportService on a free port over this node (counted in the node's metrics)."""
-        service = TransportService(self.node, self.node.validator_transport_key(), validator_set_hash=self.vsh,
+        service = TransportService(self.node.link, self.node.validator_transport_key(), validator_set_hash=self.vsh,
                                    config=TransportConfig(port=0, limits=limits), metrics=self.node.metrics)
         await service.start()
         return service
@@ -167,7 +169,7 @@ class NodeHarness:
         assert self.link is not None
         assert self.link.connects == 1, "the honest runner had to reconnect"
         assert self.link.authenticated.is_set() and self.link.session is not None and not self.link.session.closed
-        assert 0 in self.node.local_presence()
+        assert 0 in self.node.api.local_presence()
 
 
 async def _ignore_assignment(link: Link, a: JobAssignment) -> None:

@@ -28,14 +28,17 @@ from aiohttp.test_utils import TestClient, TestServer
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.cli.main import build_parser
-from cowboy_node.node.devgenesis import create_dev_genesis
+from cowboy_node.node.assemble import assemble
+from cowboy_node.node.devgenesis import DevGenesis, create_dev_genesis
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import build_app, start_rpc_server
 from cowboy_node.state.memory import MemoryStore
+from cowboy_node.transport.service import TransportConfig, TransportService
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.keys import write_account_key
+from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_protocol.types.instructions import Instruction
 from cowboy_protocol.types.params import ChainLimits, Cip11Flags
 from cowboy_protocol.types.runner_json import runner_file_from_json
@@ -59,15 +62,29 @@ def example_caps() -> tuple[Any, Any]:
     return runner_file_from_json(json.loads(CAPS_EXAMPLE.read_text()), require_rate_card=True)
 
 
-def make_node(*, phase: int = 2, block_time_ms: int = 1000, node_class: type[Node] = Node,
-              limits: ChainLimits | None = LONG_HEARTBEAT) -> Node:
-    """A node over a fresh in-memory chain funding ALICE, BOB and the runner keys."""
+def make_dev(*, phase: int = 2, limits: ChainLimits | None = LONG_HEARTBEAT) -> DevGenesis:
+    """A dev genesis funding ALICE, BOB and the runner keys, with its validator key."""
     balances = {ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS, **{r: 10**21 for r in RUNNERS}}
-    dev = create_dev_genesis(chain_id=CHAIN_ID, balances=balances, system_deployers=(ALICE,),
-                             fee_recipient=FEE_RECIPIENT, genesis_time_ms=1_700_000_000_000,
-                             cip11=Cip11Flags.for_phase(phase), limits=limits, entropy=bytes(range(96)))
-    return node_class(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
-                      block_time_ms=block_time_ms, metrics=NodeMetrics())
+    return create_dev_genesis(chain_id=CHAIN_ID, balances=balances, system_deployers=(ALICE,),
+                              fee_recipient=FEE_RECIPIENT, genesis_time_ms=1_700_000_000_000,
+                              cip11=Cip11Flags.for_phase(phase), limits=limits, entropy=bytes(range(96)))
+
+
+def make_node(*, phase: int = 2, block_time_ms: int = 1000, limits: ChainLimits | None = LONG_HEARTBEAT,
+              chain: Chain | None = None, transport_config: TransportConfig | None = None, **parts: Any) -> Node:
+    """A node over ``chain`` (default: a fresh in-memory chain of :func:`make_dev`) with the dev validator key
+    (``parts``: further arguments of :func:`~cowboy_node.node.assemble.assemble`, e.g. ``transport=`` or
+    ``local_presence=``; ``transport_config``: build the runner transport with the node, not started)."""
+    dev = make_dev(phase=phase, limits=limits)
+    chain = chain or Chain(MemoryStore(), dev.genesis)
+    metrics = parts.pop("metrics", None) or NodeMetrics()
+    if transport_config is not None:  # the transport is built with the node, started by the test
+        seed = dev.validator_key.ed25519_seed
+        parts["transport"] = lambda link: TransportService(
+            link, TransportValidatorKey(seed), validator_set_hash=link.genesis_snapshot().set_hash,
+            config=transport_config, metrics=metrics)
+    return assemble(chain, Mempool(MempoolConfig()), dev.validator_key, block_time_ms=block_time_ms,
+                    metrics=metrics, **parts)
 
 
 class Nonces:
@@ -87,7 +104,7 @@ class Nonces:
 def produce(node: Node, txs: list[Transaction]) -> list[Any]:
     """Admit ``txs``, produce one block, and return its receipts (every transaction must be included)."""
     for t in txs:
-        node.submit_transaction(t.to_bytes())
+        node.api.submit_transaction(t.to_bytes())
     asyncio.run(node.produce_block())
     receipts = node.chain.receipts_at(node.chain.height)
     assert receipts is not None and len(receipts) == len(txs), receipts
@@ -108,7 +125,7 @@ class LiveNode:
     def start(self) -> None:
         """Serve HTTP on a free port and start producing."""
         self.thread.start()
-        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node, "127.0.0.1", 0), self.loop)
+        fut = asyncio.run_coroutine_threadsafe(start_rpc_server(self.node.api, "127.0.0.1", 0), self.loop)
         self.runner = fut.result(timeout=10)
         self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
         self.producer = asyncio.run_coroutine_threadsafe(self.node.run(), self.loop)
@@ -128,7 +145,7 @@ class LiveNode:
 def dev_live_node(balances: dict[bytes, int] | None = None) -> LiveNode:
     """A real node over the test dev genesis (``make_dev_genesis``) producing a block every 20 ms."""
     dev = make_dev_genesis() if balances is None else make_dev_genesis(balances=balances)
-    return LiveNode(node=Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+    return LiveNode(node=assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
                               block_time_ms=20))
 
 
@@ -144,7 +161,7 @@ def quiet_node_logs(mp: pytest.MonkeyPatch) -> None:
     """The node logs every block to stdout; tests that parse stdout as JSON silence it."""
     import structlog
 
-    from cowboy_node.node import node as node_module
+    from cowboy_node.node import after_commit as node_module
     from cowboy_node.rpc import server as server_module
 
     mp.setattr(node_module, "log", structlog.ReturnLogger())
@@ -158,7 +175,7 @@ async def read_only_client(node: Node, read_pool: ReadPool | None = None) -> Asy
     ``read_pool``: the pool of the read-only calls (default: :func:`roomy_read_pool` — these tests check answers;
     the pool's own limits are tested in tests/unit/rpc/test_read_pool*.py and test_ui_routes.py)."""
     pool = read_pool if read_pool is not None else roomy_read_pool()
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node, metrics=node.metrics, read_pool=pool)))
+    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node.api, metrics=node.metrics, read_pool=pool)))
     await c.start_server()
     before = (node.chain.height, node.chain.tree.root(), len(node.mempool))
     try:
@@ -223,6 +240,7 @@ __all__ = [
     "example_caps",
     "expect_error",
     "expect_ok",
+    "make_dev",
     "make_node",
     "produce",
     "quiet_node_logs",

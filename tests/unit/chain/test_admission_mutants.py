@@ -66,7 +66,7 @@ def _assigned_job(m: int, n: Nonces, *, registered: int = 3) -> tuple[Node, byte
 def _refused(node: Node, tx: Transaction) -> str:
     pooled = len(node.mempool)
     with pytest.raises(RpcError) as e:
-        node.submit_transaction(tx.to_bytes())
+        node.api.submit_transaction(tx.to_bytes())
     assert len(node.mempool) == pooled  # nothing pooled
     assert e.value.status == 400
     return e.value.code

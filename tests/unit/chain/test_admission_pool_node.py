@@ -17,6 +17,7 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.errors import ConfigError
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.config import load_config, render_config
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
@@ -66,13 +67,12 @@ class CountingPool(SignaturePool):
 
 
 def _node(chain: Chain, dev: DevGenesis, pool: SignaturePool | None) -> Node:
-    n = Node(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev.validator_key, block_time_ms=1000)
-    n.signature_pool = pool
-    return n
+    return assemble(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev.validator_key, block_time_ms=1000,
+                    signature_pool=pool)
 
 
 async def _post_all(node: Node, items: list[bytes]) -> list[tuple[int, Any]]:
-    client: TestClient[Any, Any] = TestClient(TestServer(build_app(node)))
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(node.api)))
     await client.start_server()
     try:
         out = []
@@ -114,11 +114,11 @@ async def test_submissions_of_one_loop_iteration_share_a_batch(new_chain: Any, d
     pool = CountingPool()
     node, reference = _node(new_chain(), dev_genesis, pool), _node(new_chain(), dev_genesis, None)
     try:
-        out = await asyncio.gather(*(node.submit_transaction_async(r) for r in items), return_exceptions=True)
+        out = await asyncio.gather(*(node.api.submit_transaction_async(r) for r in items), return_exceptions=True)
         want = []
         for r in items:
             try:
-                want.append(reference.submit_transaction(r))
+                want.append(reference.api.submit_transaction(r))
             except RpcError as e:
                 want.append(e)
     finally:
@@ -127,7 +127,7 @@ async def test_submissions_of_one_loop_iteration_share_a_batch(new_chain: Any, d
     assert pool.batches == [len(items)]  # one batch, and each caller got its own transaction's result
     assert [_code(o) for o in out] == [_code(o) for o in want] == \
         [{"ok": "pending"}.get(code, code) for _, code in corpus()]
-    assert node.signature_pool is None  # close() stopped and dropped the pool
+    assert node.workers.pool is None  # close() stopped and dropped the pool
 
 
 async def test_a_failed_pool_falls_back_to_recovering_in_process(chain: Chain, dev_genesis: DevGenesis) -> None:
@@ -135,7 +135,7 @@ async def test_a_failed_pool_falls_back_to_recovering_in_process(chain: Chain, d
     pool.close()  # submit now raises: the batcher hands None and admission recovers itself
     node = _node(chain, dev_genesis, pool)
     try:
-        ok = await node.submit_transaction_async(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
+        ok = await node.api.submit_transaction_async(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
     finally:
         node.close()
     assert ok["status"] == "pending"

@@ -56,12 +56,12 @@ def test_reveal_before_the_window_is_refused_at_admission_then_accepted_once_ope
     reveal = n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0))
     pooled = len(node.mempool)
     with pytest.raises(RpcError) as e:
-        node.submit_transaction(reveal.to_bytes())
+        node.api.submit_transaction(reveal.to_bytes())
     assert (e.value.status, e.value.code) == (400, "reveal_window_not_open")
     assert len(node.mempool) == pooled  # nothing pooled
     while node.chain.height + 1 <= rec.commit_end:
         produce(node, [])
-    assert node.submit_transaction(reveal.to_bytes())["status"] == "pending"  # same bytes, now in the window
+    assert node.api.submit_transaction(reveal.to_bytes())["status"] == "pending"  # same bytes, now in the window
 
 
 def test_reveal_without_an_included_commitment_is_refused_once_the_commit_phase_is_over() -> None:
@@ -72,7 +72,7 @@ def test_reveal_without_an_included_commitment_is_refused_once_the_commit_phase_
         produce(node, [])
     reveal = n.tx(RUNNER_SKS[1], JobResultSubmit(job_id, b"A", b"salt", 0))
     with pytest.raises(RpcError) as e:
-        node.submit_transaction(reveal.to_bytes())
+        node.api.submit_transaction(reveal.to_bytes())
     assert e.value.code == "reveal_without_commit"
 
 
@@ -82,5 +82,5 @@ def test_single_runner_reveal_is_admitted_at_once() -> None:
     node, job_id = _assigned_job(1, n)
     [runner] = _job(node, job_id).committee
     sk = RUNNER_SKS[RUNNERS.index(runner)]
-    assert node.submit_transaction(n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0)).to_bytes())["status"] == \
+    assert node.api.submit_transaction(n.tx(sk, JobResultSubmit(job_id, b"A", b"salt", 0)).to_bytes())["status"] == \
         "pending"

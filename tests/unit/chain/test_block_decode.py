@@ -133,12 +133,12 @@ def test_a_validator_decodes_a_received_body_with_its_pools_transactions() -> No
 
 
 def test_the_node_hands_its_pool_to_the_consensus_service() -> None:
+    from cowboy_node.node.assemble import assemble
     from cowboy_node.node.devgenesis import DevGenesis
-    from cowboy_node.node.node import Node
 
     dev: DevGenesis = create_dev_genesis(chain_id="bd", balances={}, system_deployers=(), fee_recipient=bytes(20),
                                          genesis_time_ms=1_700_000_000_000, entropy=bytes(range(96)))
-    node = Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000)
+    node = assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000)
     try:
         assert node.consensus.known_transaction == node.mempool.by_body
     finally:

@@ -121,11 +121,10 @@ def test_needs_compaction_past_twice_the_live_bytes(tmp_path: Path) -> None:
 
 def test_node_journals_admitted_txs_once_per_block_and_restart_readmits_them(tmp_path: Path) -> None:
     path = tmp_path / "mempool.journal"
-    node = make_node()
-    node.mempool_journal = MempoolJournal(path)
+    node = make_node(mempool_journal=MempoolJournal(path))
     first, second, gapped = (transfer(ALICE_SK, n, BOB, 1) for n in (0, 1, 3))
     for t in (first, second, gapped):
-        node.submit_transaction(t.to_bytes())
+        node.api.submit_transaction(t.to_bytes())
     assert read(path) == []  # not yet written: one synced write per block
     asyncio.run(node.produce_block())
     assert read(path) == [first.to_bytes(), second.to_bytes(), gapped.to_bytes()]

@@ -311,9 +311,9 @@ def test_the_node_reports_an_evicted_tx_at_get_tx() -> None:
         node.mempool.add(t, 0)
     node.mempool.add(tx(1, 0), 0)
     [out] = [t for t in gapped if t.tx_hash() not in node.mempool]
-    assert node.transaction(out.tx_hash()) == {"tx_hash": "0x" + out.tx_hash().hex(), "status": "evicted",
+    assert node.api.transaction(out.tx_hash()) == {"tx_hash": "0x" + out.tx_hash().hex(), "status": "evicted",
                                                "reason": "queued_for_pending"}
-    assert node.transaction(tx(2, 0).tx_hash()) is None
+    assert node.api.transaction(tx(2, 0).tx_hash()) is None
     node.close()
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.facade import RpcError
@@ -18,24 +19,24 @@ from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, make_tx, transfer
 
 @pytest.fixture
 def node(chain: Chain, dev_genesis: DevGenesis) -> Iterator[Node]:
-    n = Node(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev_genesis.validator_key, block_time_ms=1000)
+    n = assemble(chain, Mempool(MempoolConfig(max_nonce_gap=8)), dev_genesis.validator_key, block_time_ms=1000)
     yield n
     n.close()
 
 
 def _reject(node: Node, raw: bytes) -> RpcError:
-    before = (node.chain.height, len(node.mempool), node.account(ALICE), node.chain.tree.root())
+    before = (node.chain.height, len(node.mempool), node.api.account(ALICE), node.chain.tree.root())
     with pytest.raises(RpcError) as e:
-        node.submit_transaction(raw)
-    assert (node.chain.height, len(node.mempool), node.account(ALICE), node.chain.tree.root()) == before
+        node.api.submit_transaction(raw)
+    assert (node.chain.height, len(node.mempool), node.api.account(ALICE), node.chain.tree.root()) == before
     assert 400 <= e.value.status < 500
     return e.value
 
 
 def test_valid_transfer_is_pooled(node: Node) -> None:
-    out = node.submit_transaction(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
+    out = node.api.submit_transaction(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
     assert out["status"] == "pending" and len(node.mempool) == 1
-    assert node.account(ALICE)["next_pending_nonce"] == 1
+    assert node.api.account(ALICE)["next_pending_nonce"] == 1
 
 
 @pytest.mark.parametrize("raw,code", [
@@ -64,7 +65,7 @@ def test_bad_signature(node: Node) -> None:
 def test_nonce_too_low_and_too_far_ahead(node: Node) -> None:
     import asyncio
 
-    node.submit_transaction(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
+    node.api.submit_transaction(transfer(ALICE_SK, 0, BOB, 1).to_bytes())
     asyncio.run(node.produce_block())  # commits nonce 0
     assert _reject(node, transfer(ALICE_SK, 0, BOB, 2).to_bytes()).code == "nonce_too_low"
     assert _reject(node, transfer(ALICE_SK, 50, BOB, 2).to_bytes()).code == "nonce_gap_too_large"
@@ -88,7 +89,7 @@ def test_fee_below_basefee(node: Node) -> None:
 
 def test_duplicate_and_underpriced_replacement(node: Node) -> None:
     raw = transfer(ALICE_SK, 0, BOB, 1).to_bytes()
-    node.submit_transaction(raw)
+    node.api.submit_transaction(raw)
     assert _reject_keep_pool(node, raw).code == "already_known"
     assert _reject_keep_pool(node, transfer(ALICE_SK, 0, BOB, 2).to_bytes()).code == "replacement_underpriced"
 
@@ -96,7 +97,7 @@ def test_duplicate_and_underpriced_replacement(node: Node) -> None:
 def _reject_keep_pool(node: Node, raw: bytes) -> RpcError:
     pooled = len(node.mempool)
     with pytest.raises(RpcError) as e:
-        node.submit_transaction(raw)
+        node.api.submit_transaction(raw)
     assert len(node.mempool) == pooled and e.value.status == 400
     return e.value
 
@@ -105,9 +106,9 @@ def test_produced_block_includes_pooled_transactions(node: Node) -> None:
     import asyncio
 
     for n in range(3):
-        node.submit_transaction(transfer(ALICE_SK, n, BOB, 10).to_bytes())
+        node.api.submit_transaction(transfer(ALICE_SK, n, BOB, 10).to_bytes())
     asyncio.run(node.produce_block())
     assert node.chain.height == 1 and len(node.chain.head.transactions) == 3 and len(node.mempool) == 0
-    assert node.account(BOB)["balance"] == "30"
+    assert node.api.account(BOB)["balance"] == "30"
     h = node.chain.head.header
     assert h.presence_input == b"\x01\x00" and h.consumed_seeds == ()

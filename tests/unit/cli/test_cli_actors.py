@@ -94,7 +94,7 @@ def test_deploy_prints_the_derived_address_and_a_successful_receipt(deployed: di
 
 
 def test_deploy_transaction_carries_the_instruction(live: LiveNode, deployed: dict[str, Any]) -> None:
-    tx = live.node.transaction(bytes.fromhex(deployed["tx_hash"][2:]))
+    tx = live.node.api.transaction(bytes.fromhex(deployed["tx_hash"][2:]))
     assert tx is not None and tx["status"] == "committed"
     assert tx["instruction"] == {"kind": "deploy_actor", "source": SOURCE, "salt": "01", "init_handler": "init",
                                  "init_payload": "35"}
@@ -235,12 +235,12 @@ def test_timer_system_instruction_by_anyone_else_fails_unauthorized(live: LiveNo
 def test_deploy_bad_input_exits_2_and_submits_nothing(live: LiveNode, keys: dict[str, Path], source_file: Path,
                                                       capsys: pytest.CaptureFixture[str], extra: list[str],
                                                       needle: str) -> None:
-    nonce = live.node.account(ALICE)["next_pending_nonce"]
+    nonce = live.node.api.account(ALICE)["next_pending_nonce"]
     rc, out, err = run_cli(["tx", "deploy", "--key", str(keys["alice"]), "--source", str(source_file), *extra,
                             "--rpc", live.url, "--no-wait"], capsys)
     assert rc == 2 and out is None
     assert needle in err
-    assert live.node.account(ALICE)["next_pending_nonce"] == nonce
+    assert live.node.api.account(ALICE)["next_pending_nonce"] == nonce
 
 
 def test_deploy_source_problems_exit_2(live: LiveNode, keys: dict[str, Path], tmp_path: Path,
@@ -266,10 +266,10 @@ def test_deploy_source_problems_exit_2(live: LiveNode, keys: dict[str, Path], tm
 ])
 def test_tx_bad_input_exits_2(live: LiveNode, keys: dict[str, Path], capsys: pytest.CaptureFixture[str],
                               argv: list[str], needle: str) -> None:
-    nonce = live.node.account(ALICE)["next_pending_nonce"]
+    nonce = live.node.api.account(ALICE)["next_pending_nonce"]
     rc, out, err = run_cli([*argv, "--key", str(keys["alice"]), "--rpc", live.url], capsys)
     assert rc == 2 and out is None and needle in err, err
-    assert live.node.account(ALICE)["next_pending_nonce"] == nonce
+    assert live.node.api.account(ALICE)["next_pending_nonce"] == nonce
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -632,7 +632,7 @@ def live() -> Iterator[LiveNode]:
 
 
 def _live_fees(live: LiveNode) -> list[str]:
-    st = live.node.status()
+    st = live.node.api.status()
     return ["--chain-id", st["chain_id"], "--max-fee-per-cycle", str(2 * st["basefee"]["cycle"]),
             "--max-fee-per-cell", str(2 * st["basefee"]["cell"])]
 
@@ -647,14 +647,14 @@ def test_sign_only_offline_then_broadcast_is_included(live: LiveNode, key_file: 
     tx = Transaction.from_bytes(bytes.fromhex(signed[2:]))
     assert out["tx_hash"] == "0x" + tx.tx_hash().hex()
     assert out["receipt"]["status"] == "success", out["receipt"]
-    assert live.node.account(RECIPIENT)["balance"] == "77"
+    assert live.node.api.account(RECIPIENT)["balance"] == "77"
     # broadcasting the same bytes again is the node's error (exit 1), not bad input
     assert run_cli(["tx", "broadcast", str(path), "--rpc", live.url]) == 1
     assert capsys.readouterr().err.startswith("error: ")
 
 
 def _receipt(live: LiveNode, tx_hash: str) -> dict[str, Any] | None:
-    r: dict[str, Any] | None = live.node.receipt(bytes.fromhex(tx_hash[2:]))
+    r: dict[str, Any] | None = live.node.api.receipt(bytes.fromhex(tx_hash[2:]))
     return r
 
 
@@ -683,8 +683,8 @@ def test_nonce_gap_waits_for_the_missing_nonces(live: LiveNode, key_file: Path, 
     assert last is not None and last["status"] == "success"
     heights = [r["height"] for r in out["receipts"]] + [last["height"]]
     assert heights == sorted(heights)
-    assert live.node.account(RECIPIENT)["balance"] == "6"
-    assert live.node.account(SENDER)["nonce"] == 3
+    assert live.node.api.account(RECIPIENT)["balance"] == "6"
+    assert live.node.api.account(SENDER)["nonce"] == 3
 
 
 def test_query_job_results_decodes_error_results() -> None:

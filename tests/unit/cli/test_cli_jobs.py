@@ -80,11 +80,11 @@ class _Capture:
 
 
 def _mempool_and_nonce(live: LiveNode) -> tuple[int, int]:
-    return len(live.node.mempool), live.node.account(ALICE)["next_pending_nonce"]
+    return len(live.node.mempool), live.node.api.account(ALICE)["next_pending_nonce"]
 
 
 def _send(live: LiveNode, tx: Transaction) -> None:
-    live.node.submit_transaction(tx.to_bytes())
+    live.node.api.submit_transaction(tx.to_bytes())
 
 
 def _wait_for(predicate: Any) -> Any:
@@ -121,7 +121,7 @@ def test_submit_the_example_job_wait_query_and_read_the_results(
     # The scripted runner reveals (M == 1, no commit needed); the job settles in that block.
     _send(live, make_tx(RUNNER_SKS[0], 1, JobResultSubmit(job_id, b'{"price": 7}', b"", 0),
                         cycles_limit=1_000_000, cells_limit=20_000))
-    _wait_for(lambda: live.node.job_status(job_id)["status"] == "completed")  # type: ignore[index]
+    _wait_for(lambda: live.node.api.job_status(job_id)["status"] == "completed")  # type: ignore[index]
     rc, res, err = run_cli(["query", "job", out["job_id"], "--results", *rpc], capsys)
     assert rc == 0, err
     assert res["outcome"] == {"ok": True, "reason": "verified", "result": "0x" + b'{"price": 7}'.hex(),
@@ -138,7 +138,7 @@ def test_submit_without_wait_prints_the_job_id_at_once(live: LiveNode, keys: dic
     assert set(out) == {"job_id", "tx_hash"}
     assert out["job_id"] == "0x" + derive_job_id(bytes.fromhex(out["tx_hash"][2:]), 0).hex()
     job_id = bytes.fromhex(out["job_id"][2:])
-    _wait_for(lambda: live.node.job(job_id))
+    _wait_for(lambda: live.node.api.job(job_id))
 
 
 def test_job_nobody_can_serve_is_a_failed_receipt_and_exit_3(

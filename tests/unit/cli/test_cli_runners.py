@@ -32,7 +32,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _next_nonce(live: LiveNode, who: bytes) -> int:
-    n: int = live.node.account(who)["next_pending_nonce"]
+    n: int = live.node.api.account(who)["next_pending_nonce"]
     return n
 
 

@@ -11,29 +11,36 @@ from typing import Any
 
 import pytest
 
+from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.genesis import genesis_document
 from cowboy_node.cli.verify_commands import EXIT_UNVERIFIED
 from cowboy_node.crypto import bls
 from cowboy_node.rpc.server import start_rpc_server
 from cowboy_node.rpc.subscription_source import ChainSource
 from cowboy_node.rpc.subscriptions import SubscriptionHub
+from cowboy_node.state.memory import MemoryStore
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import RpcClient
 from tests.helpers import ALICE
 from tests.integration.nodeproc import wait_for
-from tests.unit.node_harness import LiveNode, quiet_node_logs, run_cli
+from tests.unit.node_harness import LiveNode, make_dev, make_node, quiet_node_logs, run_cli
 
 
 class SubscribingLiveNode(LiveNode):
-    """:class:`LiveNode` whose HTTP API also serves ``GET /subscribe``."""
+    """:class:`LiveNode` whose HTTP API also serves ``GET /subscribe`` (the hub listens to every commit)."""
+
+    def __init__(self, *, block_time_ms: int) -> None:
+        dev = make_dev()
+        chain = Chain(MemoryStore(), dev.genesis)
+        self.hub = SubscriptionHub(ChainSource(chain))
+        super().__init__(node=make_node(chain=chain, block_time_ms=block_time_ms,
+                                        commit_listeners=(self.hub.publish,)))
 
     def start(self) -> None:
         self.thread.start()
 
         async def serve() -> Any:
-            hub = SubscriptionHub(ChainSource(self.node.chain))
-            self.node.commit_listeners.append(hub.publish)
-            return await start_rpc_server(self.node, "127.0.0.1", 0, subscriptions=hub)
+            return await start_rpc_server(self.node.api, "127.0.0.1", 0, subscriptions=self.hub)
 
         self.runner = asyncio.run_coroutine_threadsafe(serve(), self.loop).result(timeout=10)
         self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"

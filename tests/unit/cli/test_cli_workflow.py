@@ -86,7 +86,7 @@ def _cli_quiet(argv: list[str]) -> tuple[int, Any]:
 
 
 def _nonce(live: LiveNode) -> int:
-    n: int = live.node.account(ALICE)["nonce"]
+    n: int = live.node.api.account(ALICE)["nonce"]
     return n
 
 
@@ -204,7 +204,7 @@ def test_deploy_simulate_gives_the_address_and_deploys_nothing(live: LiveNode, k
     assert out["simulation"]["status"] == "success"
     address = out["address"]
     assert [e["topic"] for e in out["simulation"]["events"]] == ["actor.deployed"]
-    assert live.node.actor(bytes.fromhex(address[2:])) is None
+    assert live.node.api.actor(bytes.fromhex(address[2:])) is None
 
 
 def test_gas_auto_sets_the_limits_from_a_dry_run(live: LiveNode, keys: dict[str, Path], actor: str,
@@ -216,7 +216,7 @@ def test_gas_auto_sets_the_limits_from_a_dry_run(live: LiveNode, keys: dict[str,
     rc, out, err = run_cli(["tx", "call", "--key", str(keys["alice"]), "--actor", actor, "--handler", "bump",
                             "--gas", "auto", "--rpc", live.url, "--timeout", str(WAIT_S)], capsys)
     assert rc == 0, err
-    tx = live.node.transaction(bytes.fromhex(out["tx_hash"][2:]))
+    tx = live.node.api.transaction(bytes.fromhex(out["tx_hash"][2:]))
     assert tx is not None
     # 125% of the dry run plus the margins (the counter grew by one digit at most: same cycles)
     assert tx["cycles_limit"] == -(-sim["cycles_used"] * 1250 // 1000) + GAS_MARGIN_CYCLES

@@ -164,14 +164,14 @@ def _refused(dev_genesis: DevGenesis, new_chain: Callable[[], Chain], recoveries
 
 
 def test_the_node_hands_its_mempool_marks_to_block_verification(dev_genesis: DevGenesis, chain: Chain) -> None:
-    from cowboy_node.node.node import Node
+    from cowboy_node.node.assemble import assemble
 
-    node = Node(chain, Mempool(MempoolConfig()), dev_genesis.validator_key, block_time_ms=1000)
+    node = assemble(chain, Mempool(MempoolConfig()), dev_genesis.validator_key, block_time_ms=1000)
     try:
         tx = transfer(ALICE_SK, 0, BOB, 1)
         check = node.consensus.forks.signature_checked
         assert check is not None and not check(tx.tx_hash())
-        node.submit_transaction(tx.to_bytes())
+        node.api.submit_transaction(tx.to_bytes())
         assert check(tx.tx_hash())
     finally:
         node.close()

@@ -169,12 +169,12 @@ def test_the_node_keeps_producing_logs_and_counts_an_internal_error(buggy_transf
     nonces = Nonces()
     bad = nonces.tx(ALICE_SK, Transfer(POISON, 5))
     good = nonces.tx(ALICE_SK, Transfer(HARNESS_BOB, 7))
-    node.submit_transaction(bad.to_bytes())
-    node.submit_transaction(good.to_bytes())
+    node.api.submit_transaction(bad.to_bytes())
+    node.api.submit_transaction(good.to_bytes())
     _run_until(node, lambda: node.chain.height >= 4)  # blocks kept coming after the failing transaction
-    receipt = node.receipt(bad.tx_hash())
+    receipt = node.api.receipt(bad.tx_hash())
     assert receipt is not None and (receipt["status"], receipt["error_code"]) == ("failed", "internal_error")
-    good_receipt = node.receipt(good.tx_hash())
+    good_receipt = node.api.receipt(good.tx_hash())
     assert good_receipt is not None and good_receipt["status"] == "success"
     assert node.metrics.tx_internal_errors._value.get() == 1
     logged = [line for line in capsys.readouterr().out.splitlines() if "internal error" in line]

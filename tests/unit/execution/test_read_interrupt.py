@@ -24,6 +24,7 @@ from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import PvmError, call_handler, compile_actor
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.rpc import actor_queries
@@ -164,10 +165,10 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     """Block 1 deploys the actor (count = 0) and bumps it (count = 1)."""
     store = MemoryStore() if request.param == "memory" else LevelDBStore(tmp_path / "db")
     dev = make_dev_genesis()
-    n = Node(Chain(store, dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
+    n = assemble(Chain(store, dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
              metrics=NodeMetrics())
     for nonce, ins in enumerate([DeployActor(SOURCE, b"", "init", b""), CallActor(ACTOR, "bump", b"")]):
-        n.submit_transaction(make_tx(ALICE_SK, nonce, ins, **_TX).to_bytes())  # type: ignore[arg-type]
+        n.api.submit_transaction(make_tx(ALICE_SK, nonce, ins, **_TX).to_bytes())  # type: ignore[arg-type]
     asyncio.run(n.produce_block())
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 2
@@ -181,10 +182,10 @@ def test_read_actor_ends_with_read_timeout_when_interrupted(node: Node, handler:
     handle = InterruptHandle()
     _interrupt_after(handle, 0.05)
     t0 = time.monotonic()
-    out = node.read_actor(ACTOR, handler, b"", 10**9, interrupt=handle)
+    out = node.api.read_actor(ACTOR, handler, b"", 10**9, interrupt=handle)
     assert time.monotonic() - t0 < GUARD_S
     assert out is not None and out["error"] == "read_timeout" and out["result"] is None and out["height"] == 1
-    assert not node._tree_lock.locked()
+    assert not node.tree_lock.locked()
 
 
 def test_a_read_running_while_a_block_commits_answers_for_the_head_it_started_on(
@@ -199,12 +200,12 @@ def test_a_read_running_while_a_block_commits_answers_for_the_head_it_started_on
 
     monkeypatch.setattr(actor_queries, "read_only_view", paused)
     answer: list[dict[str, Any] | None] = []
-    reader = threading.Thread(target=lambda: answer.append(node.read_actor(ACTOR, "get", b"", 1_000_000)))
+    reader = threading.Thread(target=lambda: answer.append(node.api.read_actor(ACTOR, "get", b"", 1_000_000)))
     reader.start()
     try:
         assert started.wait(GUARD_S)
-        assert not node._tree_lock.locked()  # the read does not hold the lock while it runs
-        node.submit_transaction(make_tx(ALICE_SK, 2, CallActor(ACTOR, "bump", b""), **_TX).to_bytes())  # type: ignore[arg-type]
+        assert not node.tree_lock.locked()  # the read does not hold the lock while it runs
+        node.api.submit_transaction(make_tx(ALICE_SK, 2, CallActor(ACTOR, "bump", b""), **_TX).to_bytes())  # type: ignore[arg-type]
         producer = threading.Thread(target=lambda: asyncio.run(node.produce_block()))
         producer.start()
         producer.join(GUARD_S)
@@ -218,13 +219,13 @@ def test_a_read_running_while_a_block_commits_answers_for_the_head_it_started_on
     assert out is not None and out["error"] is None and out["height"] == 1
     assert bytes.fromhex(out["result"][2:]) == b"1@2"
     monkeypatch.undo()
-    fresh = node.read_actor(ACTOR, "get", b"", 1_000_000)
+    fresh = node.api.read_actor(ACTOR, "get", b"", 1_000_000)
     assert fresh is not None and fresh["result"] == "0x" + b"2@3".hex() and fresh["height"] == 2
 
 
 def test_reads_spinning_beside_the_producer_do_not_block_it(node: Node) -> None:
     handles = [InterruptHandle() for _ in range(2)]
-    readers = [threading.Thread(target=node.read_actor, args=(ACTOR, "spin", b"", 10**9),
+    readers = [threading.Thread(target=node.api.read_actor, args=(ACTOR, "spin", b"", 10**9),
                                 kwargs={"interrupt": h}) for h in handles]
     for r in readers:
         r.start()

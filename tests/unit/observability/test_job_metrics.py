@@ -13,25 +13,36 @@ import re
 import urllib.request
 from dataclasses import replace
 
+from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.jobs.model import JobRecord, JobStatus, Reveal
 from cowboy_node.execution.runners.store import registry_size
 from cowboy_node.node.node import Node
 from cowboy_node.observability.job_activity import TRANSITIONS, count_transitions
 from cowboy_node.observability.metrics import start_metrics_server
+from cowboy_node.state.memory import MemoryStore
 from cowboy_protocol.jobs.commitment import result_commitment
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from tests.helpers import ALICE, ALICE_SK
-from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce
+from tests.unit.node_harness import (
+    JOB_EXAMPLE,
+    RUNNER_SKS,
+    RUNNERS,
+    STAKE,
+    Nonces,
+    example_caps,
+    make_dev,
+    make_node,
+    produce,
+)
 
 
-class PresentNode(Node):
+def present_node() -> Node:
     """Every runner registered as of the parent block has a live session (what the transport will report)."""
-
-    def local_presence(self) -> frozenset[int]:
-        return frozenset(range(registry_size(self.chain.world())))
+    chain = Chain(MemoryStore(), make_dev(phase=2).genesis)
+    return make_node(phase=2, chain=chain, local_presence=lambda: frozenset(range(registry_size(chain.world()))))
 
 
 def _scrape(node: Node) -> str:
@@ -62,7 +73,7 @@ def _transitions(text: str) -> dict[str, float]:
 
 
 def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() -> None:
-    node = make_node(phase=2, node_class=PresentNode)
+    node = present_node()
     try:
         text = _scrape(node)
         assert _transitions(text) == dict.fromkeys(TRANSITIONS, 0.0)  # exported before any job
@@ -81,11 +92,11 @@ def test_job_metrics_after_a_submission_a_reselection_a_commit_and_a_reveal() ->
         assert _value(text, "cowboy_present_pool_size") == 2.0  # both runners registered as of block 1
         assert _value(text, "cowboy_job_reselections_total") == 0.0
 
-        first = node.job(job_id)
+        first = node.api.job(job_id)
         assert first is not None
         while node.chain.height <= first["deadline_block"]:  # the first runner stays silent
             produce(node, [])
-        second = node.job(job_id)
+        second = node.api.job(job_id)
         assert second is not None and second["attempt"] == 1 and second["committee"] != first["committee"]
         text = _scrape(node)
         assert _value(text, "cowboy_job_reselections_total") == 1.0

@@ -102,17 +102,17 @@ def test_node_records_each_committed_blocks_timer_counts_and_step_durations() ->
     from cowboy_node.execution.actors.model import derive_actor_address
     from cowboy_node.execution.actors.store import get_state
     from cowboy_node.execution.end_of_block import EOB_STEPS
-    from cowboy_node.node.node import Node
+    from cowboy_node.node.assemble import assemble
     from cowboy_node.state.memory import MemoryStore
     from cowboy_protocol.types.instructions import CallActor, DeployActor
     from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx
 
     dev = make_dev_genesis()
-    node = Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000)
+    node = assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000)
     actor = derive_actor_address(ALICE, b"", ACTOR_SOURCE)
     try:
         for nonce, ins in enumerate([DeployActor(ACTOR_SOURCE, b"", "", b""), CallActor(actor, "arm", b"")]):
-            node.submit_transaction(make_tx(ALICE_SK, nonce, ins, cycles_limit=2_000_000,
+            node.api.submit_transaction(make_tx(ALICE_SK, nonce, ins, cycles_limit=2_000_000,
                                             cells_limit=100_000).to_bytes())
         for _ in range(3):
             asyncio.run(node.produce_block())

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
 from cowboy_node.rpc.server import build_app
@@ -78,12 +79,12 @@ def _timer_id(height: int, payload: bytes, nonce: int) -> str:
 def node() -> Iterator[Node]:
     """Block 1: deploy (init writes 4 keys), bump (count = 1), arm (timers at 101 and 51)."""
     dev = make_dev_genesis()
-    n = Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
+    n = assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
              metrics=NodeMetrics())
     kw = {"cycles_limit": 2_000_000, "cells_limit": 100_000}
     for nonce, ins in enumerate([DeployActor(SOURCE, b"", "init", b""), CallActor(ACTOR, "bump", b""),
                                  CallActor(ACTOR, "arm", b"")]):
-        n.submit_transaction(make_tx(ALICE_SK, nonce, ins, **kw).to_bytes())  # type: ignore[arg-type]
+        n.api.submit_transaction(make_tx(ALICE_SK, nonce, ins, **kw).to_bytes())  # type: ignore[arg-type]
     asyncio.run(n.produce_block())
     receipts = n.chain.receipts_at(1)
     assert receipts is not None and [r.status for r in receipts] == [STATUS_SUCCESS] * 3

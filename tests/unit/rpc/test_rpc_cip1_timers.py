@@ -229,7 +229,7 @@ def test_query_timers_follows_the_cip1_pages(chain: Chain, monkeypatch: pytest.M
     quiet_node_logs(monkeypatch)
     live.thread = threading.Thread(target=live.loop.run_forever, name="cip1-cli", daemon=True)
     live.thread.start()
-    live.runner = asyncio.run_coroutine_threadsafe(start_rpc_server(chain.node, "127.0.0.1", 0),
+    live.runner = asyncio.run_coroutine_threadsafe(start_rpc_server(chain.node.api, "127.0.0.1", 0),
                                                    live.loop).result(timeout=10)
     live.url = f"http://127.0.0.1:{live.runner.addresses[0][1]}"
     capsys.readouterr()  # the server's start-up log line

@@ -242,7 +242,7 @@ def phase3() -> Iterator[tuple[Node, bytes]]:
 
 async def test_poll_answers_410_gone_when_the_flag_is_set(phase3: tuple[Node, bytes]) -> None:
     node, _ = phase3
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node)))
+    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node.api)))
     await c.start_server()
     try:
         for runner in (R0_TEXT, to_checksum_address(b"\x42" * 20)):
@@ -253,7 +253,7 @@ async def test_poll_answers_410_gone_when_the_flag_is_set(phase3: tuple[Node, by
 
 async def test_job_waiting_for_its_seed_is_pending_selection(phase3: tuple[Node, bytes]) -> None:
     node, job_id = phase3
-    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node)))
+    c: TestClient[Any, Any] = TestClient(TestServer(build_app(node.api)))
     await c.start_server()
     try:
         doc = await expect_ok(await c.get(f"/job/{_h(job_id)}/status"))

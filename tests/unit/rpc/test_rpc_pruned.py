@@ -10,6 +10,7 @@ from typing import Any
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
 from cowboy_node.observability.metrics import NodeMetrics
@@ -21,7 +22,7 @@ from tests.unit.storage.test_node_storage import _prune_until_done
 
 
 def _node(dev: DevGenesis, **kw: Any) -> Node:
-    return Node(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
+    return assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key, block_time_ms=1000,
                 metrics=NodeMetrics(), **kw)
 
 
@@ -31,7 +32,7 @@ def _run(node: Node, blocks: int, tx_at: dict[int, bytes]) -> None:
         for _ in range(blocks):
             raw = tx_at.get(node.chain.height + 1)
             if raw is not None:
-                node.submit_transaction(raw)
+                node.api.submit_transaction(raw)
             await node.produce_block()
     asyncio.run(go())
 
@@ -49,7 +50,7 @@ def test_a_transaction_below_the_earliest_retained_height_answers_410_with_that_
         _run(node, 130, {2: old.to_bytes(), 120: kept.to_bytes()})
         _prune_until_done(node)
         assert node.chain.earliest_height() == 31
-        node.submit_transaction(pending.to_bytes())
+        node.api.submit_transaction(pending.to_bytes())
 
         async def check() -> None:
             async with read_only_client(node) as c:

@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics
-from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.server import build_app
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.receipt import STATUS_SUCCESS
@@ -39,21 +39,16 @@ CAPS_JSON = {"job_types": ["http"], "regions": ["eu"], "http_domains": ["example
 CARD_JSON = {"http": {"base_price": "1000", "price_per_unit": "0"}}
 
 
-class RunnerNode(Node, RunnerQueries):
-    """A Node with the Runner Registry facade methods (``chain/runner_queries.RunnerQueries``; this order
-    stays valid once Node itself inherits them)."""
-
-
 @pytest.fixture(scope="module")
-def node() -> Iterator[RunnerNode]:
+def node() -> Iterator[Node]:
     dev = make_dev_genesis(balances={ALICE: ALICE_FUNDS, BOB: ALICE_FUNDS})
-    n = RunnerNode(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
+    n = assemble(Chain(MemoryStore(), dev.genesis), Mempool(MempoolConfig()), dev.validator_key,
                    block_time_ms=1000, metrics=NodeMetrics())
     kw = {"cycles_limit": 100_000, "cells_limit": 5_000}
     for sk in (ALICE_SK, BOB_SK):
-        n.submit_transaction(make_tx(sk, 0, RunnerRegister(STAKE, CAPS, CARD), **kw).to_bytes())  # type: ignore[arg-type]
+        n.api.submit_transaction(make_tx(sk, 0, RunnerRegister(STAKE, CAPS, CARD), **kw).to_bytes())  # type: ignore[arg-type]
     asyncio.run(n.produce_block())
-    n.submit_transaction(make_tx(BOB_SK, 1, RunnerHeartbeat(accepting=False), **kw).to_bytes())  # type: ignore[arg-type]
+    n.api.submit_transaction(make_tx(BOB_SK, 1, RunnerHeartbeat(accepting=False), **kw).to_bytes())  # type: ignore[arg-type]
     asyncio.run(n.produce_block())
     for h in (1, 2):
         receipts = n.chain.receipts_at(h)
@@ -63,7 +58,7 @@ def node() -> Iterator[RunnerNode]:
 
 
 @pytest.fixture
-async def client(node: RunnerNode) -> AsyncIterator[TestClient[Any, Any]]:
+async def client(node: Node) -> AsyncIterator[TestClient[Any, Any]]:
     async with read_only_client(node) as c:  # asserts on exit that no request changed the chain
         yield c
 

@@ -96,7 +96,7 @@ def test_a_dry_run_uses_what_the_real_transaction_then_uses() -> None:
     nonces = Nonces()
     produce(n, [nonces.tx(ALICE_SK, DeployActor(source=SOURCE, salt=b"", init_handler="", init_payload=b""))])
     ins = CallActor(actor=ACTOR, handler="bump", payload=b"\x07")
-    sim = n.simulate(SimulateRequest(ALICE, ins, 5_000_000, 200_000))  # the harness transactions' limits
+    sim = n.api.simulate(SimulateRequest(ALICE, ins, 5_000_000, 200_000))  # the harness transactions' limits
     [r] = produce(n, [nonces.tx(ALICE_SK, ins)])
     assert r.status == STATUS_SUCCESS and sim["status"] == "success"
     assert r.cycles_used == sim["cycles_used"]
@@ -177,7 +177,7 @@ def test_a_dry_run_does_not_hold_the_state_lock_while_it_runs(node: Node) -> Non
     handle = Seen()
     out: dict[str, Any] = {}
     req = SimulateRequest(ALICE, CallActor(actor=ACTOR, handler="spin", payload=b""), 10**15, None)
-    t = threading.Thread(target=lambda: out.update(node.simulate(req, interrupt=handle)))
+    t = threading.Thread(target=lambda: out.update(node.api.simulate(req, interrupt=handle)))
     t.start()
     try:
         assert started.wait(timeout=30)
@@ -185,8 +185,8 @@ def test_a_dry_run_does_not_hold_the_state_lock_while_it_runs(node: Node) -> Non
         while meters[0].cycles_used < 1_000_000 and time.monotonic() < deadline:  # it is running actor code
             time.sleep(0.001)
         assert meters[0].cycles_used >= 1_000_000
-        assert node._tree_lock.acquire(timeout=30)
-        node._tree_lock.release()
+        assert node.tree_lock.acquire(timeout=30)
+        node.tree_lock.release()
         assert t.is_alive()  # still spinning: it ran without the lock
     finally:
         handle.interrupt("read_timeout", "stopped by the test")

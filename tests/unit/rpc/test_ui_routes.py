@@ -48,24 +48,22 @@ UI_DIR = Path(cowboy_node.rpc.__file__).parent / "ui"
 R0_TEXT = to_checksum_address(RUNNERS[0])
 
 
-class CountingNode(Node):
-    """A node that counts the facade reads a snapshot refresh makes."""
+def _count_calls(node: Node) -> dict[str, int]:
+    """Count the facade reads a snapshot refresh makes (instruments ``node.api``'s two methods in place)."""
+    calls = {"block_activity": 0, "runners_active": 0}
+    for name in calls:
+        read = getattr(node.api, name)
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.calls = {"block_activity": 0, "runners_active": 0}
+        def counted(*args: Any, _name: str = name, _read: Any = read) -> Any:
+            calls[_name] += 1
+            return _read(*args)
 
-    def block_activity(self, height: int, limit: int) -> dict[str, Any] | None:
-        self.calls["block_activity"] += 1
-        return super().block_activity(height, limit)
-
-    def runners_active(self, offset: int, limit: int) -> dict[str, Any]:
-        self.calls["runners_active"] += 1
-        return super().runners_active(offset, limit)
+        setattr(node.api, name, counted)
+    return calls
 
 
 def _client(node: Node, pool: ReadPool | None = None) -> TestClient[Any, Any]:
-    return TestClient(TestServer(build_app(node, metrics=node.metrics, read_pool=pool)))
+    return TestClient(TestServer(build_app(node.api, metrics=node.metrics, read_pool=pool)))
 
 
 async def _produce(node: Node, txs: list[Any]) -> list[Any]:
@@ -189,31 +187,31 @@ async def test_snapshot_follows_a_job_from_its_submission_to_settled_with_the_he
 
 
 async def test_snapshot_is_built_once_per_head_whatever_the_number_of_requests() -> None:
-    node = make_node(node_class=CountingNode)
-    assert isinstance(node, CountingNode)
+    node = make_node()
+    calls = _count_calls(node)
     async with _client(node) as c:
         docs = await asyncio.gather(*(_snapshot(c) for _ in range(6)))  # concurrent: they share one refresh
         docs += [await _snapshot(c) for _ in range(3)]
-        assert node.calls["runners_active"] == 1
+        assert calls["runners_active"] == 1
         assert {d["node"]["height"] for d in docs} == {0}
         await _produce(node, [])
         assert (await _snapshot(c))["blocks"][0]["height"] == 1
-        assert node.calls["runners_active"] == 2
+        assert calls["runners_active"] == 2
     node.close()
 
 
 async def test_a_refresh_reads_at_most_max_blocks_blocks_however_far_the_head_moved() -> None:
-    node = make_node(node_class=CountingNode)
-    assert isinstance(node, CountingNode)
+    node = make_node()
+    calls = _count_calls(node)
     for _ in range(MAX_BLOCKS + 5):
         await _produce(node, [])
     async with _client(node) as c:
         doc = await _snapshot(c)
-        assert node.calls["block_activity"] == MAX_BLOCKS
+        assert calls["block_activity"] == MAX_BLOCKS
         assert [b["height"] for b in doc["blocks"]] == list(range(MAX_BLOCKS + 5, 5, -1))
         await _produce(node, [])
         doc = await _snapshot(c)
-        assert node.calls["block_activity"] == MAX_BLOCKS + 1  # only the new block
+        assert calls["block_activity"] == MAX_BLOCKS + 1  # only the new block
         assert [b["height"] for b in doc["blocks"]] == list(range(MAX_BLOCKS + 6, 6, -1))
     node.close()
 
@@ -268,7 +266,7 @@ async def test_an_allowed_origin_may_read_status_and_the_snapshot_and_nothing_el
     node = make_node()
     ui = UiConfig(peers=("http://127.0.0.1:4011", "https://v2.example:443"),
                   cors_origins=frozenset({"http://127.0.0.1:4001"}))
-    async with TestClient(TestServer(build_app(node, metrics=node.metrics, ui=ui))) as c:
+    async with TestClient(TestServer(build_app(node.api, metrics=node.metrics, ui=ui))) as c:
         allowed, other = {"Origin": "http://127.0.0.1:4001"}, {"Origin": "http://127.0.0.1:4002"}
         for path in ("/status", "/ui/snapshot"):
             resp = await c.get(path, headers=allowed)
@@ -317,12 +315,12 @@ def test_block_activity_reads_the_block_and_its_receipts_once_whatever_its_size(
 
     for name in reads:
         monkeypatch.setattr(blocks, name, counting(name))
-    activity = node.block_activity(1, 2)
+    activity = node.api.block_activity(1, 2)
     assert reads == {"block": 1, "receipts": 1}
     assert activity is not None and activity["tx_count"] == 4 and activity["header"]["height"] == 1
     assert [(t["hash"], t["kind"], t["status"]) for t in activity["transactions"]] == [
         ("0x" + txs[0].tx_hash().hex(), "runner_register", "success"),
         ("0x" + txs[1].tx_hash().hex(), "job_submit", "success")]
     assert activity["transactions"][1]["events"] == [e.to_json() for e in receipts[1].events]
-    assert node.block_activity(2, 32) is None
+    assert node.api.block_activity(2, 32) is None
     node.close()

@@ -56,7 +56,7 @@ def _flip(hex_text: str, at: int = -1) -> str:
 
 
 def test_the_nodes_account_answer_verifies_against_the_genesis_group_key(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     header, raw = verify_read(doc, _group(node), key=ALICE_KEY)
     assert header.height == node.chain.height and header.digest == node.chain.head.hash()
     assert header.state_root == node.chain.head.header.state_root
@@ -64,7 +64,7 @@ def test_the_nodes_account_answer_verifies_against_the_genesis_group_key(node: N
 
 
 def test_state_proof_route_carries_the_certificate_of_the_header_it_is_against(node: Node) -> None:
-    doc = node.state_proof(ALICE_KEY)
+    doc = node.api.state_proof(ALICE_KEY)
     cert = decode_message(bytes.fromhex(doc["certificate"][2:]))
     assert isinstance(cert, Finalization) and cert.proposal.payload == node.chain.head.hash()
     assert doc["root"] == doc["state_root"] == "0x" + node.chain.head.header.state_root.hex()
@@ -72,7 +72,7 @@ def test_state_proof_route_carries_the_certificate_of_the_header_it_is_against(n
 
 
 def test_a_forged_certificate_signature_is_refused(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     cert = decode_message(bytes.fromhex(doc["certificate"][2:]))
     assert isinstance(cert, Finalization)
     other = bls.sign(bls.secret_key_from_seed(b"\x07" * 32), b"not the finalize message")
@@ -82,7 +82,7 @@ def test_a_forged_certificate_signature_is_refused(node: Node) -> None:
 
 
 def test_a_certificate_of_another_block_is_refused(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     older = node.consensus.records.finalization_bytes(node.chain.height - 1)
     assert older is not None
     doc["certificate"] = "0x" + older.hex()  # a genuine certificate, of the parent
@@ -91,27 +91,27 @@ def test_a_certificate_of_another_block_is_refused(node: Node) -> None:
 
 
 def test_a_forged_header_is_refused_even_with_the_genuine_certificate(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     doc["header"] = _flip(doc["header"])  # last byte: cell_basefee; the digest changes
     with pytest.raises(BadCertificate):
         verify_read(doc, _group(node), key=ALICE_KEY)
 
 
 def test_a_wrong_group_key_refuses_the_certificate(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     with pytest.raises(BadCertificate):
         verify_read(doc, bls.public_key(bls.secret_key_from_seed(b"\x09" * 32)), key=ALICE_KEY)
 
 
 def test_a_forged_value_in_the_proof_is_refused(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     doc["proof"]["value"] = _flip(doc["proof"]["value"])
     with pytest.raises(BadProof):
         verify_read(doc, _group(node), key=ALICE_KEY)
 
 
 def test_a_forged_proof_path_is_refused(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     step = next(s for s in doc["proof"]["steps"] if s["siblings"])
     step["siblings"][0] = _flip(step["siblings"][0])
     with pytest.raises(BadProof, match="state root"):
@@ -119,13 +119,13 @@ def test_a_forged_proof_path_is_refused(node: Node) -> None:
 
 
 def test_a_proof_of_another_key_is_refused(node: Node) -> None:
-    doc = node.account_proof(BOB)
+    doc = node.api.account_proof(BOB)
     with pytest.raises(ValueMismatch):
         verify_read(doc, _group(node), key=ALICE_KEY)
 
 
 def test_an_answer_without_certificate_is_uncertified(node: Node) -> None:
-    doc = node.account_proof(ALICE)
+    doc = node.api.account_proof(ALICE)
     doc["certificate"] = None
     with pytest.raises(Uncertified):
         verify_read(doc, _group(node), key=ALICE_KEY)

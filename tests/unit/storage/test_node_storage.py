@@ -10,6 +10,7 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.node.assemble import assemble
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
 from cowboy_node.observability.metrics import NodeMetrics
@@ -20,7 +21,7 @@ from tests.unit.node_harness import read_only_client
 
 def _node(dev: DevGenesis, **kw: Any) -> Node:
     halt = kw.pop("halt_height", None)
-    return Node(Chain(MemoryStore(), dev.genesis, halt_height=halt), Mempool(MempoolConfig()), dev.validator_key,
+    return assemble(Chain(MemoryStore(), dev.genesis, halt_height=halt), Mempool(MempoolConfig()), dev.validator_key,
                 block_time_ms=1000, metrics=NodeMetrics(), **kw)
 
 
@@ -70,7 +71,7 @@ def test_an_archive_node_prunes_nothing(dev_genesis: DevGenesis) -> None:
     try:
         _produce(node, 5)
         assert node.pruner.after_commit(node.chain.height) is None
-        assert node.chain.earliest_height() == 0 and node.block(0) is not None
+        assert node.chain.earliest_height() == 0 and node.api.block(0) is not None
     finally:
         node.close()
 

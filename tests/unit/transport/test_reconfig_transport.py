@@ -59,11 +59,13 @@ class _Chain:
         return self._world
 
 
+def _no_submit(tx_bytes: bytes) -> dict[str, object]:
+    raise AssertionError("not used")
+
+
 class _Node(TransportLink):
     def __init__(self, chain: _Chain, me: int) -> None:
-        self.chain = chain  # type: ignore[assignment]
-        self._tree_lock = threading.Lock()
-        self._ed_pub = KEYS[me]
+        super().__init__(chain, threading.Lock(), KEYS[me], submit=_no_submit)  # type: ignore[arg-type]
 
     def forward_transaction(self, tx_bytes: bytes) -> None:
         raise AssertionError("not used")

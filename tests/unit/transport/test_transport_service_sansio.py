@@ -27,12 +27,11 @@ from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
 from cowboy_node.execution.jobs.results import TOPIC_REVEALED
 from cowboy_node.node.node import Node
 from cowboy_node.transport.reveal_hold import RevealHold
-from cowboy_node.transport.service import TransportService, _RunnerConnection
+from cowboy_node.transport.service import TransportConfig, TransportService, _RunnerConnection
 from cowboy_protocol.jobs.commitment import result_commitment
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import AckStatus, Frame, Goodbye
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
-from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.quic_stream import GoodbyeSigner
 from cowboy_protocol.transport.runner_session import RunnerSession
@@ -76,9 +75,9 @@ class Pipe:
         self.fake = FakeConn()
         self.handler = _RunnerConnection(service, self.fake)  # type: ignore[arg-type]
         self.handler.on_open(self.fake)  # type: ignore[arg-type]
-        snapshot = snapshot or node.genesis_snapshot()
+        snapshot = snapshot or node.link.genesis_snapshot()
         me = node.chain.genesis.validators[0].ed25519_public_key
-        self.runner = RunnerSession(chain_id=node.chain_id, key=SessionKey(sk),
+        self.runner = RunnerSession(chain_id=node.link.chain_id, key=SessionKey(sk),
                                     expected_validator=PubKey.validator(me), validator_set=snapshot.validators,
                                     subset_epoch=snapshot.epoch, channel_binding=self.fake.channel_binding,
                                     challenge_nonce=secrets.token_bytes(32))
@@ -111,14 +110,12 @@ class Pipe:
 
 def _world(*, registered: int = len(RUNNER_SKS)) -> tuple[Node, TransportService, Nonces]:
     """A node with the first ``registered`` runners registered and a transport service it notifies per block."""
-    node = make_node(phase=2)
+    node = make_node(phase=2, transport_config=TransportConfig())
     n = Nonces()
     caps, card = example_caps()
     produce(node, [n.tx(sk, RunnerRegister(STAKE, caps, card)) for sk in RUNNER_SKS[:registered]])
-    vset = tuple(v.ed25519_public_key for v in node.chain.genesis.validators)
-    service = TransportService(node, node.validator_transport_key(), validator_set_hash=validator_set_hash(vset),
-                               metrics=node.metrics)
-    node.transport = service  # produce() now calls service.on_block_committed after every block
+    service = node.transport
+    assert service is not None
     return node, service, n
 
 
@@ -300,7 +297,7 @@ def _govern(node: Node, n: Nonces, name: str, value: int) -> None:
     """Schedule ``name = value`` two blocks ahead and produce until it is active at the head."""
     produce(node, [n.tx(ALICE_SK, GovernanceSetParam(name, value, node.chain.height + 2))])
     produce(node, [])
-    assert getattr(node.cip11_params(), name) == value
+    assert getattr(node.link.cip11_params(), name) == value
 
 
 def test_reconfiguration_overlap_admits_both_epochs_then_expires_the_old_one() -> None:
@@ -310,7 +307,7 @@ def test_reconfiguration_overlap_admits_both_epochs_then_expires_the_old_one() -
     me = node.chain.genesis.validators[0].ed25519_public_key
     new = EpochSnapshot(1, (me, bytes([1]) * 32))  # k = 2: me is in every runner's Sub_1
     h = node.chain.height + 2
-    node.activate_validator_set(new, h)
+    node.link.activate_validator_set(new, h)
     refused = Pipe(service, node, RUNNER_SKS[1], new, expect_auth=False)  # H < h: epoch 1 not valid yet
     assert refused.fake.goodbye is not None and refused.fake.goodbye.reason is GoodbyeReason.WRONG_VALIDATOR_SET
     produce(node, [])
@@ -391,7 +388,7 @@ def test_governed_max_subset_takes_effect_in_the_subset_gate() -> None:
     node, service, n = _world()
     me = node.chain.genesis.validators[0]
     others = [dataclasses.replace(me, ed25519_public_key=bytes([i]) * 32) for i in range(1, 20)]
-    node._genesis_snapshot = EpochSnapshot(0, tuple(v.ed25519_public_key for v in (me, *others)))
+    node.link._genesis_snapshot = EpochSnapshot(0, tuple(v.ed25519_public_key for v in (me, *others)))
     pipe = Pipe(service, node, RUNNER_SKS[2])
     pipe.ping()
     assert 2 in service.local_presence(node.chain.height)

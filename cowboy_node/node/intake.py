@@ -1,0 +1,114 @@
+"""The node's transaction intake: RPC submissions, runners' result transactions and gossiped transactions, all
+admitted to the mempool the same way (``chain/admission.py``) and appended to the mempool journal.
+
+:class:`AdmissionWorkers` owns the signature pool (``[mempool] admission_workers``) shared by the RPC path and the
+gossip path; :func:`admit_gossiped` is the gossip path's admission; :class:`TxIntake` the RPC and runner path
+(which also hands each admitted transaction to the transaction gossip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cowboy_node.chain.admission import admit, head_context
+from cowboy_node.chain.chain import Chain
+from cowboy_node.chain.mempool import Mempool, MempoolError
+from cowboy_node.chain.mempool_journal import MempoolJournal
+from cowboy_node.chain.sigbatch import SignatureBatcher
+from cowboy_node.chain.sigpool import Prepared, SignaturePool
+from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.node.tx_gossip import TxGossip
+from cowboy_node.observability.logging import get_logger
+from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.rpc.facade import RpcError
+from cowboy_protocol.types.errors import ValidationError
+
+log = get_logger("cowboy.node")
+
+
+class AdmissionWorkers:
+    """The worker processes recovering submissions' signers (None workers: everything in-process)."""
+
+    def __init__(self, workers: int, pool: SignaturePool | None = None) -> None:
+        self.pool: SignaturePool | None = pool if pool is not None else SignaturePool(workers) if workers else None
+        """Worker processes recovering RPC submissions' signers (``[mempool] admission_workers``; None:
+        in-process; ``pool``: one made elsewhere, tests). Workers start on the first submission; :meth:`close` stops
+        them."""
+        self.batcher: SignatureBatcher | None = None
+        """Groups one loop iteration's submissions into one batch for the pool (made on first use)."""
+
+    def batcher_for(self, pool: SignaturePool) -> SignatureBatcher:
+        """The batcher over ``pool`` (made on first use)."""
+        if self.batcher is None:
+            self.batcher = SignatureBatcher(pool)
+        return self.batcher
+
+    def current(self) -> SignaturePool | None:
+        """The pool while open (None once closed or when not configured)."""
+        return self.pool
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        pool, self.pool, self.batcher = self.pool, None, None
+        if pool is not None:
+            pool.close()
+
+
+def admit_gossiped(chain: Chain, mempool: Mempool, journal: MempoolJournal | None, tx_bytes: bytes,
+                   prepared: Prepared | None) -> str | None:
+    """Admit one gossiped transaction here too (not forwarded again: full mesh); None, or the error code."""
+    try:
+        admit(tx_bytes, chain, mempool, prepared=prepared)
+    except (TxInvalid, MempoolError, ValidationError) as e:
+        return e.code
+    if journal is not None:
+        journal.append(tx_bytes)
+    return None
+
+
+class TxIntake:
+    """``POST /submit`` and runners' result transactions (``TransportLink.forward_transaction``)."""
+
+    def __init__(self, chain: Chain, mempool: Mempool, *, journal: MempoolJournal | None, gossip: TxGossip,
+                 workers: AdmissionWorkers, metrics: NodeMetrics, stopping: Callable[[], bool]) -> None:
+        self._chain = chain
+        self._mempool = mempool
+        self.journal = journal
+        """The on-disk journal of the pool's transactions (``[mempool] journal``; None: off); admission appends
+        to it and every block commit syncs it."""
+        self._gossip = gossip
+        self._workers = workers
+        self._metrics = metrics
+        self._stopping = stopping
+
+    def submit_transaction(self, tx_bytes: bytes, prepared: Prepared | None = None) -> dict[str, Any]:
+        """See :class:`cowboy_node.rpc.facade.NodeFacade`; ``prepared``: decoded and recovered elsewhere."""
+        if self._stopping():
+            raise RpcError(503, "shutting_down", "node is shutting down")
+        metrics = self._metrics
+        try:
+            tx = admit(tx_bytes, self._chain, self._mempool, prepared=prepared)
+        except (TxInvalid, MempoolError, ValidationError) as e:
+            metrics.txs_rejected.labels(code=e.code).inc()
+            if e.code in ("mempool_full", "queued_full") and metrics.mempool_refused_full():
+                pool = self._mempool  # rate-limited: one line every few seconds however many are refused
+                log.warning("mempool full", code=e.code, txs=len(pool), pending=pool.pending_count,
+                            queued=pool.queued_count, bytes=pool.size_bytes, max_txs=pool.config.max_txs,
+                            max_queued=pool.config.max_queued, evicted=dict(pool.evicted))
+            raise RpcError(400, e.code, e.message) from None
+        if self.journal is not None:
+            self.journal.append(tx_bytes)  # written with the next block's journal sync
+        self._gossip.add(tx_bytes)  # every validator may lead the next view: each must have the transaction
+        metrics.observe_mempool(self._mempool)
+        return {"tx_hash": "0x" + tx.tx_hash().hex(), "status": "pending"}
+
+    async def submit_transaction_async(self, tx_bytes: bytes) -> dict[str, Any]:
+        """:meth:`submit_transaction`, the signer recovered by the signature pool first when there is one
+        (submissions of one loop iteration share a batch); same answers and errors as without the pool."""
+        workers = self._workers
+        pool = workers.pool
+        if pool is None or self._stopping():
+            return self.submit_transaction(tx_bytes)
+        prepared = await workers.batcher_for(pool).prepare(tx_bytes, head_context(self._chain).ctx.limits.max_tx_bytes)
+        return self.submit_transaction(tx_bytes, prepared)
