@@ -92,9 +92,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from cowboy_node.chain.sigmarks import SignatureMarks
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_node.chain.signature_marks import SignatureMarks
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 EVICTED_MEMORY = 10_000
 """How many evicted transaction hashes the pool remembers with their reason (``GET /tx/{hash}`` says
@@ -196,7 +196,7 @@ class Mempool:
         self._arrivals = 0
         self._now: float | None = None
         self.signature_marks = SignatureMarks(2 * config.max_txs)
-        """Hashes of transactions admission pooled after their signature check passed (``chain/sigmarks.py``):
+        """Hashes of transactions admission pooled after their signature check passed (``chain/signature_marks.py``):
         a block's execution skips that check for them. Twice the pool's size, so a pooled transaction's mark
         outlives it until its block arrives; the pool itself never reads or removes marks."""
 

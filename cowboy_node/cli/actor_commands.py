@@ -32,17 +32,17 @@ from cowboy_node.cli.client_commands import (
     should_wait,
     submit,
 )
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.actors.codecache import CODE_CACHE
-from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.actors.rejection import PARSER_LINE, PARSER_RULES, rejected_code
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import RpcClient
 from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import CallActor, CancelTimer, DeployActor, ExtendTimer, UpdateTimerConfig
 from cowboy_protocol.types.params import TimerConfig
+from cowboy_protocol.types.validation_errors import ValidationError
 
 DEPLOY_CYCLES_LIMIT = 5_000_000
 """Default cycles limit of ``tx deploy`` (compiling and the init handler)."""

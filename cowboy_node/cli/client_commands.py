@@ -42,9 +42,9 @@ from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
 from cowboy_protocol.keys import KeyFileError, load_account_key, load_account_private_key, new_account_key
 from cowboy_protocol.txfees import DEFAULT_PRIORITY_FEE
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 EXIT_OK = 0
 EXIT_ERROR = 1

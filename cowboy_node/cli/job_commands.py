@@ -41,12 +41,12 @@ from cowboy_protocol.http_client import ApiError
 from cowboy_protocol.jobs.error_result import decode_error_result
 from cowboy_protocol.jobs.json_schema import check_schema
 from cowboy_protocol.txfees import CELLS_MARGIN
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import instruction_to_cbor
 from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id, validate_request
 from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.validation_errors import ValidationError
 
 SUBMIT_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``tx submit-job``: 20,000 plus 50 per registered runner scanned by selection

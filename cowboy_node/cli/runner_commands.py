@@ -33,7 +33,6 @@ from cowboy_node.cli.client_commands import (
 )
 from cowboy_protocol.codec import encode
 from cowboy_protocol.txfees import CELLS_MARGIN, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import instruction_to_cbor
 from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
@@ -43,6 +42,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.validation_errors import ValidationError
 
 MAX_CAPABILITIES_FILE_BYTES = 256 * 1024
 """Largest capabilities file read."""

@@ -1,7 +1,7 @@
 """The consensus service: the threshold-Simplex engine driven by the clock, the peer network and the chain.
 
 One engine serves every topology. With one validator it finalizes each block as soon as it is proposed;
-with several, blocks and votes travel over the validator peer layer (:mod:`cowboy_node.transport.peers`).
+with several, blocks and votes travel over the validator peer layer (:mod:`cowboy_node.p2p.peers`).
 The service:
 
 - answers ``ProposalWanted`` by building a block on the engine's parent (no earlier than ``block_time_ms``
@@ -90,7 +90,7 @@ from cowboy_node.consensus.sync_messages import (
 )
 from cowboy_node.consensus.timeline import ViewTimeline
 from cowboy_node.execution.context import BlockEnv, Observe
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.node.vote_outbox import OrderedOutbox
@@ -98,8 +98,8 @@ from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, KnownTransaction
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 
 log = get_logger("cowboy.consensus")
 

@@ -24,21 +24,21 @@ from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
-from cowboy_node.chain.sigbatch import SignatureBatcher
-from cowboy_node.chain.sigpool import Prepared, SignaturePool
+from cowboy_node.chain.signature_batcher import SignatureBatcher
+from cowboy_node.chain.signature_pool import Prepared, SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.consensus.sync_messages import CH_TX_BATCH
 from cowboy_node.crypto import bls, threshold
-from cowboy_node.execution.actors.store import kv_key
+from cowboy_node.execution.actors.actor_state import kv_key
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv, Observe
-from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.meter import InterruptHandle
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.execution.system_state import get_account, get_basefees, get_cip11_flags
 from cowboy_node.execution.transactions import INTERNAL_ERROR
+from cowboy_node.execution.validity_errors import TxInvalid
 from cowboy_node.node.consensus_service import CommittedBlock, ConsensusService, ServiceConfig
 from cowboy_node.node.keys import ValidatorKey
 from cowboy_node.node.proposal_budget import ProposalBudget
@@ -51,6 +51,15 @@ from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.p2p.endpoint_gossip import (
+    CH_ENDPOINTS,
+    EndpointBook,
+    EndpointRefused,
+    make_endpoint_announcement,
+)
+from cowboy_node.p2p.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
+from cowboy_node.p2p.peer_frames import SOFTWARE_VERSION
+from cowboy_node.p2p.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.rpc import actor_queries
 from cowboy_node.rpc.event_queries import EventQueries, count_terminal
 from cowboy_node.rpc.facade import RpcError
@@ -60,18 +69,9 @@ from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.rpc.ui_queries import UiQueries
 from cowboy_node.rpc.verified import certified_fields
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
-from cowboy_node.transport.endpoint_gossip import (
-    CH_ENDPOINTS,
-    EndpointBook,
-    EndpointRefused,
-    make_endpoint_announcement,
-)
-from cowboy_node.transport.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
-from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
-from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
 from cowboy_node.transport.service import TransportService
 from cowboy_node.types.account import account_key
 from cowboy_node.types.block import BlockHeader
@@ -80,8 +80,8 @@ from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 from cowboy_protocol.transport.subset import EpochSnapshot
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 log = get_logger("cowboy.node")
 

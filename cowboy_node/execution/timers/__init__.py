@@ -13,7 +13,6 @@ from cowboy_node.execution.timers.deliver import (
     RunHandler,
     deliver_timers,
 )
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, Timer, derive_timer_id
 from cowboy_node.execution.timers.schedule import (
     cancel_timer,
     extend_timer,
@@ -21,6 +20,7 @@ from cowboy_node.execution.timers.schedule import (
     system_cancel_timer,
     system_extend_timer,
 )
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER, Timer, derive_timer_id
 
 __all__ = [
     "DEFAULT_HANDLER",

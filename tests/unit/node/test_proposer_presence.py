@@ -8,7 +8,7 @@ parents), so the proposer (``Node._presence_input``) drops every index at or bey
 
 from __future__ import annotations
 
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.node.node import Node
 from cowboy_node.types.presence import decode_presence
 from cowboy_protocol.types.runner_instructions import RunnerRegister
