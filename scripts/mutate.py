@@ -59,8 +59,8 @@ class Module:
 
 MODULES: tuple[Module, ...] = (
     Module("jobs-draw", "cowboy_node/execution/jobs/draw.py",
-           (f"{EXE}/jobs/test_selection_draw.py", f"{EXE}/jobs/test_selection_committee.py", f"{EXE}/jobs/test_selection_mru.py",
-            f"{EXE}/jobs/test_selection_boundaries.py")),
+           (f"{EXE}/jobs/test_selection_draw.py", f"{EXE}/jobs/test_selection_committee.py",
+            f"{EXE}/jobs/test_selection_mru.py", f"{EXE}/jobs/test_selection_boundaries.py")),
     Module("jobs-weights", "cowboy_node/execution/jobs/weights.py",
            (f"{EXE}/jobs/test_selection_weights.py", f"{EXE}/jobs/test_selection_snapshot_root.py",
             f"{EXE}/jobs/test_selection_committee.py")),
@@ -75,8 +75,9 @@ MODULES: tuple[Module, ...] = (
             f"{EXE}/jobs/test_job_check_rules_agree.py", f"{EXE}/jobs/test_selection_boundaries.py")),
     Module("jobs-dispatch", "cowboy_node/execution/jobs/dispatch.py",
            (f"{EXE}/jobs/test_selection_committee.py", f"{EXE}/jobs/test_jobs_pending_snapshot.py",
-            f"{EXE}/jobs/test_pending_spec_rules.py", f"{EXE}/jobs/test_jobs_underfill.py", f"{EXE}/jobs/test_mode_a_selection.py",
-            f"{EXE}/jobs/test_selection_spec_rules.py", f"{CONS}/test_forks_pending_finality.py",
+            f"{EXE}/jobs/test_pending_spec_rules.py", f"{EXE}/jobs/test_jobs_underfill.py",
+            f"{EXE}/jobs/test_mode_a_selection.py", f"{EXE}/jobs/test_selection_spec_rules.py",
+            f"{CONS}/test_forks_pending_finality.py",
             f"{EXE}/jobs/test_jobs_e2e.py")),
     Module("jobs-results", "cowboy_node/execution/jobs/results.py",
            (f"{EXE}/jobs/test_jobs_e2e.py", f"{EXE}/jobs/test_job_error_results.py", f"{EXE}/jobs/test_payment.py")),

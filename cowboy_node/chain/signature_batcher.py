@@ -33,8 +33,8 @@ class SignatureBatcher:
         """Batches sent so far."""
 
     async def prepare(self, tx_bytes: bytes, max_body: int | None = None) -> PreparedOrUndecodable:
-        """``tx_bytes`` decoded, hashed and its signer recovered, as :func:`~cowboy_node.chain.signature_pool.prepare_one`
-        gives it (or ``None``)."""
+        """``tx_bytes`` decoded, hashed and its signer recovered, as
+        :func:`~cowboy_node.chain.signature_pool.prepare_one` gives it (or ``None``)."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[PreparedOrUndecodable] = loop.create_future()
         self._pending.append((tx_bytes, waiter))

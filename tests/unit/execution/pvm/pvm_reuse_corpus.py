@@ -5,7 +5,8 @@ prints every case's outcome as JSON.  ``tests/vectors/pvm_reuse/golden_8cb54ba.j
 taken at commit 8cb54ba (the last build-every-call sandbox), from a ``git worktree`` of it::
 
     git worktree add /tmp/h1base 8cb54ba
-    PYTHONPATH=/tmp/h1base python tests/unit/execution/pvm/pvm_reuse_corpus.py > tests/vectors/pvm_reuse/golden_8cb54ba.json
+    PYTHONPATH=/tmp/h1base python tests/unit/execution/pvm/pvm_reuse_corpus.py \
+        > tests/vectors/pvm_reuse/golden_8cb54ba.json
 
 This module uses only the PVM's public API of that commit (``compile_actor``, ``call_handler``, ``Meter``,
 ``Limits``), so the same file runs against both versions.  The cases: every escape vector that compiles
