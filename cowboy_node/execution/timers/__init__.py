@@ -1,6 +1,6 @@
 """CIP-5 timers (seeds/003): one-shot height timers, FIFO per height, fee_payer model.
 
-``model`` — the Timer record and timer id; ``store`` — state layout and indexes;
+``timer_record`` — the Timer record and timer id; ``timer_state`` — state layout and indexes;
 ``schedule`` — host calls and system instructions; ``deliver`` — the End-of-Block
 DeliverTimers step. The layout, codes and events are documented in docs/timers.md.
 """
