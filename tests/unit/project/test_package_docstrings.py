@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-INITS = sorted(p for top in ("cowboy_protocol", "cowboy_node", "cowboy_runner") for p in (REPO / top).rglob("__init__.py"))
+INITS = sorted(p for top in ("cowboy_protocol", "cowboy_node", "cowboy_runner")
+               for p in (REPO / top).rglob("__init__.py"))
 
 
 @pytest.mark.parametrize("init", INITS, ids=[str(p.parent.relative_to(REPO)) for p in INITS])
