@@ -157,8 +157,8 @@ def test_zero_eligible_runners_is_still_refused(runners: int) -> None:
 
 
 UNDERFILL_SCRIPT = """
-from tests.unit.execution import test_jobs_underfill as t
-from tests.unit.execution import test_jobs_e2e as e2e
+from tests.unit.execution.jobs import test_jobs_underfill as t
+from tests.unit.execution.jobs import test_jobs_e2e as e2e
 e2e._PHASE = {phase}
 net = e2e._net(t.SKS[:1])
 job_id = t._submit(net, verification=t.MAJORITY_3_OF_2, timeout_blocks=10)
