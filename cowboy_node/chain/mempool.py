@@ -90,7 +90,8 @@ from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from cowboy_node.chain.mempool_config import MempoolConfig, MempoolError
+from cowboy_node.chain.mempool_config import MempoolConfig as MempoolConfig  # re-exported: the pool's public names
+from cowboy_node.chain.mempool_config import MempoolError as MempoolError
 from cowboy_node.chain.mempool_eviction import EvictionHeaps, PoolEntry, SenderNonces
 from cowboy_node.chain.signature_marks import SignatureMarks
 from cowboy_protocol.types.transaction import Transaction
