@@ -91,8 +91,8 @@ test: lint typecheck ## lint + typecheck + the whole pytest suite (what .ci/run 
 # interpreter audit (0 actor-visible differences from 3.11, or it fails). An interpreter is found in
 # ~/.pyenv/versions first, then on PATH (PYTHON_3.12=/path/to/python3.12 overrides).
 TEST_PYTHONS ?= 3.11 3.12 3.13
-PVM_TESTS := tests/unit/execution/test_pvm_*.py tests/unit/execution/test_determinism*.py \
-	tests/unit/execution/test_actors_determinism.py
+PVM_TESTS := tests/unit/execution/pvm/test_pvm_*.py tests/unit/execution/test_determinism*.py \
+	tests/unit/execution/actors/test_actors_determinism.py
 python_for = $(or $(PYTHON_$(1)),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)))),$(shell command -v python$(1) 2>/dev/null))
 
 .venv-%/.installed-stamp: pyproject.toml $(DEV_LOCK)

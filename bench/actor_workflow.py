@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cowboy_node.chain.blockstore import KEY_HEAD
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.event_index import index_ops
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.transactions import execute_transaction

@@ -50,7 +50,7 @@ from cowboy_node.chain.admission import admit
 from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
+from cowboy_node.chain.signature_pool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.crypto import bls
 from cowboy_node.execution.system_state import get_account
@@ -60,9 +60,9 @@ from cowboy_node.types.block import Round
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address, recover_address, sign_recoverable
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 _REPO = str(Path(__file__).resolve().parents[1])
 

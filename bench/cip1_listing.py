@@ -30,13 +30,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cowboy_node.execution.actors import store as actor_store
-from cowboy_node.execution.actors.model import ActorRecord
-from cowboy_node.execution.scheduler import model, queue
-from cowboy_node.execution.scheduler.model import Cip1Timer
-from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.actors import actor_state as actor_store
+from cowboy_node.execution.actors.actor_record import ActorRecord
+from cowboy_node.execution.scheduler import queue
+from cowboy_node.execution.scheduler import timer_layout as model
+from cowboy_node.execution.scheduler.timer_layout import Cip1Timer
+from cowboy_node.execution.timers import timer_state as timer_store
 from cowboy_node.execution.timers.policy import set_timer_policy
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.rpc.actor_queries import actor_timers_view
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree

@@ -34,17 +34,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cowboy_node.execution.actors import store as actor_store
-from cowboy_node.execution.actors.model import ActorRecord
+from cowboy_node.execution.actors import actor_state as actor_store
+from cowboy_node.execution.actors.actor_record import ActorRecord
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.scheduler import deliver, model, queue, timeout
-from cowboy_node.execution.scheduler.model import Cip1Timer
+from cowboy_node.execution.scheduler import deliver, queue, timeout
+from cowboy_node.execution.scheduler import timer_layout as model
+from cowboy_node.execution.scheduler.timer_layout import Cip1Timer
 from cowboy_node.execution.system_state import put_account
 from cowboy_node.execution.timers.deliver import FireOutcome
-from cowboy_node.execution.timers.model import Timer
 from cowboy_node.execution.timers.policy import set_timer_policy
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState

@@ -122,7 +122,7 @@ def measure(n: int, m: int, reps: int) -> dict[str, float]:
 
 
 def _state_world(runners: list[RunnerRecord]) -> object:
-    from cowboy_node.execution.runners import store
+    from cowboy_node.execution.runners import registry_state as store
     from cowboy_node.state.memory import MemoryStore
     from cowboy_node.state.tree import StateTree
     from cowboy_node.state.world import WorldState
@@ -146,7 +146,7 @@ def measure_state_path(n: int, m: int, reps: int) -> dict[str, float]:
 
     from cowboy_node.execution.context import BlockContext, BlockEnv
     from cowboy_node.execution.jobs import dispatch, weights
-    from cowboy_node.execution.runners import store
+    from cowboy_node.execution.runners import registry_state as store
     from cowboy_protocol.types.jobspec import HttpJob, JobRequest
     from cowboy_protocol.types.jobspec_checks import VerificationConfig, VerificationMode
     from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags
@@ -194,7 +194,7 @@ def _indexed(world: object, ctx: object, spec: object, seeds: list[bytes], reps:
     """What an M = 1 JobSubmit runs now (``selection_index``), each job followed by its winner's
     ``active_jobs`` write (which the index then re-reads), checked against the linear path."""
     from cowboy_node.execution.jobs import dispatch, selection_index, weights
-    from cowboy_node.execution.runners import store
+    from cowboy_node.execution.runners import registry_state as store
 
     state = {"k": 0}
     cfg = CFG

@@ -45,17 +45,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.actors import invoke
-from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address, source_hash
-from cowboy_node.execution.actors.store import kv_key, put_actor, put_source
+from cowboy_node.execution.actors.actor_record import ActorRecord, derive_actor_address, source_hash
+from cowboy_node.execution.actors.actor_state import kv_key, put_actor, put_source
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.eob import deliver_timers as eob_deliver_timers
 from cowboy_node.execution.eob.deliver_timers import default_run_fire
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import put_account
-from cowboy_node.execution.timers import deliver, store
+from cowboy_node.execution.timers import deliver
+from cowboy_node.execution.timers import timer_state as store
 from cowboy_node.execution.timers.deliver import LANE_TIMER_CYCLES, FireOutcome, deliver_timers
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, Timer, derive_timer_id
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER, Timer, derive_timer_id
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.world import WorldState

@@ -2,7 +2,7 @@
 
 One producer builds a block of ``--txs`` transfers from ``--senders`` funded accounts. Two followers on their own
 in-memory chains verify it (``Forks.verify``: header checks + ``execute_block``): the baseline checks every
-signature (no marks, what every follower did before ``chain/sigmarks.py``); the other admitted the same
+signature (no marks, what every follower did before ``chain/signature_marks.py``); the other admitted the same
 transactions first (``chain/admission.admit``, untimed) and skips the recovery of each. The two are run
 alternately ``--reps`` times in this process (fresh ``Forks`` each time, nothing committed); medians, per block
 and per transfer, and the ratio. Also the cost of one ``recover_signer`` in the same run (what a mark saves).

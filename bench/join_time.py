@@ -58,10 +58,10 @@ from cowboy_node.node.statesync import StateSync
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.observability.logging import configure_logging
 from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.snapshot.create import create_snapshot, list_snapshots
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.types.block import Block, Round
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.transaction import Transaction

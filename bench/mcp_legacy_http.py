@@ -14,8 +14,8 @@ import aiohttp
 
 from bench.mcp_legacy_stdio import StdioMcpServer
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import JobType, McpJob, ResourceBounds
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,

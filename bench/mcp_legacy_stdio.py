@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.base import ExecutorError
 
 CLIENT_INFO = {"name": "cowboy-runner", "version": "1"}

@@ -31,7 +31,7 @@ from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.presence_certificates import PresenceProof, proof_key, submit_presence_certificate
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import get_cip11_flags, set_cip11_flags, set_cip11_params
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.state.memory import MemoryStore

@@ -69,7 +69,7 @@ ITEMS: list[tuple[str, Rule]] = [
      or _any("verify_and_prepare", "ConsensusService._verify", "VoteJournal.append", "Block.encode")(f, r)),
     ("HTTP (aiohttp): submissions and the bench's /status, /block polls", lambda f, r: "aiohttp" in r),
     ("QUIC / peer transport (aioquic send, receive, ACKs, framing)",
-     lambda f, r: "aioquic" in r or "peer_quic" in r or "transport/peers.py" in r),
+     lambda f, r: "aioquic" in r or "peer_quic" in r or "p2p/peers.py" in r),
 ]
 
 _FRAME = re.compile(r"^(.*) \((.*):\d+\)$")

@@ -9,7 +9,7 @@ the link's single stream) and the body bytes delivered per second.
 
 Three runs in this one process, fresh networks each: a clean link with aioquic's ``reno`` (the floor), the
 impaired link with ``reno`` (the baseline: aioquic's default), and the impaired link with the validators'
-``cowboy-validator-link`` (``cowboy_node/transport/peer_congestion.py``). Ratios are against the baseline.
+``cowboy-validator-link`` (``cowboy_node/p2p/peer_congestion.py``). Ratios are against the baseline.
 
 Usage: python bench/p2p_lossy_link.py [--seconds 20] [--delay-ms 100] [--jitter-ms 50] [--loss 0.05]
 """
@@ -30,8 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.observability.logging import configure_logging
-from cowboy_node.transport import peer_congestion
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
+from cowboy_node.p2p import peer_congestion
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from tests.e2e.udp_proxy import UdpLink
 from tests.unit.node.sync_chain import network
 

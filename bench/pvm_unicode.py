@@ -1,6 +1,6 @@
 """Cost of the pinned Unicode str semantics vs CPython's own methods (same run, same strings).
 
-For each operation and input shape, times the PVM's pinned implementation (``pvm/unistr.py``)
+For each operation and input shape, times the PVM's pinned implementation (``pvm/unicode_str.py``)
 and, as the baseline, CPython's method on the same string, and reports ns per character, the
 ratio, and the pinned time per cycle the PVM charges for it (the method's ``bytes(len)`` plus
 the Unicode surcharge of the cost table; sandboxed code runs at about 80 ns per cycle).
@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cowboy_node.execution.pvm import costs, unistr
+from cowboy_node.execution.pvm import costs
+from cowboy_node.execution.pvm import unicode_str as unistr
 
 SHAPES = {
     # ordinary accented prose: long cased runs

@@ -11,7 +11,7 @@ to cancel drift on the shared machine.
 
 The client is qh3's for both servers: qh3 2.1.0's server logs ``packet builder capacity exhausted`` from its
 Rust core and drops connections of aioquic's client (the project's ``connect``), while qh3's client works with
-both. Only the bare echo is ported: the project's adapter (``cowboy_protocol.transport.quic``: caps, Retry,
+both. Only the bare echo is ported: the project's adapter (``cowboy_protocol.quic.adapter``: caps, Retry,
 stateless reset, and the channel binding, which hooks aioquic's Python TLS key schedule — qh3's TLS is in Rust)
 does not run on qh3, so this measures what a port could gain at most.
 
@@ -33,9 +33,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.quic_echo import signed_pongs
+from cowboy_protocol.quic.adapter import ALPN
+from cowboy_protocol.quic.certs import generate_self_signed
 from cowboy_protocol.transport.frames import HeartbeatPing, encode_frame
-from cowboy_protocol.transport.quic import ALPN
-from cowboy_protocol.transport.quic_certs import generate_self_signed
 
 
 class Clients:
@@ -116,7 +116,7 @@ async def serve_aioquic() -> Any:
     from aioquic.quic.configuration import QuicConfiguration
 
     from bench.quic_echo import RawEcho
-    from cowboy_protocol.transport.quic_certs import load_certificate
+    from cowboy_protocol.quic.certs import load_certificate
     cert_pem, key_pem = generate_self_signed("bench.local")
     config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])
     config.certificate, config.private_key = load_certificate(cert_pem, key_pem)

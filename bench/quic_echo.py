@@ -6,7 +6,7 @@ counted (``time.process_time`` of the child between "start" and "stop"):
 * ``raw`` — the baseline: a bare aioquic ``QuicConnectionProtocol`` that reassembles length-prefixed
   pings on stream 0 and answers each with an Ed25519 signature over the ping bytes, spliced into a
   pre-encoded HeartbeatPong (no CBOR work, no limits, no channel binding).
-* ``adapter`` — ``cowboy_protocol.transport.quic``: admission checks, channel binding, strict frame decoding
+* ``adapter`` — ``cowboy_protocol.quic.adapter``: admission checks, channel binding, strict frame decoding
   of the HeartbeatPing, a handler that signs and sends a ``HeartbeatPong`` (encode + self-check).
 
 Neither verifies the ping's secp256k1 signature: that is session work, measured by later benchmarks
@@ -36,10 +36,10 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import QuicEvent, StreamDataReceived
 from nacl.signing import SigningKey
 
+from cowboy_protocol.quic.adapter import ALPN, ClientConnection, FrameConnection, connect, start_server
+from cowboy_protocol.quic.certs import generate_self_signed, load_certificate
+from cowboy_protocol.quic.limits import ServerLimits
 from cowboy_protocol.transport.frames import Frame, HeartbeatPing, HeartbeatPong, encode_frame
-from cowboy_protocol.transport.quic import ALPN, ClientConnection, FrameConnection, connect, start_server
-from cowboy_protocol.transport.quic_certs import generate_self_signed, load_certificate
-from cowboy_protocol.transport.quic_limits import ServerLimits
 
 SIGNER = SigningKey(bytes(range(32)))
 PONG_TEMPLATE = encode_frame(HeartbeatPong(0, True, 0, bytes(64)))

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.validator_set import put_activation, put_snapshot
 from cowboy_node.node.devgenesis import create_dev_genesis
 from cowboy_node.node.transport_link import TransportLink

@@ -71,14 +71,14 @@ from bench.bench_harness import CHAIN_ID, quiet_logs, runner_keys
 from cowboy_node.transport.service import AssignmentInfo, TransportConfig, TransportService, _RunnerConnection
 from cowboy_node.transport.workers.pool import WorkerPool
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.quic.adapter import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.quic.certs import generate_self_signed
+from cowboy_protocol.quic.limits import ServerLimits
+from cowboy_protocol.quic.stream import FramedProtocol
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import AckStatus, HeartbeatPing, HeartbeatPong, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
-from cowboy_protocol.transport.quic_certs import generate_self_signed
-from cowboy_protocol.transport.quic_limits import ServerLimits
-from cowboy_protocol.transport.quic_stream import FramedProtocol
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import AssignmentReceived, Authenticated
 from cowboy_protocol.transport.subset import EpochSnapshot

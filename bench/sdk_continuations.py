@@ -66,10 +66,10 @@ def compile_times(reps: int) -> dict[str, float]:
 
 
 def leg_cycles() -> dict[str, int]:
-    from cowboy_node.execution.actors.model import derive_actor_address
+    from cowboy_node.execution.actors.actor_record import derive_actor_address
     from cowboy_node.execution.eob import execute_mailbox
     from tests.helpers import ALICE, ALICE_SK
-    from tests.unit.execution.test_sdk_continuations import _net, _pending_sdk_jobs, _reveal
+    from tests.unit.execution.actors.test_sdk_continuations import _net, _pending_sdk_jobs, _reveal
 
     cycles: list[int] = []
     original = execute_mailbox._run

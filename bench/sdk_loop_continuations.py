@@ -85,11 +85,11 @@ def _best(fn: Any, reps: int) -> float:
 
 def run(source: str, topics: list[str]) -> dict[str, Any]:
     """Cycles of every leg and the record size after every suspension, for ``crawl(topics)``."""
-    from cowboy_node.execution.actors.store import scan_state
+    from cowboy_node.execution.actors.actor_state import scan_state
     from cowboy_node.execution.eob.execute_mailbox import TOPIC_DELIVERED
     from cowboy_protocol.types.instructions import CallActor
     from tests.helpers import ALICE_SK
-    from tests.unit.execution.test_sdk_continuations import _net, _pending_sdk_jobs, _reveal
+    from tests.unit.execution.actors.test_sdk_continuations import _net, _pending_sdk_jobs, _reveal
 
     net, actor = _net(source)
     p = net.block([net.tx(ALICE_SK, CallActor(actor, "crawl", sdk_codec.encode(topics)))])

@@ -49,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_harness import percentile, summary_ms
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.keys import load_account_private_key

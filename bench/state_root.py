@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import plyvel
 
+from cowboy_node.state.kv_store import WriteOp
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.state.store import WriteOp
 from cowboy_node.state.tree import StateTree
 
 TREE_PREFIX = b"n/"

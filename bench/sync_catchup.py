@@ -47,8 +47,8 @@ from cowboy_node.node.sync_client import FetchLimits
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.observability.logging import configure_logging
 from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.types.block import Block
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.transaction import Transaction

@@ -17,9 +17,9 @@ from typing import Any
 
 from cowboy_protocol.http_client import normalize_url
 from cowboy_protocol.netaddr import parse_host_port
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.runner import JOB_KIND_NAMES, Capabilities, RateCard
 from cowboy_protocol.types.runner_json import CAPABILITY_KEYS, capabilities_from_json, rate_card_from_json
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner import settings_schema
 from cowboy_runner.executors.toml_settings import CustomExecutorSettings as CustomExecutorSettings
 from cowboy_runner.executors.toml_settings import ExecutorSettings, parse_executors

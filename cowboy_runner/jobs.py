@@ -46,10 +46,10 @@ from cowboy_protocol.jobs.error_result import INTERNAL, RESERVED_OUTPUT, error_r
 from cowboy_protocol.transport.enums import RejectReason
 from cowboy_protocol.transport.frames import AckStatus, JobAssignment, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.jobspec import JobSpecV1, decode_job_spec
 from cowboy_protocol.types.runner import JOB_KIND_NAMES
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 from cowboy_runner import journal as jn
 from cowboy_runner.executors import ExecutionResult, ExecutorError, ExecutorRegistry, deadline_for
 from cowboy_runner.executors.base import DEADLINE_MARGIN_S

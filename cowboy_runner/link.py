@@ -18,12 +18,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from cowboy_protocol.quic.adapter import ClientConnection, ConnectionClosed, connect
 from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.errors import LocalProtocolError
 from cowboy_protocol.transport.frames import AckStatus, Goodbye, JobAssignment, PresenceReceiptFrame
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import (
     AssignmentReceived,

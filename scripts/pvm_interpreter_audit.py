@@ -85,7 +85,7 @@ sys.path.insert(0, sys.argv[1])
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import methods, runtime, text
 from cowboy_node.execution.pvm.ctx import ACTIVE, Ctx
-from cowboy_node.execution.pvm.errors import PvmError, PvmHalt
+from cowboy_node.execution.pvm.pvm_errors import PvmError, PvmHalt
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.sandbox import call_handler, compile_actor, describe_exception
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cowboy_node.execution.pvm import unicode_tables, unistr
+from cowboy_node.execution.pvm import unicode_str as unistr
+from cowboy_node.execution.pvm import unicode_tables
 
 TRICKY = ("\u03a3\u0345\u0130\u00df\u1e9e\ufb01\u1f88\u01c5\u0660\u06f5\u2028\x85\u2000\u3000\u200b\xa0"
           "\u0301\u02b0'\" \t\n\r")

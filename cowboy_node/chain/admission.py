@@ -12,10 +12,10 @@ the CIP-11 transport share this path, so an early reveal is never pooled.
 The governed configs the static checks read (basefees, limits, flags) are read once per committed head and
 reused until the head moves (:func:`head_context`): they are state at the head, so every admission at that
 head would read the same values. Decoding and signature recovery may have been done elsewhere (a worker
-process, ``chain/sigpool.py``): :func:`admit` then takes the result and gives the same accept/reject decision
+process, ``chain/signature_pool.py``): :func:`admit` then takes the result and gives the same accept/reject decision
 and error as doing them here.
 
-A pooled transaction's hash is then recorded in the pool's signature marks (``chain/sigmarks.py``): a block
+A pooled transaction's hash is then recorded in the pool's signature marks (``chain/signature_marks.py``): a block
 carrying exactly these bytes is executed here without recovering its signer again. Nothing else records one.
 """
 
@@ -26,15 +26,15 @@ from weakref import WeakKeyDictionary
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool
-from cowboy_node.chain.sigpool import Prepared, Recovered
+from cowboy_node.chain.signature_pool import Prepared, Recovered
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
-from cowboy_node.execution.errors import TxInvalid
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.jobs.results import load_job
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transactions import check_signature, check_static
 from cowboy_node.execution.transfer_tx import decode_transfer
+from cowboy_node.execution.validity_errors import TxInvalid
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block
 from cowboy_protocol.types.job_instructions import JobResultSubmit
@@ -79,7 +79,7 @@ def check_recovered(tx: Transaction, recovered: Recovered) -> None:
 def admit(tx_bytes: bytes, chain: Chain, mempool: Mempool, *, prepared: Prepared | None = None) -> Transaction:
     """Decode, validate and pool ``tx_bytes``; returns the pooled transaction.
 
-    ``prepared``: ``tx_bytes`` decoded, hashed and its signer recovered elsewhere (``chain/sigpool.py``); used
+    ``prepared``: ``tx_bytes`` decoded, hashed and its signer recovered elsewhere (``chain/signature_pool.py``); used
     only if its body is exactly the body of ``tx_bytes`` within the head's size limit, else everything is
     computed here (the same decision and error either way).
     """

@@ -22,12 +22,12 @@ import struct
 from collections.abc import Sequence
 
 from cowboy_node.execution.records import encode_receipt
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.types.block import Block
 from cowboy_node.types.receipt import Receipt
 from cowboy_protocol.codec import decode
 from cowboy_protocol.codec.fixed import array_head
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 STATE_PREFIX = b"s/"
 TREE_PREFIX = b"n/"

@@ -29,9 +29,9 @@ from cowboy_node.chain.pruning import earliest_height, event_keys_op
 from cowboy_node.chain.undo import undo_op
 from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
-from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.genesis import apply_genesis
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.execution.validity_errors import InvalidBlock
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round

@@ -24,12 +24,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.types.receipt import Event, Receipt
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.codec.fixed import NULL, byte_string, text, uint
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 EVENTS_PREFIX = b"X/"
 TOPICS_PREFIX = b"Y/"

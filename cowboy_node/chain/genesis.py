@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.crypto import bls
 from cowboy_node.crypto import threshold as threshold_bls
 from cowboy_node.execution.pvm.version import PVM_VERSION, SUPPORTED_PVM_VERSIONS, interpreter_refusal
@@ -38,9 +38,9 @@ from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, RunnerConfig, TimerConfig
+from cowboy_protocol.types.validation_errors import ValidationError
 
 _TOP_KEYS = {"chain_id", "genesis_time_ms", "validators", "threshold", "genesis_beacon", "balances",
              "system_deployers", "params"}

@@ -89,11 +89,11 @@ import heapq
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TypeVar
 
-from cowboy_node.chain.sigmarks import SignatureMarks
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_node.chain.mempool_config import MempoolConfig as MempoolConfig  # re-exported: the pool's public names
+from cowboy_node.chain.mempool_config import MempoolError as MempoolError
+from cowboy_node.chain.mempool_eviction import EvictionHeaps, PoolEntry, SenderNonces
+from cowboy_node.chain.signature_marks import SignatureMarks
 from cowboy_protocol.types.transaction import Transaction
 
 EVICTED_MEMORY = 10_000
@@ -103,72 +103,6 @@ EVICTION_REASONS = ("queued_expired", "queued_for_pending", "queued_cap", "prior
 """Keys of :attr:`Mempool.evicted` (see the module docstring)."""
 
 
-class MempoolError(ValidationError):
-    """A transaction was refused by the pool; ``code`` is one of the stable codes in the module docstring."""
-
-
-@dataclass(frozen=True)
-class MempoolConfig:
-    """Pool limits (see the module docstring for how each is enforced)."""
-
-    max_txs: int = 10_000
-    """Most transactions held (pending and queued)."""
-    max_bytes: int = 32 * 1024 * 1024
-    """Most total body bytes held."""
-    max_txs_per_sender: int = 64
-    """Most transactions held per sender (pending and queued)."""
-    max_nonce_gap: int = 64
-    """Highest admissible nonce is ``account_nonce + max_nonce_gap``."""
-    replacement_bump_percent: int = 10
-    """Minimum increase, in percent, of every fee field for a same-nonce replacement."""
-    max_queued: int = 1_024
-    """Most queued (nonce-gapped) transactions held in total."""
-    max_queued_per_sender: int = 16
-    """Most queued transactions held per sender."""
-    queued_lifetime_s: float = 600.0
-    """Seconds a transaction may stay queued (from its arrival) before :meth:`Mempool.expire` drops it."""
-
-
-@dataclass(slots=True, eq=False)
-class _Entry:
-    tx: Transaction
-    hash: bytes
-    body: bytes
-    """``tx.body()``, the key of the body index."""
-    size: int
-    arrival: int
-    time: float | None
-    """``added_at`` (None until the pool has been given a time)."""
-    tip: int = field(init=False)
-    fee: int = field(init=False)
-    queued: bool = False
-    in_qevict: bool = False
-    """An item for this entry sits in the queued-eviction heap (pushed at most once while it stays there)."""
-    in_qexpire: bool = False
-    """An item for this entry sits in the expiry heap."""
-
-    def __post_init__(self) -> None:
-        self.tip = self.tx.max_priority_fee_per_cycle
-        self.fee = self.tx.max_fee_per_cycle
-
-
-@dataclass(slots=True)
-class _Sender:
-    base: int
-    """Account nonce, as last told to the pool; every pooled nonce is at or above it."""
-    by_nonce: dict[int, _Entry] = field(default_factory=dict)
-    nonces: list[int] = field(default_factory=list)
-    """Pooled nonces, ascending; ``nonces[:pend] == range(base, base + pend)`` are pending, the rest queued."""
-    pend: int = 0
-
-
-# Min-heap of pending eviction candidates: lowest priority first, latest arrival first among equals.
-_EvictItem = tuple[int, int, int, _Entry]
-# Min-heap of queued transactions: lowest priority first, oldest arrival first among equals.
-_QueuedItem = tuple[int, int, int, _Entry]
-# Min-heap of queued transactions by added_at (then arrival).
-_ExpireItem = tuple[float, int, _Entry]
-_H = TypeVar("_H", _QueuedItem, _ExpireItem)
 _FEE_FIELDS = ("max_fee_per_cycle", "max_priority_fee_per_cycle", "max_fee_per_cell", "max_priority_fee_per_cell")
 
 
@@ -182,21 +116,20 @@ class Mempool:
         """Transactions the pool dropped on its own since it was created, by reason (module docstring)."""
         self._recently_evicted: OrderedDict[bytes, str] = OrderedDict()
         """The last :data:`EVICTED_MEMORY` transactions the pool dropped on its own: hash -> reason."""
-        self._by_hash: dict[bytes, _Entry] = {}
-        self._by_body: dict[bytes, _Entry] = {}
+        self._by_hash: dict[bytes, PoolEntry] = {}
+        self._by_body: dict[bytes, PoolEntry] = {}
         """The same entries keyed by their transaction's full signed body (:meth:`by_body`)."""
-        self._senders: dict[bytes, _Sender] = {}
-        self._ready: dict[bytes, _Sender] = {}
+        self._senders: dict[bytes, SenderNonces] = {}
+        self._ready: dict[bytes, SenderNonces] = {}
         """Senders with at least one pending transaction."""
-        self._evict: list[_EvictItem] = []
-        self._qevict: list[_QueuedItem] = []
-        self._qexpire: list[_ExpireItem] = []
+        self._heaps = EvictionHeaps(self._by_hash, self._senders, self._ready)
+        """The eviction and expiry heaps over these same entries, and the eviction plans read from them."""
         self._queued = 0
         self._bytes = 0
         self._arrivals = 0
         self._now: float | None = None
         self.signature_marks = SignatureMarks(2 * config.max_txs)
-        """Hashes of transactions admission pooled after their signature check passed (``chain/sigmarks.py``):
+        """Hashes of transactions admission pooled after their signature check passed (``chain/signature_marks.py``):
         a block's execution skips that check for them. Twice the pool's size, so a pooled transaction's mark
         outlives it until its block arrives; the pool itself never reads or removes marks."""
 
@@ -256,7 +189,7 @@ class Mempool:
 
     def ready(self, account_nonce: Callable[[bytes], int], max_txs: int) -> list[Transaction]:
         """Up to ``max_txs`` executable transactions in block order; removes nothing."""
-        heap: list[tuple[int, int, int, _Entry, _Sender]] = []
+        heap: list[tuple[int, int, int, PoolEntry, SenderNonces]] = []
         for sender, s in self._ready.items():
             e = s.by_nonce.get(account_nonce(sender))
             if e is not None:
@@ -296,8 +229,8 @@ class Mempool:
         size = len(body)
         if size > cfg.max_bytes:
             raise MempoolError("tx_too_large", f"body of {size} bytes exceeds the pool's {cfg.max_bytes} bytes")
-        old: _Entry | None = None
-        stale: list[_Entry] = []
+        old: PoolEntry | None = None
+        stale: list[PoolEntry] = []
         run_end = an  # first nonce after the sender's pending run once its account nonce is ``an``
         queued_now = 0
         if s is not None:
@@ -327,11 +260,11 @@ class Mempool:
         total = self._bytes + size - sum(e.size for e in gone)
         priority = (tx.max_priority_fee_per_cycle, tx.max_fee_per_cycle)
         if pending:
-            victims = (self._plan_for_pending(sender, priority, count, total)
+            victims = (self._heaps.plan_for_pending(cfg, sender, priority, count, total)
                        if count > cfg.max_txs or total > cfg.max_bytes else [])
         else:
             over_queued = self._queued - queued_now + queued_then + (old is None) - cfg.max_queued
-            victims = (self._plan_for_queued(sender, priority, count, total, over_queued)
+            victims = (self._heaps.plan_for_queued(cfg, sender, priority, count, total, over_queued)
                        if over_queued > 0 or count > cfg.max_txs or total > cfg.max_bytes else [])
         # Planning raised or changed nothing; from here on the admission happens.
         for v, reason in victims:
@@ -344,12 +277,12 @@ class Mempool:
                 self._note_evicted(dropped.hash, "stale")
         self._recently_evicted.pop(h, None)  # admitted (again): no longer "evicted"
         self._arrivals += 1
-        e = _Entry(tx, h, body, size, self._arrivals, self._now)
+        e = PoolEntry(tx, h, body, size, self._arrivals, self._now)
         if old is not None:
             self._replace(old, e)
         else:
             self._insert(sender, an, e)
-        self._compact()
+        self._heaps.compact(self._queued)
         return old is None
 
     def _check_bump(self, old: Transaction, new: Transaction) -> None:
@@ -361,146 +294,6 @@ class Mempool:
                 raise MempoolError("replacement_underpriced", f"replacement {name} must be at least {need} "
                                    f"({self.config.replacement_bump_percent}% above {before})", field=name)
 
-    def _plan_for_pending(self, sender: bytes, priority: tuple[int, int], count: int,
-                          total: int) -> list[tuple[_Entry, str]]:
-        """Victims making room for a pending newcomer: queued ones of other senders first, whatever their
-        priority, then outbid pending tails. Raises mempool_full, changing nothing."""
-        cfg = self.config
-        planned: list[_QueuedItem] = []
-        skipped: list[_QueuedItem] = []
-        while count > cfg.max_txs or total > cfg.max_bytes:
-            item = self._pop_queued()
-            if item is None:
-                break
-            if item[3].tx.sender == sender:
-                skipped.append(item)
-                continue
-            planned.append(item)
-            count -= 1
-            total -= item[3].size
-        try:
-            outbid = self._plan_eviction(sender, priority, count, total)
-        except MempoolError:
-            skipped += planned
-            raise
-        finally:
-            for it in skipped:
-                heapq.heappush(self._qevict, it)
-        return [(it[3], "queued_for_pending") for it in planned] + [(v, "priority") for v in outbid]
-
-    def _plan_for_queued(self, sender: bytes, priority: tuple[int, int], count: int, total: int,
-                         over_queued: int) -> list[tuple[_Entry, str]]:
-        """Victims making room for a queued newcomer: lower-priority queued ones of other senders only. Raises
-        queued_full, changing nothing."""
-        cfg = self.config
-        planned: list[_QueuedItem] = []
-        skipped: list[_QueuedItem] = []
-        while over_queued > 0 or count > cfg.max_txs or total > cfg.max_bytes:
-            item = self._pop_queued()
-            if item is not None and item[3].tx.sender == sender:
-                skipped.append(item)
-                continue
-            if item is None or (item[0], item[1]) >= priority:
-                for it in (*planned, *skipped, *(() if item is None else (item,))):
-                    heapq.heappush(self._qevict, it)
-                why = (f"{cfg.max_queued} queued transactions are held" if over_queued > 0
-                       else "the mempool is full")
-                raise MempoolError("queued_full", f"{why} and this nonce-gapped transaction's fee priority does "
-                                   "not beat the lowest queued one; send the missing nonces first", field="nonce")
-            planned.append(item)
-            over_queued -= 1
-            count -= 1
-            total -= item[3].size
-        for it in skipped:
-            heapq.heappush(self._qevict, it)
-        return [(it[3], "queued_cap") for it in planned]
-
-    def _plan_eviction(self, sender: bytes, priority: tuple[int, int], count: int, total: int) -> list[_Entry]:
-        """Pending tails to evict for a newcomer (count/bytes as if admitted); raises mempool_full, changing
-        nothing."""
-        cfg, heap = self.config, self._evict
-        taken: dict[bytes, int] = {}  # victims planned per sender (always the top of its pending run)
-        victims: list[_Entry] = []
-        # Every popped item goes back on failure: a planned victim stays its sender's tail when nothing is evicted.
-        popped: list[_EvictItem] = []
-        skipped: list[_EvictItem] = []
-        while count > cfg.max_txs or total > cfg.max_bytes:
-            item = self._pop_candidate(taken)
-            if item is None or (item[0], item[1]) >= priority:
-                if item is not None:
-                    popped.append(item)
-                for it in popped:
-                    heapq.heappush(heap, it)
-                raise MempoolError("mempool_full", "mempool is full and the transaction's fee priority "
-                                   "does not beat the lowest evictable transaction")
-            popped.append(item)
-            v = item[3]
-            vs = v.tx.sender
-            if vs == sender:
-                skipped.append(item)
-                continue
-            victims.append(v)
-            count -= 1
-            total -= v.size
-            k = taken[vs] = taken.get(vs, 0) + 1
-            s = self._senders[vs]
-            if s.pend > k:  # that sender's next-highest pending tx becomes evictable once v is gone
-                self._push_candidate(s.by_nonce[s.nonces[s.pend - 1 - k]])
-        for it in skipped:
-            heapq.heappush(heap, it)
-        return victims
-
-    def _pop_candidate(self, taken: dict[bytes, int]) -> _EvictItem | None:
-        """Pop the lowest-priority live pending tail (treating ``taken`` top pending nonces per sender as gone)."""
-        heap = self._evict
-        while heap:
-            item = heapq.heappop(heap)
-            e = item[3]
-            if e.queued or self._by_hash.get(e.hash) is not e:
-                continue
-            s = self._senders[e.tx.sender]
-            k = taken.get(e.tx.sender, 0)
-            if s.pend > k and s.nonces[s.pend - 1 - k] == e.tx.nonce:
-                return item
-        return None
-
-    def _pop_queued(self) -> _QueuedItem | None:
-        """Pop the lowest live queued transaction's item (items of promoted or gone entries are discarded)."""
-        heap = self._qevict
-        while heap:
-            item = heapq.heappop(heap)
-            e = item[3]
-            if e.queued and self._by_hash.get(e.hash) is e:
-                return item
-            e.in_qevict = False
-        return None
-
-    def _push_candidate(self, e: _Entry) -> None:
-        heapq.heappush(self._evict, (e.tip, e.fee, -e.arrival, e))
-
-    def _compact(self) -> None:
-        """Rebuild a heap once stale items dominate it; amortised O(1)."""
-        if len(self._evict) > 2 * len(self._by_hash) + 1024:
-            self._evict = [(t.tip, t.fee, -t.arrival, t)
-                           for t in (s.by_nonce[s.nonces[s.pend - 1]] for s in self._ready.values())]
-            heapq.heapify(self._evict)
-        if len(self._qevict) > 2 * self._queued + 1024:
-            self._qevict = self._live_queued(self._qevict, "in_qevict")
-        if len(self._qexpire) > 2 * self._queued + 1024:
-            self._qexpire = self._live_queued(self._qexpire, "in_qexpire")
-
-    def _live_queued(self, heap: list[_H], flag: str) -> list[_H]:
-        """The heap's items whose entries are still pooled and queued (the others' ``flag`` is cleared)."""
-        live: list[_H] = []
-        for item in heap:
-            e = item[-1]
-            if e.queued and self._by_hash.get(e.hash) is e:
-                live.append(item)
-            else:
-                setattr(e, flag, False)
-        heapq.heapify(live)
-        return live
-
     # -- time ------------------------------------------------------------------------
     def _set_clock(self, now: float) -> None:
         if self._now is None:
@@ -508,7 +301,7 @@ class Mempool:
                 if e.time is None:
                     e.time = now
                     if e.queued:
-                        self._index_queued(e)
+                        self._heaps.index_queued(e)
             self._now = now
         elif now > self._now:
             self._now = now
@@ -517,7 +310,7 @@ class Mempool:
         """Drop queued transactions added at least ``queued_lifetime_s`` before ``now``; returns how many."""
         self._set_clock(now)
         cutoff = now - self.config.queued_lifetime_s
-        heap = self._qexpire
+        heap = self._heaps.qexpire
         dropped = 0
         while heap and heap[0][0] <= cutoff:
             e = heapq.heappop(heap)[2]
@@ -526,7 +319,7 @@ class Mempool:
                 self._remove_entry(e)
                 self._note_evicted(e.hash, "queued_expired")
                 dropped += 1
-        self._compact()
+        self._heaps.compact(self._queued)
         return dropped
 
     # -- removal ---------------------------------------------------------------------
@@ -537,12 +330,12 @@ class Mempool:
             return
         self._remove_entry(e)
         self._trim_queued(e.tx.sender)
-        self._compact()
+        self._heaps.compact(self._queued)
 
     def remove_committed(self, txs: Iterable[Transaction], account_nonce: Callable[[bytes], int]) -> None:
         """Drop included ``txs`` and every pooled tx of their senders whose nonce is below the account nonce
         (the pool learns those account nonces: queued txs that now continue it become pending)."""
-        matched: dict[bytes, list[_Entry]] = {}  # per sender: its pooled txs that were included
+        matched: dict[bytes, list[PoolEntry]] = {}  # per sender: its pooled txs that were included
         senders = self._senders
         for tx in txs:
             s = senders.get(tx.sender)
@@ -565,7 +358,7 @@ class Mempool:
             for e in dropped:  # dropped by the advance: stale unless it is the committed transaction itself
                 if id(e) not in included:
                     self._note_evicted(e.hash, "stale")
-        self._compact()
+        self._heaps.compact(self._queued)
 
     def _note_evicted(self, tx_hash: bytes, reason: str) -> None:
         """Count a transaction the pool dropped on its own, and remember why (bounded, oldest forgotten first)."""
@@ -590,27 +383,19 @@ class Mempool:
             self._remove_entry(e)
             self._note_evicted(e.hash, "queued_cap")
         while self._queued > cfg.max_queued:
-            item = self._pop_queued()
+            item = self._heaps.pop_queued()
             if item is None:  # pragma: no cover - the heap holds every queued entry
                 break
             self._remove_entry(item[3])
             self._note_evicted(item[3].hash, "queued_cap")
 
     # -- bookkeeping -----------------------------------------------------------------
-    def _index_queued(self, e: _Entry) -> None:
-        if not e.in_qevict:
-            e.in_qevict = True
-            heapq.heappush(self._qevict, (e.tip, e.fee, e.arrival, e))
-        if not e.in_qexpire and e.time is not None:
-            e.in_qexpire = True
-            heapq.heappush(self._qexpire, (e.time, e.arrival, e))
-
-    def _enqueue(self, e: _Entry) -> None:
+    def _enqueue(self, e: PoolEntry) -> None:
         e.queued = True
         self._queued += 1
-        self._index_queued(e)
+        self._heaps.index_queued(e)
 
-    def _extend(self, s: _Sender) -> None:
+    def _extend(self, s: SenderNonces) -> None:
         """Promote the queued txs that now continue the pending run."""
         nonces, p, base = s.nonces, s.pend, s.base
         while p < len(nonces) and nonces[p] == base + p:
@@ -621,7 +406,7 @@ class Mempool:
             p += 1
         s.pend = p
 
-    def _sync(self, sender: bytes, s: _Sender, tail_before: _Entry | None) -> None:
+    def _sync(self, sender: bytes, s: SenderNonces, tail_before: PoolEntry | None) -> None:
         """After a change to ``s``: drop it if empty, keep the ready index, push a new pending tail."""
         if not s.nonces:
             del self._senders[sender]
@@ -630,19 +415,19 @@ class Mempool:
             self._ready[sender] = s
             tail = s.by_nonce[s.nonces[s.pend - 1]]
             if tail is not tail_before:
-                self._push_candidate(tail)
+                self._heaps.push_candidate(tail)
         else:
             self._ready.pop(sender, None)
 
     @staticmethod
-    def _tail(s: _Sender) -> _Entry | None:
+    def _tail(s: SenderNonces) -> PoolEntry | None:
         return s.by_nonce[s.nonces[s.pend - 1]] if s.pend else None
 
-    def _insert(self, sender: bytes, account_nonce: int, e: _Entry) -> None:
+    def _insert(self, sender: bytes, account_nonce: int, e: PoolEntry) -> None:
         """Link a new (not replacing) entry; pending if it continues the run (then promotes what follows)."""
         s = self._senders.get(sender)
         if s is None:
-            s = self._senders[sender] = _Sender(base=account_nonce)
+            s = self._senders[sender] = SenderNonces(base=account_nonce)
         n = e.tx.nonce
         s.by_nonce[n] = e
         self._by_hash[e.hash] = e
@@ -654,7 +439,7 @@ class Mempool:
             if n == s.base + s.pend:  # the common case: extends the pending run, nothing above it to promote
                 s.pend += 1
                 self._ready[sender] = s
-                self._push_candidate(e)
+                self._heaps.push_candidate(e)
                 return
         else:
             insort(nonces, n)
@@ -666,7 +451,7 @@ class Mempool:
             self._enqueue(e)
         self._sync(sender, s, tail)
 
-    def _replace(self, old: _Entry, e: _Entry) -> None:
+    def _replace(self, old: PoolEntry, e: PoolEntry) -> None:
         sender = e.tx.sender
         s = self._senders[sender]
         tail = self._tail(s)
@@ -678,10 +463,10 @@ class Mempool:
         self._bytes += e.size - old.size
         if old.queued:
             e.queued = True
-            self._index_queued(e)
+            self._heaps.index_queued(e)
         self._sync(sender, s, tail)
 
-    def _advance(self, sender: bytes, s: _Sender, floor: int) -> list[_Entry]:
+    def _advance(self, sender: bytes, s: SenderNonces, floor: int) -> list[PoolEntry]:
         """Move the sender's account nonce up to ``floor``: drop pooled txs below it, promote; returns dropped."""
         if floor <= s.base:
             return []
@@ -702,7 +487,7 @@ class Mempool:
         self._sync(sender, s, tail)
         return dropped
 
-    def _remove_entry(self, e: _Entry) -> None:
+    def _remove_entry(self, e: PoolEntry) -> None:
         """Unlink one entry; a pending one demotes the rest of its sender's run."""
         sender, n = e.tx.sender, e.tx.nonce
         s = self._senders[sender]

@@ -31,7 +31,7 @@ from cowboy_node.chain.admission import admit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool
 from cowboy_protocol.keys import fsync_dir
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 MEMPOOL_JOURNAL_FILE = "mempool.journal"
 """The journal's file name in the node's data directory."""

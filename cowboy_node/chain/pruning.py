@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cowboy_node.chain.event_index import EVENTS_PREFIX, TOPIC_HASH_LEN, TOPICS_PREFIX
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.types.block import Block
 
 KEY_EARLIEST = b"M/earliest"

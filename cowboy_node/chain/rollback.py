@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.undo import RollbackError, rollback_ops
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,32 +17,28 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.cli import workflow_commands
-from cowboy_node.cli.client_commands import (
+from cowboy_node.cli.client_commands import add_tx_flags, load_key, report, should_wait, submit
+from cowboy_node.cli.common import (
     U64_MAX,
     UsageError,
-    _add_rpc,
-    _address,
-    _client,
-    _print_json,
-    _run,
-    _uint,
-    add_tx_flags,
-    load_key,
-    report,
-    should_wait,
-    submit,
+    add_rpc_flag,
+    address_arg,
+    cli_command,
+    print_json,
+    rpc_client,
+    uint_arg,
 )
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.actors.codecache import CODE_CACHE
-from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.actors.rejection import PARSER_LINE, PARSER_RULES, rejected_code
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import RpcClient
 from cowboy_protocol.txfees import ACTOR_CELLS_MARGIN
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import CallActor, CancelTimer, DeployActor, ExtendTimer, UpdateTimerConfig
 from cowboy_protocol.types.params import TimerConfig
+from cowboy_protocol.types.validation_errors import ValidationError
 
 DEPLOY_CYCLES_LIMIT = 5_000_000
 """Default cycles limit of ``tx deploy`` (compiling and the init handler)."""
@@ -84,21 +80,21 @@ def _handler(text: str) -> str:
 
 
 def _history_limit(text: str) -> int:
-    value = _uint(200, "the history maximum")(text)
+    value = uint_arg(200, "the history maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
 def _cip1_pages(text: str) -> int:
-    value = _uint(64, "the page maximum")(text)
+    value = uint_arg(64, "the page maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
 def _scan_limit(text: str) -> int:
-    value = _uint(1000, "the scan maximum")(text)
+    value = uint_arg(1000, "the scan maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -144,7 +140,7 @@ def _check_dry_run_flags(args: argparse.Namespace, default_cycles: int) -> None:
         workflow_commands.check_gas_flags(args, default_cycles)
 
 
-@_run
+@cli_command
 def cmd_tx_deploy(args: argparse.Namespace) -> int:
     """Deploy an actor; prints its address (derived locally) and, unless ``--no-wait``, the receipt.
     ``--simulate``: a dry run only; ``--gas auto``: limits from a dry run."""
@@ -154,7 +150,7 @@ def cmd_tx_deploy(args: argparse.Namespace) -> int:
         raise UsageError("--payload needs --init (the payload is passed to the init handler)")
     _check_dry_run_flags(args, DEPLOY_CYCLES_LIMIT)
     ins = DeployActor(source=source, salt=args.salt, init_handler=args.init or "", init_payload=args.payload)
-    client = _client(args)
+    client = rpc_client(args)
     if args.simulate:
         sim = workflow_commands.simulate(client, ins, workflow_commands.dry_run_sender(args), args.cycles_limit)
         return workflow_commands.report_simulation(sim, {"address": sim.get("address")})
@@ -185,14 +181,14 @@ def _parser_detail(receipt: Mapping[str, Any], source: str) -> str | None:
     return None
 
 
-@_run
+@cli_command
 def cmd_tx_call(args: argparse.Namespace) -> int:
     """Call ``handler(payload)`` on an actor; waits for and prints the receipt and the handler's result.
     ``--simulate``: a dry run only; ``--gas auto``: limits from a dry run."""
 
     _check_dry_run_flags(args, CALL_CYCLES_LIMIT)
     ins = CallActor(actor=args.actor, handler=args.handler, payload=args.payload)
-    client = _client(args)
+    client = rpc_client(args)
     if args.simulate:
         return workflow_commands.report_simulation(
             workflow_commands.simulate(client, ins, workflow_commands.dry_run_sender(args), args.cycles_limit))
@@ -220,7 +216,7 @@ def _returned(receipt: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@_run
+@cli_command
 def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
     """System deployers only: replace the governed TimerConfig (every field must be given)."""
 
@@ -232,27 +228,27 @@ def cmd_tx_update_timer_config(args: argparse.Namespace) -> int:
     except ValidationError as e:
         raise UsageError(e.message) from None
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, UpdateTimerConfig(cfg))
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
-@_run
+@cli_command
 def cmd_tx_cancel_timer(args: argparse.Namespace) -> int:
     """System deployers only: remove any actor's timer (idempotent)."""
 
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, CancelTimer(args.timer_id))
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
-@_run
+@cli_command
 def cmd_tx_extend_timer(args: argparse.Namespace) -> int:
     """System deployers only: raise a timer's expires_at (clamped to current + max_ttl_blocks)."""
 
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, ExtendTimer(args.timer_id, args.expires_at))
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
@@ -262,10 +258,10 @@ def _checksum(address: bytes) -> str:
     return to_checksum_address(address)
 
 
-@_run
+@cli_command
 def cmd_query_actor(args: argparse.Namespace) -> int:
     """The actor record, one storage value (``--key``) or an ordered scan (``--prefix``/``--limit``)."""
-    client = _client(args)
+    client = rpc_client(args)
     doc: Mapping[str, Any]
     if args.key is not None:
         if args.prefix is not None or args.limit is not None:
@@ -275,15 +271,15 @@ def cmd_query_actor(args: argparse.Namespace) -> int:
         doc = client.actor_state_scan(args.address, args.prefix or b"", args.limit)
     else:
         doc = client.actor(args.address)
-    _print_json(doc)
+    print_json(doc)
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_timers(args: argparse.Namespace) -> int:
     """The actor's live timers, in due order, and (``"recent_terminal"``) its most recent timers that ended
     without firing, with their reason (``GET /actor/{address}/timers/history``)."""
-    client = _client(args)
+    client = rpc_client(args)
     after: bytes | None = args.cip1_after
     live: Any = client.actor_timers(args.address, cip1_after=None if after is None else "0x" + after.hex())
     history: Any = client.timer_history(args.address, limit=args.history)
@@ -292,7 +288,7 @@ def cmd_query_timers(args: argparse.Namespace) -> int:
     if isinstance(live, dict) and isinstance(history, dict):
         live = {**live, "recent_terminal": history.get("terminal"),
                 "recent_terminal_truncated": history.get("truncated")}
-    _print_json(live)
+    print_json(live)
     return 0
 
 
@@ -318,19 +314,19 @@ def _follow_cip1_pages(client: RpcClient, address: bytes, doc: dict[str, Any], p
     return {**doc, "cip1": cip1}
 
 
-@_run
+@cli_command
 def cmd_query_read(args: argparse.Namespace) -> int:
     """Run a handler read-only on the head state (nothing is written or charged)."""
     body: dict[str, Any] = {"actor": _checksum(args.address), "handler": args.handler,
                             "payload": "0x" + args.payload.hex(), "cycles_limit": args.cycles_limit}
-    _print_json(_client(args).actor_read(body))
+    print_json(rpc_client(args).actor_read(body))
     return 0
 
 
 # -- registration ----------------------------------------------------------------------
 def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``tx deploy``, ``tx call`` and the timer system instructions."""
-    u64 = _uint(U64_MAX, "u64")
+    u64 = uint_arg(U64_MAX, "u64")
     td = tx_sub.add_parser("deploy", help="deploy a Python actor (waits for the receipt unless --no-wait)")
     td.add_argument("--key", default=None, metavar="FILE", help="deployer's account key file (required unless "
                                                                 "--simulate)")
@@ -372,7 +368,7 @@ def _add_dry_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulate", action="store_true",
                    help="dry run only (POST /simulate on the head state): prints result, events, cycles and cells "
                         "used and the error; nothing is signed or sent; exit 3 if the run fails")
-    p.add_argument("--from", dest="sender", type=_address, default=None, metavar="ADDRESS",
+    p.add_argument("--from", dest="sender", type=address_arg, default=None, metavar="ADDRESS",
                    help="with --simulate and no --key: the sender to simulate as (default the zero address)")
     p.add_argument("--gas", choices=("auto",), default=None,
                    help="auto: set --cycles-limit/--cells-limit from a dry run (125%% of its use plus a margin); "
@@ -384,7 +380,7 @@ def add_call_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tc = sub.add_parser("call", help="call a handler of a deployed actor (--simulate: a dry run)")
     tc.add_argument("--key", default=None, metavar="FILE", help="caller's account key file (required unless "
                                                                 "--simulate)")
-    tc.add_argument("--actor", required=True, type=_address, metavar="ADDRESS")
+    tc.add_argument("--actor", required=True, type=address_arg, metavar="ADDRESS")
     tc.add_argument("--handler", required=True, type=_handler, metavar="NAME")
     tc.add_argument("--payload", type=_hex(), default=b"", metavar="HEX", help="bytes passed to the handler")
     add_tx_flags(tc, cycles_limit=CALL_CYCLES_LIMIT, cells_limit=None,
@@ -396,18 +392,18 @@ def add_call_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``query actor``, ``query timers`` and ``query read``."""
     qa = q_sub.add_parser("actor", help="an actor's record, one storage value (--key) or a scan (--prefix)")
-    qa.add_argument("address", type=_address, metavar="ADDRESS")
+    qa.add_argument("address", type=address_arg, metavar="ADDRESS")
     qa.add_argument("--key", type=_state_key, default=None, metavar="STATE_KEY",
                     help="storage key: 0x-hex, or text taken as UTF-8")
     qa.add_argument("--prefix", type=lambda t: _state_key(t, allow_empty=True), default=None, metavar="PREFIX",
                     help="list storage entries under this key prefix (0x-hex or text)")
     qa.add_argument("--limit", type=_scan_limit, default=None, metavar="N",
                     help="scan at most N entries (1..1000, default 100)")
-    _add_rpc(qa)
+    add_rpc_flag(qa)
     qa.set_defaults(func=cmd_query_actor)
 
     qt = q_sub.add_parser("timers", help="an actor's live timers, in due order, and its recent terminal timers")
-    qt.add_argument("address", type=_address, metavar="ADDRESS")
+    qt.add_argument("address", type=address_arg, metavar="ADDRESS")
     qt.add_argument("--history", type=_history_limit, default=20, metavar="N",
                     help="recent terminal timers to show (1..200, default 20)")
     qt.add_argument("--cip1-pages", type=_cip1_pages, default=8, metavar="N",
@@ -415,14 +411,14 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                          "8; each page scans at most 2,048 CIP-1 records of all actors)")
     qt.add_argument("--cip1-after", type=_hex(exact=32), default=None, metavar="TIMER_ID",
                     help="start the CIP-1 listing after this id (a previous answer's cip1.next)")
-    _add_rpc(qt)
+    add_rpc_flag(qt)
     qt.set_defaults(func=cmd_query_timers)
 
     qr = q_sub.add_parser("read", help="run a handler read-only on the head state (no transaction)")
-    qr.add_argument("address", type=_address, metavar="ADDRESS")
+    qr.add_argument("address", type=address_arg, metavar="ADDRESS")
     qr.add_argument("--handler", required=True, type=_handler, metavar="NAME")
     qr.add_argument("--payload", type=_hex(), default=b"", metavar="HEX")
-    qr.add_argument("--cycles-limit", type=_uint(10_000_000, "the node's read maximum"), default=READ_CYCLES_LIMIT,
+    qr.add_argument("--cycles-limit", type=uint_arg(10_000_000, "the node's read maximum"), default=READ_CYCLES_LIMIT,
                     metavar="N", help=f"default {READ_CYCLES_LIMIT}")
-    _add_rpc(qr)
+    add_rpc_flag(qr)
     qr.set_defaults(func=cmd_query_read)

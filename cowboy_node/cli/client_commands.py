@@ -26,176 +26,52 @@ failed). Errors are printed to stderr as ``error: <code>: <message>``.
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 from cowboy_node.cli import hints
+from cowboy_node.cli.common import (
+    EXIT_TX_FAILED,
+    U64_MAX,
+    U128_MAX,
+    SignedOnly,
+    SubParsers,
+    UsageError,
+    add_rpc_flag,
+    address_arg,
+    chain_id_arg,
+    cli_command,
+    positive_seconds_arg,
+    print_error,
+    print_hint,
+    print_json,
+    rpc_client,
+    tx_hash_arg,
+    uint_arg,
+    wait_for_receipt,
+)
 from cowboy_protocol import api_types as api
-from cowboy_protocol.crypto.address import parse_address, to_checksum_address
+from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.http_client import DEFAULT_RPC_URL, ApiError, NodeUnreachable, RpcClient, normalize_url
+from cowboy_protocol.http_client import ApiError, RpcClient
 from cowboy_protocol.keys import KeyFileError, load_account_key, load_account_private_key, new_account_key
 from cowboy_protocol.txfees import DEFAULT_PRIORITY_FEE
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-"""The node answered with an error, could not be reached, or the receipt wait timed out."""
-EXIT_USAGE = 2
-EXIT_TX_FAILED = 3
-"""The transaction was included with a failed receipt (it was charged), or a dry run failed."""
 DEFAULT_CYCLES_LIMIT = 50_000
 DEFAULT_CELLS_LIMIT = 2_000
 DEFAULT_WAIT_TIMEOUT_S = 30.0
-POLL_INTERVAL_S = 0.2
-U64_MAX = 2**64 - 1
-U128_MAX = 2**128 - 1
-MAX_CHAIN_ID_BYTES = 64
 MAX_BROADCAST_INPUT_BYTES = 16 * 1024 * 1024
 """Largest file (or stdin) ``tx broadcast`` reads."""
-OFFLINE_FLAGS = (("nonce", "--nonce"), ("chain_id", "--chain-id"), ("max_fee_per_cycle", "--max-fee-per-cycle"),
-                 ("max_fee_per_cell", "--max-fee-per-cell"))
-"""``(dest, flag)`` of the values every ``tx`` command otherwise fetches from the node."""
-
-_HASH_RE = re.compile(r"(?:0x)?[0-9a-fA-F]{64}")
-_DECIMAL_RE = re.compile(r"[0-9]+")
 _HEX_TEXT_RE = re.compile(r"[0-9a-fA-F]+")
 
-Command = Callable[[argparse.Namespace], int]
-
-
-class UsageError(Exception):
-    """Bad user input detected after argument parsing (exit code 2)."""
-
-
-class SignedOnly(Exception):
-    """``--sign-only`` printed the signed transactions; the command ends here with exit code 0."""
-
-
-# -- argument types --------------------------------------------------------------------
-def _uint(max_value: int, what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        t = text.strip()
-        if _DECIMAL_RE.fullmatch(t) is None:
-            raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-        v = int(t)
-        if v > max_value:
-            raise argparse.ArgumentTypeError(f"must be at most {max_value} ({what}), got {text}")
-        return v
-    return parse
-
-
-def _address(text: str) -> bytes:
-    try:
-        return parse_address(text.strip())
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"invalid address: {e}") from None
-
-
-def _tx_hash(text: str) -> str:
-    t = text.strip()
-    if _HASH_RE.fullmatch(t) is None:
-        raise argparse.ArgumentTypeError(f"expected 0x followed by 64 hex digits, got {text!r}")
-    return "0x" + t.removeprefix("0x").lower()
-
-
-def _chain_id(text: str) -> str:
-    try:
-        n = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        n = 0
-    if not 0 < n <= MAX_CHAIN_ID_BYTES:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_CHAIN_ID_BYTES} UTF-8 bytes, got {text!r}")
-    return text
-
-
-def _rpc_url(text: str) -> str:
-    try:
-        return normalize_url(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return v
-
-
-# -- output helpers --------------------------------------------------------------------
-def _print_json(doc: Any) -> None:
-    print(json.dumps(doc, indent=2))
-
-
-def _error(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-
-
-def _hint(text: str | None) -> None:
-    if text:
-        print(f"hint: {text}", file=sys.stderr)
-
-
-def _sender_of(args: argparse.Namespace) -> str | None:
-    """The address of ``--key`` for a hint (None when there is no readable key)."""
-    path = getattr(args, "key", None)
-    if not isinstance(path, str):
-        return None
-    try:
-        return to_checksum_address(load_account_private_key(path)[1])
-    except Exception:  # a hint must never replace the error it follows
-        return None
-
-
-def _run(fn: Command) -> Command:
-    """Map client exceptions to messages and exit codes."""
-    @functools.wraps(fn)
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except ApiError as e:
-            _error(f"{e.code}: {e.message}")
-            _hint(hints.error_hint(e.code, e.message, sender=_sender_of(args)))
-            return 1
-        except NodeUnreachable as e:
-            missing = offline_flags_missing(args) if getattr(args, "sign_only", False) else []
-            hint = f"; to sign offline also give {', '.join(missing)}" if missing else ""
-            _error(f"{e}{hint}")
-            _hint(None if missing else hints.unreachable_hint(e.url))  # offline signing has its own advice
-            return 1
-        except UsageError as e:
-            _error(str(e))
-            return 2
-        except SignedOnly:
-            return 0
-    return wrapper
-
-
-def offline_flags_missing(args: argparse.Namespace) -> list[str]:
-    """The flags whose absence makes a ``tx`` command ask the node (the standard four and the command's
-    ``extra_offline_flags``)."""
-    flags = [*OFFLINE_FLAGS, *getattr(args, "extra_offline_flags", ())]
-    return [flag for dest, flag in flags if getattr(args, dest, None) is None]
-
-
-def _client(args: argparse.Namespace) -> RpcClient:
-    return RpcClient(args.rpc)
-
-
 # -- status --------------------------------------------------------------------------
-def _status_summary(st: Mapping[str, Any]) -> str:
+def status_summary(st: Mapping[str, Any]) -> str:
     basefee = st.get("basefee") or {}
     mempool = st.get("mempool") or {}
     lines = [
@@ -228,35 +104,35 @@ def _consensus_summary(c: Any) -> list[str]:
     ]
 
 
-@_run
+@cli_command
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the node's status."""
-    st = _client(args).status()
+    st = rpc_client(args).status()
     if args.json:
-        _print_json(st)
+        print_json(st)
     else:
-        print(_status_summary(st if isinstance(st, dict) else {}))
+        print(status_summary(st if isinstance(st, dict) else {}))
     return 0
 
 
 # -- keys ----------------------------------------------------------------------------
-@_run
+@cli_command
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """Generate an account key file."""
 
     try:
         address = new_account_key(args.out)
     except FileExistsError as e:
-        _error(str(e))
+        print_error(str(e))
         return 1
     except OSError as e:
-        _error(f"cannot write key file {args.out}: {e.strerror or e}")
+        print_error(f"cannot write key file {args.out}: {e.strerror or e}")
         return 1
-    _print_json({"address": to_checksum_address(address), "file": str(args.out)})
+    print_json({"address": to_checksum_address(address), "file": str(args.out)})
     return 0
 
 
-@_run
+@cli_command
 def cmd_keys_show(args: argparse.Namespace) -> int:
     """Print the address of an account key file (never the private key)."""
 
@@ -321,25 +197,8 @@ def print_failure(what: str, receipt: Mapping[str, Any], *, host: str | None = N
     """``error: <code>: <what> failed: <message>`` on stderr, then a ``hint:`` line when one fits
     (:mod:`cowboy_node.cli.hints`; ``host``: the job's HTTP host)."""
     f = failure_of(receipt)
-    _error(f"{f['code']}: {what} failed: {f['message']}")
-    _hint(hints.error_hint(f["code"], f["message"], host=host))
-
-
-def _wait_for_receipt(client: RpcClient, tx_hash: str, timeout: float) -> api.Receipt | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            receipt = client.receipt(tx_hash)
-        except ApiError as e:
-            if e.status != 404:
-                raise
-        else:
-            if isinstance(receipt, dict):
-                return receipt
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        time.sleep(min(POLL_INTERVAL_S, remaining))
+    print_error(f"{f['code']}: {what} failed: {f['message']}")
+    print_hint(hints.error_hint(f["code"], f["message"], host=host))
 
 
 def load_key(args: argparse.Namespace) -> tuple[bytes, bytes]:
@@ -419,26 +278,26 @@ def report(client: RpcClient, tx_hash: str, *, wait: bool, timeout: float, extra
     ``explain`` may add a local, non-consensus detail to a failure (``error.detail``, also on stderr)."""
     head = {**(extra or {}), "tx_hash": tx_hash}
     if not wait:
-        _print_json(head)
+        print_json(head)
         return 0
-    receipt = _wait_for_receipt(client, tx_hash, timeout)
+    receipt = wait_for_receipt(client, tx_hash, timeout)
     if receipt is None:
         message = f"no receipt for {tx_hash} after {timeout:g} s"
-        _print_json({**head, "error": {"code": "timeout", "message": message}})
-        _error(f"timeout: {message}")
+        print_json({**head, "error": {"code": "timeout", "message": message}})
+        print_error(f"timeout: {message}")
         return 1
     if receipt_failed(receipt):
         error = failure_of(receipt)
         detail = explain(receipt) if explain is not None else None
         if detail is not None:
             error["detail"] = detail
-        _print_json({**head, "height": receipt.get("height"), "receipt": receipt, "error": error})
+        print_json({**head, "height": receipt.get("height"), "receipt": receipt, "error": error})
         print_failure(f"transaction {tx_hash}", receipt)
         if detail is not None:
-            _error(f"local check: {detail}")
+            print_error(f"local check: {detail}")
         return EXIT_TX_FAILED
     derived = from_receipt(receipt) if from_receipt is not None else {}
-    _print_json({**head, "height": receipt.get("height"), "receipt": receipt, **derived})
+    print_json({**head, "height": receipt.get("height"), "receipt": receipt, **derived})
     return 0
 
 
@@ -447,33 +306,33 @@ def report_hashes(client: RpcClient, hashes: list[str], *, wait: bool, timeout: 
     exit code (1 and ``"error"`` when one has no receipt within ``timeout``; :data:`EXIT_TX_FAILED` and
     ``"error"`` naming the first failed one when a receipt says its transaction failed)."""
     if not wait:
-        _print_json({"tx_hashes": hashes})
+        print_json({"tx_hashes": hashes})
         return 0
     receipts: list[api.Receipt] = []
     for tx_hash in hashes:
-        receipt = _wait_for_receipt(client, tx_hash, timeout)
+        receipt = wait_for_receipt(client, tx_hash, timeout)
         if receipt is None:
             message = f"no receipt for {tx_hash} after {timeout:g} s"
-            _print_json({"tx_hashes": hashes, "receipts": receipts, "error": {"code": "timeout", "message": message}})
-            _error(f"timeout: {message}")
+            print_json({"tx_hashes": hashes, "receipts": receipts, "error": {"code": "timeout", "message": message}})
+            print_error(f"timeout: {message}")
             return 1
         receipts.append(receipt)
     failed = next(((h, r) for h, r in zip(hashes, receipts, strict=True) if receipt_failed(r)), None)
     if failed is not None:
-        _print_json({"tx_hashes": hashes, "receipts": receipts, "error": {**failure_of(failed[1]),
+        print_json({"tx_hashes": hashes, "receipts": receipts, "error": {**failure_of(failed[1]),
                                                                           "tx_hash": failed[0]}})
         print_failure(f"transaction {failed[0]}", failed[1])
         return EXIT_TX_FAILED
-    _print_json({"tx_hashes": hashes, "receipts": receipts})
+    print_json({"tx_hashes": hashes, "receipts": receipts})
     return 0
 
 
-@_run
+@cli_command
 def cmd_tx_transfer(args: argparse.Namespace) -> int:
     """Build, sign and submit a Transfer; optionally wait for its receipt."""
 
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, Transfer(to=args.to, amount=args.amount))
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
@@ -529,13 +388,13 @@ def parse_signed_transactions(text: str, where: str) -> list[bytes]:
     return out
 
 
-@_run
+@cli_command
 def cmd_tx_broadcast(args: argparse.Namespace) -> int:
     """Submit already-signed transactions (``--sign-only`` output) in order; every entry is checked first."""
 
     text, where = _read_broadcast_input(args.source)
     blobs = parse_signed_transactions(text, where)
-    client = _client(args)
+    client = rpc_client(args)
     hashes = [_post(client, data, "0x" + keccak256(data[4:]).hex()) for data in blobs]
     if len(hashes) == 1:
         return report(client, hashes[0], wait=should_wait(args), timeout=args.timeout)
@@ -543,25 +402,25 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 
 
 # -- query ---------------------------------------------------------------------------
-@_run
+@cli_command
 def cmd_query_account(args: argparse.Namespace) -> int:
     """Print an account's balance and nonces."""
 
-    _print_json(_client(args).account(args.address))
+    print_json(rpc_client(args).account(args.address))
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_block(args: argparse.Namespace) -> int:
     """Print a block header and its transaction hashes."""
-    _print_json(_client(args).block(args.height))
+    print_json(rpc_client(args).block(args.height))
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_tx(args: argparse.Namespace) -> int:
     """Print a transaction, with its receipt when committed."""
-    client = _client(args)
+    client = rpc_client(args)
     tx: Any = client.transaction(args.hash)
     receipt: Any = None
     try:
@@ -571,16 +430,11 @@ def cmd_query_tx(args: argparse.Namespace) -> int:
             raise
     if isinstance(tx, dict):
         tx = {**tx, "receipt": receipt}
-    _print_json(tx)
+    print_json(tx)
     return 0
 
 
 # -- registration --------------------------------------------------------------------
-def _add_rpc(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rpc", type=_rpc_url, default=DEFAULT_RPC_URL,
-                   help=f"node HTTP API base URL (default {DEFAULT_RPC_URL})")
-
-
 def add_wait_flags(p: argparse.ArgumentParser) -> None:
     """``--no-wait`` / ``--wait`` (alias, the default) and ``--timeout``: the one waiting rule of every ``tx``
     command (:func:`should_wait`)."""
@@ -589,7 +443,7 @@ def add_wait_flags(p: argparse.ArgumentParser) -> None:
                        help="print the tx hash once the node accepts it, without waiting for the receipt")
     group.add_argument("--wait", dest="wait", action="store_const", const=True,
                        help="wait for the receipt (the default; kept as an alias)")
-    p.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
+    p.add_argument("--timeout", type=positive_seconds_arg, default=DEFAULT_WAIT_TIMEOUT_S, metavar="S",
                    help=f"receipt wait timeout in seconds (default {DEFAULT_WAIT_TIMEOUT_S:g})")
 
 
@@ -600,16 +454,16 @@ def add_tx_flags(p: argparse.ArgumentParser, *, cycles_limit: int = DEFAULT_CYCL
 
     ``cells_limit=None`` leaves the default to the command (it depends on what it carries).
     """
-    _add_rpc(p)
-    p.add_argument("--nonce", type=_uint(U64_MAX, "u64"), default=None, metavar="N",
+    add_rpc_flag(p)
+    p.add_argument("--nonce", type=uint_arg(U64_MAX, "u64"), default=None, metavar="N",
                    help="the (first) transaction's nonce (default: the sender's next_pending_nonce from the node)")
-    p.add_argument("--chain-id", type=_chain_id, default=None, metavar="ID",
+    p.add_argument("--chain-id", type=chain_id_arg, default=None, metavar="ID",
                    help="chain id to sign for (default: from /status; if both are known they must agree)")
     p.add_argument("--sign-only", action="store_true",
                    help="print the signed tx_bytes as 0x-hex (one line per transaction) and send nothing; with "
                         "--nonce, --chain-id, --max-fee-per-cycle and --max-fee-per-cell the node is not contacted")
     add_wait_flags(p)
-    u64 = _uint(U64_MAX, "u64")
+    u64 = uint_arg(U64_MAX, "u64")
     p.add_argument("--cycles-limit", type=u64, default=cycles_limit, metavar="N", help=f"default {cycles_limit}")
     p.add_argument("--cells-limit", type=u64, default=cells_limit, metavar="N",
                    help=cells_help or f"default {cells_limit}")
@@ -623,7 +477,6 @@ def add_tx_flags(p: argparse.ArgumentParser, *, cycles_limit: int = DEFAULT_CYCL
                    help=f"default {DEFAULT_PRIORITY_FEE} (capped at the max fee)")
 
 
-SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """The ``add_subparsers()`` object command groups register on (a string: the class is not subscriptable at run time)."""
 
 
@@ -631,7 +484,7 @@ def register_base(subparsers: SubParsers) -> tuple[SubParsers, SubParsers]:
     """Add status, keys, ``tx transfer|broadcast`` and ``query account|block|tx`` to ``subparsers``; returns the
     ``tx`` and ``query`` subparsers for the other command groups (:func:`cowboy_node.cli.commands.register`)."""
     st = subparsers.add_parser("status", help="show the node's chain status")
-    _add_rpc(st)
+    add_rpc_flag(st)
     st.add_argument("--json", action="store_true", help="print the raw /status JSON")
     st.set_defaults(func=cmd_status)
 
@@ -648,8 +501,8 @@ def register_base(subparsers: SubParsers) -> tuple[SubParsers, SubParsers]:
     tx_sub = tx.add_subparsers(dest="tx_command", required=True)
     tt = tx_sub.add_parser("transfer", help="transfer native tokens")
     tt.add_argument("--key", required=True, metavar="FILE", help="sender's account key file")
-    tt.add_argument("--to", required=True, type=_address, metavar="ADDRESS", help="recipient (0x + 40 hex)")
-    tt.add_argument("--amount", required=True, type=_uint(U128_MAX, "u128"), metavar="N",
+    tt.add_argument("--to", required=True, type=address_arg, metavar="ADDRESS", help="recipient (0x + 40 hex)")
+    tt.add_argument("--amount", required=True, type=uint_arg(U128_MAX, "u128"), metavar="N",
                     help="amount in the smallest unit")
     add_tx_flags(tt)
     tt.set_defaults(func=cmd_tx_transfer)
@@ -657,22 +510,22 @@ def register_base(subparsers: SubParsers) -> tuple[SubParsers, SubParsers]:
     tb = tx_sub.add_parser("broadcast", help="submit transactions signed earlier with --sign-only")
     tb.add_argument("source", metavar="FILE|HEX",
                     help="a file of 0x-hex lines as --sign-only prints them, - for stdin, or the hex itself")
-    _add_rpc(tb)
+    add_rpc_flag(tb)
     add_wait_flags(tb)
     tb.set_defaults(func=cmd_tx_broadcast)
 
     q = subparsers.add_parser("query", help="read chain data from the node")
     q_sub = q.add_subparsers(dest="query_command", required=True)
     qa = q_sub.add_parser("account", help="balance and nonces of an account")
-    qa.add_argument("address", type=_address, metavar="ADDRESS")
-    _add_rpc(qa)
+    qa.add_argument("address", type=address_arg, metavar="ADDRESS")
+    add_rpc_flag(qa)
     qa.set_defaults(func=cmd_query_account)
     qb = q_sub.add_parser("block", help="a block header and its transaction hashes")
-    qb.add_argument("height", type=_uint(U64_MAX, "u64"), metavar="HEIGHT")
-    _add_rpc(qb)
+    qb.add_argument("height", type=uint_arg(U64_MAX, "u64"), metavar="HEIGHT")
+    add_rpc_flag(qb)
     qb.set_defaults(func=cmd_query_block)
     qt = q_sub.add_parser("tx", help="a transaction and its receipt")
-    qt.add_argument("hash", type=_tx_hash, metavar="HASH")
-    _add_rpc(qt)
+    qt.add_argument("hash", type=tx_hash_arg, metavar="HASH")
+    add_rpc_flag(qt)
     qt.set_defaults(func=cmd_query_tx)
     return tx_sub, q_sub

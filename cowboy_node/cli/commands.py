@@ -16,7 +16,7 @@ from cowboy_node.cli import (
     watch_command,
     workflow_commands,
 )
-from cowboy_node.cli.client_commands import SubParsers
+from cowboy_node.cli.common import SubParsers
 
 GROUPS = (actor_commands, runner_commands, job_commands, governance_commands)
 """Command groups adding ``tx`` and ``query`` subcommands, in help order."""

@@ -15,20 +15,16 @@ import json
 import re
 from pathlib import Path
 
-from cowboy_node.cli.client_commands import (
+from cowboy_node.cli.client_commands import add_tx_flags, load_key, report, should_wait, submit_many
+from cowboy_node.cli.common import (
     U64_MAX,
     SubParsers,
     UsageError,
-    _add_rpc,
-    _client,
-    _print_json,
-    _run,
-    _uint,
-    add_tx_flags,
-    load_key,
-    report,
-    should_wait,
-    submit_many,
+    add_rpc_flag,
+    cli_command,
+    print_json,
+    rpc_client,
+    uint_arg,
 )
 from cowboy_node.node.keys import load_validator_key
 from cowboy_protocol.codec import encode
@@ -71,7 +67,7 @@ def _param_value(text: str) -> int:
         return 1
     if t in ("false", "off"):
         return 0
-    return _uint(U64_MAX, "u64")(text)
+    return uint_arg(U64_MAX, "u64")(text)
 
 
 def _validator_ref(text: str) -> bytes | int:
@@ -118,7 +114,7 @@ def _approve(args: argparse.Namespace, client: RpcClient, ins: Instruction) -> i
     chain_id = client.status()["chain_id"]
     nonce = int(client.params()["governance"]["approval_nonce"])
     seed = key.ed25519_seed
-    _print_json({"validator": "0x" + ed25519.public_key_from_seed(seed).hex(), "chain_id": chain_id,
+    print_json({"validator": "0x" + ed25519.public_key_from_seed(seed).hex(), "chain_id": chain_id,
                  "nonce": nonce, "instruction": "0x" + encode(instruction_to_cbor(ins)).hex(),
                  "approves": ins.to_json(),
                  "signature": "0x" + ed25519.sign(seed, approval_preimage(chain_id, nonce, ins)).hex()})
@@ -147,7 +143,7 @@ def _with_approvals(client: RpcClient, ins: Instruction, files: list[str]) -> Va
 
 def _governed(args: argparse.Namespace, ins: Instruction) -> int:
     """Approve (``--approve-with``), or submit directly or wrapped with ``--approvals`` (``--key`` pays)."""
-    client = _client(args)
+    client = rpc_client(args)
     if args.approve_with is not None:
         return _approve(args, client, ins)
     if args.key is None:
@@ -158,22 +154,22 @@ def _governed(args: argparse.Namespace, ins: Instruction) -> int:
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout, extra=tx_ins.to_json())
 
 
-@_run
+@cli_command
 def cmd_tx_governance_set_phase(args: argparse.Namespace) -> int:
     """Schedule a CIP-11 phase step at ``--at-height``."""
     return _governed(args, GovernanceSetPhase(phase=args.phase, activation_height=args.at_height))
 
 
-@_run
+@cli_command
 def cmd_tx_governance_set_param(args: argparse.Namespace) -> int:
     """Schedule a governed CIP-11 parameter change at ``--at-height``."""
     return _governed(args, GovernanceSetParam(name=args.name, value=args.value, activation_height=args.at_height))
 
 
-@_run
+@cli_command
 def cmd_tx_governance_activate_validator_set(args: argparse.Namespace) -> int:
     """Schedule ``ValidatorSetActivated(E+1, --at-height)`` with the listed validators (CIP-11 §5.3)."""
-    keys = _resolve_validators(_client(args), args.validators)
+    keys = _resolve_validators(rpc_client(args), args.validators)
     return _governed(args, ActivateValidatorSet(peer_pubkeys=keys, activation_height=args.at_height))
 
 
@@ -185,14 +181,14 @@ def _add_approval_flags(p: argparse.ArgumentParser) -> None:
                    help="with more than one validator: approval files of 2f+1 validators (from --approve-with)")
 
 
-@_run
+@cli_command
 def cmd_query_governance(args: argparse.Namespace) -> int:
     """Print the active phase and governed values and the pending changes (``GET /params`` → governance)."""
-    params = _client(args).params()
+    params = rpc_client(args).params()
     doc = params.get("governance") if isinstance(params, dict) else None
     if not isinstance(doc, dict):
         doc = {"error": "the node's /params has no governance section (older node)"}
-    _print_json({"height": params.get("height") if isinstance(params, dict) else None, **doc})
+    print_json({"height": params.get("height") if isinstance(params, dict) else None, **doc})
     return 0
 
 
@@ -201,10 +197,10 @@ def register_tx(tx_sub: SubParsers) -> None:
     g = tx_sub.add_parser("governance", help="CIP-11 governance: schedule phase and parameter changes "
                           "(system deployer key)")
     g_sub = g.add_subparsers(dest="governance_command", required=True)
-    height = _uint(U64_MAX, "u64")
+    height = uint_arg(U64_MAX, "u64")
 
     sp = g_sub.add_parser("set-phase", help="schedule a CIP-11 rollout phase step (0→1→2→3, or one step back)")
-    sp.add_argument("phase", type=_uint(3, "phase 0..3"), metavar="N", help="target phase 0..3")
+    sp.add_argument("phase", type=uint_arg(3, "phase 0..3"), metavar="N", help="target phase 0..3")
     sp.add_argument("--at-height", required=True, type=height, metavar="H",
                     help="first height that runs in the new phase (above the current height)")
     _add_approval_flags(sp)
@@ -238,5 +234,5 @@ def register_tx(tx_sub: SubParsers) -> None:
 def register_query(q_sub: SubParsers) -> None:
     """Add ``query governance``."""
     qg = q_sub.add_parser("governance", help="CIP-11 phase, governed values and pending changes")
-    _add_rpc(qg)
+    add_rpc_flag(qg)
     qg.set_defaults(func=cmd_query_governance)

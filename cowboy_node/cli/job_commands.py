@@ -16,23 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.cli.client_commands import (
-    EXIT_TX_FAILED,
-    UsageError,
-    _add_rpc,
-    _client,
-    _error,
-    _print_json,
-    _run,
-    _uint,
-    _wait_for_receipt,
     add_tx_flags,
     failure_of,
     load_key,
-    offline_flags_missing,
     print_failure,
     receipt_failed,
     should_wait,
     submit,
+)
+from cowboy_node.cli.common import (
+    EXIT_TX_FAILED,
+    UsageError,
+    add_rpc_flag,
+    cli_command,
+    offline_flags_missing,
+    print_error,
+    print_json,
+    rpc_client,
+    uint_arg,
+    wait_for_receipt,
 )
 from cowboy_node.execution.jobs.results import verification_params_of
 from cowboy_node.execution.jobs.verification import check_params
@@ -41,12 +43,12 @@ from cowboy_protocol.http_client import ApiError
 from cowboy_protocol.jobs.error_result import decode_error_result
 from cowboy_protocol.jobs.json_schema import check_schema
 from cowboy_protocol.txfees import CELLS_MARGIN
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import instruction_to_cbor
 from cowboy_protocol.types.job_instructions import JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id, validate_request
 from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.validation_errors import ValidationError
 
 SUBMIT_CYCLES_LIMIT = 1_000_000
 """Default cycles limit of ``tx submit-job``: 20,000 plus 50 per registered runner scanned by selection
@@ -130,14 +132,14 @@ def _http_host(request: Any) -> str | None:
     return urllib.parse.urlsplit(url).hostname if isinstance(url, str) else None
 
 
-@_run
+@cli_command
 def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     """Submit a job; prints its id (derived from the transaction hash, index 0) and, with ``--wait``, the
     receipt and the job's status. A failed transaction (e.g. ``no_eligible_runner``) exits 3 with its code."""
 
     request = _read_spec(args.spec)
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     permille = args.commit_phase_permille
     _check_rules(args.spec, request, permille if permille is not None else _commit_phase_permille(client))
     ins = JobSubmit(request)
@@ -150,33 +152,33 @@ def cmd_tx_submit_job(args: argparse.Namespace) -> int:
     job_id = "0x" + derive_job_id(bytes.fromhex(tx_hash[2:]), 0).hex()
     head = {"job_id": job_id, "tx_hash": tx_hash}
     if not should_wait(args):
-        _print_json(head)
+        print_json(head)
         return 0
-    receipt = _wait_for_receipt(client, tx_hash, args.timeout)
+    receipt = wait_for_receipt(client, tx_hash, args.timeout)
     if receipt is None:
         message = f"no receipt for {tx_hash} after {args.timeout:g} s"
-        _print_json({**head, "error": {"code": "timeout", "message": message}})
-        _error(f"timeout: {message}")
+        print_json({**head, "error": {"code": "timeout", "message": message}})
+        print_error(f"timeout: {message}")
         return 1
     out: dict[str, Any] = {**head, "height": receipt.get("height"), "receipt": receipt}
     if receipt_failed(receipt):
-        _print_json({**out, "error": failure_of(receipt)})
+        print_json({**out, "error": failure_of(receipt)})
         print_failure("JobSubmit (no job was created, the escrow is untouched)", receipt, host=_http_host(request))
         return EXIT_TX_FAILED
     out["job"] = client.job_status(job_id)
-    _print_json(out)
+    print_json(out)
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_job(args: argparse.Namespace) -> int:
     """The whole job record (``GET /job/{id}``), or with ``--status`` / ``--results`` the smaller views."""
-    client = _client(args)
+    client = rpc_client(args)
     doc: Any = client.job_status(args.job_id) if args.status else client.job_results(args.job_id) \
         if args.results else client.job(args.job_id)
     if args.results and isinstance(doc, dict):
         _decode_error_results(doc)
-    _print_json(doc)
+    print_json(doc)
     return 0
 
 
@@ -204,7 +206,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add_tx_flags(tj, cycles_limit=SUBMIT_CYCLES_LIMIT, cells_limit=None,
                  cells_help=f"default 2 × instruction bytes + {CELLS_PER_RUNNER} per committee seat + {CELLS_MARGIN}, "
                             f"+ {SNAPSHOT_CELLS_PER_RUNNER} per registered runner when M > 1")
-    tj.add_argument("--commit-phase-permille", type=_uint(1000, "permille"), default=None, metavar="N",
+    tj.add_argument("--commit-phase-permille", type=uint_arg(1000, "permille"), default=None, metavar="N",
                     help="params.runners.commit_phase_permille for the local deadline check (default: from "
                          "/params; give it to --sign-only offline)")
     tj.set_defaults(func=cmd_tx_submit_job, extra_offline_flags=(("commit_phase_permille", "--commit-phase-permille"),))
@@ -217,5 +219,5 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     view = qj.add_mutually_exclusive_group()
     view.add_argument("--status", action="store_true", help="only the status view (GET /job/{id}/status)")
     view.add_argument("--results", action="store_true", help="reveals and outcome (GET /job/{id}/results)")
-    _add_rpc(qj)
+    add_rpc_flag(qj)
     qj.set_defaults(func=cmd_query_job)

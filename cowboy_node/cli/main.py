@@ -11,7 +11,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.cli import commands, snapshot_commands, testnet_command
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, JournalError, create_empty_journal
 from cowboy_node.node.config import INT_BOUNDS, load_config, render_config, split_host_port
@@ -136,8 +136,8 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from cowboy_node.chain.chain import ChainError
     from cowboy_node.chain.genesis import check_interpreter, load_genesis
     from cowboy_node.chain.rollback import RollbackError, rollback
+    from cowboy_node.state.kv_store import StoreError
     from cowboy_node.state.leveldb import LevelDBStore
-    from cowboy_node.state.store import StoreError
 
     try:
         cfg = load_config(Path(args.home))

@@ -15,14 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from cowboy_node.cli.client_commands import (
-    U128_MAX,
-    UsageError,
-    _add_rpc,
-    _address,
-    _client,
-    _print_json,
-    _run,
-    _uint,
     add_tx_flags,
     load_key,
     report,
@@ -31,9 +23,18 @@ from cowboy_node.cli.client_commands import (
     submit,
     submit_many,
 )
+from cowboy_node.cli.common import (
+    U128_MAX,
+    UsageError,
+    add_rpc_flag,
+    address_arg,
+    cli_command,
+    print_json,
+    rpc_client,
+    uint_arg,
+)
 from cowboy_protocol.codec import encode
 from cowboy_protocol.txfees import CELLS_MARGIN, REGISTER_CYCLES_LIMIT, RUNNER_CYCLES_LIMIT
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import instruction_to_cbor
 from cowboy_protocol.types.runner_instructions import (
     RunnerDeregister,
@@ -43,6 +44,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.runner_json import runner_file_from_json
+from cowboy_protocol.types.validation_errors import ValidationError
 
 MAX_CAPABILITIES_FILE_BYTES = 256 * 1024
 """Largest capabilities file read."""
@@ -76,7 +78,7 @@ def _cells_for(args: argparse.Namespace, *instructions: Any) -> None:
 
 
 # -- tx commands -----------------------------------------------------------------------
-@_run
+@cli_command
 def cmd_tx_register_runner(args: argparse.Namespace) -> int:
     """Register the key's address as a runner, bonding ``--stake``."""
 
@@ -84,21 +86,21 @@ def cmd_tx_register_runner(args: argparse.Namespace) -> int:
     sk, sender = load_key(args)
     ins = RunnerRegister(stake=args.stake, capabilities=caps, rate_card=card)
     _cells_for(args, ins)
-    client = _client(args)
+    client = rpc_client(args)
     return report(client, submit(args, client, sk, sender, ins), wait=should_wait(args), timeout=args.timeout)
 
 
-@_run
+@cli_command
 def cmd_tx_runner_heartbeat(args: argparse.Namespace) -> int:
     """The on-chain heartbeat: HEALTHY (accepting jobs) or, with ``--paused``, PAUSED."""
 
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, RunnerHeartbeat(accepting=not args.paused))
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
-@_run
+@cli_command
 def cmd_tx_update_runner(args: argparse.Namespace) -> int:
     """Replace the capabilities, and the rate card when the file has one (two transactions, in that order)."""
 
@@ -108,48 +110,48 @@ def cmd_tx_update_runner(args: argparse.Namespace) -> int:
     if card is not None:
         instructions.append(RunnerUpdateRateCard(card))
     _cells_for(args, *instructions)
-    client = _client(args)
+    client = rpc_client(args)
     # consecutive nonces: the rate card follows the capabilities (two lines with --sign-only)
     hashes = submit_many(args, client, sk, sender, instructions)
     return report_hashes(client, hashes, wait=should_wait(args), timeout=args.timeout)
 
 
-@_run
+@cli_command
 def cmd_tx_deregister_runner(args: argparse.Namespace) -> int:
     """Deregister; the stake comes back ``unbonding_blocks`` later (see ``query params``)."""
 
     sk, sender = load_key(args)
-    client = _client(args)
+    client = rpc_client(args)
     tx_hash = submit(args, client, sk, sender, RunnerDeregister())
     return report(client, tx_hash, wait=should_wait(args), timeout=args.timeout)
 
 
 # -- query commands --------------------------------------------------------------------
-@_run
+@cli_command
 def cmd_query_runners(args: argparse.Namespace) -> int:
     """The active-runner array in registry-index order, with each record."""
-    _print_json(_client(args).active_runners(offset=args.offset, limit=args.limit))
+    print_json(rpc_client(args).active_runners(offset=args.offset, limit=args.limit))
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_runner(args: argparse.Namespace) -> int:
     """One runner's registration."""
 
-    _print_json(_client(args).runner(args.address))
+    print_json(rpc_client(args).runner(args.address))
     return 0
 
 
-@_run
+@cli_command
 def cmd_query_params(args: argparse.Namespace) -> int:
     """Every governed protocol parameter (basefee, timer, limits, cip11 flags, runners)."""
-    _print_json(_client(args).params())
+    print_json(rpc_client(args).params())
     return 0
 
 
 # -- registration ----------------------------------------------------------------------
 def _positive_limit(text: str) -> int:
-    value = _uint(MAX_RUNNERS_LIMIT, "the listing maximum")(text)
+    value = uint_arg(MAX_RUNNERS_LIMIT, "the listing maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -160,7 +162,7 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     cells_help = f"default 2 × instruction bytes + {CELLS_MARGIN}"
     tr = tx_sub.add_parser("register-runner", help="register this key as a runner, bonding a stake")
     tr.add_argument("--key", required=True, metavar="FILE", help="the runner's account key file (its identity)")
-    tr.add_argument("--stake", required=True, type=_uint(U128_MAX, "u128"), metavar="N",
+    tr.add_argument("--stake", required=True, type=uint_arg(U128_MAX, "u128"), metavar="N",
                     help="stake to bond, in the smallest unit (at least params.runners.min_runner_stake)")
     tr.add_argument("--capabilities", required=True, metavar="FILE.json",
                     help="capabilities and rate card (docs/runners.md §4)")
@@ -188,17 +190,17 @@ def register_tx(tx_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``query runners``, ``query runner`` and ``query params``."""
     qs = q_sub.add_parser("runners", help="the active-runner array (registry-index order) with records")
-    qs.add_argument("--offset", type=_uint(2**32 - 1, "u32"), default=0, metavar="N", help="first registry index")
+    qs.add_argument("--offset", type=uint_arg(2**32 - 1, "u32"), default=0, metavar="N", help="first registry index")
     qs.add_argument("--limit", type=_positive_limit, default=MAX_RUNNERS_LIMIT, metavar="N",
                     help=f"at most N runners (1..{MAX_RUNNERS_LIMIT}, default {MAX_RUNNERS_LIMIT})")
-    _add_rpc(qs)
+    add_rpc_flag(qs)
     qs.set_defaults(func=cmd_query_runners)
 
     qr = q_sub.add_parser("runner", help="one runner's registration")
-    qr.add_argument("address", type=_address, metavar="ADDRESS")
-    _add_rpc(qr)
+    qr.add_argument("address", type=address_arg, metavar="ADDRESS")
+    add_rpc_flag(qr)
     qr.set_defaults(func=cmd_query_runner)
 
     qp = q_sub.add_parser("params", help="all protocol parameters (basefee, timer, limits, cip11, runners)")
-    _add_rpc(qp)
+    add_rpc_flag(qp)
     qp.set_defaults(func=cmd_query_params)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.node.config import load_config
 from cowboy_node.snapshot.create import SNAPSHOT_DIR
 
@@ -37,7 +37,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
     def run(args: argparse.Namespace) -> int:
         from cowboy_node.chain.chain import ChainError
         from cowboy_node.snapshot.manifest import SnapshotError
-        from cowboy_node.state.store import StoreError
+        from cowboy_node.state.kv_store import StoreError
 
         try:
             return fn(args)

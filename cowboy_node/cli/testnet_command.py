@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from cowboy_node.chain.errors import ConfigError
-from cowboy_node.cli.client_commands import SubParsers
+from cowboy_node.chain.config_errors import ConfigError
+from cowboy_node.cli.common import SubParsers
 from cowboy_node.node.devgenesis import MAX_VALIDATORS
 from cowboy_node.node.testnet import DEFAULT_BASE_PORT, TestnetError, create_testnet
 from cowboy_protocol.keys import KeyFileError

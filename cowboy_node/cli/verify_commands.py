@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.cli.client_commands import SubParsers, UsageError, _add_rpc, _client, _error, _print_json, _run
+from cowboy_node.cli.common import (
+    SubParsers,
+    UsageError,
+    add_rpc_flag,
+    cli_command,
+    print_error,
+    print_json,
+    rpc_client,
+)
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.http_client import RpcClient
 from cowboy_protocol.verified_reads import CertifiedHeader, Uncertified, VerificationError
@@ -54,18 +62,18 @@ def _header_json(h: CertifiedHeader) -> dict[str, Any]:
 
 
 def _verified(args: argparse.Namespace, read: Callable[[RpcClient, bytes], dict[str, Any]]) -> int:
-    key, client = group_key(args), _client(args)
+    key, client = group_key(args), rpc_client(args)
     for attempt in range(UNCERTIFIED_RETRIES):
         try:
-            _print_json(read(client, key))
+            print_json(read(client, key))
             return 0
         except Uncertified as e:
             if attempt == UNCERTIFIED_RETRIES - 1:
-                _error(str(e))
+                print_error(str(e))
                 return EXIT_UNVERIFIED
             time.sleep(0.2)
         except VerificationError as e:
-            _error(str(e))
+            print_error(str(e))
             return EXIT_UNVERIFIED
     raise AssertionError("unreachable")
 
@@ -85,13 +93,13 @@ def _wrap(plain: Callable[[argparse.Namespace], int],
     return run
 
 
-@_run
+@cli_command
 def cmd_account_verified(args: argparse.Namespace) -> int:
     """``query account ADDRESS --verify``."""
     return _verified(args, _read_account(args))
 
 
-@_run
+@cli_command
 def cmd_actor_state_verified(args: argparse.Namespace) -> int:
     """``query actor ADDRESS --key K --verify``."""
     if args.key is None or args.prefix is not None or args.limit is not None:
@@ -104,11 +112,11 @@ def cmd_actor_state_verified(args: argparse.Namespace) -> int:
     return _verified(args, read)
 
 
-@_run
+@cli_command
 def cmd_query_state(args: argparse.Namespace) -> int:
     """``query state KEY [--verify]``: a raw state key's value with its proof (``GET /state/proof``)."""
     if not args.verify:
-        _print_json(_client(args).state_proof(args.state_key))
+        print_json(rpc_client(args).state_proof(args.state_key))
         return 0
 
     def read(client: RpcClient, key: bytes) -> dict[str, Any]:
@@ -133,6 +141,6 @@ def register_query(q_sub: SubParsers) -> None:
         p.set_defaults(func=_wrap(p.get_default("func"), verified))
     qs = q_sub.add_parser("state", help="a raw state key's value and proof (--verify: checked, not trusted)")
     qs.add_argument("state_key", type=_hex_bytes, metavar="KEY", help="raw state key as hex (e.g. acct/ ‖ address)")
-    _add_rpc(qs)
+    add_rpc_flag(qs)
     _add_verify(qs)
     qs.set_defaults(func=cmd_query_state)

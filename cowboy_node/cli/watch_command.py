@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from cowboy_node.cli.client_commands import SubParsers, _add_rpc, _address, _error, _tx_hash, _uint
+from cowboy_node.cli.common import SubParsers, add_rpc_flag, address_arg, print_error, tx_hash_arg, uint_arg
 
 RECONNECT_DELAY_S = 1.0
 """Wait before reconnecting."""
@@ -59,7 +59,8 @@ async def watch(args: argparse.Namespace) -> int:
                         if kind == "subscribed":
                             continue
                         if kind == "dropped":
-                            _error(f"dropped by the node ({doc.get('reason')}); resuming from {doc.get('resume_from')}")
+                            print_error(f"dropped by the node ({doc.get('reason')}); "
+                                        f"resuming from {doc.get('resume_from')}")
                             nxt = int(doc["resume_from"])
                             break
                         print(json.dumps(doc), flush=True)
@@ -69,15 +70,15 @@ async def watch(args: argparse.Namespace) -> int:
                         if args.count is not None and printed >= args.count:
                             return 0
             except aiohttp.WSServerHandshakeError as e:
-                _error(f"the node refused the subscription: HTTP {e.status} {e.message}")
+                print_error(f"the node refused the subscription: HTTP {e.status} {e.message}")
                 return 1
             except (aiohttp.ClientError, OSError) as e:
-                _error(f"connection lost: {e}")
+                print_error(f"connection lost: {e}")
             if args.no_resume:
                 return 1
             failures += 1
             if failures > MAX_RECONNECTS:
-                _error("giving up after repeated reconnects")
+                print_error("giving up after repeated reconnects")
                 return 1
             await asyncio.sleep(RECONNECT_DELAY_S)
 
@@ -97,14 +98,14 @@ def register(subparsers: SubParsers) -> None:
     """Add ``watch`` to ``subparsers``."""
     w = subparsers.add_parser("watch", help="follow blocks, transactions, actor events or jobs as they commit")
     w.add_argument("topic", choices=("blocks", "txs", "events", "jobs"))
-    w.add_argument("--from", dest="from_height", type=_uint(2**64 - 1, "u64"), default=None, metavar="HEIGHT",
+    w.add_argument("--from", dest="from_height", type=uint_arg(2**64 - 1, "u64"), default=None, metavar="HEIGHT",
                    help="start at this height (replayed from the node's store), then follow live")
-    w.add_argument("--sender", type=_address, default=None, metavar="ADDRESS", help="txs: this sender's only")
-    w.add_argument("--hash", type=_tx_hash, default=None, metavar="HASH", help="txs: this transaction only")
-    w.add_argument("--actor", type=_address, default=None, metavar="ADDRESS", help="events: the emitter (required)")
+    w.add_argument("--sender", type=address_arg, default=None, metavar="ADDRESS", help="txs: this sender's only")
+    w.add_argument("--hash", type=tx_hash_arg, default=None, metavar="HASH", help="txs: this transaction only")
+    w.add_argument("--actor", type=address_arg, default=None, metavar="ADDRESS", help="events: the emitter (required)")
     w.add_argument("--name", default=None, metavar="NAME", help="events: this event name only")
-    w.add_argument("--job", type=_tx_hash, default=None, metavar="JOB_ID", help="jobs: this job only")
-    w.add_argument("--count", type=_uint(2**32, "count"), default=None, metavar="N", help="exit after N messages")
+    w.add_argument("--job", type=tx_hash_arg, default=None, metavar="JOB_ID", help="jobs: this job only")
+    w.add_argument("--count", type=uint_arg(2**32, "count"), default=None, metavar="N", help="exit after N messages")
     w.add_argument("--no-resume", action="store_true", help="exit 1 when the stream drops instead of resuming")
-    _add_rpc(w)
+    add_rpc_flag(w)
     w.set_defaults(func=cmd_watch)

@@ -21,17 +21,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cowboy_node.cli.client_commands import (
+from cowboy_node.cli.client_commands import load_key
+from cowboy_node.cli.common import (
     EXIT_TX_FAILED,
     UsageError,
-    _add_rpc,
-    _address,
-    _client,
-    _error,
-    _print_json,
-    _run,
-    _uint,
-    load_key,
+    add_rpc_flag,
+    address_arg,
+    cli_command,
+    print_error,
+    print_json,
+    rpc_client,
+    uint_arg,
 )
 from cowboy_protocol import api_types as api
 from cowboy_protocol.crypto.address import to_checksum_address
@@ -82,10 +82,10 @@ def simulate(client: RpcClient, ins: CallActor | DeployActor, sender: bytes | No
 
 def report_simulation(sim: Mapping[str, Any], extra: dict[str, Any] | None = None) -> int:
     """Print ``{**extra, "simulation": sim}``; exit 0 if it succeeded, else 3 with the error on stderr."""
-    _print_json({**(extra or {}), "simulation": sim})
+    print_json({**(extra or {}), "simulation": sim})
     if sim.get("status") == "success":
         return 0
-    _error(f"{sim.get('error_code')}: simulation failed: {sim.get('error_message') or sim.get('error_code')}")
+    print_error(f"{sim.get('error_code')}: simulation failed: {sim.get('error_message') or sim.get('error_code')}")
     return EXIT_TX_FAILED
 
 
@@ -133,17 +133,17 @@ def _events_query(args: argparse.Namespace, cursor: str | None) -> dict[str, str
     return query
 
 
-@_run
+@cli_command
 def cmd_query_events(args: argparse.Namespace) -> int:
     """A page of an actor's events (``GET /events``), or with ``--all`` every page."""
     if args.from_height is not None and args.to_height is not None and args.to_height < args.from_height:
         raise UsageError("--to must not be below --from")
     if args.all and args.cursor is not None:
         raise UsageError("--all starts at the beginning; it cannot be combined with --cursor")
-    client = _client(args)
+    client = rpc_client(args)
     page: Any = client.events(_events_query(args, args.cursor))
     if not args.all or not isinstance(page, dict):
-        _print_json(page)
+        print_json(page)
         return 0
     events = list(page.get("events") or [])
     pages = 1
@@ -151,7 +151,7 @@ def cmd_query_events(args: argparse.Namespace) -> int:
         page = client.events(_events_query(args, page["next"]))
         events.extend(page.get("events") or [])
         pages += 1
-    _print_json({**page, "events": events, "pages": pages})
+    print_json({**page, "events": events, "pages": pages})
     return 0
 
 
@@ -166,7 +166,7 @@ def _topic(text: str) -> str:
 
 
 def _page_limit(text: str) -> int:
-    value = _uint(1000, "the page maximum")(text)
+    value = uint_arg(1000, "the page maximum")(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -181,9 +181,9 @@ def _cursor(text: str) -> str:
 
 def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``query events``."""
-    u64 = _uint(2**64 - 1, "u64")
+    u64 = uint_arg(2**64 - 1, "u64")
     qe = q_sub.add_parser("events", help="an actor's events, paginated (GET /events)")
-    qe.add_argument("--actor", required=True, type=_address, metavar="ADDRESS", help="the emitting actor")
+    qe.add_argument("--actor", required=True, type=address_arg, metavar="ADDRESS", help="the emitting actor")
     qe.add_argument("--topic", type=_topic, default=None, metavar="TOPIC", help="only this topic")
     qe.add_argument("--from", dest="from_height", type=u64, default=None, metavar="H", help="first height (default 0)")
     qe.add_argument("--to", dest="to_height", type=u64, default=None, metavar="H", help="last height (default head)")
@@ -191,5 +191,5 @@ def register_query(q_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     help="events per page (1..1000, default 100)")
     qe.add_argument("--cursor", type=_cursor, default=None, metavar="H:S", help="continue after a page's next")
     qe.add_argument("--all", action="store_true", help=f"follow next cursors (at most {MAX_PAGES} pages)")
-    _add_rpc(qe)
+    add_rpc_flag(qe)
     qe.set_defaults(func=cmd_query_events)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cowboy_node.consensus.simplex.types import Finalize, Notarize, Nullify, Vote, decode_message, encode_message
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.types.block import Round
 from cowboy_protocol.codec import encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import decode_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 EVIDENCE_KEPT = 256
 """Records kept; older ones are deleted as new ones arrive."""

@@ -27,9 +27,9 @@ from cowboy_node.consensus.overlay import overlay_world
 from cowboy_node.consensus.records import ConsensusRecords, drop_proposal_op, finalization_op, seed_op
 from cowboy_node.consensus.simplex.types import Finalization
 from cowboy_node.execution.context import BlockEnv, Observe
-from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.jobs.dispatch import due_seed_rounds
-from cowboy_node.state.store import WriteOp
+from cowboy_node.execution.validity_errors import InvalidBlock
+from cowboy_node.state.kv_store import WriteOp
 from cowboy_node.state.tree import TreeUpdate
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, ConsumedSeed, Round
@@ -70,7 +70,7 @@ class Forks:
 
     def __init__(self, chain: Chain, records: ConsensusRecords, *,
                  signature_checked: Callable[[bytes], bool] | None = None) -> None:
-        """``signature_checked``: this node's admission marks (``chain/sigmarks.py``), handed to every
+        """``signature_checked``: this node's admission marks (``chain/signature_marks.py``), handed to every
         verification (see :func:`~cowboy_node.execution.block.execute_block`); None checks every signature."""
         self.chain = chain
         self.records = records

@@ -22,7 +22,7 @@ from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.consensus.beacon import verify_beacon
 from cowboy_node.execution.block import execute_block
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, BlockHeader, Round
 from cowboy_protocol.crypto import ed25519

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Sequence
 
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
-from cowboy_node.state.store import StateStore, StoreError, WriteOp, key_range
+from cowboy_node.state.kv_store import StateStore, StoreError, WriteOp, key_range
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 

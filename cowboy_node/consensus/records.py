@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 
 from cowboy_node.consensus.simplex.types import Finalization, decode_message, encode_message
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.types.block import Round
 
 _SEED = b"C/s/"

@@ -42,8 +42,8 @@ import zlib
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import CodecError, decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 CH_CONSENSUS = 0
 """Peer channel of consensus messages (votes, certificates, fetches)."""

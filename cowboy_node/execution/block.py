@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 from cowboy_node.execution.context import BlockContext, BlockEnv, EobReport, Observe
 from cowboy_node.execution.end_of_block import run_end_of_block
-from cowboy_node.execution.errors import InvalidBlock, TxInvalid
 from cowboy_node.execution.jobs.dispatch import process_pending
 from cowboy_node.execution.presence_certificates import derive_presence, mode_a_active
 from cowboy_node.execution.records import encode_receipt
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.execution.system_state import (
     apply_staged_timer_config,
     get_basefee_config,
@@ -28,16 +27,17 @@ from cowboy_node.execution.system_state import (
     get_system_deployers,
 )
 from cowboy_node.execution.transactions import INTERNAL_ERROR, ContextMark, describe_exception, execute_transaction
-from cowboy_node.state.store import WriteOp
+from cowboy_node.execution.validity_errors import InvalidBlock, TxInvalid
+from cowboy_node.state.kv_store import WriteOp
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import BlockHeader
 from cowboy_node.types.merkle import receipts_root, tx_root
 from cowboy_node.types.presence import decode_presence
 from cowboy_node.types.receipt import Event, Receipt
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 @dataclass(slots=True)
@@ -204,7 +204,7 @@ def execute_block(world: WorldState, env: BlockEnv, header: BlockHeader,
 
     ``signature_checked`` (optional, node-local): given a transaction's hash (keccak256 of its full signed body),
     whether this process already found that transaction's signature valid with :func:`check_signature`
-    (``chain/sigmarks.py``); such a transaction's check is skipped. The hash covers every byte the check reads,
+    (``chain/signature_marks.py``); such a transaction's check is skipped. The hash covers every byte the check reads,
     so the outcome is the same with or without it; only the time differs.
     """
     ctx = start_block(world, env)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags
 
 if TYPE_CHECKING:
-    from cowboy_node.execution.timers.model import Timer
+    from cowboy_node.execution.timers.timer_record import Timer
 
 
 

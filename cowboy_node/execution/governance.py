@@ -38,7 +38,6 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from cowboy_node.execution.context import BlockContext, BlockEnv
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs.selection import mode_a_effective
 from cowboy_node.execution.system_state import (
     GOVERNANCE,
@@ -53,12 +52,13 @@ from cowboy_node.execution.system_state import (
     set_runner_config,
 )
 from cowboy_node.execution.validator_governance import get_approval_nonce, quorum, validator_count
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import U64_MAX, expect_map, expect_text, expect_uint
 from cowboy_protocol.types.params import ChainLimits, Cip11Flags, Cip11Params, RunnerConfig
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 PHASE = "PHASE"
 """Target name a GovernanceSetPhase is stored under in the pending queue."""

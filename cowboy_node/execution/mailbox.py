@@ -30,8 +30,8 @@ from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 PREFIX = b"mbox/"
 """Namespace of all Mailbox state."""

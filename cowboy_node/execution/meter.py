@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.validity_errors import TxFailed
 
 
 class Meter:

@@ -23,19 +23,19 @@ from collections import Counter
 from dataclasses import dataclass
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs.selection import mode_a_effective
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.runners import store as runner_store
+from cowboy_node.execution.runners import registry_state as runner_store
 from cowboy_node.execution.system_state import RUNNER_REGISTRY, get_cip11_params
 from cowboy_node.execution.validator_set import get_snapshot, snapshots_at
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.transport.enums import Scheme
-from cowboy_protocol.transport.errors import SignatureError
 from cowboy_protocol.transport.preimages import presence_receipt_digest
+from cowboy_protocol.transport.protocol_errors import SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.subset import EpochSnapshot, select_snapshot, subset
 from cowboy_protocol.types.fields import decode_map, expect_uint

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from cowboy_node.execution import fees, governance
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import BASEFEE_ACTOR, GOVERNANCE, set_basefee_config, stage_timer_config
 from cowboy_node.execution.timers import schedule
 from cowboy_node.execution.timers.policy import set_timer_policy
 from cowboy_node.execution.validator_governance import require_direct_allowed
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
     CancelTimer,
@@ -29,6 +28,7 @@ from cowboy_protocol.types.instructions import (
     UpdateTimerPolicy,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 E_UNAUTHORIZED = "unauthorized"
 """Receipt error code: the sender is not in ``system_deployers``."""

@@ -10,7 +10,6 @@ from cowboy_node.execution.records import decode_account, put_account_fields
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_map, expect_uint
 from cowboy_protocol.types.params import (
     BasefeeConfig,
@@ -20,6 +19,7 @@ from cowboy_protocol.types.params import (
     RunnerConfig,
     TimerConfig,
 )
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 def system_address(low_byte: int) -> bytes:

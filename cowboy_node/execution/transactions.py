@@ -22,7 +22,6 @@ from cowboy_node.execution import fees, system_instructions
 from cowboy_node.execution.actors.executor import execute_call, execute_deploy
 from cowboy_node.execution.actors.ownership import execute_transfer_ownership
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed, TxInvalid
 from cowboy_node.execution.jobs import executors as job_executors
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.presence_certificates import submit_presence_certificate
@@ -32,10 +31,10 @@ from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transfer_tx import recover_signer
 from cowboy_node.execution.validator_governance import execute_validator_approved
 from cowboy_node.execution.validator_set_activation import activate_validator_set
+from cowboy_node.execution.validity_errors import TxFailed, TxInvalid
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt, bounded_message
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
@@ -60,6 +59,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 
 ACCOUNT_WRITE_CELLS = 64

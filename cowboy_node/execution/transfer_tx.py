@@ -21,9 +21,9 @@ import struct
 from cowboy_protocol.codec.fixed import read_uint
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import InvalidSignature, recover_address
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import SIGNATURE_LEN, TX_SIGNING_DOMAIN, Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 _LEN = struct.Struct(">I").unpack_from
 _MAX_CHAIN_ID = 64

@@ -30,10 +30,10 @@ from dataclasses import replace
 
 from cowboy_node.execution import fees
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import GOVERNANCE
 from cowboy_node.execution.validator_set import get_snapshot
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode

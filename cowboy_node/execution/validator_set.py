@@ -19,8 +19,8 @@ from cowboy_node.execution.system_state import get_cip11_params
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.transport.subset import EpochSnapshot, Reconfiguration, select_snapshot
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import decode_map, expect_bytes, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 KEY_VALIDATOR_SET_PREFIX = b"sys/validator_set/"
 PEER_PUBKEY_LEN = 32

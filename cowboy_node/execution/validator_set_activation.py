@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from cowboy_node.execution import fees
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import GOVERNANCE, get_cip11_params
 from cowboy_node.execution.validator_governance import require_direct_allowed
 from cowboy_node.execution.validator_set import get_activation, get_snapshot, newest_epoch, put_activation
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

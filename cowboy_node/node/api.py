@@ -16,7 +16,7 @@ from typing import Any
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool
-from cowboy_node.execution.actors.store import kv_key
+from cowboy_node.execution.actors.actor_state import kv_key
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockEnv
 from cowboy_node.execution.meter import InterruptHandle
@@ -26,6 +26,8 @@ from cowboy_node.node.intake import TxIntake
 from cowboy_node.node.peer_gossip import ValidatorGossip
 from cowboy_node.node.pruner import Pruner
 from cowboy_node.node.transport_link import TransportLink
+from cowboy_node.p2p.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
+from cowboy_node.p2p.peer_frames import SOFTWARE_VERSION
 from cowboy_node.rpc import actor_queries
 from cowboy_node.rpc.event_queries import EventQueries
 from cowboy_node.rpc.facade import RpcError
@@ -34,11 +36,9 @@ from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries, SimulateRequest
 from cowboy_node.rpc.ui_queries import UiQueries
 from cowboy_node.rpc.verified import certified_fields
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
-from cowboy_node.transport.peer_frames import PROTOCOL_VERSION as P2P_PROTOCOL_VERSION
-from cowboy_node.transport.peer_frames import SOFTWARE_VERSION
 from cowboy_node.types.account import account_key
 from cowboy_node.types.block import BlockHeader
 from cowboy_protocol.crypto.address import to_checksum_address

@@ -27,7 +27,7 @@ from cowboy_node.chain.candidates import candidate_limit
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.chain.mempool import Mempool
 from cowboy_node.chain.mempool_journal import MempoolJournal
-from cowboy_node.chain.sigpool import SignaturePool
+from cowboy_node.chain.signature_pool import SignaturePool
 from cowboy_node.consensus.journal import VoteJournal
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
@@ -51,14 +51,14 @@ from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
 from cowboy_node.observability.metrics import NodeMetrics
+from cowboy_node.p2p.peer_router import PeerRouter
+from cowboy_node.p2p.peers import PeerNetwork
 from cowboy_node.rpc.event_queries import EventQueries
 from cowboy_node.rpc.job_queries import JobQueries
 from cowboy_node.rpc.runner_queries import RunnerQueries
 from cowboy_node.rpc.simulate import SimulateQueries
 from cowboy_node.rpc.ui_queries import UiQueries
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
-from cowboy_node.transport.peer_router import PeerRouter
-from cowboy_node.transport.peers import PeerNetwork
 from cowboy_node.transport.service import TransportService
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.transaction import Transaction

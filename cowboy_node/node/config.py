@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.pruning import MIN_RETAIN_BLOCKS
+from cowboy_node.p2p.endpoint_gossip import is_http_url as _is_http_url
 from cowboy_node.rpc.ui_routes import MAX_PEERS, parse_origin
-from cowboy_node.transport.endpoint_gossip import is_http_url as _is_http_url
 from cowboy_protocol.netaddr import parse_host_port
 
 _SCHEMA: dict[str, dict[str, type]] = {
@@ -223,7 +223,7 @@ class NodeConfig:
     mempool_journal: bool = True
     """Journal admitted transactions to ``DATA/mempool.journal`` and re-admit them at start-up."""
     mempool_admission_workers: int = 0
-    """Processes recovering the signatures of RPC-submitted transactions (``chain/sigpool.py``); 0 recovers them
+    """Processes recovering the signatures of RPC-submitted transactions (``chain/signature_pool.py``); 0 recovers them
     in the validator process."""
     p2p_addr: str = DEFAULT_P2P_ADDR
     """UDP listen address of the validator peer layer (QUIC between validators)."""

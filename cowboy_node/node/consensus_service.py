@@ -1,7 +1,7 @@
 """The consensus service: the threshold-Simplex engine driven by the clock, the peer network and the chain.
 
 One engine serves every topology. With one validator it finalizes each block as soon as it is proposed;
-with several, blocks and votes travel over the validator peer layer (:mod:`cowboy_node.transport.peers`).
+with several, blocks and votes travel over the validator peer layer (:mod:`cowboy_node.p2p.peers`).
 The service:
 
 - answers ``ProposalWanted`` by building a block on the engine's parent (no earlier than ``block_time_ms``
@@ -91,14 +91,14 @@ from cowboy_node.consensus.sync_messages import (
 )
 from cowboy_node.consensus.timeline import ViewTimeline
 from cowboy_node.execution.context import BlockEnv, Observe
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.node.vote_outbox import OrderedOutbox
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics, StepTimer
+from cowboy_node.p2p.peer_router import route_peer_message
 from cowboy_node.state.world import WorldState
-from cowboy_node.transport.peer_router import route_peer_message
 from cowboy_node.types.block import Block, BlockHeader, KnownTransaction
 from cowboy_protocol.types.transaction import Transaction
 
@@ -809,7 +809,7 @@ class ConsensusService:
 
     def peer_handlers(self) -> dict[int, Callable[[int, bytes], None]]:
         """The peer-layer channels consensus serves (channel → handler(sender, payload), on the event loop),
-        registered on the peer layer's :class:`~cowboy_node.transport.peer_router.PeerRouter` at assembly."""
+        registered on the peer layer's :class:`~cowboy_node.p2p.peer_router.PeerRouter` at assembly."""
         return {CH_CONSENSUS: self._on_consensus, CH_BLOCKS: self._on_block, CH_TXS: self._admit_gossip_from,
                 CH_SYNC: self._on_sync}
 

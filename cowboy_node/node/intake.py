@@ -15,14 +15,14 @@ from cowboy_node.chain.admission import admit, head_context
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolError
 from cowboy_node.chain.mempool_journal import MempoolJournal
-from cowboy_node.chain.sigbatch import SignatureBatcher
-from cowboy_node.chain.sigpool import Prepared, SignaturePool
-from cowboy_node.execution.errors import TxInvalid
+from cowboy_node.chain.signature_batcher import SignatureBatcher
+from cowboy_node.chain.signature_pool import Prepared, SignaturePool
+from cowboy_node.execution.validity_errors import TxInvalid
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.rpc.facade import RpcError
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 log = get_logger("cowboy.node")
 

@@ -32,7 +32,7 @@ from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.node.tx_gossip import TxGossip
 from cowboy_node.observability.metrics import NodeMetrics
-from cowboy_node.transport.peers import PeerNetwork
+from cowboy_node.p2p.peers import PeerNetwork
 from cowboy_node.transport.service import TransportService
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey
 

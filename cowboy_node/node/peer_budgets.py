@@ -7,7 +7,7 @@ Each kind of request has its own budget per peer, so one faulty peer exhausts on
 
 from __future__ import annotations
 
-from cowboy_node.transport.peer_frames import TokenBucket
+from cowboy_node.p2p.peer_frames import TokenBucket
 
 __all__ = ["PeerBudgets"]
 

@@ -7,20 +7,20 @@ import time
 from collections.abc import Callable
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.node.consensus_service import Network
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
-from cowboy_node.state.world import WorldState
-from cowboy_node.transport.endpoint_gossip import (
+from cowboy_node.p2p.endpoint_gossip import (
     CH_ENDPOINTS,
     EndpointBook,
     EndpointRefused,
     make_endpoint_announcement,
 )
-from cowboy_node.transport.peer_router import Handler
-from cowboy_node.transport.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
+from cowboy_node.p2p.peer_router import Handler
+from cowboy_node.p2p.presence_gossip import CH_PRESENCE, GossipRefused, PresenceGossip, make_announcement
+from cowboy_node.state.world import WorldState
 from cowboy_node.types.presence import encode_presence
 
 log = get_logger("cowboy.node")

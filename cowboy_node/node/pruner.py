@@ -14,7 +14,7 @@ import threading
 
 from cowboy_node.chain.pruning import PruneStep, prune_step
 from cowboy_node.observability.logging import get_logger
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 
 log = get_logger("cowboy.storage")
 

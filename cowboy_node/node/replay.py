@@ -13,8 +13,8 @@ from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.pruning import earliest_height
 from cowboy_node.consensus.header import verify_and_prepare
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore
 
 
 def replay(source: StateStore, genesis: Genesis) -> Iterator[tuple[int, bytes]]:

@@ -29,7 +29,7 @@ from cowboy_node.snapshot.messages import (
     decode_snapshot_message,
     encode_snapshot_message,
 )
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 log = get_logger("cowboy.snapshot")
 

@@ -17,7 +17,7 @@ from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.snapshot.create import create_snapshot, list_snapshots, prune_snapshots
 from cowboy_node.snapshot.manifest import SnapshotError
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 
 log = get_logger("cowboy.snapshot")
 

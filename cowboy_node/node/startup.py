@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cowboy_node.chain.blockstore import KEY_INSTALLING, BlockStore
 from cowboy_node.chain.chain import Chain, ChainError
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.genesis import Genesis, check_interpreter, load_genesis
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.chain.mempool_journal import MEMPOOL_JOURNAL_FILE, MempoolJournal, restore_mempool
@@ -28,6 +28,7 @@ from cowboy_node.node.statesync_link import validator_index as key_index
 from cowboy_node.observability.logging import configure_logging, get_logger
 from cowboy_node.observability.metrics import NodeMetrics, start_metrics_server
 from cowboy_node.observability.peer_metrics import PeerMetrics
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.rpc.conn_limits import ConnLimits
 from cowboy_node.rpc.read_pool import ReadPool, ReadPoolConfig
 from cowboy_node.rpc.server import start_rpc_server
@@ -36,9 +37,8 @@ from cowboy_node.rpc.subscriptions import SubscriptionHub, SubscriptionLimits
 from cowboy_node.rpc.ui_routes import UiConfig
 from cowboy_node.snapshot.create import SNAPSHOT_DIR
 from cowboy_node.snapshot.manifest import SnapshotError
+from cowboy_node.state.kv_store import StoreError
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.state.store import StoreError
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.transport.service import TransportConfig, TransportService
 from cowboy_protocol.keys import KeyFileError, check_secret_mode
 from cowboy_protocol.transport.preimages import ValidatorKey as TransportValidatorKey

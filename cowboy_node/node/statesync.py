@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from cowboy_node.chain.genesis import Genesis
-from cowboy_node.chain.sigpool import exit_with_parent
+from cowboy_node.chain.signature_pool import exit_with_parent
 from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.snapshot.chunk_tree import ChunkWrites, verify_and_build
@@ -52,8 +52,8 @@ from cowboy_node.snapshot.messages import (
     encode_snapshot_message,
 )
 from cowboy_node.snapshot.verify import VerifiedManifest, verify_manifest
-from cowboy_node.state.store import StateStore
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_node.state.kv_store import StateStore
+from cowboy_protocol.types.validation_errors import DecodeError
 
 log = get_logger("cowboy.statesync")
 

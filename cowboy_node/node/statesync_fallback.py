@@ -38,9 +38,9 @@ from cowboy_node.chain.genesis import Genesis
 from cowboy_node.node.config import NodeConfig
 from cowboy_node.node.statesync_link import state_sync_link, validator_index
 from cowboy_node.observability.logging import get_logger
+from cowboy_node.p2p.peers import PeerInfo
 from cowboy_node.snapshot.manifest import SnapshotError
-from cowboy_node.state.store import StateStore
-from cowboy_node.transport.peers import PeerInfo
+from cowboy_node.state.kv_store import StateStore
 
 log = get_logger("cowboy.statesync")
 

@@ -14,8 +14,8 @@ from cowboy_node.chain.genesis import Genesis
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.node.config import NodeConfig, split_host_port
 from cowboy_node.node.statesync import StateSync
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_protocol.crypto import ed25519
 
 __all__ = ["state_sync_link", "validator_index"]

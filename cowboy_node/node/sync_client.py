@@ -48,7 +48,7 @@ from cowboy_node.consensus.sync_messages import (
     SyncRequest,
     encode_sync,
 )
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.statesync_fallback import PeerSyncView
 from cowboy_node.node.sync_server import MESSAGE_CAP, PAGE_HEADROOM, PeerSender
 from cowboy_node.node.sync_verify import Answer, PageRefused, VerifiedPage
@@ -56,7 +56,7 @@ from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.types.block import Block, BlockHeader
 from cowboy_protocol.codec.cbor import CodecError, decode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 log = get_logger("cowboy.sync")
 

@@ -18,14 +18,14 @@ import itertools
 import multiprocessing
 from dataclasses import dataclass
 
-from cowboy_node.chain.sigpool import exit_with_parent
+from cowboy_node.chain.signature_pool import exit_with_parent
 from cowboy_node.consensus.simplex.scheme import Scheme, ThresholdScheme
 from cowboy_node.consensus.simplex.types import Finalization, decode_message, finalize_message, seed_message
 from cowboy_node.consensus.sync_messages import PackedPage, SyncPage, SyncResponse, unpack_page
-from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.transactions import check_signature
+from cowboy_node.execution.validity_errors import TxInvalid
 from cowboy_node.types.block import Block
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MAX_VERIFY_WORKERS = 16
 """Upper bound of ``[consensus] sync_verify_workers``."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, create_empty_journal
 from cowboy_node.crypto import threshold

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.chain.chain import ChainError
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, job_key
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import get_cip11_params
 from cowboy_node.execution.validator_set import get_snapshot, newest_epoch, reconfiguration_at, snapshots_at
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.transport.service import AssignmentInfo, TransactionRefused
 from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.errors import TransportError
+from cowboy_protocol.transport.protocol_errors import TransportError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.subset import (
     EpochSnapshot,

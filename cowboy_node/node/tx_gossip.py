@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
+from cowboy_node.chain.signature_pool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.consensus.sync_messages import (
     CH_TX_BATCH,
     MAX_TX_BATCH_TXS,
@@ -37,7 +37,7 @@ from cowboy_node.consensus.sync_messages import (
     encode_tx_batch,
 )
 from cowboy_node.observability.logging import get_logger
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 __all__ = ["RESULTS", "TxGossip", "TxGossipConfig"]
 

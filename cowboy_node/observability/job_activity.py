@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from cowboy_node.chain.blockstore import STATE_PREFIX
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.execution.context import BlockEnv
-from cowboy_node.execution.jobs.model import JOB_PREFIX, JobRecord, JobStatus
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.jobs.job_record import JOB_PREFIX, JobRecord, JobStatus
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.types.presence import decode_presence
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 TRANSITIONS = ("submitted", "assigned", "committed", "revealed", "settled", "failed")
 """Job events counted per block (the ``transition`` label of ``cowboy_job_transitions_total``)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Protocol
 
@@ -82,197 +83,222 @@ def _version() -> str:
         return "unknown"
 
 
+CONSENSUS_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Seconds from a view's proposal to its notarization or finalization."""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One metric of :class:`NodeMetrics`, as registered (the exposition lists them in this table's order)."""
+
+    kind: type[Counter] | type[Gauge] | type[Histogram]
+    """Prometheus type."""
+    name: str
+    """Name under the ``cowboy`` namespace (a counter's exposition adds ``_total``)."""
+    help: str
+    """The ``# HELP`` text."""
+    labels: tuple[str, ...] = ()
+    """Label names."""
+    buckets: tuple[float, ...] = ()
+    """A histogram's buckets (the client adds ``+Inf``)."""
+    attr: str | None = None
+    """The :class:`NodeMetrics` attribute, when it is not ``name``."""
+    zeros: Iterable[str] = ()
+    """Values of the one label exported at 0 from the start (so ``rate()`` works from the first event)."""
+
+
+METRICS: tuple[_Spec, ...] = (
+    _Spec(Gauge, "height", "Height of the last committed block."),
+    _Spec(Histogram, "block_interval_seconds", "Wall-clock time between two consecutive block commits.",
+        buckets=BLOCK_INTERVAL_BUCKETS, attr="block_interval"),
+    _Spec(Histogram, "txs_per_block", "Transactions included per committed block.", buckets=TXS_PER_BLOCK_BUCKETS),
+    _Spec(Gauge, "mempool_txs", "Transactions held in the mempool.", attr="mempool_size"),
+    _Spec(Gauge, "mempool_bytes", "Encoded bytes held in the mempool."),
+    _Spec(Gauge, "mempool_pending", "Pooled transactions that are executable (continue their sender's account nonce)."),
+    _Spec(Gauge, "mempool_queued", "Pooled transactions behind a nonce gap (not executable until the gap fills)."),
+    _Spec(Counter, "mempool_evicted", "Transactions the mempool dropped on its own, by reason: queued_expired, "
+        "queued_for_pending, queued_cap, priority, stale.", labels=("reason",), zeros=MEMPOOL_EVICTION_REASONS),
+    _Spec(Counter, "mempool_full", "Admissions refused because the pool (mempool_full) or its queued space "
+        "(queued_full) was full."),
+    _Spec(Histogram, "block_commit_duration_seconds", "Time to write one block (synced LevelDB batch).",
+        buckets=DURATION_BUCKETS, attr="commit_duration"),
+    _Spec(Histogram, "block_execution_duration_seconds", "Time to build and execute one block, end-of-block included.",
+        buckets=DURATION_BUCKETS, attr="execution_duration"),
+    _Spec(Gauge, "basefee", "Basefee of the last committed block, per metered resource.", labels=("resource",)),
+    _Spec(Counter, "txs_rejected", "Transactions refused at admission, by error code.", labels=("code",)),
+    _Spec(Counter, "tx_internal_errors", "Transactions failed (receipt internal_error) or left out of a block "
+        "because of an unexpected exception in the node's own code; each one is logged with its hash."),
+    _Spec(Counter, "block_production_failures", "Block production attempts that raised outside transaction execution "
+        "(logged; the producer tries again at the next slot)."),
+    # Consensus (threshold Simplex, cowboy_node/node/consensus_service.py).
+    _Spec(Gauge, "consensus_view", "Current consensus view."),
+    _Spec(Gauge, "consensus_finalized_height", "Height of the last finalized, committed block."),
+    _Spec(Gauge, "consensus_peers", "Validator peers with an authenticated connection."),
+    _Spec(Gauge, "consensus_voting", "1 while this validator signs votes; 0 while it abstains (the double-sign "
+        "guard: started without its vote journal) or stopped on a journal error."),
+    _Spec(Histogram, "consensus_notarization_seconds", "From a view's proposal (built here or first seen) to its "
+        "notarization.", buckets=CONSENSUS_LATENCY_BUCKETS),
+    _Spec(Histogram, "consensus_finalization_seconds", "From a view's proposal (built here or first seen) to its "
+        "finalization.", buckets=CONSENSUS_LATENCY_BUCKETS),
+    _Spec(Counter, "consensus_nullifications", "Views that ended nullified."),
+    _Spec(Counter, "consensus_certificates", "Certificates formed or received, by kind.", labels=("kind",)),
+    _Spec(Counter, "consensus_messages_sent", "Consensus messages broadcast, by kind.", labels=("kind",)),
+    _Spec(Counter, "consensus_messages_received", "Consensus messages received from peers, by kind.", labels=("kind",)),
+    _Spec(Counter, "consensus_bad_messages", "Peer messages refused, by reason.", labels=("reason",)),
+    _Spec(Counter, "consensus_faults", "Protocol violations seen (equivocation, impersonation, bad signature, "
+        "safety), by kind; kept as evidence.", labels=("reason",)),
+    _Spec(Counter, "presence_gossip", "Presence announcements from other validators (CIP-11 §8.2), by result: "
+        "accepted or the refusal reason.", labels=("result",)),
+    _Spec(Counter, "tx_gossip", "Transaction gossip between validators (cowboy_node/node/tx_gossip.py), by result: "
+        "sent, batches_sent, received, admitted, rejected, malformed (messages), queue_full (dropped, receive queue "
+        "full).", labels=("result",)),
+    _Spec(Counter, "consensus_invalid_blocks", "Proposals this validator refused to vote for, by reason.",
+        labels=("reason",)),
+    _Spec(Counter, "consensus_synced_blocks", "Finalized blocks fetched from peers and committed while catching up."),
+    _Spec(Counter, "consensus_requests_refused", "Peer requests (sync runs, block bodies, certificate fetches) this "
+        "validator refused to serve, by kind and reason (node/sync_server.py).", labels=("kind", "reason")),
+    _Spec(Counter, "consensus_sync_refused", "Sync answers this validator refused or gave up waiting for, by reason "
+        "(node/sync_client.py).", labels=("reason",)),
+    _Spec(Counter, "consensus_sync_served_bytes", "Bytes of stored blocks sent to syncing peers."),
+    _Spec(Counter, "rpc_requests", "HTTP API requests, by route template and status code.", labels=("route", "status")),
+    # HTTP API connection limits (cowboy_node/rpc/conn_limits.py).
+    _Spec(Gauge, "rpc_connections", "Open HTTP API connections (admitted ones)."),
+    _Spec(Counter, "rpc_connections_refused", "HTTP API connections refused at accept, by reason: global_cap "
+        "(rpc.max_connections, lowered to fit the open-file limit) or per_ip_cap (rpc.max_connections_per_ip).",
+        labels=("reason",), zeros=("global_cap", "per_ip_cap")),
+    _Spec(Counter, "rpc_header_timeouts", "HTTP API connections closed because the request headers were not complete "
+        "within rpc.header_timeout_ms."),
+    # Read-only calls (POST /actor/read) through the bounded read pool (cowboy_node/rpc/read_pool.py).
+    _Spec(Gauge, "rpc_read_queue_depth", "Read-only calls waiting for the read pool's worker (at most "
+        "rpc.read_max_queue)."),
+    _Spec(Counter, "rpc_read_rejected", "Read-only calls refused or cut short, by reason: busy_queue (503, wait "
+        "queue full, or waited rpc.read_max_wait_ms without starting), busy_budget (503, execution budget spent), "
+        "rate_limited (429, per-client rate), timeout (stopped at rpc.read_call_timeout_ms: error read_timeout).",
+        labels=("reason",)),
+    _Spec(Histogram, "rpc_read_seconds", "Wall-clock execution time of one read-only call in the read pool (queue "
+        "wait excluded).", buckets=DURATION_BUCKETS),
+    _Spec(Counter, "timers_fired", "Timer handlers run by DeliverTimers (successful or not)."),
+    _Spec(Counter, "timers_deferred", "Blocks whose timer lane budget closed while due timers remained (those fire "
+        "first in the next block)."),
+    _Spec(Counter, "timers_expired", "Timers removed without firing because their TTL (expires_at) had passed."),
+    _Spec(Counter, "timers_self_destructed", "Timers removed without firing because their fee payer could not cover "
+        "the maximum cost of a fire."),
+    _Spec(Counter, "timers_terminal", "Timers (and Mailbox entries) that ended without running, by reason, counted "
+        "from the committed blocks' events: expired (TTL), insufficient_funds (fee payer could not cover a fire), "
+        "mailbox_dropped, cancelled_by_governance (rpc/event_queries.TERMINAL_REASONS).", labels=("reason",)),
+    _Spec(Counter, "mailbox_delivered", "Mailbox entries run by End-of-Block ExecuteMailbox (successful or not)."),
+    _Spec(Counter, "mailbox_dropped", "Mailbox entries removed unrun because their fee payer could not cover them."),
+    _Spec(Gauge, "mailbox_pending", "Mailbox entries left pending after the last block's ExecuteMailbox."),
+    _Spec(Histogram, "eob_step_seconds", "Wall-clock time of one End-of-Block step, by step name.",
+        labels=("step",), buckets=EOB_STEP_BUCKETS, attr="eob_step_duration"),
+    _Spec(Counter, "job_transitions", "Job events in committed blocks: submitted, assigned (first selection and "
+        "re-selections), committed and revealed results, settled and failed jobs.",
+        labels=("transition",), zeros=JOB_TRANSITIONS),
+    _Spec(Counter, "job_reselections", "Timeout re-selections of a job's committee (CIP-11 §11.2)."),
+    _Spec(Histogram, "job_selection_seconds", "Wall time of committee selection as execution ran it, per section: "
+        "phase=filter (registry scan and filter chain), phase=draw (present-first partition and weighted draw).",
+        labels=("phase",), buckets=SELECTION_BUCKETS, attr="job_selection"),
+    # CIP-11 transport (cowboy_node/transport/service.py reports through transport_event/_gauges, push_latency).
+    _Spec(Counter, "transport_events", "CIP-11 transport events by kind: handshake (admission outcome), frame "
+        "(received, by type), goodbye (local:/peer: reason), ack (accepted, duplicate, reject, hard_failure), "
+        "dispatch (pushed, cancels, no_session, not_present), result (commit/result forwarded or refused, protocol "
+        "errors), quic (QUIC-layer counters: ignored datagrams, Retry, refusals, decode and stream errors).",
+        labels=("kind", "label")),
+    _Spec(Gauge, "runners_connected", "Runner sessions authenticated on this validator."),
+    _Spec(Gauge, "runners_present", "Runners in this validator's local presence."),
+    _Spec(Histogram, "push_latency_seconds", "Assignment block commit to the runner's JobAck{Accepted}.",
+        buckets=PUSH_LATENCY_BUCKETS),
+    _Spec(Counter, "presence_certificates", "CIP-11 Mode A SubmitPresenceCertificate transactions in committed "
+        "blocks, by outcome: accepted, or the refusal code (mode_a_disabled, too_few_receipts, duplicate_receipt, "
+        "foreign_epoch, stale_receipt, bad_signature, not_in_subset, anchor_not_newer, ...).",
+        labels=("outcome",), zeros=("accepted", *presence_certificates.REFUSAL_CODES)),
+    _Spec(Gauge, "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
+        attr="present_pool"),
+)
+"""Every metric of :class:`NodeMetrics` but ``build_info`` (an Info, registered first)."""
+
+
 class NodeMetrics:
-    """Prometheus metrics of the node (namespace ``cowboy``), on their own registry."""
+    """Prometheus metrics of the node (namespace ``cowboy``), on their own registry; one attribute per row of
+    :data:`METRICS`."""
+
+    height: Gauge
+    block_interval: Histogram
+    txs_per_block: Histogram
+    mempool_size: Gauge
+    mempool_bytes: Gauge
+    mempool_pending: Gauge
+    mempool_queued: Gauge
+    mempool_evicted: Counter
+    mempool_full: Counter
+    commit_duration: Histogram
+    execution_duration: Histogram
+    basefee: Gauge
+    txs_rejected: Counter
+    tx_internal_errors: Counter
+    block_production_failures: Counter
+    consensus_view: Gauge
+    consensus_finalized_height: Gauge
+    consensus_peers: Gauge
+    consensus_voting: Gauge
+    consensus_notarization_seconds: Histogram
+    consensus_finalization_seconds: Histogram
+    consensus_nullifications: Counter
+    consensus_certificates: Counter
+    consensus_messages_sent: Counter
+    consensus_messages_received: Counter
+    consensus_bad_messages: Counter
+    consensus_faults: Counter
+    presence_gossip: Counter
+    tx_gossip: Counter
+    consensus_invalid_blocks: Counter
+    consensus_synced_blocks: Counter
+    consensus_requests_refused: Counter
+    consensus_sync_refused: Counter
+    consensus_sync_served_bytes: Counter
+    rpc_requests: Counter
+    rpc_connections: Gauge
+    rpc_connections_refused: Counter
+    rpc_header_timeouts: Counter
+    rpc_read_queue_depth: Gauge
+    rpc_read_rejected: Counter
+    rpc_read_seconds: Histogram
+    timers_fired: Counter
+    timers_deferred: Counter
+    timers_expired: Counter
+    timers_self_destructed: Counter
+    timers_terminal: Counter
+    mailbox_delivered: Counter
+    mailbox_dropped: Counter
+    mailbox_pending: Gauge
+    eob_step_duration: Histogram
+    job_transitions: Counter
+    job_reselections: Counter
+    job_selection: Histogram
+    transport_events: Counter
+    runners_connected: Gauge
+    runners_present: Gauge
+    push_latency_seconds: Histogram
+    presence_certificates: Counter
+    present_pool: Gauge
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry: CollectorRegistry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        ns = NAMESPACE
-        self.build_info = Info("build", "Version of the running cowboy-node.", namespace=ns, registry=r)
+        self.build_info = Info("build", "Version of the running cowboy-node.", namespace=NAMESPACE, registry=r)
         self.build_info.info({"version": _version()})
-        self.height = Gauge("height", "Height of the last committed block.", namespace=ns, registry=r)
-        self.block_interval = Histogram(
-            "block_interval_seconds", "Wall-clock time between two consecutive block commits.",
-            namespace=ns, registry=r, buckets=BLOCK_INTERVAL_BUCKETS)
-        self.txs_per_block = Histogram(
-            "txs_per_block", "Transactions included per committed block.",
-            namespace=ns, registry=r, buckets=TXS_PER_BLOCK_BUCKETS)
-        self.mempool_size = Gauge("mempool_txs", "Transactions held in the mempool.", namespace=ns, registry=r)
-        self.mempool_bytes = Gauge("mempool_bytes", "Encoded bytes held in the mempool.", namespace=ns, registry=r)
-        self.mempool_pending = Gauge(
-            "mempool_pending", "Pooled transactions that are executable (continue their sender's account nonce).",
-            namespace=ns, registry=r)
-        self.mempool_queued = Gauge(
-            "mempool_queued", "Pooled transactions behind a nonce gap (not executable until the gap fills).",
-            namespace=ns, registry=r)
-        self.mempool_evicted = Counter(
-            "mempool_evicted", "Transactions the mempool dropped on its own, by reason: queued_expired, "
-            "queued_for_pending, queued_cap, priority, stale.", ["reason"], namespace=ns, registry=r)
-        for reason in MEMPOOL_EVICTION_REASONS:  # exported at 0 from the start
-            self.mempool_evicted.labels(reason=reason)
+        for spec in METRICS:
+            metric: Counter | Gauge | Histogram
+            if spec.kind is Histogram:
+                metric = Histogram(spec.name, spec.help, spec.labels, namespace=NAMESPACE, registry=r,
+                                   buckets=spec.buckets)
+            else:
+                metric = spec.kind(spec.name, spec.help, spec.labels, namespace=NAMESPACE, registry=r)
+            for value in spec.zeros:
+                metric.labels(value)
+            setattr(self, spec.attr or spec.name, metric)
         self._mempool_evicted_seen: dict[str, int] = {}
-        self.mempool_full = Counter(
-            "mempool_full", "Admissions refused because the pool (mempool_full) or its queued space (queued_full) "
-            "was full.", namespace=ns, registry=r)
         self._mempool_full_logged_at: float | None = None
-        self.commit_duration = Histogram(
-            "block_commit_duration_seconds", "Time to write one block (synced LevelDB batch).",
-            namespace=ns, registry=r, buckets=DURATION_BUCKETS)
-        self.execution_duration = Histogram(
-            "block_execution_duration_seconds", "Time to build and execute one block, end-of-block included.",
-            namespace=ns, registry=r, buckets=DURATION_BUCKETS)
-        self.basefee = Gauge("basefee", "Basefee of the last committed block, per metered resource.",
-                             ["resource"], namespace=ns, registry=r)
-        self.txs_rejected = Counter("txs_rejected", "Transactions refused at admission, by error code.",
-                                    ["code"], namespace=ns, registry=r)
-        self.tx_internal_errors = Counter(
-            "tx_internal_errors", "Transactions failed (receipt internal_error) or left out of a block because "
-            "of an unexpected exception in the node's own code; each one is logged with its hash.",
-            namespace=ns, registry=r)
-        self.block_production_failures = Counter(
-            "block_production_failures", "Block production attempts that raised outside transaction execution "
-            "(logged; the producer tries again at the next slot).", namespace=ns, registry=r)
-        # Consensus (threshold Simplex, cowboy_node/node/consensus_service.py).
-        self.consensus_view = Gauge("consensus_view", "Current consensus view.", namespace=ns, registry=r)
-        self.consensus_finalized_height = Gauge("consensus_finalized_height", "Height of the last finalized, "
-                                                "committed block.", namespace=ns, registry=r)
-        self.consensus_peers = Gauge("consensus_peers", "Validator peers with an authenticated connection.",
-                                     namespace=ns, registry=r)
-        self.consensus_voting = Gauge("consensus_voting", "1 while this validator signs votes; 0 while it abstains "
-                                      "(the double-sign guard: started without its vote journal) or stopped on a "
-                                      "journal error.", namespace=ns, registry=r)
-        latency = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-        self.consensus_notarization_seconds = Histogram(
-            "consensus_notarization_seconds", "From a view's proposal (built here or first seen) to its "
-            "notarization.", namespace=ns, registry=r, buckets=latency)
-        self.consensus_finalization_seconds = Histogram(
-            "consensus_finalization_seconds", "From a view's proposal (built here or first seen) to its "
-            "finalization.", namespace=ns, registry=r, buckets=latency)
-        self.consensus_nullifications = Counter("consensus_nullifications", "Views that ended nullified.",
-                                                namespace=ns, registry=r)
-        self.consensus_certificates = Counter("consensus_certificates", "Certificates formed or received, by kind.",
-                                              ["kind"], namespace=ns, registry=r)
-        self.consensus_messages_sent = Counter("consensus_messages_sent", "Consensus messages broadcast, by kind.",
-                                               ["kind"], namespace=ns, registry=r)
-        self.consensus_messages_received = Counter("consensus_messages_received", "Consensus messages received "
-                                                   "from peers, by kind.", ["kind"], namespace=ns, registry=r)
-        self.consensus_bad_messages = Counter("consensus_bad_messages", "Peer messages refused, by reason.",
-                                              ["reason"], namespace=ns, registry=r)
-        self.consensus_faults = Counter("consensus_faults", "Protocol violations seen (equivocation, "
-                                        "impersonation, bad signature, safety), by kind; kept as evidence.",
-                                        ["reason"], namespace=ns, registry=r)
-        self.presence_gossip = Counter("presence_gossip", "Presence announcements from other validators (CIP-11 "
-                                       "§8.2), by result: accepted or the refusal reason.", ["result"],
-                                       namespace=ns, registry=r)
-        self.tx_gossip = Counter("tx_gossip", "Transaction gossip between validators (cowboy_node/node/tx_gossip.py), "
-                                 "by result: sent, batches_sent, received, admitted, rejected, malformed "
-                                 "(messages), queue_full (dropped, receive queue full).", ["result"],
-                                 namespace=ns, registry=r)
-        self.consensus_invalid_blocks = Counter("consensus_invalid_blocks", "Proposals this validator refused to "
-                                                "vote for, by reason.", ["reason"], namespace=ns, registry=r)
-        self.consensus_synced_blocks = Counter("consensus_synced_blocks", "Finalized blocks fetched from peers "
-                                               "and committed while catching up.", namespace=ns, registry=r)
-        self.consensus_requests_refused = Counter(
-            "consensus_requests_refused", "Peer requests (sync runs, block bodies, certificate fetches) this "
-            "validator refused to serve, by kind and reason (node/sync_server.py).", ["kind", "reason"],
-            namespace=ns, registry=r)
-        self.consensus_sync_refused = Counter(
-            "consensus_sync_refused", "Sync answers this validator refused or gave up waiting for, by reason "
-            "(node/sync_client.py).", ["reason"], namespace=ns, registry=r)
-        self.consensus_sync_served_bytes = Counter(
-            "consensus_sync_served_bytes", "Bytes of stored blocks sent to syncing peers.", namespace=ns, registry=r)
-        self.rpc_requests = Counter("rpc_requests", "HTTP API requests, by route template and status code.",
-                                    ["route", "status"], namespace=ns, registry=r)
-        # HTTP API connection limits (cowboy_node/rpc/conn_limits.py).
-        self.rpc_connections = Gauge("rpc_connections", "Open HTTP API connections (admitted ones).",
-                                     namespace=ns, registry=r)
-        self.rpc_connections_refused = Counter(
-            "rpc_connections_refused", "HTTP API connections refused at accept, by reason: global_cap "
-            "(rpc.max_connections, lowered to fit the open-file limit) or per_ip_cap (rpc.max_connections_per_ip).",
-            ["reason"], namespace=ns, registry=r)
-        for reason in ("global_cap", "per_ip_cap"):  # exported at 0 from the start
-            self.rpc_connections_refused.labels(reason=reason)
-        self.rpc_header_timeouts = Counter(
-            "rpc_header_timeouts", "HTTP API connections closed because the request headers were not complete "
-            "within rpc.header_timeout_ms.", namespace=ns, registry=r)
-        # Read-only calls (POST /actor/read) through the bounded read pool (cowboy_node/rpc/read_pool.py).
-        self.rpc_read_queue_depth = Gauge(
-            "rpc_read_queue_depth", "Read-only calls waiting for the read pool's worker (at most rpc.read_max_queue).",
-            namespace=ns, registry=r)
-        self.rpc_read_rejected = Counter(
-            "rpc_read_rejected", "Read-only calls refused or cut short, by reason: busy_queue (503, wait queue "
-            "full, or waited rpc.read_max_wait_ms without starting), busy_budget (503, execution budget spent), "
-            "rate_limited (429, per-client rate), timeout (stopped at rpc.read_call_timeout_ms: error read_timeout).",
-            ["reason"], namespace=ns, registry=r)
-        self.rpc_read_seconds = Histogram(
-            "rpc_read_seconds", "Wall-clock execution time of one read-only call in the read pool (queue wait "
-            "excluded).", namespace=ns, registry=r, buckets=DURATION_BUCKETS)
-        self.timers_fired = Counter(
-            "timers_fired", "Timer handlers run by DeliverTimers (successful or not).", namespace=ns, registry=r)
-        self.timers_deferred = Counter(
-            "timers_deferred", "Blocks whose timer lane budget closed while due timers remained "
-            "(those fire first in the next block).", namespace=ns, registry=r)
-        self.timers_expired = Counter(
-            "timers_expired", "Timers removed without firing because their TTL (expires_at) had passed.",
-            namespace=ns, registry=r)
-        self.timers_self_destructed = Counter(
-            "timers_self_destructed", "Timers removed without firing because their fee payer could not cover "
-            "the maximum cost of a fire.", namespace=ns, registry=r)
-        self.timers_terminal = Counter(
-            "timers_terminal", "Timers (and Mailbox entries) that ended without running, by reason, counted from "
-            "the committed blocks' events: expired (TTL), insufficient_funds (fee payer could not cover a fire), "
-            "mailbox_dropped, cancelled_by_governance (rpc/event_queries.TERMINAL_REASONS).",
-            ["reason"], namespace=ns, registry=r)
-        self.mailbox_delivered = Counter(
-            "mailbox_delivered", "Mailbox entries run by End-of-Block ExecuteMailbox (successful or not).",
-            namespace=ns, registry=r)
-        self.mailbox_dropped = Counter(
-            "mailbox_dropped", "Mailbox entries removed unrun because their fee payer could not cover them.",
-            namespace=ns, registry=r)
-        self.mailbox_pending = Gauge(
-            "mailbox_pending", "Mailbox entries left pending after the last block's ExecuteMailbox.",
-            namespace=ns, registry=r)
-        self.eob_step_duration = Histogram(
-            "eob_step_seconds", "Wall-clock time of one End-of-Block step, by step name.", ["step"],
-            namespace=ns, registry=r, buckets=EOB_STEP_BUCKETS)
-        self.job_transitions = Counter(
-            "job_transitions", "Job events in committed blocks: submitted, assigned (first selection and "
-            "re-selections), committed and revealed results, settled and failed jobs.", ["transition"],
-            namespace=ns, registry=r)
-        for t in JOB_TRANSITIONS:  # exported at 0 from the start, so rate() works from the first job
-            self.job_transitions.labels(transition=t)
-        self.job_reselections = Counter(
-            "job_reselections", "Timeout re-selections of a job's committee (CIP-11 §11.2).", namespace=ns,
-            registry=r)
-        self.job_selection = Histogram(
-            "job_selection_seconds", "Wall time of committee selection as execution ran it, per section: "
-            "phase=filter (registry scan and filter chain), phase=draw (present-first partition and weighted draw).",
-            ["phase"], namespace=ns, registry=r, buckets=SELECTION_BUCKETS)
-        # CIP-11 transport (cowboy_node/transport/service.py reports through the three methods below).
-        self.transport_events = Counter(
-            "transport_events", "CIP-11 transport events by kind: handshake (admission outcome), frame (received, by "
-            "type), goodbye (local:/peer: reason), ack (accepted, duplicate, reject, hard_failure), dispatch (pushed, "
-            "cancels, no_session, not_present), result (commit/result forwarded or refused, protocol errors), quic "
-            "(QUIC-layer counters: ignored datagrams, Retry, refusals, decode and stream errors).",
-            ["kind", "label"], namespace=ns, registry=r)
-        self.runners_connected = Gauge("runners_connected", "Runner sessions authenticated on this validator.",
-                                       namespace=ns, registry=r)
-        self.runners_present = Gauge("runners_present", "Runners in this validator's local presence.",
-                                     namespace=ns, registry=r)
-        self.push_latency_seconds = Histogram(
-            "push_latency_seconds", "Assignment block commit to the runner's JobAck{Accepted}.", namespace=ns,
-            registry=r, buckets=PUSH_LATENCY_BUCKETS)
-        self.presence_certificates = Counter(
-            "presence_certificates", "CIP-11 Mode A SubmitPresenceCertificate transactions in committed blocks, by "
-            "outcome: accepted, or the refusal code (mode_a_disabled, too_few_receipts, duplicate_receipt, "
-            "foreign_epoch, stale_receipt, bad_signature, not_in_subset, anchor_not_newer, ...).", ["outcome"],
-            namespace=ns, registry=r)
-        for code in ("accepted", *presence_certificates.REFUSAL_CODES):  # exported at 0 from the start
-            self.presence_certificates.labels(outcome=code)
-        self.present_pool = Gauge(
-            "present_pool_size", "Runners marked present by the PresenceInput of the last committed block.",
-            namespace=ns, registry=r)
 
     def transport_event(self, kind: str, label: str) -> None:
         """Count one transport event (see ``cowboy_transport_events_total``)."""

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the validator peer layer (``cowboy_node.transport.peers``), namespace ``cowboy``, ``p2p_``.
+"""Prometheus metrics of the validator peer layer (``cowboy_node.p2p.peers``), namespace ``cowboy``, ``p2p_``.
 
 Defined on the registry the caller passes (the node's own, see ``metrics.NodeMetrics``), so several nodes in one
 process never collide. Label values are low-cardinality: ``channel`` is 0..255 (the node uses 0..3), ``reason``

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.actors import actor_state as actor_store
 from cowboy_node.execution.actors.invoke import read_only_call
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import InterruptHandle
 from cowboy_node.execution.scheduler import listing as cip1_listing
 from cowboy_node.execution.system_state import get_account
-from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers import timer_state as timer_store
 from cowboy_node.execution.timers.policy import get_timer_policy
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.types.timer_policy import MODE_CIP1

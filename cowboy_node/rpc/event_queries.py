@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cowboy_node.chain.blockstore import BlockStore
 from cowboy_node.chain.event_index import IndexedEvent, scan_events
 from cowboy_node.rpc.facade import RpcError
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import CodecError, decode
 from cowboy_protocol.crypto.address import to_checksum_address

@@ -12,17 +12,17 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cowboy_node.execution.jobs.model import RUNNER_PREFIX, JobRecord, JobStatus, job_key
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.jobs.job_record import RUNNER_PREFIX, JobRecord, JobStatus, job_key
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import get_cip11_flags
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import decode_job_spec
 from cowboy_protocol.types.jobspec_json import job_spec_to_json
+from cowboy_protocol.types.validation_errors import ValidationError
 
 if TYPE_CHECKING:
     from cowboy_node.chain.chain import Chain

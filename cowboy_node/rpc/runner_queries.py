@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.execution.governance import governance_view
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import (
     get_basefee_config,
     get_basefees,

@@ -118,7 +118,7 @@ async def handle_submit(request: web.Request) -> web.Response:
         raise RpcError(400, "invalid_body",
                        "Content-Type must be application/octet-stream (raw tx_bytes) or application/json")
     facade = _facade(request)
-    # A node with a signature pool recovers the signer off the event loop (chain/sigpool.py); same answers.
+    # A node with a signature pool recovers the signer off the event loop (chain/signature_pool.py); same answers.
     submit_async = getattr(facade, "submit_transaction_async", None)
     if submit_async is not None:
         return web.json_response(await submit_async(tx_bytes))

@@ -21,21 +21,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.actors.executor import TOPIC_RETURNED
-from cowboy_node.execution.actors.model import derive_actor_address
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.execution.transactions import EXECUTORS, INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, intrinsic_cost
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event, bounded_message
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.address import parse_address, to_checksum_address
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import ADDRESS_LEN
 from cowboy_protocol.types.instructions import (
     CallActor,
@@ -44,10 +43,11 @@ from cowboy_protocol.types.instructions import (
     instruction_to_cbor,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 if TYPE_CHECKING:
     from cowboy_node.execution.context import BlockEnv
-    from cowboy_node.state.store import StateStore
+    from cowboy_node.state.kv_store import StateStore
     from cowboy_node.types.block import BlockHeader
 
 MAX_SIMULATE_CYCLES = 10_000_000

@@ -27,7 +27,7 @@ from cowboy_node.execution.system_state import JOB_DISPATCHER
 from cowboy_node.rpc.facade import JobFacade, NodeFacade, RunnerFacade
 from cowboy_node.types.presence import KIND_BITMAP, decode_presence
 from cowboy_protocol.codec import CodecError, decode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 SNAPSHOT_VERSION = 1
 """``version`` of the snapshot document (bumped on an incompatible change)."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.snapshot.manifest import Manifest, SnapshotError, decode_chunk
 from cowboy_node.snapshot.verify import check_digest
+from cowboy_node.state.kv_store import WriteOp
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.slots import EMPTY, INTERNAL, LEAF, SLOTS, Slot
-from cowboy_node.state.store import WriteOp
 from cowboy_node.state.tree import EMPTY_ROOT, StateTree, keccak256, new_hasher
 
 _LEAF_TAG = b"\x00"

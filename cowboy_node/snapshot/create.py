@@ -24,8 +24,8 @@ from cowboy_node.snapshot.manifest import (
     encode_chunk,
     encode_manifest,
 )
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.slots import EMPTY_SLOT, SLOTS, Slot, slot_index, slot_of_entries
-from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import keccak256
 
 SNAPSHOT_DIR = "snapshots"

@@ -34,7 +34,7 @@ from cowboy_node.consensus.simplex.scheme import Scheme
 from cowboy_node.snapshot.chunk_tree import ChunkWrites, top_ops, verify_and_build
 from cowboy_node.snapshot.manifest import SnapshotError, decode_manifest
 from cowboy_node.snapshot.verify import VerifiedManifest, verify_manifest
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 
 _BE8 = struct.Struct(">Q")
 _WIPE_BATCH = 10_000

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import CodecError, decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 CH_SNAPSHOT = 7
 """Peer channel of these messages (0..6 are consensus, blocks, transactions, sync, presence, endpoints, batches)."""

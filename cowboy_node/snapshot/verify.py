@@ -19,7 +19,7 @@ from cowboy_node.snapshot.manifest import Manifest, SnapshotError, decode_chunk
 from cowboy_node.state.slots import EMPTY_SLOT, root_from_slots, slot_of_leaves
 from cowboy_node.state.tree import keccak256, new_hasher
 from cowboy_node.types.block import Block
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 @dataclass(frozen=True, slots=True)

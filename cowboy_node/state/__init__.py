@@ -5,9 +5,9 @@ randomness, the environment or the network, and no result depends on Python's
 hash seed.
 """
 
+from cowboy_node.state.kv_store import StateStore, StoreError, WriteOp
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore, StoreError, WriteOp
 from cowboy_node.state.tree import (
     EMPTY_ROOT,
     ProofLeaf,

@@ -1,4 +1,4 @@
-"""LevelDB-backed :class:`~cowboy_node.state.store.StateStore` (plyvel).
+"""LevelDB-backed :class:`~cowboy_node.state.kv_store.StateStore` (plyvel).
 
 Write batches use ``transaction=True``: if producing the ops raises, the batch
 is discarded and nothing is written. Iterators read from LevelDB's implicit
@@ -15,7 +15,7 @@ from typing import Any
 
 import plyvel
 
-from cowboy_node.state.store import StoreError, WriteOp, key_range
+from cowboy_node.state.kv_store import StoreError, WriteOp, key_range
 
 
 class LevelDBStore:

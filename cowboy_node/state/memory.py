@@ -1,4 +1,4 @@
-"""In-memory :class:`~cowboy_node.state.store.StateStore` (tests, replay, tools).
+"""In-memory :class:`~cowboy_node.state.kv_store.StateStore` (tests, replay, tools).
 
 A dict holds the values and a sorted list of keys (maintained with ``bisect``)
 gives ordered iteration. ``write_batch`` first materialises and validates the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 
-from cowboy_node.state.store import StoreError, WriteOp, check_op, key_range
+from cowboy_node.state.kv_store import StoreError, WriteOp, check_op, key_range
 
 _CHUNK = 256
 """Keys copied from the index per step while iterating (the walk re-seeks between chunks)."""

@@ -71,7 +71,7 @@ from operator import itemgetter
 
 from Crypto.Hash import keccak as _keccak_mod
 
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 
 __all__ = [
     "EMPTY_ROOT",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from cowboy_node.state.store import StateStore, WriteOp
+from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree, TreeUpdate
 
 _WATCHED: list[bytes] = []

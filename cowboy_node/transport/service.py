@@ -36,14 +36,14 @@ from cowboy_node.observability.logging import get_logger
 from cowboy_node.transport.presence import LocalPresence
 from cowboy_node.transport.push import Outcome, PushTracker
 from cowboy_node.transport.reveal_hold import HeldReveal, RevealHold, Verdict
+from cowboy_protocol.quic.adapter import FrameConnection, QuicFrameServer, start_server
+from cowboy_protocol.quic.certs import ensure_certificate, ensure_reset_key, generate_self_signed
+from cowboy_protocol.quic.limits import ServerLimits
 from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason
-from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
 from cowboy_protocol.transport.frames import Frame, Goodbye
 from cowboy_protocol.transport.preimages import ValidatorKey, make_assignment
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, RemoteProtocolError, TransportError
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer, start_server
-from cowboy_protocol.transport.quic_certs import ensure_certificate, ensure_reset_key, generate_self_signed
-from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.result_frames import FrameKind, check_result_tx
 from cowboy_protocol.transport.session import (
     AckReceived,

@@ -21,7 +21,6 @@ from typing import Any
 
 from cowboy_protocol.codec import CodecError, decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
     HASH_LEN,
     expect_bytes,
@@ -31,6 +30,7 @@ from cowboy_protocol.types.fields import (
     expect_uint,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 
 BLOCK_DIGEST_DOMAIN = b"cowboy-block-v1:"
 """Domain tag of the block digest."""

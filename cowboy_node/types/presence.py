@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 PRESENCE_VERSION = 0x01
 KIND_BITMAP = 0x00

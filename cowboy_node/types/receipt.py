@@ -18,7 +18,6 @@ from typing import Any
 
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     decode_u128,
@@ -28,6 +27,7 @@ from cowboy_protocol.types.fields import (
     expect_text,
     expect_uint,
 )
+from cowboy_protocol.types.validation_errors import DecodeError
 
 STATUS_SUCCESS = 0
 STATUS_FAILED = 1

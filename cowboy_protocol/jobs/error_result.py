@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 ERROR_RESULT_MAGIC = b"\x00cowboy-job-error-v1\x00"
 """Prefix of every error result (a NUL cannot start a JSON or UTF-8 text result)."""

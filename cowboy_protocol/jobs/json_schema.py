@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cowboy_protocol.jobs.json_strict import JsonKey, JsonValue, is_number, parse_json
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 MAX_SCHEMA_BYTES = 64 * 1024
 """Largest schema text, in UTF-8 bytes."""

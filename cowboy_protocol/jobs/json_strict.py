@@ -17,7 +17,7 @@ import math
 from fractions import Fraction
 from typing import Any, TypeAlias, TypeGuard
 
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 """A parsed strict-JSON value."""

@@ -29,10 +29,10 @@ from typing import Any, ClassVar, TypeAlias
 
 from cowboy_protocol.codec import CborValue, CodecError, decode, encode, encode_uint
 from cowboy_protocol.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, RejectReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, RemoteProtocolError
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import U16_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 __all__ = [
     "FRAME_CLASSES",

@@ -11,8 +11,8 @@ failed (the connection is being closed).
 
 from __future__ import annotations
 
-from cowboy_protocol.transport.errors import RemoteProtocolError
 from cowboy_protocol.transport.frames import HEADER_LEN, MAX_FRAME_BYTES, Frame, decode_payload
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 
 __all__ = ["FrameDecoder", "decode_frame"]
 

@@ -28,7 +28,6 @@ from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519, secp256k1
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.transport.enums import AckKind, CancelReason, FrameType, GoodbyeReason, Role, Scheme
-from cowboy_protocol.transport.errors import LocalProtocolError, SignatureError
 from cowboy_protocol.transport.fast_crypto import ed25519_signer, recovers_to
 from cowboy_protocol.transport.frames import (
     AckStatus,
@@ -43,6 +42,7 @@ from cowboy_protocol.transport.frames import (
     JobAssignment,
     JobCancel,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
 
 __all__ = [

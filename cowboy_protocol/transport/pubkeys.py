@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cowboy_protocol.crypto import secp256k1
 from cowboy_protocol.transport.enums import Role, Scheme
-from cowboy_protocol.transport.errors import SignatureError
+from cowboy_protocol.transport.protocol_errors import SignatureError
 
 __all__ = ["PubKey"]
 

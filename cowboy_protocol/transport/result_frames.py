@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from cowboy_protocol.transport.errors import RemoteProtocolError
-from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 FrameKind = Literal["commit", "result"]
 

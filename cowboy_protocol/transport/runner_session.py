@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from cowboy_protocol.transport.enums import GoodbyeReason, RejectReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, TransportError
 from cowboy_protocol.transport.frames import (
     PROTOCOL_VERSION,
     AckStatus,
@@ -50,6 +49,7 @@ from cowboy_protocol.transport.preimages import (
     verify_hello_ack,
     verify_signature,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, TransportError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.session import (
     DEFAULT_HELLO_TIMEOUT_S,

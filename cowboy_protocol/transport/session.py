@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, TransportError
 from cowboy_protocol.transport.frames import (
     MAX_TEXT_BYTES,
     PROTOCOL_VERSION,
@@ -40,6 +39,7 @@ from cowboy_protocol.transport.frames import (
     check_version,
 )
 from cowboy_protocol.transport.preimages import ConnectionContext, Signer, sign_frame, verify_frame
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, RemoteProtocolError, TransportError
 from cowboy_protocol.transport.pubkeys import PubKey
 
 __all__ = [

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError
 from cowboy_protocol.transport.frames import (
     PROTOCOL_VERSION,
     BackpressureSignal,
@@ -49,6 +48,7 @@ from cowboy_protocol.transport.preimages import (
     verify_heartbeat_ping,
     verify_hello_ack,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.session import (
     DEFAULT_HELLO_TIMEOUT_S,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cowboy_protocol.codec import CodecError, decode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 U8_MAX = (1 << 8) - 1
 U16_MAX = (1 << 16) - 1

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_text, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MAX_PARAM_NAME_BYTES = 64
 """Longest parameter name a GovernanceSetParam may carry."""

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto.address import to_checksum_address
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     HASH_LEN,
@@ -35,6 +34,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.timer_policy import TimerPolicy
+from cowboy_protocol.types.validation_errors import DecodeError
 from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 
 

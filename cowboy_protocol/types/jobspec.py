@@ -25,7 +25,6 @@ from typing import Any, ClassVar, TypeAlias
 
 from cowboy_protocol.codec import CodecError, decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import ADDRESS_LEN, HASH_LEN, U32_MAX, U64_MAX, expect_bytes, expect_map, expect_uint
 from cowboy_protocol.types.jobspec_checks import (
     JsonValue,
@@ -46,6 +45,7 @@ from cowboy_protocol.types.runner import (
     JOB_KIND_MCP,
     JOB_KIND_PUBLISH_CHAIN_ROOT,
 )
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 Attachment: TypeAlias = dict[Any, Any]
 """An opaque canonical CIP-9 VolumeAttachmentV1 map, kept exactly as decoded."""

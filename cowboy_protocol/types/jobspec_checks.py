@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, TypeAlias
 
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 __all__ = [
     "ALLOWED_CHECKS",

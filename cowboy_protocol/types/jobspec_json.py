@@ -17,7 +17,6 @@ from typing import Any
 
 from cowboy_protocol.codec import CodecError, decode, encode
 from cowboy_protocol.crypto.address import InvalidAddress, parse_address, to_checksum_address
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U64_MAX
 from cowboy_protocol.types.jobspec import (
     AgentJob,
@@ -52,6 +51,7 @@ from cowboy_protocol.types.jobspec_checks import (
     json_value_to_cbor,
 )
 from cowboy_protocol.types.runner import JOB_KIND_NAMES, JOB_KINDS
+from cowboy_protocol.types.validation_errors import ValidationError
 
 __all__ = ["job_request_to_json", "job_spec_to_json", "parse_job_request_json"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import TypeVar
 
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import U32_MAX, U64_MAX, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 T = TypeVar("T", bound="_UintConfig")
 

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 
 from cowboy_protocol.transport.preimages import ValidatorKey, presence_receipt_digest
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MAX_RECEIPTS = 1_024
 """Most receipt entries one certificate may carry (two epochs' subsets during an overlap at the governed

@@ -12,7 +12,6 @@ from enum import IntEnum
 from typing import Any
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     U32_MAX,
@@ -23,6 +22,7 @@ from cowboy_protocol.types.fields import (
     expect_text,
     expect_uint,
 )
+from cowboy_protocol.types.validation_errors import DecodeError
 
 JOB_KIND_LLM = 0x00
 JOB_KIND_HTTP = 0x01

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import decode_u128, encode_u128
 from cowboy_protocol.types.runner import Capabilities, RateCard
 from cowboy_protocol.types.runner_json import capabilities_to_json, rate_card_to_json
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 @dataclass(frozen=True, slots=True)

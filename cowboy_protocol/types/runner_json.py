@@ -18,7 +18,6 @@ import re
 from typing import Any
 
 from cowboy_protocol.crypto.address import to_checksum_address
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U32_MAX, U128_MAX
 from cowboy_protocol.types.runner import (
     JOB_KIND_NAMES,
@@ -31,6 +30,7 @@ from cowboy_protocol.types.runner import (
     RateCard,
     RunnerRecord,
 )
+from cowboy_protocol.types.validation_errors import ValidationError
 
 E_INVALID_CAPABILITIES = "invalid_capabilities"
 """Stable error code of every capabilities / rate card JSON problem."""

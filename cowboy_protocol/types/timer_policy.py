@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import U32_MAX, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MODE_FIFO = 0
 """seeds/003 FIFO delivery (default)."""

@@ -23,7 +23,6 @@ from cowboy_protocol.codec import CodecError, decode, encode
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import InvalidSignature, recover_address, sign_recoverable
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import (
     ADDRESS_LEN,
     expect_bytes,
@@ -32,6 +31,7 @@ from cowboy_protocol.types.fields import (
     expect_uint,
 )
 from cowboy_protocol.types.instructions import Instruction, instruction_from_cbor, instruction_to_cbor
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 TX_SIGNING_DOMAIN = b"cowboy-tx-v1:"
 """Domain tag prefixed to the payload before hashing for the signature."""

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_bytes, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MAX_SET_VALIDATORS = 64
 """Most peer keys an ActivateValidatorSet may carry (the largest static validator set, as MAX_APPROVALS)."""

@@ -23,10 +23,10 @@ from typing import Any
 import aiohttp
 
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import JobType, ResourceBounds
 from cowboy_protocol.types.jobspec_json import _job_type_json  # the API's job_type JSON (docs/api.md)
 from cowboy_protocol.types.runner import JOB_KIND_NAMES
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.base import ExecutionResult, ExecutorError, canonical_json, check_output_size
 from cowboy_runner.executors.http import read_limited, with_operator_limit
 

@@ -17,9 +17,9 @@ from yarl import URL
 
 from cowboy_protocol.jobs.hosts import host_matches
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import HttpJob, JobType, ResourceBounds
 from cowboy_protocol.types.jobspec_checks import parse_http_url
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.addresses import is_global_address
 from cowboy_runner.executors.base import (
     ExecutionResult,

@@ -13,8 +13,8 @@ import aiohttp
 
 from cowboy_protocol.jobs.json_schema import BudgetExceeded, Meter, load_schema, schema_accepts
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import JobType, LlmJob, ResourceBounds
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.base import (
     ExecutionResult,
     ExecutorError,

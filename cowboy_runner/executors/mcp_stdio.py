@@ -26,7 +26,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError as PydanticValidationError
 
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 from cowboy_runner.executors.base import ExecutorError
 from cowboy_runner.executors.mcp_session import call_tool, initialize, list_tools, new_session, upstream
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from cowboy_node.chain.sigpool import SignaturePool, prepare_batch
+from cowboy_node.chain.signature_pool import SignaturePool, prepare_batch
 from tests.unit.chain.test_admission_pool import corpus
 
 RESULT_TIMEOUT_S = 60.0
@@ -54,7 +54,7 @@ def test_workers_recover_like_in_process_and_close_ends_them() -> None:
 
 CHILD = """
 import os, signal
-from cowboy_node.chain.sigpool import SignaturePool
+from cowboy_node.chain.signature_pool import SignaturePool
 pool = SignaturePool(2)
 pool.warm_up()
 print(" ".join(map(str, pool.worker_pids())), flush=True)

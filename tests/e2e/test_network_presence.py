@@ -6,7 +6,7 @@ validator outside its subset). An M = 3 job settles with three runners. Then one
 blocks.
 
 The bound asserted is the one the code gives (``cowboy_node/transport/presence.py``,
-``cowboy_node/transport/presence_gossip.py``, ``Node._presence_input``), which is tighter than the issue's
+``cowboy_node/p2p/presence_gossip.py``, ``Node._presence_input``), which is tighter than the issue's
 ``HEARTBEAT_TIMEOUT_BLOCKS + 2``. Let ``h_kill`` be the highest head any validator reports once the runner is
 dead (no ping can carry a later height). CIP-11 §6.3: a validator drops a runner silent for more than
 ``PRESENCE_TIMEOUT_BLOCKS`` (governed, default 15), i.e. at its own head ``h ≥ last_ping + T + 1``; it announces
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.transport.presence_gossip import GOSSIP_TTL_BLOCKS
+from cowboy_node.p2p.presence_gossip import GOSSIP_TTL_BLOCKS
 from cowboy_node.types.presence import decode_presence
 from tests.e2e.netproc import Testnet
 from tests.e2e.test_network_jobs import _callback, _submit, _ValidatorRpc, _wait_all_sessions

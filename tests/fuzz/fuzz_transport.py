@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cowboy_protocol.transport.errors import RemoteProtocolError
 from cowboy_protocol.transport.frames import HEADER_LEN, MAX_FRAME_BYTES, Goodbye, encode_frame
 from cowboy_protocol.transport.framing import FrameDecoder
 from cowboy_protocol.transport.preimages import make_assignment
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from cowboy_protocol.transport.session import Authenticated, Closed, Event, SessionBase, SessionState
 from tests.unit.protocol.test_transport_session_fuzz import JOB, TO_RUNNER, TO_VALIDATOR
 from tests.unit.protocol.test_transport_session_support import CHAIN, JOB_SPEC, RUNNER, VALIDATOR, Pair

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_protocol.keys import load_account_private_key
 from cowboy_protocol.types.instructions import CallActor, DeployActor
 from tests.helpers import make_tx
 from tests.integration.nodeproc import NodeProcess
-from tests.unit.execution.test_pvm_escapes import VECTORS, expectation
+from tests.unit.execution.pvm.test_pvm_escapes import VECTORS, expectation
 
 # One vector per family: hierarchy walk, introspection, format strings, imports, exponentiation, recursion,
 # memory bombs, endless loops in Python and in C, halts swallowed by except/finally, hash-order probes.

@@ -33,7 +33,7 @@ from tests.integration.runnerproc import (
     edit_runner_toml,
     fund_and_register,
 )
-from tests.unit.execution.test_sdk_quickstart import quick_start
+from tests.unit.execution.actors.test_sdk_quickstart import quick_start
 from tests.unit.runner_exec_servers import LlmStub, llm_app
 
 ACTOR = '''from cowboy_sdk import actor, capture, public, runner

@@ -23,6 +23,9 @@ from dataclasses import replace
 
 import pytest
 
+from cowboy_protocol.quic.adapter import ConnectionClosed, FrameConnection, start_server
+from cowboy_protocol.quic.certs import generate_self_signed
+from cowboy_protocol.quic.limits import ServerLimits
 from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
 from cowboy_protocol.transport.frames import (
     MAX_FRAME_BYTES,
@@ -50,9 +53,6 @@ from cowboy_protocol.transport.preimages import (
 )
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic import ConnectionClosed, FrameConnection, start_server
-from cowboy_protocol.transport.quic_certs import generate_self_signed
-from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_protocol.transport.session import AssignmentReceived, Authenticated, PongReceived
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 from cowboy_protocol.types.job_instructions import JobSubmit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.system_state import get_account, get_basefees
 from cowboy_node.node.node import Node
 from cowboy_node.transport.service import TransportConfig

@@ -18,7 +18,7 @@ import signal
 import time
 from typing import Any
 
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.system_state import get_account, get_basefees
 from cowboy_node.node.node import Node
 from cowboy_node.transport.service import TransportConfig

@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from cowboy_node.transport.service import TransportConfig, TransportService
+from cowboy_protocol.quic.adapter import ClientConnection, ConnectionClosed, connect
+from cowboy_protocol.quic.limits import ServerLimits, ServerStats
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import Frame, Goodbye, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, connect
-from cowboy_protocol.transport.quic_limits import ServerLimits, ServerStats
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import Authenticated, Closed, Event
 from cowboy_protocol.types.runner_instructions import RunnerDeregister, RunnerRegister

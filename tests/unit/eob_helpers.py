@@ -9,7 +9,7 @@ from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, put_account
 from cowboy_node.execution.timers.deliver import FireOutcome
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState

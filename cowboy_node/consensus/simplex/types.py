@@ -27,8 +27,8 @@ from typing import Any
 from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.codec import CodecError, decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 __all__ = [
     "DIGEST_LEN",

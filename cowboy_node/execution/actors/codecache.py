@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from cowboy_node.execution.actors.model import source_hash
+from cowboy_node.execution.actors.actor_record import source_hash
 from cowboy_node.execution.actors.sdk_surface import transform
 from cowboy_node.execution.pvm import CompiledActor, compile_actor
 

@@ -7,15 +7,15 @@ the meter recorded.
 
 from __future__ import annotations
 
-from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors import actor_state as store
+from cowboy_node.execution.actors.actor_record import ActorRecord, derive_actor_address
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.invoke import invoke
-from cowboy_node.execution.actors.model import ActorRecord, derive_actor_address
 from cowboy_node.execution.actors.rejection import rejection_failure
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import ActorRejected
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

@@ -43,7 +43,7 @@ from cowboy_sdk import _compiler as _sdk_compiler
 from cowboy_sdk.errors import ContinuationLimitError, DeterminismError
 
 from cowboy_node.execution.actors import fsm_loops
-from cowboy_node.execution.pvm.errors import ActorRejected
+from cowboy_node.execution.pvm.pvm_errors import ActorRejected
 
 FSM_MODULE = "pvm_fsm"
 """Name (in the actor's ``cowboy_sdk`` view) of the helpers the generated legs import."""

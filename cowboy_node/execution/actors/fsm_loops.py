@@ -43,8 +43,8 @@ from typing import Any
 
 from cowboy_sdk import _compiler as _sdk_compiler
 
-from cowboy_node.execution.actors.fsm_carry import LOOP_KEY
-from cowboy_node.execution.pvm.errors import ActorRejected
+from cowboy_node.execution.actors.fsm_loop_locals import LOOP_KEY
+from cowboy_node.execution.pvm.pvm_errors import ActorRejected
 
 DEFAULT_MAX_ITERATIONS = 1000
 """``bounded_loop()``'s default ``max_iterations``."""

@@ -26,17 +26,18 @@ lists/tuples/dicts of those).
 from __future__ import annotations
 
 from cowboy_node.execution import fees, mailbox
-from cowboy_node.execution.actors import host_timers, lifecycle, store, subscriptions
+from cowboy_node.execution.actors import actor_state as store
+from cowboy_node.execution.actors import host_timers, lifecycle, subscriptions
 from cowboy_node.execution.actors.frame import CallFrame, RunFrame, TxScope
 from cowboy_node.execution.actors.host_timers import GET_TIMERS_CYCLES_PER_TIMER as GET_TIMERS_CYCLES_PER_TIMER
 from cowboy_node.execution.actors.host_timers import MAX_WATCH_KEY_PREFIX_BYTES as MAX_WATCH_KEY_PREFIX_BYTES
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, put_account
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event
@@ -44,10 +45,10 @@ from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto import ed25519, secp256k1
 from cowboy_protocol.crypto.keccak import keccak256 as _keccak256
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import ADDRESS_LEN, U64_MAX, U128_MAX, encode_u128
 from cowboy_protocol.types.jobspec import decode_job_request
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 # --- costs (cycles; cells are always the bytes written) ---------------------------------------
 HOST_CALL_CYCLES = 100

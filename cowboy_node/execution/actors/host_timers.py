@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors import actor_state as store
 from cowboy_node.execution.actors.frame import CallFrame
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.scheduler import timeout as cip1_timeout
 from cowboy_node.execution.timers import interval, schedule, watch
-from cowboy_node.execution.timers import store as timer_store
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
+from cowboy_node.execution.timers import timer_state as timer_store
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER, MAX_TIMER_ID_BYTES
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.types.fields import ADDRESS_LEN
 

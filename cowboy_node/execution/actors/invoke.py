@@ -12,19 +12,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 
-from cowboy_node.execution.actors import sdk_bridge, store
+from cowboy_node.execution.actors import actor_state as store
+from cowboy_node.execution.actors import sdk_bridge
+from cowboy_node.execution.actors.actor_record import ActorRecord
 from cowboy_node.execution.actors.codecache import CODE_CACHE
 from cowboy_node.execution.actors.frame import CallFrame, TxScope
 from cowboy_node.execution.actors.host import Host
-from cowboy_node.execution.actors.model import ActorRecord
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import sdk_jobs
 from cowboy_node.execution.meter import InterruptHandle, Meter
 from cowboy_node.execution.pvm import ActorRejected, CompiledActor, PvmError, call_handler
 from cowboy_node.execution.system_state import JOB_DISPATCHER
 from cowboy_node.execution.timers.deliver import FireOutcome, make_outcome
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers.timer_record import Timer
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.types.fields import ADDRESS_LEN

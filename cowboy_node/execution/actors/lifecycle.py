@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors import actor_state as store
+from cowboy_node.execution.actors.actor_record import ActorRecord
 from cowboy_node.execution.actors.codecache import CODE_CACHE
-from cowboy_node.execution.actors.model import ActorRecord
 from cowboy_node.execution.actors.rejection import rejection_failure
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event

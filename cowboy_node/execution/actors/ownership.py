@@ -7,11 +7,11 @@ permissions). Codes: ``actor_not_found``, ``not_actor_owner``, ``invalid_new_own
 
 from __future__ import annotations
 
-from cowboy_node.execution.actors import store
-from cowboy_node.execution.actors.model import ActorRecord
+from cowboy_node.execution.actors import actor_state as store
+from cowboy_node.execution.actors.actor_record import ActorRecord
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

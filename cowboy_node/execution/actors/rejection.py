@@ -11,9 +11,9 @@ Every other rule is the node's own check, with a line and message that are the n
 
 from __future__ import annotations
 
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.pvm import ActorRejected
 from cowboy_node.execution.pvm.grammar import PYTHON_GRAMMAR
+from cowboy_node.execution.validity_errors import TxFailed
 
 REJECTED = "actor_rejected"
 """Prefix of the error code of a refused source: ``actor_rejected:<rule>:<line>``."""

@@ -38,10 +38,10 @@ from cowboy_sdk.bounded_loop import BoundedRange, bounded_loop, check_iteration
 from cowboy_sdk.events import emit as _untyped_emit
 from cowboy_sdk.events import on_event as _untyped_on_event
 
-from cowboy_node.execution.actors import fsm_carry
-from cowboy_node.execution.errors import TxFailed
+from cowboy_node.execution.actors import fsm_loop_locals as fsm_carry
 from cowboy_node.execution.pvm import costs
 from cowboy_node.execution.pvm import ctx as pvm_ctx
+from cowboy_node.execution.validity_errors import TxFailed
 
 _SDK_TIMER: Any = cowboy_sdk.timer  # untyped in the SDK
 _SDK_RUNNER: Any = _sdk_runner  # its stub (runner.pyi) omits the private helpers the lowered legs use

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from cowboy_node.execution.actors.fsm import FSM_MODULE, lower_continuations
 from cowboy_node.execution.actors.sdk_bridge import SDK_VIEW
-from cowboy_node.execution.pvm.errors import ActorRejected
+from cowboy_node.execution.pvm.pvm_errors import ActorRejected
 
 _NO_HOST = "host functions this node does not provide"
 REFUSED: Mapping[str, str] = types.MappingProxyType({

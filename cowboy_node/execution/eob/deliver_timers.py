@@ -36,8 +36,8 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.scheduler.deliver import deliver as cip1_deliver
 from cowboy_node.execution.timers import deliver, globalbox, watch
 from cowboy_node.execution.timers.deliver import FireOutcome
-from cowboy_node.execution.timers.model import Timer
 from cowboy_node.execution.timers.policy import MODE_FIFO, TimerPolicy, get_timer_policy
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

@@ -38,7 +38,7 @@ from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, get_timer_config
 from cowboy_node.execution.timers import deliver, watch
 from cowboy_node.execution.timers.deliver import FireOutcome
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.jobs.results import load_job, process_deadlines
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import encode

@@ -27,7 +27,7 @@ from cowboy_protocol.jobs.json_strict import (
     parse_json,
     split_path,
 )
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 CHECK_MAJORITY_VOTE = 0
 CHECK_JSON_SCHEMA_VALID = 1

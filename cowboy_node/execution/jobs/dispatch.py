@@ -29,10 +29,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import InvalidBlock, TxFailed
 from cowboy_node.execution.jobs import draw, mru, pending, seeds, selection_index, snapshot_root, weights
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible_with_report
-from cowboy_node.execution.jobs.model import (
+from cowboy_node.execution.jobs.job_record import (
     JobRecord,
     JobStatus,
     deadline_key,
@@ -41,12 +40,12 @@ from cowboy_node.execution.jobs.model import (
 )
 from cowboy_node.execution.jobs.snapshot_root import SnapshotRow
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.runners import store as registry
+from cowboy_node.execution.runners import registry_state as registry
 from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config, move_balance
+from cowboy_node.execution.validity_errors import InvalidBlock, TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, decode_u128, encode_u128, expect_bytes, expect_uint
 from cowboy_protocol.types.jobspec import (
     JobRequest,
@@ -57,6 +56,7 @@ from cowboy_protocol.types.jobspec import (
     http_host,
 )
 from cowboy_protocol.types.runner import RunnerRecord
+from cowboy_protocol.types.validation_errors import DecodeError
 
 MODE_V2 = 0xFF
 """Stored mode byte of a job selected on the CIP-2 v2 path (flag off)."""

@@ -7,19 +7,19 @@ anything is written, so a refused job leaves the escrow untouched.
 from __future__ import annotations
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import dispatch, results
 from cowboy_node.execution.jobs.verification import check_params
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_runner_config
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.jobs.json_schema import check_schema
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.jobspec import JobRequest, validate_request
 from cowboy_protocol.types.jobspec_checks import JsonSchemaValidCheck
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 
 def validate(world: WorldState, request: JobRequest) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.params import RunnerConfig
+from cowboy_protocol.types.validation_errors import ValidationError
 
 CODE = "invalid_settlement"
 """ValidationError code for impossible settlement inputs (a caller bug)."""

@@ -31,9 +31,9 @@ from typing import Any
 
 from cowboy_node.execution.system_state import JOB_DISPATCHER
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, HASH_LEN, U32_MAX, expect_bytes, expect_map, expect_uint
 from cowboy_protocol.types.runner import JOB_KIND_NAMES
+from cowboy_protocol.types.validation_errors import DecodeError
 
 PENDING_VERSION = 1
 """Version field of PendingSelectionV1."""

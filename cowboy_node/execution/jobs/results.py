@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs import dispatch, mru, payment, seeds, weights
 from cowboy_node.execution.jobs.checks import Check
-from cowboy_node.execution.jobs.model import (
+from cowboy_node.execution.jobs.job_record import (
     DEADLINE_PREFIX,
     MAX_RESULT_BYTES,
     JobRecord,
@@ -39,7 +38,7 @@ from cowboy_node.execution.jobs.model import (
 from cowboy_node.execution.jobs.verification import Reveal as VReveal
 from cowboy_node.execution.jobs.verification import Verdict, VerificationParams, verify
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.runners import store as registry
+from cowboy_node.execution.runners import registry_state as registry
 from cowboy_node.execution.system_state import (
     GOVERNANCE,
     JOB_DISPATCHER,
@@ -48,6 +47,7 @@ from cowboy_node.execution.system_state import (
     move_balance,
     put_account,
 )
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event

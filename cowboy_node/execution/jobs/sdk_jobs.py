@@ -29,20 +29,20 @@ from typing import Any
 
 from cowboy_sdk import codec as sdk_codec
 
-from cowboy_node.execution.actors import store
+from cowboy_node.execution.actors import actor_state as store
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.jobs.executors import submit_request
 from cowboy_node.execution.jobs.results import load_job
 from cowboy_node.execution.meter import Meter
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.fields import ADDRESS_LEN, expect_bytes, expect_map, expect_text
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 PREFIX = b"sdkjob/"
 """``sdkjob/<job_id>`` -> :class:`SdkJob` (pending runner jobs of SDK continuations)."""

@@ -33,13 +33,13 @@ from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.jobs.draw import draw_hash
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible_with_report
 from cowboy_node.execution.jobs.weights import base_weights
-from cowboy_node.execution.runners import store as registry
+from cowboy_node.execution.runners import registry_state as registry
 from cowboy_node.execution.system_state import get_runner_config
 from cowboy_node.state.world import WorldState, add_prepare_hook, watch_prefix
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import U128_MAX
 from cowboy_protocol.types.params import RunnerConfig
 from cowboy_protocol.types.runner import RunnerRecord
+from cowboy_protocol.types.validation_errors import DecodeError
 
 ClassKey = tuple[int, str | None, bool, str | None, bytes | None]
 """(job kind, HTTP host, TEE required, required TEE type, required pool): the request fields the

@@ -25,7 +25,7 @@ from cowboy_node.execution.jobs.checks import (
     validate_checks,
 )
 from cowboy_protocol.jobs.error_result import ErrorResult, decode_error_result
-from cowboy_protocol.types.errors import DecodeError, ValidationError
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 __all__ = [
     "CHECK_BUDGET_EXCEEDED",

@@ -3,8 +3,8 @@
 See ``docs/pvm.md`` for the policy, the cost table and the limits.
 """
 
-from cowboy_node.execution.pvm.errors import HALT_CODES, ActorRejected, PvmError
 from cowboy_node.execution.pvm.limits import Limits
+from cowboy_node.execution.pvm.pvm_errors import HALT_CODES, ActorRejected, PvmError
 from cowboy_node.execution.pvm.sandbox import CompiledActor, call_handler, compile_actor, describe_exception
 
 __all__ = [

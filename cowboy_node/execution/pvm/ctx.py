@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import costs
-from cowboy_node.execution.pvm.errors import PvmHalt
 from cowboy_node.execution.pvm.limits import Limits
+from cowboy_node.execution.pvm.pvm_errors import PvmHalt
+from cowboy_node.execution.validity_errors import TxFailed
 
 
 class Ctx:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from cowboy_node.execution.pvm import canon, costs, text, unistr, walk
+from cowboy_node.execution.pvm import canon, costs, text, walk
+from cowboy_node.execution.pvm import unicode_str as unistr
 from cowboy_node.execution.pvm.ctx import Ctx
 from cowboy_node.execution.pvm.walk import DICT_VIEWS, SCALARS, STRLIKE
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cowboy_node.execution.pvm import canon, costs, guards, text, unistr, walk
+from cowboy_node.execution.pvm import canon, costs, guards, text, walk
+from cowboy_node.execution.pvm import unicode_str as unistr
 from cowboy_node.execution.pvm.ctx import Ctx
 
 Guard = Callable[..., Any]

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cowboy_node.execution.pvm import grammar
-from cowboy_node.execution.pvm.errors import ActorRejected
 from cowboy_node.execution.pvm.limits import Limits
+from cowboy_node.execution.pvm.pvm_errors import ActorRejected
 
 #: Pure modules the PVM itself provides (curated wrappers, see ``stdlib.py``).
 STDLIB_MODULES = frozenset({"json", "math", "typing"})

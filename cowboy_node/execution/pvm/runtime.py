@@ -18,14 +18,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import canon, costs, guards, methods, text, walk
 from cowboy_node.execution.pvm.ctx import Ctx
-from cowboy_node.execution.pvm.errors import PvmHalt
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import STDLIB_MODULES
+from cowboy_node.execution.pvm.pvm_errors import PvmHalt
 from cowboy_node.execution.pvm.stdlib import ModuleView, host_view, stdlib_module
+from cowboy_node.execution.validity_errors import TxFailed
 
 EXCEPTIONS: tuple[type[Exception], ...] = (
     Exception, ArithmeticError, AssertionError, AttributeError, ImportError, IndexError, KeyError,
@@ -106,7 +106,7 @@ class Sandbox:
     Why: building the helpers (some eighty closures) costs about as much as a whole trivial handler
     call, and every timer fire and message pays for a call.  A Sandbox builds them once; :meth:`open`
     re-arms it for a call and :meth:`close` retires it.  What makes a reused Sandbox indistinguishable
-    from a fresh build (``tests/unit/execution/test_pvm_sandbox_reuse.py`` checks each point):
+    from a fresh build (``tests/unit/execution/pvm/test_pvm_sandbox_reuse.py`` checks each point):
 
     * One call at a time: from :meth:`open` to :meth:`close` a Sandbox belongs to one running
       ``call_handler``; ``sandbox.py`` hands them out from a free list, so a nested call (an actor

@@ -12,10 +12,10 @@ from typing import Any
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.pvm import costs, text
 from cowboy_node.execution.pvm.ctx import ACTIVE, Ctx
-from cowboy_node.execution.pvm.errors import ActorRejected, PvmError, PvmHalt
 from cowboy_node.execution.pvm.instrument import instrument
 from cowboy_node.execution.pvm.limits import Limits
 from cowboy_node.execution.pvm.policy import DEFAULT_HOST_MODULES, check_source
+from cowboy_node.execution.pvm.pvm_errors import ActorRejected, PvmError, PvmHalt
 from cowboy_node.execution.pvm.runtime import Sandbox
 from cowboy_node.execution.pvm.where import at_line
 from cowboy_protocol.crypto.keccak import keccak256

@@ -12,9 +12,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.pvm import costs, guards, text
 from cowboy_node.execution.pvm.ctx import Ctx
+from cowboy_node.execution.validity_errors import TxFailed
 
 _HOST_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.BuiltinMethodType)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from cowboy_node.execution.pvm import costs, unistr
+from cowboy_node.execution.pvm import costs
+from cowboy_node.execution.pvm import unicode_str as unistr
 from cowboy_node.execution.pvm.walk import DICT_VIEWS, DictItems, DictKeys, NoneType
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import RUNNER_REGISTRY, get_account, get_runner_config, put_account
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event

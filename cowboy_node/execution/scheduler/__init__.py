@@ -1,6 +1,6 @@
 """CIP-1 Autonomous Actor Scheduler (seeds/004; docs/timers.md §15), the governed ``TimerPolicy.mode = 2``.
 
-* ``model.py``    — the ``set_timeout`` timer record, its id, the state keys and the tier geometry;
+* ``timer_layout.py`` — the ``set_timeout`` timer record, its id, the state keys and the tier geometry;
 * ``queue.py``    — the three-tier calendar queue (block ring buffer, epoch queue, overflow set), epoch
   maintenance and the due backlog;
 * ``bidding.py``  — the Gas Bidding Agent call: context, bid parsing, typed outcomes;

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.fields import U64_MAX
+from cowboy_protocol.types.validation_errors import ValidationError
 
 GBA_HANDLER = "get_gas_bid"
 """The standard GBA interface (the draft's ``getGasBid``), a handler of the GBA actor."""

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.scheduler import bidding, model, queue, weights
+from cowboy_node.execution.scheduler import bidding, queue, weights
+from cowboy_node.execution.scheduler import timer_layout as model
 from cowboy_node.execution.scheduler.bidding import Bid, BidCall
-from cowboy_node.execution.scheduler.model import Cip1Timer
+from cowboy_node.execution.scheduler.timer_layout import Cip1Timer
 from cowboy_node.execution.system_state import get_account, get_timer_config, put_account
 from cowboy_node.execution.timers.deliver import TOPIC_EXPIRED, TOPIC_FIRED, FireOutcome, run_checkpointed
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account
 from cowboy_node.types.receipt import Event

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cowboy_node.execution.scheduler import model
-from cowboy_node.execution.scheduler.model import Cip1Timer
+from cowboy_node.execution.scheduler import timer_layout as model
+from cowboy_node.execution.scheduler.timer_layout import Cip1Timer
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.fields import expect_map, expect_uint

@@ -18,15 +18,16 @@ The owner pays every execution and GBA call from its own balance (no ``fee_payer
 
 from __future__ import annotations
 
-from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.actors import actor_state as actor_store
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.scheduler import model, queue
-from cowboy_node.execution.scheduler.model import Cip1Timer
+from cowboy_node.execution.scheduler import queue
+from cowboy_node.execution.scheduler import timer_layout as model
+from cowboy_node.execution.scheduler.timer_layout import Cip1Timer
 from cowboy_node.execution.system_state import get_timer_config
 from cowboy_node.execution.timers import schedule as cip5
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import encode
 from cowboy_protocol.types.fields import ADDRESS_LEN

@@ -1,6 +1,6 @@
 """CIP-5 timers (seeds/003): one-shot height timers, FIFO per height, fee_payer model.
 
-``model`` — the Timer record and timer id; ``store`` — state layout and indexes;
+``timer_record`` — the Timer record and timer id; ``timer_state`` — state layout and indexes;
 ``schedule`` — host calls and system instructions; ``deliver`` — the End-of-Block
 DeliverTimers step. The layout, codes and events are documented in docs/timers.md.
 """
@@ -13,7 +13,6 @@ from cowboy_node.execution.timers.deliver import (
     RunHandler,
     deliver_timers,
 )
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, Timer, derive_timer_id
 from cowboy_node.execution.timers.schedule import (
     cancel_timer,
     extend_timer,
@@ -21,6 +20,7 @@ from cowboy_node.execution.timers.schedule import (
     system_cancel_timer,
     system_extend_timer,
 )
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER, Timer, derive_timer_id
 
 __all__ = [
     "DEFAULT_HANDLER",

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.records import encode_account
 from cowboy_node.execution.system_state import get_timer_config
-from cowboy_node.execution.timers import store
-from cowboy_node.execution.timers.model import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer, encode_item
+from cowboy_node.execution.timers import timer_state as store
+from cowboy_node.execution.timers.timer_record import DEFAULT_HANDLER, MAX_HANDLER_BYTES, Timer, encode_item
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import Account, account_key
 from cowboy_node.types.receipt import Event

@@ -38,14 +38,15 @@ from dataclasses import dataclass
 
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.timers import store, watch
-from cowboy_node.execution.timers.model import Timer
+from cowboy_node.execution.timers import timer_state as store
+from cowboy_node.execution.timers import watch
 from cowboy_node.execution.timers.policy import TimerPolicy
+from cowboy_node.execution.timers.timer_record import Timer
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, HASH_LEN, expect_bytes, expect_map, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 QUEUE_PREFIX = b"gbox/q/"
 """Ordered queue of fires, keyed by the total-order comparator."""

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.timers import schedule, store
-from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES, Timer
+from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers import timer_state as store
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
+from cowboy_node.execution.timers.timer_record import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES, Timer
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.fields import U32_MAX, expect_bytes, expect_map, expect_text, expect_uint

@@ -16,16 +16,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import BASEFEE_ACTOR, get_timer_config
-from cowboy_node.execution.timers import store
-from cowboy_node.execution.timers.model import (
+from cowboy_node.execution.timers import timer_state as store
+from cowboy_node.execution.timers.timer_record import (
     MAX_HANDLER_BYTES,
     MAX_PAYLOAD_BYTES,
     Timer,
     derive_timer_id,
 )
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import encode

@@ -23,17 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cowboy_node.execution.context import BlockContext
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_timer_config
-from cowboy_node.execution.timers import schedule, store
-from cowboy_node.execution.timers.model import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
+from cowboy_node.execution.timers import schedule
+from cowboy_node.execution.timers import timer_state as store
 from cowboy_node.execution.timers.policy import E_EXTENSION_DISABLED, get_timer_policy
+from cowboy_node.execution.timers.timer_record import MAX_HANDLER_BYTES, MAX_PAYLOAD_BYTES
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto.keccak import keccak256
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import ADDRESS_LEN, U32_MAX, expect_bytes, expect_map, expect_text, expect_uint
+from cowboy_protocol.types.validation_errors import DecodeError
 
 WATCH_PREFIX = b"timer/w/"
 """``timer/w/<timer_id>`` -> :class:`WatchTimer`."""

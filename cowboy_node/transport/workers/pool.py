@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.relay import RelayChannel
-from cowboy_protocol.transport.quic import SERVER_UDP_RCVBUF, ConnectionHandler, FrameConnection
-from cowboy_protocol.transport.quic_limits import ServerLimits, ServerStats
+from cowboy_protocol.quic.adapter import SERVER_UDP_RCVBUF, ConnectionHandler, FrameConnection
+from cowboy_protocol.quic.limits import ServerLimits, ServerStats
 
 log = logging.getLogger("cowboy.transport.workers")
 

@@ -20,11 +20,11 @@ from typing import Any, cast
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.channel import ChannelProtocol
-from cowboy_protocol.transport.errors import TransportError
+from cowboy_protocol.quic.adapter import ConnectionHandler, FrameConnection
+from cowboy_protocol.quic.stream import GoodbyeSigner
 from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
-from cowboy_protocol.transport.quic import ConnectionHandler, FrameConnection
-from cowboy_protocol.transport.quic_stream import GoodbyeSigner
+from cowboy_protocol.transport.protocol_errors import TransportError
 
 log = logging.getLogger("cowboy.transport.workers")
 

@@ -28,13 +28,13 @@ from aioquic.quic.configuration import QuicConfiguration
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.channel import ChannelProtocol
+from cowboy_protocol.quic.acks import expect_reply
+from cowboy_protocol.quic.adapter import FrameConnection, QuicFrameServer
+from cowboy_protocol.quic.certs import load_certificate
+from cowboy_protocol.quic.limits import ServerLimits
+from cowboy_protocol.quic.stream import ALPN, FramedProtocol
 from cowboy_protocol.transport.frames import Frame, Goodbye, HeartbeatPing, encode_frame
 from cowboy_protocol.transport.framing import decode_frame
-from cowboy_protocol.transport.quic import FrameConnection, QuicFrameServer
-from cowboy_protocol.transport.quic_acks import expect_reply
-from cowboy_protocol.transport.quic_certs import load_certificate
-from cowboy_protocol.transport.quic_limits import ServerLimits
-from cowboy_protocol.transport.quic_stream import ALPN, FramedProtocol
 
 log = logging.getLogger("cowboy.transport.worker")
 

@@ -4,7 +4,7 @@ The reveal-window pre-check (``chain/admission.py`` :func:`check_reveal_window`,
 multi-runner job MUST NOT be submitted before its window opens): the boundary block ``commit_end`` itself, the
 cases it leaves to execution (a sender off the committee, an unknown job, a job no longer awaiting results), and the
 job's M rather than the seats drawn. Then the affordability boundary (a balance exactly the maximum fee) and a
-signature recovered elsewhere (``chain/sigpool.py``) that must not be used for other bytes of the same length.
+signature recovered elsewhere (``chain/signature_pool.py``) that must not be used for other bytes of the same length.
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ import pytest
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import Prepared
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.chain.signature_pool import Prepared
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, job_key
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.facade import RpcError
 from cowboy_node.state.memory import MemoryStore
 from cowboy_protocol.jobs.commitment import result_commitment
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.jobspec_json import parse_job_request_json
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, transfer
 from tests.unit.chain.test_admission_pool import _build
 from tests.unit.node_harness import JOB_EXAMPLE, RUNNER_SKS, RUNNERS, STAKE, Nonces, example_caps, make_node, produce

@@ -1,4 +1,4 @@
-"""Admission with signatures recovered elsewhere (``chain/sigpool.py``) decides exactly as recovering in-process.
+"""Admission with signatures recovered elsewhere (``chain/signature_pool.py``) decides exactly as recovering in-process.
 
 A mixed corpus (valid transfers, a duplicate, forged, high-s, bad-v and zero-r signatures, a signature by
 another key, malformed and oversized bytes, wrong chain, unfunded sender, nonce gap, underpriced replacement)
@@ -18,15 +18,15 @@ import pytest
 from cowboy_node.chain.admission import admit, head_context
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import Prepared, SignaturePool, prepare_batch
+from cowboy_node.chain.signature_pool import Prepared, SignaturePool, prepare_batch
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.crypto import bls
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.types.block import Round
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.secp256k1 import N
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, FEE_RECIPIENT, hand_seeds_due, transfer
 
 Outcome = tuple[str, ...]

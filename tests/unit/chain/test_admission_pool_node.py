@@ -14,9 +14,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
+from cowboy_node.chain.signature_pool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.node.assemble import assemble
 from cowboy_node.node.config import load_config, render_config
 from cowboy_node.node.devgenesis import DevGenesis

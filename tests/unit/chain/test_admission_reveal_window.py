@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, job_key
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.facade import RpcError
 from cowboy_protocol.jobs.commitment import result_commitment

@@ -17,9 +17,9 @@ from cowboy_node.types.block import Block, Round
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 
 KEYS = [(i + 1).to_bytes(32, "big") for i in range(3)]
 ADDRS = [private_key_to_address(k) for k in KEYS]

@@ -12,8 +12,8 @@ from cowboy_node.chain.chain import Chain, ChainError, PreparedBlock
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
-from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.system_state import get_account
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.block import Block, ConsumedSeed, Round

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.genesis import parse_genesis, quorum_threshold
 from cowboy_node.consensus.beacon import verify_beacon
 from cowboy_node.crypto import bls, threshold

@@ -17,7 +17,7 @@ from cowboy_node.types.receipt import (
     bounded_message,
 )
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 _BLOCK = re.compile(r"^```receipt-golden ([\w./-]+)\n(.*?)^```", re.M | re.S)

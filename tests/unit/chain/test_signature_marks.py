@@ -1,5 +1,5 @@
 """Admission records a transaction's signature mark only once its signature check passed and it was pooled; the
-marks are bounded (``chain/sigmarks.py``, ``chain/admission.py``)."""
+marks are bounded (``chain/signature_marks.py``, ``chain/admission.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from cowboy_node.chain.admission import admit
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig, MempoolError
-from cowboy_node.chain.sigmarks import SignatureMarks
-from cowboy_node.chain.sigpool import Prepared, prepare_one
-from cowboy_node.execution.errors import TxInvalid
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_node.chain.signature_marks import SignatureMarks
+from cowboy_node.chain.signature_pool import Prepared, prepare_one
+from cowboy_node.execution.validity_errors import TxInvalid
+from cowboy_protocol.types.validation_errors import ValidationError
 from tests.helpers import ALICE, ALICE_SK, BOB, BOB_SK, transfer
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from cowboy_node.cli.main import build_parser
 from cowboy_node.execution.system_state import get_timer_config
-from cowboy_node.execution.timers import store as timer_store
+from cowboy_node.execution.timers import timer_state as timer_store
 from cowboy_protocol.crypto.address import to_checksum_address
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types.params import TimerConfig

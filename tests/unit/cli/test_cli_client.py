@@ -701,15 +701,15 @@ def test_query_job_results_decodes_error_results() -> None:
 
 def test_status_text_shows_consensus_state() -> None:
     # issue 37 item 5: `cowboy-node status` (text) showed no peers, view or finalized height
-    from cowboy_node.cli.client_commands import _status_summary
+    from cowboy_node.cli.client_commands import status_summary
 
     st = {"chain_id": "c", "height": 9, "consensus": {
         "validators": 4, "quorum": 3, "me": 0, "view": 12, "leader": 1, "finalized_view": 11, "finalized_height": 9,
         "syncing": False, "peers": [1, 3], "voting": {"enabled": True}}}
-    lines = _status_summary(st).splitlines()
+    lines = status_summary(st).splitlines()
     assert "validator:   0 of 4 (quorum 3); votes: yes" in lines
     assert "view:        12 (leader 1); finalized view 11, height 9" in lines
     assert "peers:       2 of 3 connected (1, 3)" in lines
     st["consensus"].update(voting={"enabled": False, "reason": "double_sign_check", "until_view": 40}, syncing=True)
-    text = _status_summary(st)
+    text = status_summary(st)
     assert "votes: NO (double_sign_check, until view 40)" in text and "; SYNCING" in text

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cowboy_node.cli.workflow_commands import GAS_MARGIN_CELLS, GAS_MARGIN_CYCLES
-from cowboy_node.execution.actors import store as actor_store
+from cowboy_node.execution.actors import actor_state as actor_store
 from cowboy_protocol.codec import decode
 from cowboy_protocol.crypto.address import to_checksum_address
 from tests.helpers import ALICE, ALICE_SK

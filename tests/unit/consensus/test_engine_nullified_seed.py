@@ -30,9 +30,9 @@ from cowboy_node.consensus.simplex.engine import (
 from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.crypto import bls, threshold
 from cowboy_node.execution.jobs import pending
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.jobs.seeds import MODE_DELAYED, beacon_hash_v1, selection_seed_v3
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.types.block import Block, Round
 from cowboy_node.types.presence import encode_presence
 from cowboy_protocol.crypto import ed25519
@@ -40,7 +40,7 @@ from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE_SK, FEE_RECIPIENT
 from tests.unit.consensus.forks_harness import keep_prepared, leader_key
-from tests.unit.execution import test_jobs_e2e as e2e
+from tests.unit.execution.jobs import test_jobs_e2e as e2e
 
 M3 = {"mode": "majority_vote", "runners": 3, "threshold": 2}
 DELTA = 100

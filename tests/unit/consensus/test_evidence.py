@@ -63,7 +63,7 @@ def test_the_service_records_each_fault_once_with_its_votes() -> None:
 def test_a_damaged_record_is_skipped_not_fatal() -> None:
     import pytest
 
-    from cowboy_protocol.types.errors import DecodeError
+    from cowboy_protocol.types.validation_errors import DecodeError
 
     with pytest.raises(DecodeError):
         Evidence.decode(b"\x58")

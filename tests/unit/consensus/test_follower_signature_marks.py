@@ -1,5 +1,5 @@
 """A follower executing the leader's block skips the signature recovery of transactions it admitted itself, and
-only of exactly those bytes (issue 20 item 5; ``chain/sigmarks.py``, ``execution/block.py``)."""
+only of exactly those bytes (issue 20 item 5; ``chain/signature_marks.py``, ``execution/block.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cowboy_node.chain.mempool import Mempool, MempoolConfig
 from cowboy_node.consensus.forks import Forks
 from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.execution import transactions as tx_module
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_protocol.crypto.secp256k1 import N, recover_address
 from cowboy_protocol.types.transaction import Transaction

@@ -12,7 +12,7 @@ from cowboy_node.consensus import forks as forks_module
 from cowboy_node.consensus.forks import seeds_due
 from cowboy_node.consensus.records import ConsensusRecords
 from cowboy_node.consensus.simplex.types import Finalization, Proposal
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.types.block import Block, ConsumedSeed, Round
 from tests.helpers import ALICE_SK, BOB, transfer

@@ -14,10 +14,10 @@ import pytest
 
 from cowboy_node.consensus.forks import Forks
 from cowboy_node.consensus.records import ConsensusRecords
-from cowboy_node.execution.errors import InvalidBlock
 from cowboy_node.execution.jobs import dispatch, pending
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, job_key
+from cowboy_node.execution.runners.registry_state import registry_size
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, ConsumedSeed, Round
 from cowboy_node.types.presence import encode_presence
@@ -25,7 +25,7 @@ from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.jobspec import derive_job_id
 from tests.helpers import ALICE_SK, FEE_RECIPIENT
 from tests.unit.consensus.forks_harness import keep_prepared, leader_key, seed_for
-from tests.unit.execution import test_jobs_e2e as e2e
+from tests.unit.execution.jobs import test_jobs_e2e as e2e
 
 M3 = {"mode": "majority_vote", "runners": 3, "threshold": 2}
 

@@ -14,7 +14,7 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.consensus.header import fee_recipient_of, verify_and_prepare
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis, create_genesis
 from cowboy_node.types.block import ConsumedSeed, Round
 from cowboy_protocol.crypto import ed25519

@@ -13,7 +13,7 @@ from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.consensus.beacon import sign_beacon
 from cowboy_node.consensus.header import verify_and_prepare
 from cowboy_node.crypto import bls
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.types.block import Block, ConsumedSeed, Round
 from cowboy_protocol.crypto import ed25519

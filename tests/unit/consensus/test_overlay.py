@@ -17,8 +17,8 @@ from cowboy_node.consensus.overlay import OverlayStore, overlay_world
 from cowboy_node.crypto import bls
 from cowboy_node.execution.block import execute_block
 from cowboy_node.node.devgenesis import DevGenesis
+from cowboy_node.state.kv_store import StateStore, StoreError, WriteOp
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore, StoreError, WriteOp
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.block import Block, Round
 from cowboy_protocol.crypto import ed25519

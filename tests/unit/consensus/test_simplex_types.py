@@ -24,7 +24,7 @@ from cowboy_node.consensus.simplex.types import (
 from cowboy_node.types.block import Round
 from cowboy_node.types.seed import round_message
 from cowboy_protocol.codec import encode
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 R = Round(0, 2)
 P = Proposal(R, 1, b"\x11" * 32, b"\x22" * 32)

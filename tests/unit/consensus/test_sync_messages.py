@@ -24,7 +24,7 @@ from cowboy_node.consensus.sync_messages import (
     encode_sync,
     unpack_page,
 )
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 DIGEST = bytes(range(32))
 

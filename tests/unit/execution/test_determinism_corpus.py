@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.execution.actors.model import derive_actor_address
-from cowboy_node.execution.pvm import unicode_tables, unistr
+from cowboy_node.execution.actors.actor_record import derive_actor_address
+from cowboy_node.execution.pvm import unicode_str as unistr
+from cowboy_node.execution.pvm import unicode_tables
 from cowboy_node.state.memory import MemoryStore
 from cowboy_protocol.types.instructions import CallActor, DeployActor, Transfer
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, make_tx

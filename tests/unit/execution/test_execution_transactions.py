@@ -7,10 +7,10 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.block import begin_block, build_block
 from cowboy_node.execution.context import BlockEnv
-from cowboy_node.execution.errors import TxInvalid
 from cowboy_node.execution.fees import TRANSFER_CYCLES, TX_BASE_CYCLES
 from cowboy_node.execution.system_state import get_account, get_basefee_config, get_basefees, get_burned
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS, execute_transaction
+from cowboy_node.execution.validity_errors import TxInvalid
 from cowboy_node.types.account import account_key
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS
 from cowboy_protocol.types.instructions import UpdateBasefeeConfig

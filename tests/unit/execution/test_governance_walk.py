@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from cowboy_node.execution import governance as gov
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.system_state import get_chain_limits, get_cip11_flags
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
@@ -21,7 +21,7 @@ from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
 from tests.helpers import ALICE, ALICE_SK, make_dev_genesis, run_under_hash_seeds
-from tests.unit.execution.test_jobs_e2e import EXAMPLES, RUNNER_SKS, RUNNERS, STAKE, Net, _request
+from tests.unit.execution.jobs.test_jobs_e2e import EXAMPLES, RUNNER_SKS, RUNNERS, STAKE, Net, _request
 
 
 def _settle_one_job(net: Net, phase: int) -> None:

@@ -7,7 +7,7 @@ from Crypto.Hash import keccak
 
 from cowboy_node.execution import mailbox
 from cowboy_node.execution.mailbox import KIND_MESSAGE, KIND_TIMER, MailboxEntry
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 from tests.unit.eob_helpers import ACTOR, OTHER, ROOT, make_ctx, make_world
 
 

@@ -14,6 +14,7 @@ from cowboy_protocol.transport.session import PresenceReceiptReceived, SessionBa
 from cowboy_protocol.transport.validator_session import Admission, ValidatorSession
 from cowboy_runner.presence_certificates import PresenceCertifier
 from tests.helpers import CHAIN_ID
+from tests.unit.execution.jobs.test_mode_a_selection import _env
 from tests.unit.execution.test_mode_a_certificates import (
     H0,
     PEERS,
@@ -26,7 +27,6 @@ from tests.unit.execution.test_mode_a_certificates import (
     pc,
     sub_of,
 )
-from tests.unit.execution.test_mode_a_selection import _env
 
 
 def _move(src: SessionBase, dst: SessionBase) -> list[object]:

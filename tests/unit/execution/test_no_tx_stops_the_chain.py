@@ -25,7 +25,7 @@ from cowboy_node.crypto import bls
 from cowboy_node.execution import transactions
 from cowboy_node.execution.context import BlockContext
 from cowboy_node.execution.meter import Meter
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.execution.system_state import get_account
 from cowboy_node.node.node import Node
 from cowboy_node.state.memory import MemoryStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cowboy_node.types.presence import decode_presence, encode_presence
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 def test_empty_registry_encodes_as_empty_bitmap() -> None:

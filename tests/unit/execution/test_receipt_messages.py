@@ -8,7 +8,7 @@ from cowboy_node.execution.transactions import execute_transaction
 from cowboy_node.types.receipt import MAX_ERROR_MESSAGE_BYTES, STATUS_FAILED
 from cowboy_protocol.types.instructions import Transfer
 from tests.helpers import ALICE_SK, make_tx, run_under_hash_seeds
-from tests.unit.execution.test_actors_helpers import make_env
+from tests.unit.execution.actors.test_actors_helpers import make_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -70,7 +70,7 @@ def test_a_transfer_failure_has_its_message() -> None:
 
 
 _SCRIPT = """
-from tests.unit.execution.test_actors_helpers import make_env
+from tests.unit.execution.actors.test_actors_helpers import make_env
 from tests.unit.execution.test_receipt_messages import NAME_ERROR, OBJECT_IN_MESSAGE, SPIN
 env = make_env()
 for src, cycles in ((NAME_ERROR, 2_000_000), (SPIN, 200_000), (OBJECT_IN_MESSAGE, 2_000_000)):

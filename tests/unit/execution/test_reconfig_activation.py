@@ -20,7 +20,6 @@ from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.transport.subset import valid_snapshots
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.instructions import (
     GOVERNED_KINDS,
     Instruction,
@@ -29,6 +28,7 @@ from cowboy_protocol.types.instructions import (
     instruction_from_cbor,
     instruction_to_cbor,
 )
+from cowboy_protocol.types.validation_errors import DecodeError
 from cowboy_protocol.types.validator_set_instructions import ActivateValidatorSet
 from tests.helpers import BOB_SK, CHAIN_ID, make_tx
 from tests.unit.execution.test_governance import NOW, Env

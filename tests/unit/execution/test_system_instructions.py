@@ -13,7 +13,6 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.execution.block import begin_block
 from cowboy_node.execution.context import BlockContext, BlockEnv
-from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.fees import SYSTEM_INSTRUCTION_CYCLES, TX_BASE_CYCLES
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import (
@@ -22,9 +21,10 @@ from cowboy_node.execution.system_state import (
     get_timer_config,
     set_timer_config,
 )
-from cowboy_node.execution.timers import store
+from cowboy_node.execution.timers import timer_state as store
 from cowboy_node.execution.timers.schedule import schedule_timer
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS, execute_transaction
+from cowboy_node.execution.validity_errors import TxFailed
 from cowboy_node.state.world import WorldState
 from cowboy_node.types.account import account_key
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Event, Receipt
@@ -241,7 +241,7 @@ def test_extend_timer_by_a_non_deployer_is_unauthorized(env: Env) -> None:
 def test_a_blocks_update_timer_config_is_the_config_of_the_next_block() -> None:
     """Through real blocks (producer and verifying follower): the config staged by block h's UpdateTimerConfig
     is the governed one in block h's committed state, i.e. from block h + 1 on, and both agree on the root."""
-    from tests.unit.execution import test_jobs_e2e as e2e
+    from tests.unit.execution.jobs import test_jobs_e2e as e2e
 
     net = e2e.Net(make_dev_genesis())
     net.block([net.tx(ALICE_SK, UpdateTimerConfig(NEW_CONFIG))])

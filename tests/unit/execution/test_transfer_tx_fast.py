@@ -13,13 +13,13 @@ import random
 import struct
 from dataclasses import replace
 
-from cowboy_node.chain.sigpool import Prepared, prepare_one
+from cowboy_node.chain.signature_pool import Prepared, prepare_one
 from cowboy_node.execution.transfer_tx import decode_transfer, recover_signer, signing_hash
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.instructions import CallActor, Transfer, TransferActorOwnership
 from cowboy_protocol.types.transaction import TX_SIGNING_DOMAIN, Transaction
+from cowboy_protocol.types.validation_errors import ValidationError
 
 U64_MAX = (1 << 64) - 1
 _INTS = [0, 1, 23, 24, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, U64_MAX]

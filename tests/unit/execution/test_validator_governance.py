@@ -12,7 +12,6 @@ from cowboy_node.execution.validator_set import put_snapshot
 from cowboy_node.types.receipt import STATUS_FAILED, STATUS_SUCCESS, Receipt
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto import ed25519
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.governance_instructions import GovernanceSetPhase
 from cowboy_protocol.types.instructions import (
     APPROVAL_DOMAIN,
@@ -23,6 +22,7 @@ from cowboy_protocol.types.instructions import (
     instruction_from_cbor,
     instruction_to_cbor,
 )
+from cowboy_protocol.types.validation_errors import DecodeError
 from tests.helpers import ALICE_SK, BOB_SK, CHAIN_ID, make_tx
 from tests.unit.execution.test_governance import NOW, Env, _refused
 

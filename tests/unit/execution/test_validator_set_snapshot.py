@@ -22,8 +22,8 @@ from cowboy_node.state.world import WorldState
 from cowboy_protocol.codec import encode
 from cowboy_protocol.transport.preimages import validator_set_hash
 from cowboy_protocol.transport.subset import EpochSnapshot
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.params import BasefeeConfig, ChainLimits, Cip11Flags, TimerConfig
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 def test_golden_bytes_and_key() -> None:

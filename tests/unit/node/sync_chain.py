@@ -12,8 +12,8 @@ from cowboy_node.consensus.simplex.scheme import ThresholdScheme
 from cowboy_node.consensus.simplex.types import Finalization, Proposal, finalize_message, seed_message
 from cowboy_node.crypto import bls, threshold
 from cowboy_node.node.devgenesis import NetworkGenesis, create_genesis
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore
 from cowboy_node.types.block import Block, Round
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.types.transaction import Transaction

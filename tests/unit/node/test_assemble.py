@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from cowboy_node.consensus.sync_messages import CH_BLOCKS, CH_CONSENSUS, CH_SYNC, CH_TX_BATCH, CH_TXS
+from cowboy_node.p2p.endpoint_gossip import CH_ENDPOINTS
+from cowboy_node.p2p.peer_router import PeerRouter
+from cowboy_node.p2p.presence_gossip import CH_PRESENCE
 from cowboy_node.snapshot.messages import CH_SNAPSHOT
-from cowboy_node.transport.endpoint_gossip import CH_ENDPOINTS
-from cowboy_node.transport.peer_router import PeerRouter
-from cowboy_node.transport.presence_gossip import CH_PRESENCE
 from tests.unit.node_harness import make_node
 
 Route = Callable[[int, int, bytes], None]

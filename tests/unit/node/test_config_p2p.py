@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.node.config import (
     INT_BOUNDS,
     NodeConfig,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.cli.main import main
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, WATCH_STEP, DoubleSignGuard, VoteJournal, marker_path
 from cowboy_node.consensus.simplex.elector import Election

@@ -15,7 +15,7 @@ import pytest
 from cowboy_node.node import startup as runner_module
 from cowboy_node.node.keys import load_validator_key
 from cowboy_protocol.keys import KeyFileError, check_secret_mode, load_account_key, write_account_key
-from cowboy_protocol.transport.quic_certs import ensure_certificate
+from cowboy_protocol.quic.certs import ensure_certificate
 from tests.unit.node_harness import run_cli
 
 SK = bytes.fromhex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318")

@@ -8,7 +8,7 @@ parents), so the proposer (``ValidatorGossip.presence_input``) drops every index
 
 from __future__ import annotations
 
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.types.presence import decode_presence
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from tests.unit.node_harness import RUNNER_SKS, STAKE, Nonces, example_caps, make_node, produce

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from cowboy_node.chain.sigpool import PreparedOrUndecodable, SignaturePool
+from cowboy_node.chain.signature_pool import PreparedOrUndecodable, SignaturePool
 from cowboy_node.consensus.sync_messages import (
     CH_TX_BATCH,
     MAX_TX_BATCH_TXS,
@@ -20,7 +20,7 @@ from cowboy_node.consensus.sync_messages import (
     encode_tx_batch,
 )
 from cowboy_node.node.tx_gossip import TxGossip, TxGossipConfig
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,8 +14,8 @@ import urllib.request
 from dataclasses import replace
 
 from cowboy_node.chain.chain import Chain
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, Reveal
-from cowboy_node.execution.runners.store import registry_size
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, Reveal
+from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.node.node import Node
 from cowboy_node.observability.job_activity import TRANSITIONS, count_transitions
 from cowboy_node.observability.metrics import start_metrics_server

@@ -99,8 +99,8 @@ def test_node_records_each_committed_blocks_timer_counts_and_step_durations() ->
 
     from cowboy_node.chain.chain import Chain
     from cowboy_node.chain.mempool import Mempool, MempoolConfig
-    from cowboy_node.execution.actors.model import derive_actor_address
-    from cowboy_node.execution.actors.store import get_state
+    from cowboy_node.execution.actors.actor_record import derive_actor_address
+    from cowboy_node.execution.actors.actor_state import get_state
     from cowboy_node.execution.end_of_block import EOB_STEPS
     from cowboy_node.node.assemble import assemble
     from cowboy_node.state.memory import MemoryStore

@@ -106,5 +106,5 @@ def test_make_test_pythons_builds_a_venv_per_interpreter_and_runs_the_pvm_tests_
     for v in ("3.98", "3.99"):
         assert f"/opt/py/python{v} -m venv .venv-{v}" in out
         assert f".venv-{v}/bin/python -m pip install --disable-pip-version-check -q --require-hashes" in out
-    assert "tests/unit/execution/test_pvm_*.py tests/unit/execution/test_determinism*.py" in out
+    assert "tests/unit/execution/pvm/test_pvm_*.py tests/unit/execution/test_determinism*.py" in out
     assert "scripts/pvm_interpreter_audit.py --check" in out and ".venv-3.98/bin/python .venv-3.99/bin/python" in out

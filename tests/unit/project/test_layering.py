@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"cowboy_node.consensus"},                            # header checks, beacon, the producer
     {"cowboy_node.observability"},                        # metrics and logs of everything below
     {"cowboy_node.snapshot"},                             # state snapshots: take, verify, install (files)
-    {"cowboy_node.transport", "cowboy_node.rpc"},         # the node's two servers (never import each other)
+    {"cowboy_node.p2p", "cowboy_node.transport", "cowboy_node.rpc"},  # peers, runners, clients (never each other)
     {"cowboy_node.node"},                                 # process start-up, config, keys, wiring
     {"cowboy_node.cli"},                                  # the cowboy-node commands
 ]
@@ -37,7 +37,8 @@ RUNNER_MAY_IMPORT = {"cowboy_protocol"}
 
 PURE = [("cowboy_node", "execution"), ("cowboy_node", "state"), ("cowboy_node", "types"),
         ("cowboy_node", "consensus"),
-        ("cowboy_protocol", "codec"), ("cowboy_protocol", "types"), ("cowboy_protocol", "jobs")]
+        ("cowboy_protocol", "codec"), ("cowboy_protocol", "types"), ("cowboy_protocol", "jobs"),
+        ("cowboy_protocol", "transport")]
 """Packages that never read the clock, randomness, the OS, the network or the environment (rule 1). The execution
 core and below import nothing above ``execution``; ``consensus`` (sans-I/O engine, forks, records) may also import
 ``chain`` beneath it (the block store it builds on): its clock, timers and peer I/O come in through Protocols."""
@@ -198,3 +199,10 @@ def test_pure_packages_import_no_io_or_upper_layers(top: str, package: str) -> N
             if first == "cowboy_node":
                 assert _layer(_package(mod)) <= max(_layer("cowboy_node.execution"), _layer(f"{top}.{package}")), \
                     f"{rel} imports {mod}"
+
+
+def test_the_protocol_transport_core_does_not_import_its_quic_adapter() -> None:
+    """``cowboy_protocol.transport`` (frames, sessions, preimages: sans-I/O) sits below ``cowboy_protocol.quic``."""
+    bad = [f"{m} -> {d}" for m, deps in _internal_graph().items() if m.startswith("cowboy_protocol.transport")
+           for d in deps if d.startswith("cowboy_protocol.quic")]
+    assert not bad, "\n".join(bad)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.governance_instructions import GovernanceSetParam, GovernanceSetPhase
 from cowboy_protocol.types.instructions import _REGISTRY, Instruction, instruction_from_cbor, instruction_to_cbor
+from cowboy_protocol.types.validation_errors import DecodeError
 
 SET_PHASE = (GovernanceSetPhase(phase=2, activation_height=1000), bytes.fromhex(
     "a3"            # map(3)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.instructions import (
     CallActor,
     CancelTimer,
@@ -24,6 +23,7 @@ from cowboy_protocol.types.instructions import (
 )
 from cowboy_protocol.types.params import TimerConfig
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 from tests.helpers import ALICE, ALICE_SK
 
 ACTOR = b"\xaa" * 20

@@ -18,7 +18,6 @@ from cowboy_node.execution.jobs.verification import Reveal, Verdict, verify
 from cowboy_protocol.codec import encode
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.types import runner
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.jobspec import (
     JOB_TYPE_CLASSES,
     AgentJob,
@@ -56,6 +55,7 @@ from cowboy_protocol.types.jobspec_checks import (
     VerifierCheck,
     check_from_cbor,
 )
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 
 
 def _t(text: str) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.jobspec import (
     CallbackInfo,
     HttpJob,
@@ -22,6 +21,7 @@ from cowboy_protocol.types.jobspec import (
 )
 from cowboy_protocol.types.jobspec_checks import NumericToleranceCheck, VerificationConfig, VerificationMode
 from cowboy_protocol.types.jobspec_json import job_request_to_json, job_spec_to_json, parse_job_request_json
+from cowboy_protocol.types.validation_errors import ValidationError
 from tests.unit.protocol.test_jobspec import requests
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "configs" / "examples" / "job-http.json"

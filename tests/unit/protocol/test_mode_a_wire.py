@@ -13,9 +13,9 @@ from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.transport.preimages import ValidatorKey
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.instructions import instruction_from_cbor, instruction_to_cbor
 from cowboy_protocol.types.presence_instructions import MAX_RECEIPTS, PresenceReceipt, SubmitPresenceCertificate
+from cowboy_protocol.types.validation_errors import DecodeError
 
 R_PK = bytes.fromhex("01" "0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")  # 0x01 ‖ G
 V_PK = b"\x02" + b"\x11" * 32

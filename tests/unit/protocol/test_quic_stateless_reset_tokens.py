@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_protocol.transport.quic import (
+from cowboy_protocol.quic.adapter import (
     MIN_STATELESS_RESET_BYTES,
     SERVER_CID_LENGTH,
     is_issued_cid,
@@ -17,7 +17,7 @@ from cowboy_protocol.transport.quic import (
     stateless_reset_packet,
     stateless_reset_token,
 )
-from cowboy_protocol.transport.quic_certs import ensure_reset_key
+from cowboy_protocol.quic.certs import ensure_reset_key
 
 
 def test_server_connection_ids_are_recognised_only_under_their_secret() -> None:

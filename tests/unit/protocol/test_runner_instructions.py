@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.instructions import Instruction, instruction_from_cbor, instruction_to_cbor
 from cowboy_protocol.types.runner import Capabilities, Health, Rate, RateCard, RunnerRecord
 from cowboy_protocol.types.runner_instructions import (
@@ -22,6 +21,7 @@ from cowboy_protocol.types.runner_instructions import (
     RunnerUpdateRateCard,
 )
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError
 from tests.helpers import ALICE, ALICE_SK
 
 CAPS = Capabilities(job_kinds=(1,), regions=("eu",), http_domains=("example.com",), max_concurrent_jobs=4)

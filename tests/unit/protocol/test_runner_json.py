@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cowboy_protocol.codec import decode, encode
-from cowboy_protocol.types.errors import ValidationError
 from cowboy_protocol.types.runner import JOB_KINDS, Capabilities, Health, Rate, RateCard, RunnerRecord
 from cowboy_protocol.types.runner_json import (
     capabilities_to_json,
@@ -19,6 +18,7 @@ from cowboy_protocol.types.runner_json import (
     record_to_json,
     runner_file_from_json,
 )
+from cowboy_protocol.types.validation_errors import ValidationError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "configs" / "examples" / "runner-capabilities.json"
 BRIEF_DOC: dict[str, Any] = {

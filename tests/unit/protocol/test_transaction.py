@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from Crypto.Hash import keccak
 
-from cowboy_protocol.types.errors import DecodeError, ValidationError
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
+from cowboy_protocol.types.validation_errors import DecodeError, ValidationError
 from tests.helpers import ALICE, ALICE_SK, BOB
 
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 from cryptography.x509.oid import NameOID
 
-from cowboy_protocol.transport.exporter import (
+from cowboy_protocol.quic.exporter import (
     CHANNEL_BINDING_LABEL,
     channel_binding,
     derive_secret,

@@ -11,8 +11,8 @@ import pytest
 from cowboy_protocol.crypto import ed25519, secp256k1
 from cowboy_protocol.transport import fast_crypto
 from cowboy_protocol.transport.enums import Role
-from cowboy_protocol.transport.errors import SignatureError
 from cowboy_protocol.transport.preimages import ValidatorKey, verify_signature
+from cowboy_protocol.transport.protocol_errors import SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
 
 N = secp256k1.N

@@ -10,7 +10,6 @@ import pytest
 
 from cowboy_protocol.codec import encode
 from cowboy_protocol.transport.enums import CancelReason, FrameType, GoodbyeReason, RejectReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
 from cowboy_protocol.transport.frames import (
     FRAME_CLASSES,
     MAX_FRAME_BYTES,
@@ -36,6 +35,7 @@ from cowboy_protocol.transport.frames import (
     encode_frame,
 )
 from cowboy_protocol.transport.framing import decode_frame
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, RemoteProtocolError, SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
 
 # Fixed keys: secp256k1 secret 0x01*32 and Ed25519 seed 0x02*32.

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.errors import RemoteProtocolError
 from cowboy_protocol.transport.frames import MAX_FRAME_BYTES
 from cowboy_protocol.transport.framing import FrameDecoder, decode_frame
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from tests.unit.protocol.test_transport_frames import GOLDEN
 
 STREAM = b"".join(wire for _, _, wire in GOLDEN)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cowboy_protocol.transport.errors import RemoteProtocolError
 from cowboy_protocol.transport.framing import FrameDecoder, decode_frame
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from tests.unit.protocol.test_transport_frames import GOLDEN
 from tests.unit.protocol.test_transport_framing import FRAMES, STREAM
 

@@ -17,7 +17,6 @@ from cowboy_protocol.codec import CodecError, decode, encode
 from cowboy_protocol.crypto import ed25519, secp256k1
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.transport.enums import FrameType, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, RemoteProtocolError, SignatureError
 from cowboy_protocol.transport.frames import Frame, HeartbeatPing, HeartbeatPong, decode_payload, encode_frame
 from cowboy_protocol.transport.framing import FrameDecoder
 from cowboy_protocol.transport.preimages import (
@@ -33,8 +32,9 @@ from cowboy_protocol.transport.preimages import (
     verify_heartbeat_ping,
     verify_signature,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, RemoteProtocolError, SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.types.errors import DecodeError
+from cowboy_protocol.types.validation_errors import DecodeError
 
 RUNNER = RunnerKey(b"\x01" * 32)
 OTHER_RUNNER = RunnerKey(b"\x03" * 32)

@@ -8,7 +8,6 @@ import pytest
 
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError, SignatureError
 from cowboy_protocol.transport.frames import (
     AckStatus,
     BackpressureSignal,
@@ -44,6 +43,7 @@ from cowboy_protocol.transport.preimages import (
     verify_hello_ack,
     verify_signature,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError, SignatureError
 from cowboy_protocol.transport.pubkeys import PubKey
 
 RUNNER = RunnerKey(b"\x01" * 32)

@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.frames import MAX_FRAME_BYTES, Frame, Goodbye, JobProgress, JobResult
-from cowboy_protocol.transport.quic import (
+from cowboy_protocol.quic.adapter import (
     SERVER_UDP_RCVBUF,
     ClientConnection,
     ConnectionClosed,
@@ -24,8 +22,10 @@ from cowboy_protocol.transport.quic import (
     connect,
     start_server,
 )
-from cowboy_protocol.transport.quic_certs import generate_self_signed
-from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.quic.certs import generate_self_signed
+from cowboy_protocol.quic.limits import ServerLimits
+from cowboy_protocol.transport.enums import GoodbyeReason
+from cowboy_protocol.transport.frames import MAX_FRAME_BYTES, Frame, Goodbye, JobProgress, JobResult
 
 WAIT = 10.0
 """Upper bound of every wait (generous: the machine is shared); never asserted as a duration."""
@@ -497,7 +497,7 @@ async def test_a_reply_carries_the_ack_of_the_frame_it_answers(piggyback: bool,
     Without the piggyback aioquic sends the reply at once and the ACK alone 1 ms later: two datagrams per
     exchange (the control case, so this test shows it measures what it claims).
     """
-    from cowboy_protocol.transport.quic_stream import FramedProtocol
+    from cowboy_protocol.quic.stream import FramedProtocol
 
     monkeypatch.setattr(FramedProtocol, "piggyback_acks", piggyback)
     server = await serve(Hub())

@@ -14,11 +14,11 @@ from aioquic.quic.connection import QuicConnection
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from cowboy_protocol.quic.adapter import ALPN, ConnectionClosed, _ClientProtocol, connect
+from cowboy_protocol.quic.certs import ensure_certificate, generate_self_signed, load_certificate
+from cowboy_protocol.quic.limits import PeerRateLimiter, ServerLimits, ServerStats, peer_key
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import Goodbye
-from cowboy_protocol.transport.quic import ALPN, ConnectionClosed, _ClientProtocol, connect
-from cowboy_protocol.transport.quic_certs import ensure_certificate, generate_self_signed, load_certificate
-from cowboy_protocol.transport.quic_limits import PeerRateLimiter, ServerLimits, ServerStats, peer_key
 from tests.unit.protocol.test_transport_quic import (
     CERT,
     WAIT,

@@ -12,7 +12,6 @@ from dataclasses import replace
 import pytest
 
 from cowboy_protocol.transport.enums import CancelReason, GoodbyeReason, RejectReason
-from cowboy_protocol.transport.errors import LocalProtocolError
 from cowboy_protocol.transport.frames import (
     AckStatus,
     JobAck,
@@ -22,6 +21,7 @@ from cowboy_protocol.transport.frames import (
     PresenceReceiptRequest,
 )
 from cowboy_protocol.transport.preimages import make_assignment, presence_receipt_digest, sign_frame, validator_set_hash
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import (

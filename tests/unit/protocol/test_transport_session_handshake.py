@@ -8,7 +8,6 @@ import pytest
 
 from cowboy_protocol.codec import encode
 from cowboy_protocol.transport.enums import GoodbyeReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError
 from cowboy_protocol.transport.frames import (
     PROTOCOL_VERSION,
     AckStatus,
@@ -24,6 +23,7 @@ from cowboy_protocol.transport.frames import (
     JobResult,
 )
 from cowboy_protocol.transport.preimages import goodbye_digest, make_assignment, verify_signature
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError
 from cowboy_protocol.transport.session import Authenticated, Closed, SessionState
 from cowboy_protocol.transport.validator_session import Admission
 from tests.unit.protocol.test_transport_session_support import (

@@ -7,7 +7,6 @@ from dataclasses import replace
 import pytest
 
 from cowboy_protocol.transport.enums import AckKind, CancelReason, GoodbyeReason, RejectReason, Role
-from cowboy_protocol.transport.errors import LocalProtocolError
 from cowboy_protocol.transport.frames import (
     AckStatus,
     JobAck,
@@ -25,6 +24,7 @@ from cowboy_protocol.transport.preimages import (
     sign_frame,
     verify_signature,
 )
+from cowboy_protocol.transport.protocol_errors import LocalProtocolError
 from cowboy_protocol.transport.session import (
     AckReceived,
     AckTimedOut,

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cowboy_protocol.transport.enums import GoodbyeReason
-from cowboy_protocol.transport.errors import RemoteProtocolError
 from cowboy_protocol.transport.frames import Frame, Goodbye, encode_frame
 from cowboy_protocol.transport.framing import FrameDecoder
 from cowboy_protocol.transport.preimages import RunnerKey, ValidatorKey, validator_set_hash
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from cowboy_protocol.transport.pubkeys import PubKey
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import Closed, Event, SessionBase

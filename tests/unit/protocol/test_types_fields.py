@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cowboy_protocol.codec import decode
-from cowboy_protocol.types.errors import DecodeError
 from cowboy_protocol.types.fields import expect_map
+from cowboy_protocol.types.validation_errors import DecodeError
 
 
 def test_map_with_boolean_keys_is_not_a_map_with_integer_keys() -> None:

@@ -17,7 +17,7 @@ from cowboy_protocol.jobs.json_schema import (
     schema_accepts,
 )
 from cowboy_protocol.jobs.json_strict import parse_json
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 
 def _ok(schema: object, instance: str) -> bool:

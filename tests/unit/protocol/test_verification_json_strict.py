@@ -13,7 +13,7 @@ from cowboy_protocol.jobs.json_strict import (
     parse_json,
     split_path,
 )
-from cowboy_protocol.types.errors import ValidationError
+from cowboy_protocol.types.validation_errors import ValidationError
 
 
 def _refused(data: bytes | str) -> None:

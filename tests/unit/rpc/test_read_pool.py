@@ -359,7 +359,7 @@ def test_config_keys_reach_the_pool(tmp_path: Any) -> None:
                                        ("read_budget_ms_per_s", 64_001), ("read_per_client_rps", 0),
                                        ("read_per_client_rps", "10")])
 def test_config_errors_name_the_key(tmp_path: Any, key: str, value: object) -> None:
-    from cowboy_node.chain.errors import ConfigError
+    from cowboy_node.chain.config_errors import ConfigError
     from cowboy_node.node.config import load_config
 
     (tmp_path / "config.toml").write_text(f"[rpc]\n{key} = {value!r}\n".replace("'", '"'))

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.node.assemble import assemble
 from cowboy_node.node.node import Node
 from cowboy_node.observability import NodeMetrics

@@ -21,7 +21,7 @@ import pytest
 
 from cowboy_node.chain.blockstore import KEY_HEAD
 from cowboy_node.chain.event_index import index_ops
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.scheduler import listing
 from cowboy_node.rpc import event_queries
 from cowboy_node.rpc.event_queries import count_terminal, terminal_timers_view

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cowboy_node.chain.event_index import IndexedEvent, index_ops, scan_events, topic_hash
-from cowboy_node.execution.actors.model import derive_actor_address
+from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.meter import InterruptHandle
 from cowboy_node.node.node import Node
 from cowboy_node.rpc.simulate import MAX_SIMULATE_CYCLES, SimulateRequest

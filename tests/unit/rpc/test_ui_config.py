@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cowboy_node.chain.errors import ConfigError
+from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.node.config import load_config
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from cowboy_protocol.quic.adapter import ClientConnection, ConnectionClosed, FrameConnection, QuicFrameServer, connect
+from cowboy_protocol.quic.adapter import start_server as quic_start_server
+from cowboy_protocol.quic.certs import generate_self_signed
+from cowboy_protocol.quic.limits import ServerLimits
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import Frame, Goodbye, JobAssignment
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
-from cowboy_protocol.transport.quic import ClientConnection, ConnectionClosed, FrameConnection, QuicFrameServer, connect
-from cowboy_protocol.transport.quic import start_server as quic_start_server
-from cowboy_protocol.transport.quic_certs import generate_self_signed
-from cowboy_protocol.transport.quic_limits import ServerLimits
 from cowboy_runner.link import Link, LinkConfig
 
 WAIT = 10.0

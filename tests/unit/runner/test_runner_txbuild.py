@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from Crypto.Hash import keccak as ref_keccak
 
-from cowboy_node.execution.jobs.model import JobStatus
-from cowboy_node.execution.runners.store import get_runner
+from cowboy_node.execution.jobs.job_record import JobStatus
+from cowboy_node.execution.runners.registry_state import get_runner
 from cowboy_node.execution.system_state import get_basefees
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit, JobSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
@@ -33,7 +33,7 @@ from cowboy_runner.txbuild import (
     new_salt,
 )
 from tests.helpers import ALICE, ALICE_SK, CHAIN_ID, make_dev_genesis
-from tests.unit.execution.test_jobs_e2e import Net
+from tests.unit.execution.jobs.test_jobs_e2e import Net
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "configs" / "examples"
 KEY = RunnerKey.from_private_key(bytes.fromhex("11" * 32))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore
 from tests.unit.state.store_support import StoreFactory
 
 

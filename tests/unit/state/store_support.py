@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 
 StoreFactory = Callable[[], StateStore]
 """Opens a fresh store of the backend under test (closed by the fixture)."""

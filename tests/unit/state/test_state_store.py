@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cowboy_node.state.kv_store import StoreError, WriteOp, prefix_end
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StoreError, WriteOp, prefix_end
 from tests.unit.state.store_support import StoreFactory, reference
 
 

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cowboy_node.state import tree as tree_mod
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import (
     EMPTY_ROOT,
     ProofStep,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from Crypto.Hash import keccak
 
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.leveldb import LevelDBStore
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.state.store import StateStore
 from cowboy_node.state.tree import StateTree, TreeError, verify_proof
 
 PREFIX = b"n/"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from cowboy_node.chain.chain import Chain, PreparedBlock
 from cowboy_node.node.devgenesis import DevGenesis
+from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.state.store import StateStore
 from tests.helpers import ALICE_SK, BOB, transfer
 from tests.unit.chain.test_chain import produce
 

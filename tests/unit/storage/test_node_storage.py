@@ -9,7 +9,7 @@ import pytest
 
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.mempool import Mempool, MempoolConfig
-from cowboy_node.execution.errors import InvalidBlock
+from cowboy_node.execution.validity_errors import InvalidBlock
 from cowboy_node.node.assemble import assemble
 from cowboy_node.node.devgenesis import DevGenesis
 from cowboy_node.node.node import Node

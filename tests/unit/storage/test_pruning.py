@@ -9,7 +9,7 @@ from pathlib import Path
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.pruning import KEY_EARLIEST, earliest_height, prune_step, prune_target
 from cowboy_node.node.devgenesis import DevGenesis
-from cowboy_node.state.store import StateStore
+from cowboy_node.state.kv_store import StateStore
 from tests.unit.storage.chain_fixture import commit_transfers, dump, open_chain
 
 _BE8 = struct.Struct(">Q")

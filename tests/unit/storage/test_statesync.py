@@ -15,6 +15,7 @@ from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, marker_path
 from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.statesync import StateSync, SyncLimits
+from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_node.snapshot.create import create_snapshot
 from cowboy_node.snapshot.messages import (
     CH_SNAPSHOT,
@@ -28,10 +29,9 @@ from cowboy_node.snapshot.messages import (
     encode_snapshot_message,
 )
 from cowboy_node.state.leveldb import LevelDBStore
-from cowboy_node.transport.peers import PeerInfo, PeerLimits, PeerNetwork
 from tests.helpers import ALICE_SK, transfer
 from tests.unit.node.sync_chain import NET, build_chain, scheme
-from tests.unit.transport.test_peer_network import free_udp_port
+from tests.unit.p2p.test_peer_network import free_udp_port
 
 pytestmark = pytest.mark.timeout(300)
 

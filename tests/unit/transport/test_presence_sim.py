@@ -21,20 +21,20 @@ from dataclasses import dataclass, field
 
 from cowboy_node.execution.jobs.filters import SelectionRequest, eligible
 from cowboy_node.execution.jobs.selection import membership_over_full_set, select_committee
-from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
-from cowboy_node.transport.presence_gossip import (
+from cowboy_node.p2p.presence_gossip import (
     GOSSIP_TTL_BLOCKS,
     GossipRefused,
     PresenceGossip,
     make_announcement,
 )
+from cowboy_node.transport.presence import PRESENCE_TIMEOUT_BLOCKS, LocalPresence
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.crypto.keccak import keccak256
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address, private_key_to_public_key
 from cowboy_protocol.transport.subset import subset
 from cowboy_protocol.types.params import RunnerConfig
 from cowboy_protocol.types.runner import JOB_KIND_LLM
-from tests.unit.execution.test_selection_support import runner
+from tests.unit.execution.jobs.test_selection_support import runner
 
 N_VALIDATORS = 4
 N_RUNNERS = 30

@@ -8,7 +8,7 @@ from typing import Any
 
 from aioquic.tls import Epoch
 
-from cowboy_protocol.transport.quic_acks import REPLY_ACK_DELAY_S, ack_with_next_packet, expect_reply
+from cowboy_protocol.quic.acks import REPLY_ACK_DELAY_S, ack_with_next_packet, expect_reply
 
 MAX_ACK_DELAY_S = 0.025
 """What aioquic advertises (transport parameter max_ack_delay = 25 ms)."""

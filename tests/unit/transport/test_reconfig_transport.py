@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cowboy_node.chain.genesis import Genesis
-from cowboy_node.execution.runners import store
+from cowboy_node.execution.runners import registry_state as store
 from cowboy_node.execution.system_state import get_cip11_params, set_cip11_params
 from cowboy_node.node.transport_link import TransportLink
 from cowboy_node.state.world import WorldState

@@ -8,7 +8,7 @@ import pytest
 
 from cowboy_node.transport.push import ACK_TIMEOUT_BLOCKS, Outcome, PushTracker
 from cowboy_protocol.transport.enums import AckKind
-from cowboy_protocol.transport.errors import RemoteProtocolError
+from cowboy_protocol.transport.protocol_errors import RemoteProtocolError
 from cowboy_protocol.transport.result_frames import check_result_tx
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit

@@ -23,17 +23,17 @@ import secrets
 import time
 from typing import Any
 
-from cowboy_node.execution.jobs.model import JobRecord, JobStatus, job_key
+from cowboy_node.execution.jobs.job_record import JobRecord, JobStatus, job_key
 from cowboy_node.execution.jobs.results import TOPIC_REVEALED
 from cowboy_node.node.node import Node
 from cowboy_node.transport.reveal_hold import RevealHold
 from cowboy_node.transport.service import TransportConfig, TransportService, _RunnerConnection
 from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.quic.stream import GoodbyeSigner
 from cowboy_protocol.transport.enums import GoodbyeReason
 from cowboy_protocol.transport.frames import AckStatus, Frame, Goodbye
 from cowboy_protocol.transport.preimages import RunnerKey as SessionKey
 from cowboy_protocol.transport.pubkeys import PubKey
-from cowboy_protocol.transport.quic_stream import GoodbyeSigner
 from cowboy_protocol.transport.runner_session import RunnerSession
 from cowboy_protocol.transport.session import AssignmentReceived, Authenticated, Closed, Event
 from cowboy_protocol.transport.subset import EpochSnapshot

@@ -6,7 +6,7 @@ import pytest
 
 from cowboy_node.transport.workers import ipc
 from cowboy_node.transport.workers.pool import worker_limits
-from cowboy_protocol.transport.quic_limits import ServerLimits
+from cowboy_protocol.quic.limits import ServerLimits
 
 
 def test_message_layout_golden() -> None:
