@@ -51,7 +51,7 @@ class Module:
     path: str
     """The file mutated."""
     tests: tuple[str, ...]
-    """Fast tests covering it (run with ``pytest -x``; the first failure kills the mutant)."""
+    """Fast tests covering it, files or node ids (run with ``pytest -x``; the first failure kills the mutant)."""
     deselect: tuple[str, ...] = ()
     """Tests of those files left out (``--deselect``), each because it cannot kill a mutant the others do not: the
     subprocess tests that compare two ``PYTHONHASHSEED`` runs of a path the in-process tests also run (a
@@ -86,7 +86,10 @@ MODULES: tuple[Module, ...] = (
             f"{EXE}/test_jobs_e2e.py"),
            deselect=(f"{EXE}/test_jobs_underfill.py::test_under_fill_and_refill_roots_do_not_depend_on_hash_seed",)),
     Module("jobs-results", "cowboy_node/execution/jobs/results.py",
-           (f"{EXE}/test_jobs_e2e.py", f"{EXE}/test_job_error_results.py", f"{EXE}/test_payment.py")),
+           (f"{EXE}/test_results_mutants.py", f"{EXE}/test_jobs_e2e.py", f"{EXE}/test_job_error_results.py",
+            f"{EXE}/test_payment.py",
+            f"{EXE}/test_selection_spec_rules.py::"
+            "test_mru_winner_is_the_first_matching_runner_in_committee_order_not_address_order")),
     Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/test_eob_fees_and_burn.py")),
     Module("admission", "cowboy_node/chain/admission.py",
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
@@ -320,7 +323,7 @@ UNUSED_PLUGINS = ("schemathesis", "xdist", "xdist.looponfail")
 def _uses_hypothesis(tests: tuple[str, ...]) -> bool:
     """Whether any of ``tests`` imports hypothesis. When none does, its pytest plugin is not loaded: it imports
     hypothesis itself, about a second of each run's start-up here, for tests that never use it."""
-    return any("hypothesis" in (ROOT / t).read_text() for t in tests)
+    return any("hypothesis" in (ROOT / t.split("::")[0]).read_text() for t in tests)
 
 
 def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:

@@ -1,0 +1,206 @@
+"""Rules of the Result Verifier (``cowboy_node/execution/jobs/results.py``) that the suite did not hold, found by
+mutation testing (issue 31 §2, docs/testing.md "jobs-results"): each test here fails with the named mutant applied
+and passes without it.
+
+Windows (CIP-11 §10.3): a result is accepted up to and including the deadline block, a commitment up to and
+including ``commit_end``; an M > 1 job commits before it reveals even when M is 2. Settlement (§11.2, CIP-2 v3):
+a runner that committed and never revealed is slashed and loses ``reputation_slash_penalty``; a job is re-selected
+at most ``max_job_retries`` times; the verifier reads each check of the spec as its own kind; the events carry
+their documented fields.
+"""
+
+from __future__ import annotations
+
+from cowboy_node.chain.chain import PreparedBlock
+from cowboy_node.execution.fees import TX_BASE_CYCLES
+from cowboy_node.execution.jobs.checks import (
+    CHECK_JSON_SCHEMA_VALID,
+    CHECK_MAJORITY_VOTE,
+    CHECK_NUMERIC_RANGE,
+    CHECK_NUMERIC_TOLERANCE,
+    CHECK_STRUCTURED_MATCH,
+)
+from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.results import (
+    TOPIC_RESELECTED,
+    TOPIC_REVEALED,
+    TOPIC_SLASHED,
+    verification_params_of,
+)
+from cowboy_node.execution.runners.store import get_runner
+from cowboy_node.execution.system_state import get_runner_config
+from cowboy_node.execution.transactions import intrinsic_cost
+from cowboy_node.types.receipt import Event
+from cowboy_protocol.codec import decode
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
+from cowboy_protocol.jobs.commitment import result_commitment
+from cowboy_protocol.types.fields import decode_u128
+from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
+from cowboy_protocol.types.jobspec import derive_job_id
+from cowboy_protocol.types.jobspec_checks import (
+    JsonSchemaValidCheck,
+    MajorityVoteCheck,
+    NumericRangeCheck,
+    NumericToleranceCheck,
+    StructuredMatchCheck,
+    VerificationConfig,
+    VerificationMode,
+)
+from tests.helpers import ALICE_SK
+from tests.unit.execution.test_jobs_e2e import RUNNER_SKS, STAKE, Net, _net, _request
+
+SIX_SKS = [(0x3000 + i).to_bytes(32, "big") for i in range(6)]
+START_REP = 50 * 10**9  # a new runner's reputation (RunnerConfig default)
+
+
+def _sk(runner: bytes, sks: list[bytes] = RUNNER_SKS) -> bytes:
+    return sks[[private_key_to_address(sk) for sk in sks].index(runner)]
+
+
+def _submit(net: Net, **overrides: object) -> bytes:
+    tx = net.tx(ALICE_SK, _request(**overrides))
+    p = net.block([tx])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    job_id = derive_job_id(tx.tx_hash(), 0)
+    while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+        net.block([])
+    return job_id
+
+
+def _events(p: PreparedBlock, topic: str) -> list[Event]:
+    every = [e for r in p.result.receipts for e in r.events] + list(p.result.block_events)
+    return [e for e in every if e.topic == topic]
+
+
+def test_a_result_in_the_deadline_block_itself_is_accepted() -> None:
+    """§10.3: results are accepted while ``h ≤ deadline_block`` (mutants: ``height > deadline`` → ``>=``,
+    ``==``)."""
+    net = _net()
+    job_id = _submit(net, timeout_blocks=10)
+    rec = net.job(job_id)
+    while net.chain.height < rec.deadline_block - 1:
+        net.block([])
+    [runner] = rec.committee
+    p = net.block([net.tx(_sk(runner), JobResultSubmit(job_id, b'{"v": 1}', b"", 0))])
+    assert p.block.header.height == rec.deadline_block
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    assert net.job(job_id).status == JobStatus.COMPLETED
+
+
+def test_a_commitment_in_the_commit_end_block_is_accepted_and_one_after_it_refused() -> None:
+    """§10.3: the commit phase is ``A ≤ h ≤ commit_end`` (mutant: ``height > commit_end`` → ``==``)."""
+    net = _net()
+    job_id = _submit(net, verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=10)
+    rec = net.job(job_id)
+    while net.chain.height < rec.commit_end - 1:
+        net.block([])
+    first, second = rec.committee[0], rec.committee[1]
+    at_end = net.block([net.tx(_sk(first), JobResultCommit(job_id, result_commitment(job_id, first, b"A", b"s")))])
+    assert at_end.block.header.height == rec.commit_end
+    assert at_end.result.receipts[0].error_code is None, at_end.result.receipts[0]
+    after = net.block([net.tx(_sk(second), JobResultCommit(job_id, result_commitment(job_id, second, b"A", b"s")))])
+    assert after.result.receipts[0].error_code == "commit_window_closed"
+
+
+def test_a_two_runner_job_must_commit_before_it_reveals() -> None:
+    """§10.3: only M == 1 may skip the commit; M == 2 is a committee like M == 3 (mutant: ``runners > 1`` →
+    ``> 2``)."""
+    net = _net()
+    job_id = _submit(net, verification={"mode": "majority_vote", "runners": 2, "threshold": 2}, timeout_blocks=10)
+    rec = net.job(job_id)
+    while net.chain.height < rec.commit_end:
+        net.block([])
+    runner = rec.committee[0]
+    p = net.block([net.tx(_sk(runner), JobResultSubmit(job_id, b"A", b"s", 0))])
+    assert p.result.receipts[0].error_code == "reveal_without_commit"
+
+
+def test_a_reveal_event_names_the_job_and_the_runner() -> None:
+    """``job.result_revealed`` is ``{0: job_id, 1: runner}`` (mutants: its keys 0 and 1 → ±1)."""
+    net = _net()
+    job_id = _submit(net, timeout_blocks=10)
+    [runner] = net.job(job_id).committee
+    p = net.block([net.tx(_sk(runner), JobResultSubmit(job_id, b'{"v": 1}', b"", 0))])
+    [ev] = _events(p, TOPIC_REVEALED)
+    assert decode(ev.data) == {0: job_id, 1: runner}
+
+
+def test_a_runner_that_committed_and_never_revealed_is_slashed_and_loses_the_slash_penalty() -> None:
+    """CIP-2 v3: commit without reveal is proven dishonesty: ``slash_permille`` of the stake burned, reputation
+    −``reputation_slash_penalty``, one ``runner.slashed`` event ``{0: runner, 1: job_id, 2: amount}``; the job is
+    re-selected with ``job.reselected`` ``{0: job_id, 1: attempt, 2: reason}`` (mutants: the penalty's sign
+    → ``not``, the events' keys → ±1)."""
+    net = _net()
+    job_id = _submit(net, verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=10)
+    rec = net.job(job_id)
+    cheat = rec.committee[0]
+    net.block([net.tx(_sk(cheat), JobResultCommit(job_id, result_commitment(job_id, cheat, b"A", b"s")))])
+    cfg = get_runner_config(net.chain.world())
+    while net.chain.height < rec.deadline_block:
+        net.block([])
+    p = net.block([])  # block D + 1 concludes the assignment
+    slashed = get_runner(net.chain.world(), cheat)
+    assert slashed is not None
+    assert slashed.reputation_x1e9 == START_REP - cfg.reputation_slash_penalty_x1e9
+    [ev] = _events(p, TOPIC_SLASHED)
+    payload = decode(ev.data)
+    assert isinstance(payload, dict) and sorted(payload) == [0, 1, 2]
+    assert (payload[0], payload[1]) == (cheat, job_id)
+    assert decode_u128(payload[2], "amount") == STAKE * cfg.slash_permille // 1000
+    [again] = _events(p, TOPIC_RESELECTED)
+    assert decode(again.data) == {0: job_id, 1: 1, 2: "no_result"}
+    others = [get_runner(net.chain.world(), r) for r in rec.committee[1:]]  # silent: the timeout penalty only
+    assert all(o is not None and o.reputation_x1e9 == START_REP - cfg.reputation_timeout_penalty_x1e9
+               for o in others)
+
+
+def test_a_job_is_reselected_max_job_retries_times_then_fails() -> None:
+    """§11.2: re-selection at most ``max_job_retries`` times (3 by default: four committees in all), then the job
+    fails with ``retries_exhausted`` (mutant: ``attempt >= max_job_retries`` → ``>``)."""
+    net = _net(SIX_SKS)
+    cfg = get_runner_config(net.chain.world())
+    job_id = _submit(net, timeout_blocks=10)
+    committees = []
+    while net.job(job_id).status == JobStatus.ASSIGNED:
+        rec = net.job(job_id)
+        committees.append(rec.committee)
+        while net.chain.height <= rec.deadline_block:
+            net.block([])
+    done = net.job(job_id)
+    assert (done.status, done.reason) == (JobStatus.FAILED, "retries_exhausted")
+    assert len(committees) == cfg.max_job_retries + 1 == 4
+    assert done.attempt == cfg.max_job_retries
+
+
+def test_each_check_of_a_spec_is_verified_as_its_own_kind() -> None:
+    """The §12.6 check kinds: each JobSpec check maps to the verifier check of its kind byte with its own fields
+    (mutants: a kind byte ±1, an ``isinstance`` test negated)."""
+    checks = (MajorityVoteCheck(field="answer"), JsonSchemaValidCheck(schema='{"type": "object"}'),
+              StructuredMatchCheck(fields=("a", "b")), NumericToleranceCheck(field="price", tolerance=0.5),
+              NumericRangeCheck(field="temp", min=-10.0, max=40.0))
+    params = verification_params_of(VerificationConfig(mode=VerificationMode.STRUCTURED_MATCH, runners=3,
+                                                       threshold=2, checks=checks))
+    assert [c.kind for c in params.checks] == [CHECK_MAJORITY_VOTE, CHECK_JSON_SCHEMA_VALID, CHECK_STRUCTURED_MATCH,
+                                               CHECK_NUMERIC_TOLERANCE, CHECK_NUMERIC_RANGE] == [0, 1, 2, 3, 4]
+    majority, schema, structured, tolerance, bounds = params.checks
+    assert majority.field == "answer" and schema.schema == '{"type": "object"}' and structured.fields == ("a", "b")
+    assert (tolerance.field, tolerance.tolerance) == ("price", 0.5)
+    assert (bounds.field, bounds.minimum, bounds.maximum) == ("temp", -10.0, 40.0)
+    assert (params.runners, params.threshold) == (3, 2)
+
+
+def test_a_commit_and_a_reveal_charge_the_result_verifiers_metered_cost() -> None:
+    """Metering is consensus (every validator charges the same, a change is a fork): a JobResultCommit or
+    JobResultSubmit costs 10,000 cycles beyond the intrinsic ones, and a reveal ``len(result) + 64`` cells beyond the
+    intrinsic ones (the stored reveal and its fixed overhead) (mutants: ``RESULT_CYCLES`` ±1, the 64 ±1)."""
+    net = _net()
+    job_id = _submit(net, timeout_blocks=10)
+    [runner] = net.job(job_id).committee
+    result = b'{"v": 1}'
+    commit = net.tx(_sk(runner), JobResultCommit(job_id, result_commitment(job_id, runner, result, b"salt")))
+    committed = net.block([commit]).result.receipts[0]
+    reveal = net.tx(_sk(runner), JobResultSubmit(job_id, result, b"salt", 0))
+    revealed = net.block([reveal]).result.receipts[0]
+    assert committed.error_code is None and revealed.error_code is None
+    assert committed.cycles_used == revealed.cycles_used == TX_BASE_CYCLES + 10_000
+    assert revealed.cells_used == intrinsic_cost(reveal)[1] + len(result) + 64
