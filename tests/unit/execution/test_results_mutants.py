@@ -58,7 +58,7 @@ def _sk(runner: bytes, sks: list[bytes] = RUNNER_SKS) -> bytes:
 
 
 def _submit(net: Net, **overrides: object) -> bytes:
-    tx = net.tx(ALICE_SK, _request(**overrides))
+    tx = net.tx(ALICE_SK, _request(None, **overrides))
     p = net.block([tx])
     assert p.result.receipts[0].error_code is None, p.result.receipts[0]
     job_id = derive_job_id(tx.tx_hash(), 0)
@@ -144,7 +144,7 @@ def test_a_runner_that_committed_and_never_revealed_is_slashed_and_loses_the_sla
     assert slashed.reputation_x1e9 == START_REP - cfg.reputation_slash_penalty_x1e9
     [ev] = _events(p, TOPIC_SLASHED)
     payload = decode(ev.data)
-    assert isinstance(payload, dict) and sorted(payload) == [0, 1, 2]
+    assert isinstance(payload, dict) and set(payload) == {0, 1, 2}
     assert (payload[0], payload[1]) == (cheat, job_id)
     assert decode_u128(payload[2], "amount") == STAKE * cfg.slash_permille // 1000
     [again] = _events(p, TOPIC_RESELECTED)
