@@ -273,6 +273,12 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/NumberReplacer", 112, "self._last_answered = - 2  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
          "nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
     ),
+    "jobs-results": (
+        ("core/ReplaceBreakWithContinue", 268, "continue",
+         "the deadline index is ordered by its big-endian deadline: past the first entry not yet due none is, so continue only scans them without adding any"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 272, "if rec is not None and rec.status >= JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED (assign writes it, _release_assignment deletes it before any conclusion): the test never sees another status"),  # noqa: E501
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),

@@ -22,6 +22,8 @@ from cowboy_node.execution.jobs.checks import (
 )
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import (
+    TOPIC_COMPLETED,
+    TOPIC_FAILED,
     TOPIC_RESELECTED,
     TOPIC_REVEALED,
     TOPIC_SLASHED,
@@ -74,7 +76,7 @@ def _events(p: PreparedBlock, topic: str) -> list[Event]:
 
 def test_a_result_in_the_deadline_block_itself_is_accepted() -> None:
     """§10.3: results are accepted while ``h ≤ deadline_block`` (mutants: ``height > deadline`` → ``>=``,
-    ``==``)."""
+    ``==``; ``job.completed``'s keys ±1)."""
     net = _net()
     job_id = _submit(net, timeout_blocks=10)
     rec = net.job(job_id)
@@ -85,6 +87,11 @@ def test_a_result_in_the_deadline_block_itself_is_accepted() -> None:
     assert p.block.header.height == rec.deadline_block
     assert p.result.receipts[0].error_code is None, p.result.receipts[0]
     assert net.job(job_id).status == JobStatus.COMPLETED
+    # job.completed is {0: job_id, 1: matching runners, 2: refund}: the price is the rate card's base 1,000
+    [ev] = _events(p, TOPIC_COMPLETED)
+    payload = decode(ev.data)
+    assert isinstance(payload, dict) and set(payload) == {0, 1, 2}
+    assert (payload[0], payload[1], decode_u128(payload[2], "refund")) == (job_id, [runner], rec.escrow - 1000)
 
 
 def test_a_commitment_in_the_commit_end_block_is_accepted_and_one_after_it_refused() -> None:
@@ -156,17 +163,21 @@ def test_a_runner_that_committed_and_never_revealed_is_slashed_and_loses_the_sla
 
 def test_a_job_is_reselected_max_job_retries_times_then_fails() -> None:
     """§11.2: re-selection at most ``max_job_retries`` times (3 by default: four committees in all), then the job
-    fails with ``retries_exhausted`` (mutant: ``attempt >= max_job_retries`` → ``>``)."""
+    fails with ``retries_exhausted`` and one ``job.failed`` event (mutants: ``attempt >= max_job_retries`` → ``>``,
+    the event's keys ±1)."""
     net = _net(SIX_SKS)
     cfg = get_runner_config(net.chain.world())
     job_id = _submit(net, timeout_blocks=10)
     committees = []
+    failed: list[Event] = []
     while net.job(job_id).status == JobStatus.ASSIGNED:
         rec = net.job(job_id)
         committees.append(rec.committee)
         while net.chain.height <= rec.deadline_block:
-            net.block([])
+            failed += _events(net.block([]), TOPIC_FAILED)
     done = net.job(job_id)
+    [ev] = failed  # job.failed is {0: job_id, 1: reason}
+    assert decode(ev.data) == {0: job_id, 1: "retries_exhausted"}
     assert (done.status, done.reason) == (JobStatus.FAILED, "retries_exhausted")
     assert len(committees) == cfg.max_job_retries + 1 == 4
     assert done.attempt == cfg.max_job_retries
