@@ -89,7 +89,9 @@ MODULES: tuple[Module, ...] = (
            (f"{EXE}/test_results_mutants.py", f"{EXE}/test_jobs_e2e.py", f"{EXE}/test_job_error_results.py",
             f"{EXE}/test_payment.py",
             f"{EXE}/test_selection_spec_rules.py::"
-            "test_mru_winner_is_the_first_matching_runner_in_committee_order_not_address_order")),
+            "test_mru_winner_is_the_first_matching_runner_in_committee_order_not_address_order",
+            f"{EXE}/test_selection_spec_rules.py::"
+            "test_verified_result_writes_the_mru_record_with_the_runner_and_current_height")),
     Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/test_eob_fees_and_burn.py")),
     Module("admission", "cowboy_node/chain/admission.py",
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
@@ -274,6 +276,20 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
     ),
     "jobs-results": (
+        ("core/ReplaceComparisonOperator_Eq_LtE", 272, "if rec is not None and rec.status <= JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED (assign writes it, _release_assignment deletes it before any conclusion): the test never sees another status"),  # noqa: E501
+        ("core/ReplaceAndWithOr", 272, "if rec is not None or rec.status == JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED, so its record exists and the status test is true: both forms conclude it"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 138, "if len(new.reveals) >= len(new.committee):",
+         "one reveal per committee member (already_revealed, not_on_committee): reveals never outnumber the committee"),
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 127, "multi = decode_job_spec(rec.spec).verification.runners != 1",
+         "a stored JobSpec has runners >= 1 (JobSubmit refuses others with job_runners_invalid): != 1 iff > 1"),
+        ("core/NumberReplacer", 230, "units = 1 if revealed is None else revealed.units",
+         "first is a matching runner, whose reveal the verdict was computed from: revealed is never None here"),
+        ("core/NumberReplacer", 230, "units = -1 if revealed is None else revealed.units",
+         "first is a matching runner, whose reveal the verdict was computed from: revealed is never None here"),
+        ("core/ReplaceBinaryOperator_Sub_Mod", 110, "meter.charge_cells(len(raw) % len(rec.encode()) + 64)",
+         "a commit adds one (runner, commitment) entry, far smaller than the record (which holds the whole spec): new < 2 × old, so new % old == new - old"),  # noqa: E501
         ("core/ReplaceBreakWithContinue", 268, "continue",
          "the deadline index is ordered by its big-endian deadline: past the first entry not yet due none is, so continue only scans them without adding any"),  # noqa: E501
         ("core/ReplaceComparisonOperator_Eq_GtE", 272, "if rec is not None and rec.status >= JobStatus.ASSIGNED:",

@@ -11,8 +11,12 @@ their documented fields.
 
 from __future__ import annotations
 
+import pytest
+
+import tests.unit.execution.test_jobs_e2e as e2e
 from cowboy_node.chain.chain import PreparedBlock
 from cowboy_node.execution.fees import TX_BASE_CYCLES
+from cowboy_node.execution.jobs import mru
 from cowboy_node.execution.jobs.checks import (
     CHECK_JSON_SCHEMA_VALID,
     CHECK_MAJORITY_VOTE,
@@ -22,6 +26,7 @@ from cowboy_node.execution.jobs.checks import (
 )
 from cowboy_node.execution.jobs.model import JobStatus
 from cowboy_node.execution.jobs.results import (
+    TOPIC_COMMITTED,
     TOPIC_COMPLETED,
     TOPIC_FAILED,
     TOPIC_RESELECTED,
@@ -30,7 +35,7 @@ from cowboy_node.execution.jobs.results import (
     verification_params_of,
 )
 from cowboy_node.execution.runners.store import get_runner
-from cowboy_node.execution.system_state import get_runner_config
+from cowboy_node.execution.system_state import JOB_DISPATCHER, get_account, get_runner_config
 from cowboy_node.execution.transactions import intrinsic_cost
 from cowboy_node.types.receipt import Event
 from cowboy_protocol.codec import decode
@@ -215,3 +220,86 @@ def test_a_commit_and_a_reveal_charge_the_result_verifiers_metered_cost() -> Non
     assert committed.error_code is None and revealed.error_code is None
     assert committed.cycles_used == revealed.cycles_used == TX_BASE_CYCLES + 10_000
     assert revealed.cells_used == intrinsic_cost(reveal)[1] + len(result) + 64
+
+
+def test_a_commit_charges_the_record_growth_and_names_the_job_and_the_runner() -> None:
+    """A JobResultCommit costs the job record's growth + 64 cells beyond the intrinsic ones, and its
+    ``job.result_committed`` event is ``{0: job_id, 1: runner}`` (mutants: the cell formula's operators and the 64
+    ±1, the event's keys ±1)."""
+    net = _net()
+    job_id = _submit(net, verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=10)
+    before = net.job(job_id)
+    runner = before.committee[0]
+    commit = net.tx(_sk(runner), JobResultCommit(job_id, result_commitment(job_id, runner, b"A", b"s")))
+    p = net.block([commit])
+    receipt = p.result.receipts[0]
+    assert receipt.error_code is None
+    grown = len(net.job(job_id).encode()) - len(before.encode())
+    assert grown > 0  # the commitment and the runner's address
+    assert receipt.cells_used == intrinsic_cost(commit)[1] + grown + 64
+    [ev] = _events(p, TOPIC_COMMITTED)
+    assert decode(ev.data) == {0: job_id, 1: runner}
+
+
+def test_settling_one_job_burns_its_share_and_keeps_the_other_jobs_escrow() -> None:
+    """The burned share leaves the dispatcher's balance, which still holds every other job's escrow (mutant:
+    ``balance - burned`` → ``balance % burned``, the same while the dispatcher holds one job only)."""
+    net = _net()
+    first, second = _submit(net, timeout_blocks=10), _submit(net, timeout_blocks=10)
+    [runner] = net.job(first).committee
+    net.block([net.tx(_sk(runner), JobResultSubmit(first, b'{"v": 1}', b"", 0))])
+    assert net.job(first).status == JobStatus.COMPLETED and net.job(second).status == JobStatus.ASSIGNED
+    assert get_account(net.chain.world(), JOB_DISPATCHER).balance == net.job(second).escrow
+
+
+def test_a_result_for_a_job_not_awaiting_results_is_refused_as_not_assigned() -> None:
+    """``job_not_assigned`` for a job still pending its seed and for a completed one (mutants: ``status !=
+    ASSIGNED`` → ``<``, which lets a completed job through to ``already_revealed``, and → ``>``, which lets a
+    pending one through to ``not_on_committee``)."""
+    net = _net()
+    tx = net.tx(ALICE_SK, _request(None, verification={"mode": "majority_vote", "runners": 3, "threshold": 2},
+                                   timeout_blocks=10))
+    net.block([tx])
+    pending = derive_job_id(tx.tx_hash(), 0)
+    assert net.job(pending).status == JobStatus.PENDING_SELECTION
+    early = net.block([net.tx(RUNNER_SKS[0], JobResultCommit(pending, b"\x01" * 32))])
+    assert early.result.receipts[0].error_code == "job_not_assigned"
+    done = _submit(net, timeout_blocks=10)
+    [runner] = net.job(done).committee
+    net.block([net.tx(_sk(runner), JobResultSubmit(done, b'{"v": 1}', b"", 0))])
+    assert net.job(done).status == JobStatus.COMPLETED
+    again = net.block([net.tx(_sk(runner), JobResultSubmit(done, b'{"v": 1}', b"", 0))])
+    assert again.result.receipts[0].error_code == "job_not_assigned"
+
+
+def test_a_reveal_in_the_commit_end_block_is_refused_and_one_that_matches_no_commitment_either_way() -> None:
+    """§10.3: reveals of M > 1 open after ``commit_end`` (mutant: ``h <= commit_end`` → ``<``); a reveal must equal
+    its commitment, whichever way the two hashes compare (mutants: ``!=`` → ``>``, ``<``)."""
+    net = _net()
+    job_id = _submit(net, verification={"mode": "majority_vote", "runners": 3, "threshold": 2}, timeout_blocks=10)
+    rec = net.job(job_id)
+    a, b, c = rec.committee
+    net.block([net.tx(_sk(a), JobResultCommit(job_id, result_commitment(job_id, a, b"A", b"s"))),
+               net.tx(_sk(b), JobResultCommit(job_id, b"\xff" * 32)),
+               net.tx(_sk(c), JobResultCommit(job_id, b"\x00" * 32))])
+    while net.chain.height < rec.commit_end - 1:
+        net.block([])
+    at_end = net.block([net.tx(_sk(a), JobResultSubmit(job_id, b"A", b"s", 0))])
+    assert at_end.block.header.height == rec.commit_end
+    assert at_end.result.receipts[0].error_code == "reveal_window_not_open"
+    p = net.block([net.tx(_sk(b), JobResultSubmit(job_id, b"A", b"s", 0)),
+                   net.tx(_sk(c), JobResultSubmit(job_id, b"A", b"s", 0))])
+    assert [r.error_code for r in p.result.receipts] == ["reveal_mismatch", "reveal_mismatch"]
+
+
+def test_without_present_first_a_verified_result_writes_no_mru_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MRU record (§9.4) is CIP-11 present-first state: with the flag off (phase 1) a verified result writes
+    none (mutant: ``if ctx.flags.CIP11_PRESENT_FIRST_ENABLED`` negated; the flag-on write is
+    ``test_selection_spec_rules.py::test_verified_result_writes_the_mru_record_with_the_runner_and_current_height``)."""
+    monkeypatch.setattr(e2e, "_PHASE", 1)
+    net = _net()
+    job_id = _submit(net, timeout_blocks=10)
+    [runner] = net.job(job_id).committee
+    net.block([net.tx(_sk(runner), JobResultSubmit(job_id, b'{"v": 1}', b"", 0))])
+    assert net.job(job_id).status == JobStatus.COMPLETED
+    assert not list(net.chain.world().iterate(mru.MRU_PREFIX))
