@@ -11,6 +11,8 @@ their documented fields.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import tests.unit.execution.test_jobs_e2e as e2e
@@ -53,7 +55,10 @@ from cowboy_protocol.types.jobspec_checks import (
     VerificationConfig,
     VerificationMode,
 )
-from tests.helpers import ALICE_SK
+from cowboy_protocol.types.params import Cip11Flags
+from cowboy_protocol.types.runner_instructions import RunnerRegister
+from cowboy_protocol.types.runner_json import runner_file_from_json
+from tests.helpers import ALICE_SK, make_dev_genesis
 from tests.unit.execution.test_jobs_e2e import RUNNER_SKS, STAKE, Net, _net, _request
 
 SIX_SKS = [(0x3000 + i).to_bytes(32, "big") for i in range(6)]
@@ -303,3 +308,24 @@ def test_without_present_first_a_verified_result_writes_no_mru_record(monkeypatc
     net.block([net.tx(_sk(runner), JobResultSubmit(job_id, b'{"v": 1}', b"", 0))])
     assert net.job(job_id).status == JobStatus.COMPLETED
     assert not list(net.chain.world().iterate(mru.MRU_PREFIX))
+
+
+def test_the_price_counts_the_units_the_matching_runner_reported() -> None:
+    """docs/jobs.md "Settlement": the price is ``min(base + units·per_unit, max_price) + tip`` from the first
+    matching runner's rate card and units (mutants: ``revealed is None`` → ``is not``/``not``, which price 0
+    units: the example rate card's per-unit price is 0, so the suite could not tell)."""
+    doc = json.loads((e2e.EXAMPLES / "runner-capabilities.json").read_text())
+    doc["rate_card"]["http"]["price_per_unit"] = "10"
+    caps, card = runner_file_from_json(doc, require_rate_card=True)
+    assert card is not None
+    sk = RUNNER_SKS[0]
+    balances = {e2e.ALICE: 10**24, private_key_to_address(sk): 10**21}
+    net = Net(make_dev_genesis(Cip11Flags.for_phase(2), balances=balances))
+    net.block([net.tx(sk, RunnerRegister(STAKE, caps, card))])
+    net.present = frozenset({0})
+    job_id = _submit(net, timeout_blocks=10)
+    p = net.block([net.tx(sk, JobResultSubmit(job_id, b'{"v": 1}', b"", 7))])
+    [ev] = _events(p, TOPIC_COMPLETED)
+    payload = decode(ev.data)
+    assert isinstance(payload, dict)
+    assert decode_u128(payload[2], "refund") == net.job(job_id).escrow - (1000 + 7 * 10)
