@@ -17,6 +17,7 @@ import pytest
 
 import tests.unit.execution.test_jobs_e2e as e2e
 from cowboy_node.chain.chain import PreparedBlock
+from cowboy_node.execution.errors import TxFailed
 from cowboy_node.execution.fees import TX_BASE_CYCLES
 from cowboy_node.execution.jobs import mru
 from cowboy_node.execution.jobs.checks import (
@@ -26,7 +27,7 @@ from cowboy_node.execution.jobs.checks import (
     CHECK_NUMERIC_TOLERANCE,
     CHECK_STRUCTURED_MATCH,
 )
-from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.jobs.model import MAX_RESULT_BYTES, JobStatus
 from cowboy_node.execution.jobs.results import (
     TOPIC_COMMITTED,
     TOPIC_COMPLETED,
@@ -34,6 +35,7 @@ from cowboy_node.execution.jobs.results import (
     TOPIC_RESELECTED,
     TOPIC_REVEALED,
     TOPIC_SLASHED,
+    submit_result,
     verification_params_of,
 )
 from cowboy_node.execution.runners.store import get_runner
@@ -59,6 +61,7 @@ from cowboy_protocol.types.params import Cip11Flags
 from cowboy_protocol.types.runner_instructions import RunnerRegister
 from cowboy_protocol.types.runner_json import runner_file_from_json
 from tests.helpers import ALICE_SK, make_dev_genesis
+from tests.unit.eob_helpers import big_meter, make_ctx, make_world
 from tests.unit.execution.test_jobs_e2e import RUNNER_SKS, STAKE, Net, _net, _request
 
 SIX_SKS = [(0x3000 + i).to_bytes(32, "big") for i in range(6)]
@@ -329,3 +332,15 @@ def test_the_price_counts_the_units_the_matching_runner_reported() -> None:
     payload = decode(ev.data)
     assert isinstance(payload, dict)
     assert decode_u128(payload[2], "refund") == net.job(job_id).escrow - (1000 + 7 * 10)
+
+
+def test_a_result_of_exactly_the_maximum_size_passes_the_size_check() -> None:
+    """``MAX_RESULT_BYTES`` is the largest result accepted (mutants: ``len(result) > MAX`` → ``>=``, ``==``). A
+    transaction cannot carry it today (``max_tx_bytes`` 131,072 < 262,144), so the verifier is called directly: a
+    result of the maximum size goes on to the job lookup (``job_not_found``), one byte more is ``result_too_large``."""
+    world, ctx = make_world(), make_ctx(10)
+    for size, code in ((MAX_RESULT_BYTES, "job_not_found"), (MAX_RESULT_BYTES + 1, "result_too_large")):
+        with pytest.raises(TxFailed) as refused:
+            submit_result(world, ctx, big_meter(), runner=b"\x01" * 20, job_id=b"\x02" * 32, result=b"x" * size,
+                          salt=b"", units=0, events=[])
+        assert refused.value.code == code
