@@ -471,7 +471,11 @@ def recheck_module(m: Module) -> dict[str, object]:
             outcomes[key] = "timeout"
         finally:
             (tree / m.path).write_text(original)
-    (work / "recheck.json").write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
+    # A second recheck runs only what the first left (result.json's survivors): keep the first's outcomes.
+    earlier = work / "recheck.json"
+    if earlier.exists():
+        outcomes = {**json.loads(earlier.read_text())["outcomes"], **outcomes}
+    earlier.write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
     return _summarize(m, work / "repo", _dump(work, env), float(prev["seconds"]), float(prev["baseline_seconds"]),
                       work, timeout, int(prev.get("jobs", 1)))
 
