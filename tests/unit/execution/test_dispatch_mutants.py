@@ -4,8 +4,10 @@ passes without it."""
 
 from __future__ import annotations
 
-from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, due_seed_rounds
+from cowboy_node.execution.fees import TX_BASE_CYCLES
+from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, due_seed_rounds
 from cowboy_node.execution.jobs.model import JobStatus
+from cowboy_node.execution.runners.store import registry_size
 from cowboy_protocol.codec import decode
 from cowboy_protocol.types.jobspec import derive_job_id
 from tests.helpers import ALICE_SK
@@ -44,3 +46,30 @@ def test_an_under_filled_assignment_event_carries_its_missing_seats() -> None:
     assert set(payload) == {0, 1, 2, 3, 4}
     assert (payload[0], payload[3], payload[4]) == (job_id, rec.deadline_block, 3 - len(rec.committee))
     assert len(rec.committee) == 2
+
+
+def test_a_job_submit_charges_its_selection_per_registered_runner() -> None:
+    """Metering is consensus: a JobSubmit costs 20,000 cycles plus 50 per registry entry scanned beyond the intrinsic
+    ones, for M = 1 and M > 1 alike (mutants: ``SELECT_CYCLES_PER_CANDIDATE`` ±1, its ``*`` → ``//``)."""
+    net = _net()
+    size = registry_size(net.chain.world())
+    assert size == 3
+    for verification in (None, MULTI):
+        extra = {} if verification is None else {"verification": verification}
+        p = net.block([net.tx(ALICE_SK, _request(None, timeout_blocks=10, **extra))])
+        assert p.result.receipts[0].cycles_used == TX_BASE_CYCLES + 20_000 + 50 * size
+
+
+def test_a_pending_selection_event_names_its_seed_round_and_a_live_record_is_not_finished() -> None:
+    """``job.pending_selection`` is ``{0: job_id, 1: seed_epoch, 2: seed_view}`` (mutant: its keys ±1); a live job
+    record has ``finished_at`` 0 (the model: "0 while live"; mutant: the new record's 0 → 1)."""
+    net = _net()
+    tx = net.tx(ALICE_SK, _request(None, verification=MULTI, timeout_blocks=10))
+    p = net.block([tx])
+    job_id = derive_job_id(tx.tx_hash(), 0)
+    [ev] = [e for e in p.result.receipts[0].events if e.topic == TOPIC_PENDING]
+    assert decode(ev.data) == {0: job_id, 1: 0, 2: p.block.header.height + 3}
+    assert net.job(job_id).finished_at == 0
+    while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+        net.block([])
+    assert net.job(job_id).finished_at == 0
