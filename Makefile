@@ -142,6 +142,7 @@ fuzz-api: $(STAMP) ## schemathesis against a live node on its /openapi.json for 
 # Mutation testing (docs/testing.md): cosmic-ray lives in its own venv (like pip-tools for `make lock`), so it never
 # changes what .venv holds; it mutates a copy of the tree under build/mutate/, never the working tree.
 MUTATE_VENV ?= .venv-mutate
+MUTATE_JOBS ?= 2
 COSMIC_RAY_VERSION ?= 8.7.0
 MODULE ?=
 
@@ -151,13 +152,13 @@ $(MUTATE_VENV)/bin/cosmic-ray:
 
 .PHONY: mutate mutate-conformance
 mutate: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray ## Mutation testing, one cosmic-ray session per module (MODULE=name, or `make mutate-<name>`, runs one; list: scripts/mutate.py --list)
-	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $(MODULE)
+	MUTATE_VENV=$(MUTATE_VENV) MUTATE_JOBS=$(MUTATE_JOBS) $(VPY) scripts/mutate.py $(MODULE)
 
 mutate-conformance: $(STAMP) ## The named mutants of docs/conformance.md, each killed by its row's cited tests
 	$(VPY) scripts/conformance_mutants.py
 
 mutate-%: $(STAMP) $(MUTATE_VENV)/bin/cosmic-ray
-	MUTATE_VENV=$(MUTATE_VENV) $(VPY) scripts/mutate.py $*
+	MUTATE_VENV=$(MUTATE_VENV) MUTATE_JOBS=$(MUTATE_JOBS) $(VPY) scripts/mutate.py $*
 
 bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/chain_throughput.py

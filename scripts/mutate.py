@@ -28,6 +28,7 @@ import ast
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -50,7 +51,12 @@ class Module:
     path: str
     """The file mutated."""
     tests: tuple[str, ...]
-    """Fast tests covering it (run with ``pytest -x``; the first failure kills the mutant)."""
+    """Fast tests covering it, files or node ids (run with ``pytest -x``; the first failure kills the mutant)."""
+    deselect: tuple[str, ...] = ()
+    """Tests of those files left out (``--deselect``), each because it cannot kill a mutant the others do not: the
+    subprocess tests that compare two ``PYTHONHASHSEED`` runs of a path the in-process tests also run (a
+    cosmic-ray mutant changes no iteration order, so both runs agree, and a crash fails those tests too); each costs
+    seconds of start-up per mutant."""
     timeout: float = 120.0
     """Floor, in seconds, of the per-mutant timeout; the timeout used is the larger of this and
     :data:`TIMEOUT_FACTOR` times the module's measured baseline (a mutant ended by it counts as killed: it hangs
@@ -74,13 +80,20 @@ MODULES: tuple[Module, ...] = (
            (f"{EXE}/jobs/test_selection_filters.py", f"{EXE}/jobs/test_selection_index.py",
             f"{EXE}/jobs/test_job_check_rules_agree.py", f"{EXE}/jobs/test_selection_boundaries.py")),
     Module("jobs-dispatch", "cowboy_node/execution/jobs/dispatch.py",
-           (f"{EXE}/jobs/test_selection_committee.py", f"{EXE}/jobs/test_jobs_pending_snapshot.py",
+           (f"{EXE}/jobs/test_dispatch_mutants.py", f"{EXE}/jobs/test_selection_committee.py",
+            f"{EXE}/jobs/test_jobs_pending_snapshot.py",
             f"{EXE}/jobs/test_pending_spec_rules.py", f"{EXE}/jobs/test_jobs_underfill.py",
-            f"{EXE}/jobs/test_mode_a_selection.py", f"{EXE}/jobs/test_selection_spec_rules.py",
-            f"{CONS}/test_forks_pending_finality.py",
-            f"{EXE}/jobs/test_jobs_e2e.py")),
+            f"{EXE}/jobs/test_mode_a_selection.py",
+            f"{EXE}/jobs/test_selection_spec_rules.py", f"{CONS}/test_forks_pending_finality.py",
+            f"{EXE}/jobs/test_jobs_e2e.py"),
+           deselect=(f"{EXE}/jobs/test_jobs_underfill.py::test_under_fill_and_refill_roots_do_not_depend_on_hash_seed",)),
     Module("jobs-results", "cowboy_node/execution/jobs/results.py",
-           (f"{EXE}/jobs/test_jobs_e2e.py", f"{EXE}/jobs/test_job_error_results.py", f"{EXE}/jobs/test_payment.py")),
+           (f"{EXE}/jobs/test_results_mutants.py", f"{EXE}/jobs/test_jobs_e2e.py",
+            f"{EXE}/jobs/test_job_error_results.py", f"{EXE}/jobs/test_payment.py",
+            f"{EXE}/jobs/test_selection_spec_rules.py::"
+            "test_mru_winner_is_the_first_matching_runner_in_committee_order_not_address_order",
+            f"{EXE}/jobs/test_selection_spec_rules.py::"
+            "test_verified_result_writes_the_mru_record_with_the_runner_and_current_height")),
     Module("fees", "cowboy_node/execution/fees.py", (f"{EXE}/test_fees.py", f"{EXE}/eob/test_eob_fees_and_burn.py")),
     Module("admission", "cowboy_node/chain/admission.py",
            ("tests/unit/chain/test_node_admission.py", "tests/unit/chain/test_admission_pool.py",
@@ -264,6 +277,26 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/NumberReplacer", 112, "self._last_answered = - 2  # highest nonce a pong was accepted (or skipped as stale) for",  # noqa: E501
          "nonce_echo is a decoded u64: echo <= -1 iff echo <= -2 (both never)"),
     ),
+    "jobs-results": (
+        ("core/ReplaceComparisonOperator_Eq_LtE", 272, "if rec is not None and rec.status <= JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED (assign writes it, _release_assignment deletes it before any conclusion): the test never sees another status"),  # noqa: E501
+        ("core/ReplaceAndWithOr", 272, "if rec is not None or rec.status == JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED, so its record exists and the status test is true: both forms conclude it"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 138, "if len(new.reveals) >= len(new.committee):",
+         "one reveal per committee member (already_revealed, not_on_committee): reveals never outnumber the committee"),
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 127, "multi = decode_job_spec(rec.spec).verification.runners != 1",
+         "a stored JobSpec has runners >= 1 (JobSubmit refuses others with job_runners_invalid): != 1 iff > 1"),
+        ("core/NumberReplacer", 230, "units = 1 if revealed is None else revealed.units",
+         "first is a matching runner, whose reveal the verdict was computed from: revealed is never None here"),
+        ("core/NumberReplacer", 230, "units = -1 if revealed is None else revealed.units",
+         "first is a matching runner, whose reveal the verdict was computed from: revealed is never None here"),
+        ("core/ReplaceBinaryOperator_Sub_Mod", 110, "meter.charge_cells(len(raw) % len(rec.encode()) + 64)",
+         "a commit adds one (runner, commitment) entry, far smaller than the record (which holds the whole spec): new < 2 × old, so new % old == new - old"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 268, "continue",
+         "the deadline index is ordered by its big-endian deadline: past the first entry not yet due none is, so continue only scans them without adding any"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 272, "if rec is not None and rec.status >= JobStatus.ASSIGNED:",
+         "a deadline entry exists only while its job is ASSIGNED (assign writes it, _release_assignment deletes it before any conclusion): the test never sees another status"),  # noqa: E501
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
@@ -280,12 +313,25 @@ def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
 
 
 def _copy_tree(tree: Path) -> dict[str, str]:
-    """Copy the working tree to ``tree``; the environment whose imports resolve there (checked)."""
+    """Copy the working tree to ``tree``, compile its packages, and return the environment whose imports resolve
+    there (checked).
+
+    Compiled with ``checked-hash`` invalidation: Python re-hashes a source against its ``.pyc`` on every import, so
+    the mutated module is always compiled from the text on disk (a timestamp ``.pyc`` could be taken for a mutant's
+    or the original's when both have the same size and the same second), while every other module loads compiled.
+    Without this each mutant's run compiled the whole package from source (bytecode writing was off to avoid that
+    staleness), a third of its CPU time."""
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
         ".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
         "*.egg-info", "devnet-home", "testnet-home", "build", "dist", "data"))
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    packages = [p.name for p in tree.iterdir() if (p / "__init__.py").is_file()]
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    compiled = _sh([sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", *packages],
+                   tree, env)
+    if compiled.returncode != 0:
+        raise RuntimeError(f"compileall failed in {tree}: {compiled.stdout[-2000:]}")
     probe = _sh([sys.executable, "-c", "import cowboy_node, cowboy_protocol; print(cowboy_node.__file__, "
                  "cowboy_protocol.__file__)"], tree, env).stdout.split()
     if not probe or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in probe):
@@ -298,43 +344,105 @@ def _copy_tree(tree: Path) -> dict[str, str]:
 UNUSED_PLUGINS = ("schemathesis", "xdist", "xdist.looponfail")
 
 
-def _pytest(tests: tuple[str, ...]) -> str:
-    off = [a for p in UNUSED_PLUGINS for a in ("-p", f"no:{p}")]
-    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *off, "-o", "addopts=",
-                     *tests])
+def _uses_hypothesis(tests: tuple[str, ...]) -> bool:
+    """Whether any of ``tests`` imports hypothesis. When none does, its pytest plugin is not loaded: it imports
+    hypothesis itself, about a second of each run's start-up here, for tests that never use it."""
+    return any("hypothesis" in (ROOT / t.split("::")[0]).read_text() for t in tests)
+
+
+def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
+    unused = UNUSED_PLUGINS if _uses_hypothesis(tests) else (*UNUSED_PLUGINS, "hypothesispytest")
+    off = [a for p in unused for a in ("-p", f"no:{p}")]
+    skip = [a for t in deselect for a in ("--deselect", t)]
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "--no-header", "-p", "no:cacheprovider", *off,
+                     "-o", "addopts=", *skip, *tests])
 
 
 def _config(m: Module, timeout: float) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
     return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
-            f'test-command = {json.dumps(_pytest(m.tests))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
+            f'test-command = {json.dumps(_pytest(m.tests, m.deselect))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
 
 
-def run_module(m: Module) -> dict[str, object]:
-    """Run one module's session; returns its result (also written to ``build/mutate/<name>/result.json``)."""
+def _shard(db: Path, k: int, n: int) -> int:
+    """Keep in session ``db`` only shard ``k`` of ``n`` of its pending mutants (every n-th in the session's order,
+    so slow and fast lines of the module are spread over the shards); shard 0 also keeps the mutants the filters
+    already marked skipped. Returns the number of pending mutants kept."""
+    con = sqlite3.connect(db)
+    try:
+        pending = [r[0] for r in con.execute(
+            "SELECT m.job_id FROM mutation_specs m LEFT JOIN work_results r ON r.job_id = m.job_id "
+            "WHERE r.job_id IS NULL ORDER BY m.module_path, m.operator_name, m.occurrence")]
+        mine = set(pending[k::n])
+        drop = [j for j in pending if j not in mine]
+        if k > 0:  # the skipped ones are counted once, in shard 0
+            drop += [r[0] for r in con.execute("SELECT job_id FROM work_results")]
+        for table in ("work_results", "mutation_specs", "work_items"):
+            con.executemany(f"DELETE FROM {table} WHERE job_id = ?", [(j,) for j in drop])
+        con.commit()
+    finally:
+        con.close()
+    return len(mine)
+
+
+def run_module(m: Module, jobs: int = 1) -> dict[str, object]:
+    """Run one module's session on ``jobs`` worker processes; returns its result (also written to
+    ``build/mutate/<name>/result.json``).
+
+    With ``jobs`` > 1 the session is initialised and filtered once, then its mutants are split into ``jobs``
+    shards (:func:`_shard`), each a copy of the session database in its own copy of the tree (``repo``, ``repo1``,
+    …: cosmic-ray mutates the file in place, so two workers cannot share one), executed concurrently; the shards'
+    dumps together are the session's (``dump.jsonl``)."""
     work = OUT / m.name
     shutil.rmtree(work, ignore_errors=True)
-    tree = work / "repo"
-    env = _copy_tree(tree)
+    trees = [work / ("repo" if k == 0 else f"repo{k}") for k in range(jobs)]
+    envs = [_copy_tree(t) for t in trees]
+    tree, env = trees[0], envs[0]
     t0 = time.monotonic()
-    base = _sh(_pytest(m.tests).split(), tree, env)
+    base = _sh(_pytest(m.tests, m.deselect).split(), tree, env)
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     baseline_s = time.monotonic() - t0
     timeout = round(max(m.timeout, TIMEOUT_FACTOR * baseline_s))
     (tree / "cr.toml").write_text(_config(m, timeout))
+    # What --summarize needs to count a session stopped before its end (no result.json yet).
+    (work / "session.json").write_text(json.dumps({"baseline_seconds": baseline_s, "timeout_seconds": timeout,
+                                                   "jobs": jobs, "started": time.time()}))
     cr = str(COSMIC_RAY)
     for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
                 [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
-                [f"{cr}/cr-filter-pragma", "session.sqlite"],
-                [f"{cr}/cosmic-ray", "exec", "cr.toml", "session.sqlite"]):
+                [f"{cr}/cr-filter-pragma", "session.sqlite"]):
         r = _sh(cmd, tree, env)
         if r.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed: {r.stderr[-2000:]}")
-    dump = _sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], tree, env).stdout
+    for t in trees[1:]:
+        shutil.copy(tree / "cr.toml", t / "cr.toml")
+        shutil.copy(tree / "session.sqlite", t / "session.sqlite")
+    for k, t in enumerate(trees):
+        _shard(t / "session.sqlite", k, jobs)
+    procs = [subprocess.Popen([f"{cr}/cosmic-ray", "exec", "cr.toml", "session.sqlite"], cwd=t, env=e,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for t, e in zip(trees, envs, strict=True)]
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"cosmic-ray exec failed: {err[-2000:]}")
+    dump = "".join(_sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], t, e).stdout
+                   for t, e in zip(trees, envs, strict=True))
+    (work / "dump.jsonl").write_text(dump)
     seconds = time.monotonic() - t0
-    return _summarize(m, tree, dump, seconds, baseline_s, work, timeout)
+    return _summarize(m, tree, dump, seconds, baseline_s, work, timeout, jobs)
+
+
+def _dump(work: Path, env: dict[str, str]) -> str:
+    """A session's dump: the shards' merged ``dump.jsonl`` when it finished, else each shard's database as it is
+    (a session stopped before its end, or one from before sharding: only ``repo``)."""
+    merged = work / "dump.jsonl"
+    if merged.exists():
+        return merged.read_text()
+    shards = sorted(p for p in work.glob("repo*") if (p / "session.sqlite").exists())
+    return "".join(_sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], t, env).stdout for t in shards)
 
 
 def recheck_module(m: Module) -> dict[str, object]:
@@ -345,7 +453,7 @@ def recheck_module(m: Module) -> dict[str, object]:
         raise RuntimeError(f"{m.path} changed since the session of {m.name}: run the session again")
     tree = work / "recheck"
     env = _copy_tree(tree)
-    base = _sh(_pytest(m.tests).split(), tree, env)
+    base = _sh(_pytest(m.tests, m.deselect).split(), tree, env)
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     timeout = float(prev["timeout_seconds"])
@@ -358,16 +466,20 @@ def recheck_module(m: Module) -> dict[str, object]:
         if applied.returncode != 0 or (tree / m.path).read_text() == original:
             raise RuntimeError(f"cosmic-ray apply {key} failed: {applied.stderr[-2000:]}")
         try:
-            run = subprocess.run(_pytest(m.tests).split(), cwd=tree, env=env, capture_output=True, text=True,
-                                 check=False, timeout=timeout)
+            run = subprocess.run(_pytest(m.tests, m.deselect).split(), cwd=tree, env=env, capture_output=True,
+                                 text=True, check=False, timeout=timeout)
             outcomes[key] = "survived" if run.returncode == 0 else "killed"
         except subprocess.TimeoutExpired:  # pytest is our direct child: subprocess.run killed it
             outcomes[key] = "timeout"
         finally:
             (tree / m.path).write_text(original)
-    (work / "recheck.json").write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
-    dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], work / "repo", env).stdout
-    return _summarize(m, work / "repo", dump, float(prev["seconds"]), float(prev["baseline_seconds"]), work, timeout)
+    # A second recheck runs only what the first left (result.json's survivors): keep the first's outcomes.
+    earlier = work / "recheck.json"
+    if earlier.exists():
+        outcomes = {**json.loads(earlier.read_text())["outcomes"], **outcomes}
+    earlier.write_text(json.dumps({"tests": list(m.tests), "outcomes": outcomes}, indent=2))
+    return _summarize(m, work / "repo", _dump(work, env), float(prev["seconds"]), float(prev["baseline_seconds"]),
+                      work, timeout, int(prev.get("jobs", 1)))
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -394,13 +506,13 @@ def _in_annotation(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tupl
 
 
 def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: float, work: Path,
-               timeout: float) -> dict[str, object]:
+               timeout: float, jobs: int) -> dict[str, object]:
     source = (tree / m.path).read_text()
     lines = source.splitlines()
     spans = _annotation_spans(source) if "from __future__ import annotations" in source else []
     equivalent = {(op, line, text): why for op, line, text, why in EQUIVALENT.get(m.name, ())}
     counts = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "skipped": 0,
-              "killed_on_recheck": 0}
+              "killed_on_recheck": 0, "pending": 0}
     recheck_file = work / "recheck.json"
     rechecked: dict[str, str] = json.loads(recheck_file.read_text())["outcomes"] if recheck_file.exists() else {}
     survivors: list[dict[str, object]] = []
@@ -408,7 +520,8 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
     equivalents: list[dict[str, object]] = []
     for raw in dump.splitlines():
         item, result = json.loads(raw)
-        if result is None:
+        if result is None:  # not run yet: a session stopped before its end (counted, never as a result)
+            counts["pending"] += 1
             continue
         if result["worker_outcome"] == "skipped":
             counts["skipped"] += 1
@@ -448,6 +561,7 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
     result = {"module": m.name, "path": m.path, "tests": list(m.tests), **counts,
               "score_percent": round(100 * counts["killed"] / live, 1) if live else 100.0,
               "seconds": round(seconds), "baseline_seconds": round(baseline_s, 1), "timeout_seconds": timeout,
+              "jobs": jobs, "seconds_per_mutant": round(seconds * jobs / max(1, counts["mutants"]), 2),
               "survivors": survivors, "timeouts": timeouts, "equivalents": equivalents}
     (work / "result.json").write_text(json.dumps(result, indent=2))
     return result
@@ -475,8 +589,10 @@ def row(r: dict[str, object]) -> str:
     if "error" in r:
         return f"| {r['module']} | baseline fails | | | | | | |"
     again = f" ({r['killed_on_recheck']} on recheck)" if r.get("killed_on_recheck") else ""
-    return (f"| {r['module']} | {r['mutants']} | {r['killed']}{again} | {r['survived']} | {r['equivalent']} | "
-            f"{r['timeout']} (limit {r['timeout_seconds']} s) | {r['score_percent']} % | {r['seconds']} s |")
+    partial = f" (partial: {r['pending']} not run yet)" if r.get("pending") else ""
+    return (f"| {r['module']}{partial} | {r['mutants']} | {r['killed']}{again} | {r['survived']} | {r['equivalent']} | "
+            f"{r['timeout']} (limit {r['timeout_seconds']} s) | {r['score_percent']} % | {r['seconds']} s "
+            f"({r.get('jobs', 1)} × {r.get('seconds_per_mutant', '?')} s/mutant) |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -485,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the module table and exit")
     ap.add_argument("--summarize", action="store_true",
                     help="recount finished sessions in build/mutate/ (after editing EQUIVALENT) without running")
+    ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("MUTATE_JOBS", "2")),
+                    help="worker processes per session, each on its own copy of the tree (default: $MUTATE_JOBS "
+                         "or 2, the cores of this machine)")
     ap.add_argument("--recheck", action="store_true",
                     help="run only the survivors of finished sessions again, against the current tests")
     args = ap.parse_args(argv)
@@ -508,16 +627,20 @@ def main(argv: list[str] | None = None) -> int:
             r = recheck_module(m)
         elif args.summarize:
             work = OUT / m.name
-            prev = work / "result.json"
-            if not prev.exists():
+            prev, started = work / "result.json", work / "session.json"
+            if prev.exists():
+                old = json.loads(prev.read_text())
+            elif started.exists():  # stopped before its end: the time is up to its last result
+                old = json.loads(started.read_text())
+                last = max(p.stat().st_mtime for p in work.glob("repo*/session.sqlite"))
+                old["seconds"] = last - float(old["started"])
+            else:
                 continue
-            old = json.loads(prev.read_text())
-            tree = work / "repo"
-            dump = _sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], tree, dict(os.environ)).stdout
-            r = _summarize(m, tree, dump, float(old["seconds"]), float(old["baseline_seconds"]), work,
-                           float(old.get("timeout_seconds", m.timeout)))
+            r = _summarize(m, work / "repo", _dump(work, dict(os.environ)), float(old["seconds"]),
+                           float(old["baseline_seconds"]), work, float(old.get("timeout_seconds", m.timeout)),
+                           int(old.get("jobs", 1)))
         else:
-            r = run_module(m)
+            r = run_module(m, args.jobs)
         failed |= "error" in r
         print(row(r), flush=True)
     return 1 if failed else 0

@@ -1,0 +1,75 @@
+"""Rules of the Job Dispatcher (``cowboy_node/execution/jobs/dispatch.py``) that the suite did not hold, found by
+mutation testing (issue 31 §2, docs/testing.md "jobs-dispatch"): each test fails with the named mutant applied and
+passes without it."""
+
+from __future__ import annotations
+
+from cowboy_node.execution.fees import TX_BASE_CYCLES
+from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, due_seed_rounds
+from cowboy_node.execution.jobs.job_record import JobStatus
+from cowboy_node.execution.runners.registry_state import registry_size
+from cowboy_protocol.codec import decode
+from cowboy_protocol.types.jobspec import derive_job_id
+from tests.helpers import ALICE_SK
+from tests.unit.execution.jobs.test_jobs_e2e import RUNNER_SKS, _net, _request
+
+MULTI = {"mode": "majority_vote", "runners": 3, "threshold": 2}
+
+
+def test_pending_selections_of_two_rounds_are_both_due() -> None:
+    """The proposer's due list has one entry per seed round, in round order (mutant: the last-entry test
+    ``out[-1]`` → ``out[+1]``, which fails once the list has one entry and a second round follows)."""
+    net = _net()
+    rounds = []
+    for _ in range(2):
+        p = net.block([net.tx(ALICE_SK, _request(None, verification=MULTI, timeout_blocks=10))])
+        s = p.block.header.height
+        rounds.append((0, s + 3))  # K = 3 views after the submit block's round (0, S)
+    assert due_seed_rounds(net.chain.world(), rounds[-1][1]) == rounds
+
+
+def test_an_under_filled_assignment_event_carries_its_missing_seats() -> None:
+    """§9.2 under-fill: ``job.assigned`` is ``{0: job_id, 1: committee, 2: height, 3: deadline, 4: missing}``, key 4
+    only when seats are missing (mutant: key 4 → 3 or 5)."""
+    net = _net(RUNNER_SKS[:2])  # two runners for an M = 3 job
+    tx = net.tx(ALICE_SK, _request(None, verification=MULTI, timeout_blocks=10))
+    net.block([tx])
+    job_id = derive_job_id(tx.tx_hash(), 0)
+    events = []
+    while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+        p = net.block([])
+        events += [e for e in p.result.block_events if e.topic == TOPIC_ASSIGNED]
+    rec = net.job(job_id)
+    [ev] = events
+    payload = decode(ev.data)
+    assert isinstance(payload, dict)
+    assert set(payload) == {0, 1, 2, 3, 4}
+    assert (payload[0], payload[3], payload[4]) == (job_id, rec.deadline_block, 3 - len(rec.committee))
+    assert len(rec.committee) == 2
+
+
+def test_a_job_submit_charges_its_selection_per_registered_runner() -> None:
+    """Metering is consensus: a JobSubmit costs 20,000 cycles plus 50 per registry entry scanned beyond the intrinsic
+    ones, for M = 1 and M > 1 alike (mutants: ``SELECT_CYCLES_PER_CANDIDATE`` ±1, its ``*`` → ``//``)."""
+    net = _net()
+    size = registry_size(net.chain.world())
+    assert size == 3
+    for verification in (None, MULTI):
+        extra = {} if verification is None else {"verification": verification}
+        p = net.block([net.tx(ALICE_SK, _request(None, timeout_blocks=10, **extra))])
+        assert p.result.receipts[0].cycles_used == TX_BASE_CYCLES + 20_000 + 50 * size
+
+
+def test_a_pending_selection_event_names_its_seed_round_and_a_live_record_is_not_finished() -> None:
+    """``job.pending_selection`` is ``{0: job_id, 1: seed_epoch, 2: seed_view}`` (mutant: its keys ±1); a live job
+    record has ``finished_at`` 0 (the model: "0 while live"; mutant: the new record's 0 → 1)."""
+    net = _net()
+    tx = net.tx(ALICE_SK, _request(None, verification=MULTI, timeout_blocks=10))
+    p = net.block([tx])
+    job_id = derive_job_id(tx.tx_hash(), 0)
+    [ev] = [e for e in p.result.receipts[0].events if e.topic == TOPIC_PENDING]
+    assert decode(ev.data) == {0: job_id, 1: 0, 2: p.block.header.height + 3}
+    assert net.job(job_id).finished_at == 0
+    while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+        net.block([])
+    assert net.job(job_id).finished_at == 0
