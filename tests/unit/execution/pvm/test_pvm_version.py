@@ -65,7 +65,7 @@ def test_node_refuses_to_start_on_an_unimplemented_version(tmp_path: Path, capsy
 
 
 def test_status_reports_the_chains_pvm_version() -> None:
-    assert make_node().status()["pvm_version"] == 1
+    assert make_node().api.status()["pvm_version"] == 1
 
 
 # --- the interpreter a PVM version is validated on -------------------------------------------------------
