@@ -62,6 +62,7 @@ from typing import Any
 import aiohttp
 
 from bench.bench_harness import percentile, summary_ms
+from bench.chain_throughput import baseline_recover
 from bench.consensus import Conn, Poller, stop_all
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Transfer
@@ -98,19 +99,36 @@ def _sign(chain_id: str, n_txs: int, n_senders: int) -> list[list[bytes]]:
 
 
 async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: int,
-                  deadline: float, rate: float = 0.0) -> dict[str, int]:
+                  deadline: float, rate: float = 0.0, batch: int = 1) -> dict[str, int]:
     """POST every transfer (sender ``s`` to ``urls[s % N]``, in nonce order); counts of answers by code.
 
     ``rate`` > 0 paces the offered load: the k-th transfer (in lane-interleaved order) is not sent before
-    k / ``rate`` seconds after the start (a lane that falls behind sends as fast as it can)."""
+    k / ``rate`` seconds after the start (a lane that falls behind sends as fast as it can). ``batch`` > 1: a
+    lane sends ``POST /submit/batch`` of up to ``batch`` transfers per validator (a sender's transfers stay in
+    nonce order: one sender, one validator, one lane)."""
     codes: dict[str, int] = {}
     lanes: list[list[int]] = [list(range(i, len(per_sender), concurrency)) for i in range(concurrency)]
     conn = aiohttp.TCPConnector(limit=concurrency)
     start = time.monotonic()
     async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30)) as session:
+        def count(code: str) -> None:
+            codes[code] = codes.get(code, 0) + 1
+
+        async def post_batch(url: str, txs: list[bytes]) -> None:
+            async with session.post(url + "/submit/batch", data=b"".join(txs),
+                                    headers={"Content-Type": "application/octet-stream"}) as r:
+                body = await r.json()
+                if r.status != 200:
+                    for _ in txs:
+                        count(str(body.get("code", r.status)))
+                    return
+                for item in body["results"]:
+                    count("accepted" if "tx_hash" in item else str(item["error"]["code"]))
+
         async def lane(li: int, senders: list[int]) -> None:
             depth = max((len(per_sender[s]) for s in senders), default=0)
             k = 0
+            pending: dict[str, list[bytes]] = {}
             for j in range(depth):
                 for s in senders:
                     if j >= len(per_sender[s]) or time.monotonic() > deadline:
@@ -120,11 +138,21 @@ async def _submit(urls: list[str], per_sender: list[list[bytes]], concurrency: i
                         k += 1
                         if due > time.monotonic():
                             await asyncio.sleep(due - time.monotonic())
-                    async with session.post(urls[s % len(urls)] + "/submit", data=per_sender[s][j],
+                    url = urls[s % len(urls)]
+                    if batch > 1:
+                        queue = pending.setdefault(url, [])
+                        queue.append(per_sender[s][j])
+                        if len(queue) >= batch:
+                            pending[url] = []
+                            await post_batch(url, queue)
+                        continue
+                    async with session.post(url + "/submit", data=per_sender[s][j],
                                             headers={"Content-Type": "application/octet-stream"}) as r:
                         body = await r.json()
-                        code = "accepted" if r.status == 200 else str(body.get("code", r.status))
-                        codes[code] = codes.get(code, 0) + 1
+                        count("accepted" if r.status == 200 else str(body.get("code", r.status)))
+            for url, queue in pending.items():
+                if queue:
+                    await post_batch(url, queue)
 
         await asyncio.gather(*(lane(i, s) for i, s in enumerate(lanes) if s))
     return codes
@@ -315,7 +343,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             cpu0 = _cpu_seconds(net)
             t0 = time.time()
             if args.net_txs:
-                codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline, rate))
+                codes = asyncio.run(_submit(urls, per_sender, args.net_concurrency, deadline, rate,
+                                            getattr(args, "net_submit_batch", 1)))
             else:  # idle: no transfers, blocks of the window only
                 codes = {}
                 time.sleep(idle_s)
@@ -381,7 +410,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _defaults(**kw: Any) -> argparse.Namespace:
     base = dict(validators=4, net_txs=6_000, net_senders=200, net_block_ms=500, net_workers=0, net_concurrency=32,
-                net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0)
+                net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0, net_submit_batch=1)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -462,25 +491,43 @@ def main() -> None:
     ap.add_argument("--paced-s", type=float, default=20.0, help="duration of a paced load")
     ap.add_argument("--no-single", action="store_true", help="skip the single-validator run")
     ap.add_argument("--stress", type=int, default=0, help="busy-loop processes running during every run")
+    ap.add_argument("--submit-batch", type=int, default=1,
+                    help="the new configuration's client sends POST /submit/batch of this many (1: POST /submit); "
+                         "with --base pointing at this checkout, an A/B of the submission path alone")
+    ap.add_argument("--base-submit-batch", type=int, default=1, help="the same for the baseline configuration")
     a = ap.parse_args()
     kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
               net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
     base = str(Path(a.base).resolve())
     loads = [x.strip() for x in a.loads.split(",") if x.strip()]
     out: dict[str, Any] = {"base": base, "stress_processes": a.stress, "loads": loads, "runs": []}
+    recover_before = baseline_recover()
     for r in range(a.rounds):
         for load in loads:
             order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
             for name, path in order:
-                rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a)}), a.stress)
+                batch = a.submit_batch if name == "new" else a.base_submit_batch
+                rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a), "net_submit_batch": batch}),
+                                       a.stress)
+                rep["submit_batch"] = batch
                 rep["config"] = name
                 rep["load"] = load
                 out["runs"].append(rep)
-                print(json.dumps({k: rep.get(k) for k in ("config", "load", "transfers_per_s", "complete",
-                                                           "proposal_to_finalization", "cpu_s_per_s",
+                print(json.dumps({k: rep.get(k) for k in ("config", "load", "submit_batch", "transfers_per_s",
+                                                           "complete", "proposal_to_finalization", "cpu_s_per_s",
                                                            "validator_cpu_us_per_transfer", "load_average_before")}),
                       flush=True)
     summary: dict[str, Any] = {load: _summarize([r for r in out["runs"] if r["load"] == load]) for load in loads}
+    # The issue-33 ratio: CPU-µs per transfer per validator ÷ one secp256k1 recovery's µs, measured in this run
+    # (before the networks and after them: the machine's speed moves during a run).
+    recoveries = [recover_before, baseline_recover()]
+    recovery_us = 1e6 / statistics.median(recoveries)
+    summary["baseline_secp256k1_recoveries_per_s"] = [round(x) for x in recoveries]
+    for load in loads:
+        for name in ("baseline", "new"):
+            cpu = [x for x in summary[load][name]["validator_cpu_us_per_transfer"] if x is not None]
+            summary[load][name]["ratio_cpu_per_transfer_to_one_recovery"] = (
+                round(statistics.median(cpu) / recovery_us, 2) if cpu else None)
     if not a.no_single:
         single = _with_pythonpath(None, _defaults(**{**kw, "validators": 1}), a.stress)
         out["single_validator_new"] = single

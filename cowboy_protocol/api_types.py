@@ -99,6 +99,13 @@ class Submitted(TypedDict):
     status: Literal["pending"]
 
 
+class SubmittedBatch(TypedDict):
+    """``POST /submit/batch``: one answer per transaction, in the order sent: ``{"tx_hash", "status"}`` as
+    :class:`Submitted`, or ``{"error": {"code", "message"}}`` with the code ``POST /submit`` would have answered."""
+
+    results: list[dict[str, Any]]
+
+
 class StateProof(TypedDict, total=False):
     """``GET /state/proof``."""
 
@@ -262,6 +269,7 @@ OPERATIONS: dict[str, Operation] = {
     "transaction": Operation("get_transaction", "GET", "/tx/{hash}", Transaction),
     "receipt": Operation("get_receipt", "GET", "/tx/{hash}/receipt", Receipt),
     "submit": Operation("submit_transaction", "POST", "/submit", Submitted),
+    "submit_batch": Operation("submit_transactions", "POST", "/submit/batch", SubmittedBatch),
     "state_proof": Operation("get_state_proof", "GET", "/state/proof", StateProof),
     "actor_read": Operation("read_actor", "POST", "/actor/read", ActorRead),
     "actor": Operation("get_actor", "GET", "/actor/{address}", ActorInfo),

@@ -15,7 +15,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -156,6 +156,14 @@ class RpcClient:
         if not isinstance(out, dict):
             raise ApiError("invalid_response", "submit response is not a JSON object", 200)
         return cast(t.Submitted, out)
+
+    def submit_batch(self, txs: Sequence[bytes]) -> t.SubmittedBatch:
+        """``POST /submit/batch`` with the concatenated ``tx_bytes``; one answer per transaction, in order."""
+        out = self._request("POST", t.OPERATIONS["submit_batch"].path, b"".join(bytes(x) for x in txs),
+                            "application/octet-stream")
+        if not isinstance(out, dict) or not isinstance(out.get("results"), list):
+            raise ApiError("invalid_response", "submit_batch response is not {\"results\": [...]}", 200)
+        return cast(t.SubmittedBatch, out)
 
     def state_proof(self, key: bytes) -> t.StateProof:
         """``GET /state/proof?key=`` (unchecked; :meth:`verified_state` checks it)."""

@@ -363,6 +363,10 @@ class NodeApi:
         """See :meth:`cowboy_node.node.intake.TxIntake.submit_transaction_async`."""
         return await self.intake.submit_transaction_async(tx_bytes)
 
+    async def submit_batch_async(self, txs: list[bytes]) -> list[dict[str, Any]]:
+        """See :meth:`cowboy_node.node.intake.TxIntake.submit_batch_async`."""
+        return await self.intake.submit_batch_async(txs)
+
     # -- status
     def health(self) -> dict[str, Any]:
         """See :meth:`StatusQueries.health`."""

@@ -26,7 +26,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "storage": {"retain_blocks": int, "prune_batch_blocks": int},
     "snapshot": {"interval_blocks": int, "keep": int, "state_sync": bool, "auto_state_sync": bool,
                  "fallback_behind_blocks": int},
-    "rpc": {"addr": str, "advertise": str, "max_body_bytes": int,
+    "rpc": {"addr": str, "advertise": str, "max_body_bytes": int, "max_submit_batch": int,
             "max_connections": int, "max_connections_per_ip": int, "header_timeout_ms": int, "idle_timeout_ms": int,
             "fd_reserve": int, "read_max_concurrent": int, "read_max_queue": int, "read_call_timeout_ms": int,
             "read_budget_ms_per_s": int, "read_per_client_rps": int, "read_max_wait_ms": int,
@@ -55,6 +55,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "snapshot.fallback_behind_blocks": (0, 2**31 - 1),  # 0: fall back only when peers have pruned what we need
     "quic.workers": (1, 64),
     "rpc.max_body_bytes": (1, 64 * _MIB),
+    "rpc.max_submit_batch": (1, 100_000),
     "rpc.max_connections": (1, 1_048_576),
     "rpc.max_connections_per_ip": (1, 1_048_576),
     "rpc.header_timeout_ms": (100, 600_000),
@@ -154,6 +155,8 @@ class NodeConfig:
     can fail over to it (default: ``http://`` + ``rpc.addr`` unless it is a wildcard address)."""
     rpc_max_body_bytes: int = 1_048_576
     """Largest accepted request body."""
+    rpc_max_submit_batch: int = 1000
+    """Most transactions one ``POST /submit/batch`` may carry (more: 413 ``batch_too_large``, nothing admitted)."""
     rpc_max_connections: int = 1024
     """Most open HTTP API connections in all (lowered at start-up to soft RLIMIT_NOFILE − rpc_fd_reserve)."""
     rpc_max_connections_per_ip: int = 64
@@ -307,6 +310,7 @@ def load_config(home: Path) -> NodeConfig:
         rpc_addr=values.get("rpc.addr", "127.0.0.1:4000"),
         rpc_advertise=values.get("rpc.advertise"),
         rpc_max_body_bytes=values.get("rpc.max_body_bytes", 1_048_576),
+        rpc_max_submit_batch=values.get("rpc.max_submit_batch", 1000),
         rpc_max_connections=values.get("rpc.max_connections", 1024),
         rpc_max_connections_per_ip=values.get("rpc.max_connections_per_ip", 64),
         rpc_header_timeout_ms=values.get("rpc.header_timeout_ms", 10_000),
@@ -521,6 +525,8 @@ addr = "{rpc_addr}"
 # advertise = "https://validator-0.example.net"
 # Largest request body accepted (bytes, at most 64 MiB).
 max_body_bytes = 1048576
+# Most transactions in one POST /submit/batch (each admitted as POST /submit would; a larger batch gets 413).
+max_submit_batch = 1000
 # Most open connections in all; lowered at start-up to (open-file limit - fd_reserve) when that is smaller.
 max_connections = 1024
 # Most open connections from one source address; further ones get 503 too_many_connections and are closed.

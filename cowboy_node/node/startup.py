@@ -310,6 +310,7 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     try:
         host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
         runners.append(await start_rpc_server(node.api, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
+                                              max_submit_batch=cfg.rpc_max_submit_batch,
                                               metrics=metrics, read_pool=read_pool(cfg, metrics),
                                               conn_limits=conn_limits(cfg),
                                               ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),

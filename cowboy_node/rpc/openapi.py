@@ -157,11 +157,17 @@ _SUBMIT_BODY: Schema = {"required": True, "content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
     "application/json": {"schema": {"type": "object", "required": ["tx"],
                                     "properties": {"tx": {"type": "string", "pattern": _HEX}}}}}}
+_SUBMIT_BATCH_BODY: Schema = {"required": True, "content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+    "application/json": {"schema": {"type": "object", "required": ["txs"], "properties": {
+        "txs": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": _HEX}}}}}}}
 _ADMISSION = ("invalid_body", "malformed", "tx_too_large", "wrong_chain_id", "bad_signature", "nonce_too_low",
               "nonce_too_high", "nonce_gap_too_large", "insufficient_funds", "fee_below_basefee",
               "cycles_limit_too_high", "cells_limit_too_high", "limits_below_intrinsic", "priority_fee_above_max",
               "replacement_underpriced", "already_known", "mempool_full", "sender_limit", "sender_queue_full",
               "queued_full")
+_BATCH_ITEM_CODES = [c for c in _ADMISSION if c != "invalid_body"] + ["shutting_down"]
+"""Codes one transaction of ``POST /submit/batch`` may be refused with (its own answer inside the 200)."""
 _TX_LINKS = {"GetTransaction": {"operationId": "get_transaction", "parameters": {"hash": "$response.body#/tx_hash"}},
              "GetReceipt": {"operationId": "get_receipt", "parameters": {"hash": "$response.body#/tx_hash"}}}
 _HTML = {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}}
@@ -188,6 +194,13 @@ def _paths() -> dict[str, dict[str, Schema]]:
             {"tx_hash": _HASH_STR, "status": {"const": "pending"}})),
             {400: _ADMISSION, 413: ("body_too_large",), 417: ("expectation_failed",), 503: ("shutting_down",)},
             body=_SUBMIT_BODY, links=_TX_LINKS)},
+        "/submit/batch": {"post": _op("Submit transactions: concatenated tx_bytes or {txs: [hex]}", _ok(_obj(
+            {"results": {"type": "array", "minItems": 1, "items": {"oneOf": [
+                _obj({"tx_hash": _HASH_STR, "status": {"const": "pending"}}),
+                _obj({"error": _obj({"code": {"enum": _BATCH_ITEM_CODES}, "message": {"type": "string"}})})]}}})),
+            {400: ("invalid_body",), 413: ("body_too_large", "batch_too_large"), 417: ("expectation_failed",),
+             503: ("shutting_down",)},
+            body=_SUBMIT_BATCH_BODY)},
         "/health": {"get": _op("Get health", _ok(_HEALTH), {}, extra={503: _ok(_HEALTH, "unhealthy")})},
         "/status": {"get": _op("Get status", _ok(_obj({"chain_id": {"type": "string"}, "height": _UINT,
                                                       "hash": _HASH_STR, "state_root": _HASH_STR})), {})},

@@ -37,6 +37,7 @@ from cowboy_node.rpc.pruned_reads import unknown_tx_error
 from cowboy_node.rpc.read_pool import ReadPool
 from cowboy_node.rpc.runner_routes import add_runner_routes
 from cowboy_node.rpc.simulate_routes import add_workflow_routes
+from cowboy_node.rpc.submit_batch import DEFAULT_MAX_SUBMIT_BATCH, handle_submit_batch
 from cowboy_node.rpc.subscriptions import SubscriptionHub, add_subscription_routes
 from cowboy_node.rpc.ui_routes import UiConfig, add_ui_routes
 from cowboy_node.rpc.verified import VerifiedFacade
@@ -60,6 +61,7 @@ _READ_FIELDS = frozenset({"actor", "handler", "payload", "cycles_limit"})
 
 _MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
 _METRICS_KEY: web.AppKey[Any] = web.AppKey("metrics")
+_MAX_SUBMIT_BATCH_KEY: web.AppKey[int] = web.AppKey("max_submit_batch", int)
 READ_POOL_KEY: web.AppKey[ReadPool] = web.AppKey("read_pool", ReadPool)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -117,12 +119,29 @@ async def handle_submit(request: web.Request) -> web.Response:
     else:
         raise RpcError(400, "invalid_body",
                        "Content-Type must be application/octet-stream (raw tx_bytes) or application/json")
+    return web.json_response(await _submit_one(request)(tx_bytes))
+
+
+def _submit_one(request: web.Request) -> Callable[[bytes], Awaitable[dict[str, Any]]]:
+    """The facade's admission of one transaction. A node with a signature pool recovers the signer off the event
+    loop (``chain/signature_pool.py``); same answers."""
     facade = _facade(request)
-    # A node with a signature pool recovers the signer off the event loop (chain/signature_pool.py); same answers.
     submit_async = getattr(facade, "submit_transaction_async", None)
     if submit_async is not None:
-        return web.json_response(await submit_async(tx_bytes))
-    return web.json_response(facade.submit_transaction(tx_bytes))
+        return submit_async  # type: ignore[no-any-return]
+
+    async def submit(tx_bytes: bytes) -> dict[str, Any]:
+        return facade.submit_transaction(tx_bytes)
+
+    return submit
+
+
+async def handle_submit_batch_route(request: web.Request) -> web.Response:
+    """``POST /submit/batch``: concatenated ``tx_bytes`` (octet-stream) or JSON ``{"txs": [..]}``
+    (``rpc/submit_batch.py``)."""
+    body = await _read_body(request)
+    return await handle_submit_batch(request, body, request.app[_MAX_SUBMIT_BATCH_KEY], _submit_one(request),
+                                     getattr(_facade(request), "submit_batch_async", None))
 
 
 _CONTRACT_BODY = json.dumps(contract(), separators=(",", ":"), sort_keys=True).encode()
@@ -374,7 +393,8 @@ async def _submit_expect_handler(request: web.Request) -> web.StreamResponse | N
 
 def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               metrics: object | None = None, read_pool: ReadPool | None = None,
-              ui: UiConfig | None = None, subscriptions: SubscriptionHub | None = None) -> web.Application:
+              ui: UiConfig | None = None, subscriptions: SubscriptionHub | None = None,
+              max_submit_batch: int = DEFAULT_MAX_SUBMIT_BATCH) -> web.Application:
     """The aiohttp application serving ``facade``.
 
     ``subscriptions`` serves ``GET /subscribe`` (without one, the route answers 501 ``not_implemented``).
@@ -384,9 +404,12 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
+    if max_submit_batch < 1:
+        raise ValueError("max_submit_batch must be positive")
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_middleware])
     app[FACADE_KEY] = facade
     app[_MAX_BODY_KEY] = max_body_bytes
+    app[_MAX_SUBMIT_BATCH_KEY] = max_submit_batch
     app[_METRICS_KEY] = metrics
     if read_pool is None:
 
@@ -400,6 +423,7 @@ def build_app(facade: NodeFacade, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
     r = app.router
     r.add_get("/openapi.json", handle_openapi, allow_head=False)
     r.add_post("/submit", handle_submit, expect_handler=_submit_expect_handler)
+    r.add_post("/submit/batch", handle_submit_batch_route, expect_handler=_submit_expect_handler)
     r.add_get("/health", handle_health, allow_head=False)
     r.add_get("/status", handle_status, allow_head=False)
     r.add_get("/height", handle_height, allow_head=False)
@@ -427,7 +451,8 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
                            max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                            metrics: object | None = None, conn_limits: ConnLimits | None = None,
                            read_pool: ReadPool | None = None, ui: UiConfig | None = None,
-                           subscriptions: SubscriptionHub | None = None) -> web.AppRunner:
+                           subscriptions: SubscriptionHub | None = None,
+                           max_submit_batch: int = DEFAULT_MAX_SUBMIT_BATCH) -> web.AppRunner:
     """Start serving on ``host:port``; the caller stops it with ``await runner.cleanup()``.
 
     Connections obey ``conn_limits`` (default :class:`ConnLimits`), with the global cap fitted to the open-file
@@ -436,7 +461,7 @@ async def start_rpc_server(facade: NodeFacade, host: str, port: int, *,
     """
     limits = fit_to_descriptors(conn_limits if conn_limits is not None else ConnLimits())
     app = build_app(facade, max_body_bytes=max_body_bytes, metrics=metrics, read_pool=read_pool, ui=ui,
-                    subscriptions=subscriptions)
+                    subscriptions=subscriptions, max_submit_batch=max_submit_batch)
     runner = LimitedAppRunner(app, limits=limits, metrics=metrics, access_log=None)
     await runner.setup()
     try:

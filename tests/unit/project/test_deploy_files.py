@@ -1014,7 +1014,7 @@ def test_readme_opens_with_exactly_the_local_commands() -> None:
 
 def test_readme_documents_every_route_and_cli_command() -> None:
     text = (ROOT / "README.md").read_text()
-    for route in ("POST /submit", "/health", "/status", "/height", "/block/{height}", "/tx/{hash}",
+    for route in ("POST /submit", "POST /submit/batch", "/health", "/status", "/height", "/block/{height}", "/tx/{hash}",
                   "/tx/{hash}/receipt", "/account/{address}", "/state/proof?key="):
         assert route in text, route
     for path in CLI:
@@ -1038,7 +1038,7 @@ CONFIG_KEYS = {
     "node": {"chain_id", "block_time_ms", "data_dir"},
     "storage": {"retain_blocks"},
     "snapshot": {"interval_blocks", "keep"},
-    "rpc": {"addr", "max_body_bytes",
+    "rpc": {"addr", "max_body_bytes", "max_submit_batch",
             "max_connections", "max_connections_per_ip", "header_timeout_ms", "idle_timeout_ms", "fd_reserve",
             "read_max_concurrent", "read_max_queue", "read_max_wait_ms", "read_call_timeout_ms",
             "read_budget_ms_per_s", "read_per_client_rps", "subscription_max", "subscription_buffer_bytes",
@@ -1060,7 +1060,7 @@ def test_config_example_documents_every_key_with_its_default() -> None:
     assert doc["metrics"] == {"addr": "127.0.0.1:9464", "enabled": True}
     assert doc["log"] == {"format": "console", "level": "info"}
     assert doc["node"]["block_time_ms"] == 1000 and doc["node"]["data_dir"] == "data"
-    assert doc["rpc"]["max_body_bytes"] == 1048576
+    assert doc["rpc"]["max_body_bytes"] == 1048576 and doc["rpc"]["max_submit_batch"] == 1000
     assert {k: doc["rpc"][k] for k in ("max_connections", "max_connections_per_ip", "header_timeout_ms",
                                        "idle_timeout_ms", "fd_reserve")} == {
         "max_connections": 1024, "max_connections_per_ip": 64, "header_timeout_ms": 10000, "idle_timeout_ms": 30000,

@@ -77,7 +77,7 @@ async def test_each_method_requests_its_operation_and_an_error_is_an_api_error_w
         seen.append((request.method, request.path_qs))
         if request.path.startswith("/job/"):
             return web.json_response({"code": "job_not_found", "message": "no such job"}, status=404)
-        return web.json_response({})
+        return web.json_response({"results": []} if request.path == "/submit/batch" else {})
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", record)
@@ -90,7 +90,9 @@ async def test_each_method_requests_its_operation_and_an_error_is_an_api_error_w
             "status": lambda: rpc.status(), "height": lambda: rpc.height(), "params": lambda: rpc.params(),
             "account": lambda: rpc.account(a), "block": lambda: rpc.block(7),
             "transaction": lambda: rpc.transaction(h), "receipt": lambda: rpc.receipt(h),
-            "submit": lambda: rpc.submit(b"\x00\x00\x00\x01\xa0"), "state_proof": lambda: rpc.state_proof(b"k"),
+            "submit": lambda: rpc.submit(b"\x00\x00\x00\x01\xa0"),
+            "submit_batch": lambda: rpc.submit_batch([b"\x00\x00\x00\x01\xa0"]),
+            "state_proof": lambda: rpc.state_proof(b"k"),
             "actor_read": lambda: rpc.actor_read({"actor": "0x" + a.hex(), "handler": "f"}),
             "actor": lambda: rpc.actor(a), "actor_state": lambda: rpc.actor_state(a, b"k"),
             "actor_state_scan": lambda: rpc.actor_state_scan(a, b"p", 3),
