@@ -54,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -162,6 +163,53 @@ _METRIC = re.compile(r"^(cowboy_p2p_messages_dropped(?:_by_channel)?_total|cowbo
                      r"|cowboy_consensus_nullifications_total|cowboy_consensus_invalid_blocks_total"
                      r"|cowboy_block_execution_duration_seconds_(?:sum|count))"
                      r"(?:\{([^}]*)\})? ([0-9.e+]+)$", re.M)
+
+
+class BlockSubscriber:
+    """Follows one validator's ``GET /subscribe?topic=blocks`` (a WebSocket) in its own thread: the wall time each
+    height reached this process, as :class:`bench.consensus.Poller`'s ``height_seen`` but pushed at commit instead
+    of polled, so the validator does not serve 50 ``/status`` a second meanwhile (``--watch subscribe``; the default
+    keeps polling, whose cost is part of the validator's CPU figure)."""
+
+    def __init__(self, rpc: str) -> None:
+        self.rpc = rpc
+        self.height_seen: dict[int, float] = {}
+        self.errors = 0
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._follow()), daemon=True)
+
+    def start(self) -> None:
+        """Subscribe; returns once the node acknowledged the subscription (or after 10 s)."""
+        self._thread.start()
+        self._ready.wait(10)
+
+    async def _follow(self) -> None:
+        try:
+            async with aiohttp.ClientSession() as session, \
+                    session.ws_connect(f"http://{self.rpc}/subscribe?topic=blocks", heartbeat=None) as ws:
+                while not self._stop.is_set():
+                    try:
+                        msg = await ws.receive(timeout=0.2)
+                    except TimeoutError:
+                        continue
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        break
+                    doc = json.loads(msg.data)
+                    if doc.get("type") == "subscribed":
+                        self._ready.set()
+                    elif doc.get("type") == "block":
+                        self.height_seen.setdefault(int(doc["height"]), time.time())
+        except (OSError, aiohttp.ClientError, ValueError):
+            self.errors += 1
+        finally:
+            self._ready.set()
+
+    def join(self) -> None:
+        """Unsubscribe and wait for the thread (at most 5 s)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
 
 
 def _scrape(net: Testnet) -> dict[str, float]:
@@ -319,7 +367,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             tmp = tempfile.mkdtemp(prefix="throughput-net-kept-")
             rep["homes"] = tmp
         net = Testnet.create(Path(tmp), n=args.validators, block_time_ms=args.net_block_ms, proxied=False)
-        pollers: list[Poller] = []
+        pollers: list[Poller | BlockSubscriber] = []
         executions: dict[str, int] = {}
         try:
             keys = [(i + 50_000).to_bytes(32, "big") for i in range(args.net_senders)]
@@ -331,7 +379,9 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             net.start(timeout=60)
             net.wait_heights(2, 90)
             urls = [v.rpc_url for v in net.validators]
-            pollers = [Poller(u.removeprefix("http://"), args.poll_ms / 1000) for u in urls]
+            pollers = ([Poller(u.removeprefix("http://"), args.poll_ms / 1000) for u in urls]
+                       if getattr(args, "net_watch", "poll") == "poll"
+                       else [BlockSubscriber(u.removeprefix("http://")) for u in urls])
             for p in pollers:
                 p.start()
             conn0 = Conn(urls[0].removeprefix("http://"))
@@ -410,7 +460,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _defaults(**kw: Any) -> argparse.Namespace:
     base = dict(validators=4, net_txs=6_000, net_senders=200, net_block_ms=500, net_workers=0, net_concurrency=32,
-                net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0, net_submit_batch=1)
+                net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0, net_submit_batch=1,
+                net_watch="poll")
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -495,6 +546,13 @@ def main() -> None:
                     help="the new configuration's client sends POST /submit/batch of this many (1: POST /submit); "
                          "with --base pointing at this checkout, an A/B of the submission path alone")
     ap.add_argument("--base-submit-batch", type=int, default=1, help="the same for the baseline configuration")
+    ap.add_argument("--watch", choices=("subscribe", "poll"), default="poll",
+                    help="how the bench learns each validator's heights: GET /status every 20 ms (default, as every "
+                         "earlier run) or a blocks subscription (2 pairs at load 4-7 showed no CPU saving: each "
+                         "pushed block is read and encoded with all its transaction hashes)")
+    ap.add_argument("--base-watch", choices=("subscribe", "poll"), default=None,
+                    help="the baseline configuration's --watch (default: the same; a baseline commit without "
+                         "GET /subscribe needs poll)")
     a = ap.parse_args()
     kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
               net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
@@ -507,13 +565,14 @@ def main() -> None:
             order = [("baseline", base), ("new", None)] if r % 2 == 0 else [("new", None), ("baseline", base)]
             for name, path in order:
                 batch = a.submit_batch if name == "new" else a.base_submit_batch
-                rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a), "net_submit_batch": batch}),
-                                       a.stress)
-                rep["submit_batch"] = batch
+                watch = a.watch if name == "new" else (a.base_watch or a.watch)
+                rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a), "net_submit_batch": batch,
+                                                          "net_watch": watch}), a.stress)
+                rep["submit_batch"], rep["watch"] = batch, watch
                 rep["config"] = name
                 rep["load"] = load
                 out["runs"].append(rep)
-                print(json.dumps({k: rep.get(k) for k in ("config", "load", "submit_batch", "transfers_per_s",
+                print(json.dumps({k: rep.get(k) for k in ("config", "load", "submit_batch", "watch", "transfers_per_s",
                                                            "complete", "proposal_to_finalization", "cpu_s_per_s",
                                                            "validator_cpu_us_per_transfer", "load_average_before")}),
                       flush=True)

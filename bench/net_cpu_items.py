@@ -46,7 +46,7 @@ def _both(a: Rule, b: Rule) -> Rule:
     return lambda f, raw: a(f, raw) and b(f, raw)
 
 
-_RPC, _GOSSIP = _in("handle_submit"), _in("TxGossip._drain")
+_RPC, _GOSSIP = _any("handle_submit", "handle_submit_batch"), _in("TxGossip._drain")
 _DECODE = _any("decode_transfer", "Transaction.from_bytes")
 _CHECKS = _any("get_account", "check_static", "head_context")
 ITEMS: list[tuple[str, Rule]] = [
@@ -105,7 +105,7 @@ def run_one(path: str | None, args: argparse.Namespace, cpu_us: float | None) ->
     """One profiled network run (validators importing from ``path``; None: this checkout), itemised."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = Path(tempfile.mkdtemp(prefix="net-cpu-items-"))
-    kw: dict[str, Any] = {"net_pyspy": (spy, str(out), args.spy_s)}
+    kw: dict[str, Any] = {"net_pyspy": (spy, str(out), args.spy_s), "net_submit_batch": args.submit_batch}
     if args.load != "max":
         kw.update(net_rate=float(args.load), net_txs=int(float(args.load) * args.paced_s))
     rep = _with_pythonpath(path, _defaults(**kw))
@@ -127,6 +127,7 @@ def main() -> None:
     ap.add_argument("--paced-s", type=float, default=20.0)
     ap.add_argument("--spy-s", type=int, default=20, help="seconds py-spy samples from the start of the load")
     ap.add_argument("--base", default=None, help="checkout of the baseline commit (git worktree add DIR COMMIT)")
+    ap.add_argument("--submit-batch", type=int, default=1, help="the client's POST /submit/batch size (1: /submit)")
     ap.add_argument("--cpu-us", default=None, help="CPU-µs per transfer per validator to scale by: NEW[,BASE]")
     a = ap.parse_args()
     scale = [float(x) for x in a.cpu_us.split(",")] if a.cpu_us else []
