@@ -1014,8 +1014,8 @@ def test_readme_opens_with_exactly_the_local_commands() -> None:
 
 def test_readme_documents_every_route_and_cli_command() -> None:
     text = (ROOT / "README.md").read_text()
-    for route in ("POST /submit", "POST /submit/batch", "/health", "/status", "/height", "/block/{height}", "/tx/{hash}",
-                  "/tx/{hash}/receipt", "/account/{address}", "/state/proof?key="):
+    for route in ("POST /submit", "POST /submit/batch", "/health", "/status", "/height", "/block/{height}",
+                  "/tx/{hash}", "/tx/{hash}/receipt", "/account/{address}", "/state/proof?key="):
         assert route in text, route
     for path in CLI:
         assert "cowboy-node " + " ".join(path) in text, path
