@@ -35,6 +35,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when loaded by file path (tests)
+from mutate_select import TIMEOUT_MARKER
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "mutate"
 # Relative to the repository (make passes `.venv-mutate`): the sessions run with the copy as working directory.
@@ -358,10 +361,23 @@ def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
                      "-o", "addopts=", *skip, *tests])
 
 
-def _config(m: Module, timeout: float) -> str:
+SELECT = ROOT / "scripts" / "mutate_select.py"
+
+
+def _selected(command: str, select_map: Path | None) -> str:
+    """``command`` (a pytest run), through :mod:`mutate_select`'s per-mutant selection when ``select_map`` is
+    given (the tests that execute the mutated function first, the whole list only if they pass)."""
+    if select_map is None:
+        return command
+    python, rest = command.split(" ", 1)
+    return f"{python} {SELECT} run {select_map} -- {rest.removeprefix('-m pytest ')}"
+
+
+def _config(m: Module, timeout: float, select_map: Path | None = None) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
+    command = _selected(_pytest(m.tests, m.deselect), select_map)
     return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
-            f'test-command = {json.dumps(_pytest(m.tests, m.deselect))}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
+            f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
 
 
@@ -386,7 +402,7 @@ def _shard(db: Path, k: int, n: int) -> int:
     return len(mine)
 
 
-def run_module(m: Module, jobs: int = 1) -> dict[str, object]:
+def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, object]:
     """Run one module's session on ``jobs`` worker processes; returns its result (also written to
     ``build/mutate/<name>/result.json``).
 
@@ -405,10 +421,21 @@ def run_module(m: Module, jobs: int = 1) -> dict[str, object]:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     baseline_s = time.monotonic() - t0
     timeout = round(max(m.timeout, TIMEOUT_FACTOR * baseline_s))
-    (tree / "cr.toml").write_text(_config(m, timeout))
+    select_map, record_s = None, 0.0
+    if select:  # which tests execute each function: one traced run, in the first copy (its paths are the shards')
+        t1 = time.monotonic()
+        select_map = work / "select.json"
+        args = _pytest(m.tests, m.deselect).split()[3:]
+        rec = _sh([sys.executable, str(SELECT), "record", str(select_map), m.path, json.dumps(list(m.tests)), "--",
+                   *args], tree, env)
+        if rec.returncode != 0:
+            return {"module": m.name, "error": "recording the tests' coverage failed", "output": rec.stdout[-3000:]}
+        record_s = time.monotonic() - t1
+    (tree / "cr.toml").write_text(_config(m, timeout, select_map))
     # What --summarize needs to count a session stopped before its end (no result.json yet).
     (work / "session.json").write_text(json.dumps({"baseline_seconds": baseline_s, "timeout_seconds": timeout,
-                                                   "jobs": jobs, "started": time.time()}))
+                                                   "jobs": jobs, "started": time.time(), "select": select,
+                                                   "record_seconds": record_s}))
     cr = str(COSMIC_RAY)
     for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
                 [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
@@ -532,8 +559,10 @@ def _summarize(m: Module, tree: Path, dump: str, seconds: float, baseline_s: flo
         entry = {"operator": mut["operator_name"], "occurrence": mut["occurrence"], "line": line,
                  "source": lines[line - 1].strip() if line <= len(lines) else "", "diff": result.get("diff", "")}
         outcome = result["test_outcome"]
-        # cosmic-ray reports a run it ended at the timeout as killed with the output "timeout" (testing.py)
-        if result["worker_outcome"] == "timeout" or (outcome == "killed" and result.get("output") == "timeout"):
+        # cosmic-ray reports a run it ended at the timeout as killed with the output "timeout" (testing.py); a
+        # selection stopped at its own budget says so in its output (mutate_select.py)
+        if result["worker_outcome"] == "timeout" or (outcome == "killed" and (
+                result.get("output") == "timeout" or TIMEOUT_MARKER in str(result.get("output", "")))):
             counts["timeout"] += 1
             counts["killed"] += 1
             timeouts.append(entry)
@@ -604,6 +633,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("MUTATE_JOBS", "2")),
                     help="worker processes per session, each on its own copy of the tree (default: $MUTATE_JOBS "
                          "or 2, the cores of this machine)")
+    ap.add_argument("--no-select", action="store_true",
+                    help="run every mutant against the module's whole test list (default: the tests that execute "
+                         "the mutated function first, scripts/mutate_select.py)")
     ap.add_argument("--recheck", action="store_true",
                     help="run only the survivors of finished sessions again, against the current tests")
     args = ap.parse_args(argv)
@@ -640,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
                            float(old["baseline_seconds"]), work, float(old.get("timeout_seconds", m.timeout)),
                            int(old.get("jobs", 1)))
         else:
-            r = run_module(m, args.jobs)
+            r = run_module(m, args.jobs, select=not args.no_select)
         failed |= "error" in r
         print(row(r), flush=True)
     return 1 if failed else 0
