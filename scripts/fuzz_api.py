@@ -118,7 +118,7 @@ def run(seconds: int | None, max_examples: int | None, seed: int | None, workers
         out: dict[str, Any] = {
             "schemathesis": doc.get("schemathesis_version"), "seed": doc.get("seed"),
             "running_time_s": round(float(doc.get("running_time", 0.0)), 1),
-            "operations_tested": doc.get("operations", {}).get("tested"),
+            "operations_tested": doc.get("operations", {}).get("tested"), "operations": doc.get("operations"),
             "cases": cases.get("generated"), "cases_with_failures": cases.get("with_failures"),
             "errored_cases": cases.get("errored"),
             "findings": [{"code": f["code"], "title": f["title"], "count": f["count"], "operations": f["operations"]}

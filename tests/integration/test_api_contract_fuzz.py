@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from cowboy_node.rpc.openapi import operations
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,7 +32,10 @@ def test_schemathesis_finds_nothing_on_a_live_node_producing_blocks() -> None:
     rc, doc = _run("scripts/fuzz_api.py", "--max-examples", "5", "--seed", "36", "--max-block-gap-s", "20",
                    timeout=540)
     assert doc["findings"] == [] and doc["errors"] == [] and doc["errored_cases"] == 0, doc.get("st_output_tail")
-    assert doc["operations_tested"] == 30 and doc["cases"] > 0
+    # Every operation schemathesis loaded was tested. Loading the served document over HTTP, schemathesis 4.32
+    # counts one operation fewer than the contract has (32 in memory from the same document): at most one short.
+    assert doc["operations_tested"] == doc["operations"]["total"] and doc["cases"] > 0
+    assert doc["operations"]["total"] >= len(operations()) - 1
     assert doc["node_handler_failures"] == 0 and doc["blocks_during_run"] > 0
     assert rc == 0, doc
 
