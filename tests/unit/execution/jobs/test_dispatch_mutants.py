@@ -5,12 +5,13 @@ passes without it."""
 from __future__ import annotations
 
 from cowboy_node.execution.fees import TX_BASE_CYCLES
-from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, due_seed_rounds
+from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, TOPIC_SUBMITTED, due_seed_rounds
 from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_protocol.codec import decode
+from cowboy_protocol.types.fields import encode_u128
 from cowboy_protocol.types.jobspec import derive_job_id
-from tests.helpers import ALICE_SK
+from tests.helpers import ALICE, ALICE_SK
 from tests.unit.execution.jobs.test_jobs_e2e import RUNNER_SKS, _net, _request
 
 MULTI = {"mode": "majority_vote", "runners": 3, "threshold": 2}
@@ -73,3 +74,18 @@ def test_a_pending_selection_event_names_its_seed_round_and_a_live_record_is_not
     while net.job(job_id).status == JobStatus.PENDING_SELECTION:
         net.block([])
     assert net.job(job_id).finished_at == 0
+
+
+def test_a_job_submit_emits_job_submitted_with_its_id_submitter_and_escrow() -> None:
+    """``job.submitted`` is ``{0: job_id, 1: submitter, 2: u128(escrow)}`` with escrow = max_price + tip, in the
+    JobSubmit's receipt, for M = 1 and M > 1 alike (docs/jobs.md "Dispatcher events at submission"; mutants: each
+    key ±1)."""
+    net = _net()
+    for verification, tip in ((None, "0"), (MULTI, "7")):
+        extra = {} if verification is None else {"verification": verification}
+        tx = net.tx(ALICE_SK, _request(None, timeout_blocks=10, tip=tip, **extra))
+        p = net.block([tx])
+        job_id = derive_job_id(tx.tx_hash(), 0)
+        [ev] = [e for e in p.result.receipts[0].events if e.topic == TOPIC_SUBMITTED]
+        assert decode(ev.data) == {0: job_id, 1: ALICE, 2: encode_u128(1_000_000 + int(tip))}
+        assert net.job(job_id).escrow == 1_000_000 + int(tip)
