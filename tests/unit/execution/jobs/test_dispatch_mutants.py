@@ -4,15 +4,20 @@ passes without it."""
 
 from __future__ import annotations
 
+import json
+
+from cowboy_node.execution.actors.actor_record import derive_actor_address
+from cowboy_node.execution.actors.actor_state import get_state
 from cowboy_node.execution.fees import TX_BASE_CYCLES
 from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, TOPIC_SUBMITTED, due_seed_rounds
 from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_protocol.codec import decode
 from cowboy_protocol.types.fields import encode_u128
+from cowboy_protocol.types.instructions import CallActor, DeployActor, Transfer
 from cowboy_protocol.types.jobspec import derive_job_id
 from tests.helpers import ALICE, ALICE_SK
-from tests.unit.execution.jobs.test_jobs_e2e import RUNNER_SKS, _net, _request
+from tests.unit.execution.jobs.test_jobs_e2e import EXAMPLES, RUNNER_SKS, _net, _request
 
 MULTI = {"mode": "majority_vote", "runners": 3, "threshold": 2}
 
@@ -89,3 +94,48 @@ def test_a_job_submit_emits_job_submitted_with_its_id_submitter_and_escrow() -> 
         [ev] = [e for e in p.result.receipts[0].events if e.topic == TOPIC_SUBMITTED]
         assert decode(ev.data) == {0: job_id, 1: ALICE, 2: encode_u128(1_000_000 + int(tip))}
         assert net.job(job_id).escrow == 1_000_000 + int(tip)
+
+
+THREE_JOBS_ACTOR = '''import pvm_host
+
+
+def start(payload):
+    ids = [pvm_host.submit_job(payload) for _ in range(3)]
+    pvm_host.set_state(b"jobs", b"".join(ids))
+    return b""
+'''
+
+
+def test_jobs_submitted_by_one_transaction_are_numbered_from_zero_in_execution_order() -> None:
+    """``derive_job_id(tx_hash, index)``: index counts the jobs one transaction submits, 0, 1, 2, … in execution
+    order (``cowboy_protocol/types/jobspec.py``; mutants: the per-transaction counter's ``+ 1`` → ``+ 0``, ``+ 2``,
+    ``- 1``, ``* 1``, ``// 1``)."""
+    net = _net()
+    net.block([net.tx(ALICE_SK, DeployActor(THREE_JOBS_ACTOR, b"", "", b""))])
+    actor = derive_actor_address(ALICE, b"", THREE_JOBS_ACTOR)
+    net.block([net.tx(ALICE_SK, Transfer(actor, 10**20))])
+    doc = json.loads((EXAMPLES / "job-http.json").read_text())
+    call = net.tx(ALICE_SK, CallActor(actor, "start", json.dumps(doc).encode()))
+    p = net.block([call])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    expected = [derive_job_id(call.tx_hash(), i) for i in range(3)]
+    assert get_state(net.chain.world(), actor, b"jobs") == b"".join(expected)
+    assert all(net.job(j).payer == actor for j in expected)
+
+
+def test_a_full_committee_assignment_event_has_no_missing_seats_key() -> None:
+    """``job.assigned`` of a full committee is ``{0: job_id, 1: committee, 2: height, 3: deadline}``: key 4 is absent,
+    not 0 (docs/jobs.md "Dispatcher events at submission"; mutants: ``missing > 0`` → ``>= 0``, ``> -1``)."""
+    net = _net()
+    for verification in (None, MULTI):
+        extra = {} if verification is None else {"verification": verification}
+        tx = net.tx(ALICE_SK, _request(None, timeout_blocks=10, **extra))
+        p = net.block([tx])
+        job_id = derive_job_id(tx.tx_hash(), 0)
+        events = [e for e in p.result.block_events if e.topic == TOPIC_ASSIGNED]
+        while net.job(job_id).status == JobStatus.PENDING_SELECTION:
+            events += [e for e in net.block([]).result.block_events if e.topic == TOPIC_ASSIGNED]
+        [ev] = events
+        rec = net.job(job_id)
+        assert decode(ev.data) == {0: job_id, 1: list(rec.committee), 2: rec.assignment_height,
+                                   3: rec.deadline_block}
