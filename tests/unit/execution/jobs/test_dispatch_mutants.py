@@ -9,9 +9,17 @@ import json
 from cowboy_node.execution.actors.actor_record import derive_actor_address
 from cowboy_node.execution.actors.actor_state import get_state
 from cowboy_node.execution.fees import TX_BASE_CYCLES
-from cowboy_node.execution.jobs.dispatch import TOPIC_ASSIGNED, TOPIC_PENDING, TOPIC_SUBMITTED, due_seed_rounds
+from cowboy_node.execution.jobs import pending
+from cowboy_node.execution.jobs.dispatch import (
+    SNAPSHOT_PREFIX,
+    TOPIC_ASSIGNED,
+    TOPIC_PENDING,
+    TOPIC_SUBMITTED,
+    due_seed_rounds,
+)
 from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.runners.registry_state import registry_size
+from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS
 from cowboy_protocol.codec import decode
 from cowboy_protocol.types.fields import encode_u128
 from cowboy_protocol.types.instructions import CallActor, DeployActor, Transfer
@@ -139,3 +147,30 @@ def test_a_full_committee_assignment_event_has_no_missing_seats_key() -> None:
         rec = net.job(job_id)
         assert decode(ev.data) == {0: job_id, 1: list(rec.committee), 2: rec.assignment_height,
                                    3: rec.deadline_block}
+
+
+def test_a_job_submit_pays_the_cells_of_its_spec_its_seats_and_its_pending_writes() -> None:
+    """docs/selection.md "Metering": a JobSubmit's cells are the flat ``len(spec) + 256·M`` plus, on the pending
+    path (M > 1), ``len(key) + len(value)`` of its three writes (record, due-index entry, snapshot) — on top of what
+    every transaction pays (its body and the sender's account write). Mutants: each operator and constant of the
+    flat charge (``+`` → ``*``/``//``/``%``, ``*`` → ``+``/``-``/``//``/``%``, 256 → 255/257, ``max(1, m)`` →
+    ``max(0, m)``/``max(2, m)``)."""
+    net = _net()
+    for verification, m in ((None, 1), (MULTI, 3)):
+        extra = {} if verification is None else {"verification": verification}
+        tx = net.tx(ALICE_SK, _request(None, timeout_blocks=10, **extra))
+        p = net.block([tx])
+        job_id = derive_job_id(tx.tx_hash(), 0)
+        world = net.chain.world()
+        pending_writes = 0
+        if m > 1:  # read back what the submission wrote, before the assignment deletes it
+            record_key = pending.pending_by_job_key(job_id)
+            raw = world.get(record_key)
+            snapshot = world.get(SNAPSHOT_PREFIX + job_id)
+            assert raw is not None and snapshot is not None
+            due = pending.PendingSelectionV1.decode(raw).due_key()
+            pending_writes = (len(record_key) + len(raw) + len(due) + len(pending.PENDING_DUE_VALUE)
+                              + len(SNAPSHOT_PREFIX + job_id) + len(snapshot))
+        spec = net.job(job_id).spec
+        every_tx = len(tx.body()) + ACCOUNT_WRITE_CELLS
+        assert p.result.receipts[0].cells_used == every_tx + len(spec) + 256 * m + pending_writes
