@@ -21,6 +21,10 @@ Goal (issue: foundation): ≤ 30 µs per write at 10^6 keys.
 Usage: python bench/state_root.py [--sizes 10000,100000,1000000] [--writes 2000] [--blocks 5]
        python bench/state_root.py --sizes 10000,1000000 --compare-tree OLD/cowboy_node/state/tree.py
        (``--compare-tree``: thread-CPU A/B against another StateTree, each on its own store, same blocks)
+       python bench/state_root.py --sizes 10000,1000000 --base /work/wt-base
+       (``--base``: the same measurement of another checkout's code -- each point run in a subprocess importing
+       that checkout's ``cowboy_node``, interleaved with this code's, same seeds -- and the growth ratios the
+       issue names, 10^6 ÷ 10^4 per write, for both)
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ import json
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# ``--code DIR`` (set by ``--base``): import ``cowboy_node`` from that checkout instead of this one
+sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv
+                            else Path(__file__).resolve().parents[1]).resolve()))
 
 import plyvel
 
@@ -213,6 +220,37 @@ def compare_trees(n_keys: int, other_tree_py: str, writes: int = 2000, blocks: i
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+GROWTH_KEYS = ("block_cpu_us_per_write", "prepare_cpu_us_per_write", "us_per_write")
+"""Per-write figures whose growth from the smallest to the largest size is reported."""
+
+
+def _point(code: str, n: int, writes: int, blocks: int) -> dict[str, float]:
+    """``measure(n)`` with ``code``'s ``cowboy_node``, in a fresh interpreter (same seed, hence same blocks)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--code", code, "--point", str(n), "--writes", str(writes),
+           "--blocks", str(blocks)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, float] = json.loads(out)
+    tree_py = str(result.pop("tree_py"))
+    if not tree_py.startswith(code + "/"):
+        raise RuntimeError(f"the point meant for {code} imported {tree_py}")
+    return result
+
+
+def compare_checkouts(base: str, sizes: list[int], writes: int, blocks: int) -> dict[str, object]:
+    """Every size measured with ``base``'s code and with this code, alternating which goes first, and the growth
+    of each :data:`GROWTH_KEYS` figure from the smallest to the largest size on each side (same run)."""
+    this = str(Path(__file__).resolve().parents[1])
+    sides: dict[str, dict[str, dict[str, float]]] = {"base": {}, "this": {}}
+    for i, n in enumerate(sizes):
+        for side in (("base", "this") if i % 2 == 0 else ("this", "base")):
+            sides[side][str(n)] = _point(base if side == "base" else this, n, writes, blocks)
+    lo, hi = str(min(sizes)), str(max(sizes))
+    growth = {side: {k: round(r[hi][k] / r[lo][k], 3) for k in GROWTH_KEYS} for side, r in sides.items()}
+    return {"base_code": base, "this_code": this, "sizes": sizes, "writes_per_block": writes, "blocks": blocks,
+            "results": sides, f"growth_{hi}_over_{lo}": growth,
+            "goal_growth_max": 1.5}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated key counts")
@@ -221,7 +259,21 @@ def main() -> None:
     ap.add_argument("--path", default=None, help="directory for the databases (default: a temp dir)")
     ap.add_argument("--compare-tree", default=None, metavar="TREE_PY",
                     help="instead: thread-CPU A/B of prepare() against the StateTree in this tree.py file")
+    ap.add_argument("--base", default=None, metavar="CHECKOUT",
+                    help="instead: A/B against another checkout's code (subprocesses, interleaved), with growth ratios")
+    ap.add_argument("--code", default=None, help=argparse.SUPPRESS)  # read before the imports, see the top
+    ap.add_argument("--point", type=int, default=None, help=argparse.SUPPRESS)  # one measure() as JSON
     args = ap.parse_args()
+    if args.point is not None:
+        import cowboy_node.state.tree as tree_module
+
+        print(json.dumps({"tree_py": tree_module.__file__, **measure(args.point, args.writes, blocks=args.blocks)}))
+        return
+    if args.base:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        print(json.dumps(compare_checkouts(str(Path(args.base).resolve()), sizes, args.writes, args.blocks),
+                         indent=2))
+        return
     if args.compare_tree:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         print(json.dumps({"compare_tree": args.compare_tree,
