@@ -350,6 +350,19 @@ def _service(keys: Keys) -> tuple[Any, _Net]:
     return svc, net
 
 
+def _svc_now(svc: Any) -> int:
+    """The engine clock of the service (split service: its voter's; a baseline tree from before the split: its own)."""
+    return int(svc.voter.now()) if hasattr(svc, "voter") else int(svc._now())
+
+
+def _set_running(svc: Any, running: bool) -> None:
+    """Let the service spawn its tasks as its run loop would (the runtime's flag; before the split, its own)."""
+    if hasattr(svc, "runtime"):
+        svc.runtime.running = running
+    else:
+        svc._running = running
+
+
 def _build_chain(svc: Any, keys: Keys, blocks: int, txs: int) -> list[bytes]:
     from cowboy_node.types.block import Round
     from cowboy_protocol.crypto import ed25519
@@ -370,7 +383,7 @@ def _build_chain(svc: Any, keys: Keys, blocks: int, txs: int) -> list[bytes]:
         svc.forks.commit(block, seed=keys.group_seed(Round(0, h)), certificate=None, inspect=lambda p, e: None)
         digests.append(block.hash())
     svc.forks.candidates.clear()
-    svc.bodies.blocks.clear()
+    (svc.bodies.blocks if hasattr(svc, "bodies") else svc._bodies).clear()
     return digests
 
 
@@ -400,7 +413,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
     setup: dict[str, Any] = {}
     if name == "fetch_service":
         for _ in range(64):
-            if not finalize_next_view(svc.engine, keys, svc.voter.now()):
+            if not finalize_next_view(svc.engine, keys, _svc_now(svc)):
                 raise RuntimeError("could not finalize the 64 views the Fetch flood asks for")
         count = max(1, n // 100)
         payloads = [(CH_CONSENSUS, encode_message(Fetch(0, tuple(range(1, 65)))))] * count
@@ -411,7 +424,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         setup = {"blocks": blocks, "block_txs": block_txs}
 
     async def run() -> dict[str, Any]:
-        svc.runtime.running = True
+        _set_running(svc, True)
         sends0, bytes0 = net.sends, net.bytes
         rss0 = _rss_bytes()
         mark = _mem_mark()
@@ -424,7 +437,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         loop_s = time.thread_time() - t0
         cpu = time.process_time() - c0
         wall = time.perf_counter() - w0
-        svc.runtime.running = False
+        _set_running(svc, False)
         mem = _mem_figures(mark)
         return {**mem, "messages": count, "request_bytes": len(payloads[0][1]), "cpu_s": round(cpu, 4),
                 "cpu_s_per_message": cpu / count, "event_loop_cpu_s_per_message": loop_s / count,
@@ -436,7 +449,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
     fig = asyncio.run(run())
     fig.update(setup)
     fig["state_after"] = _engine_state(svc.engine)
-    fig.update(_after(svc.engine, keys, svc.voter.now()))
+    fig.update(_after(svc.engine, keys, _svc_now(svc)))
     svc.close()
     return fig
 
