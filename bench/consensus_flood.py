@@ -340,15 +340,27 @@ def _service(keys: Keys) -> tuple[Any, _Net]:
 
     chain = Chain(MemoryStore(), keys.net.genesis)
     seed = keys.net.validator_keys[ME].ed25519_seed
+    net = _Net()
     svc = ConsensusService(
         chain, config=ServiceConfig(me=ME, block_time_ms=500, delta_ms=60_000, election=Election.ROUND_ROBIN),
         scheme=keys.scheme(ME), tree_lock=threading.Lock(), proposer_key=ed25519.public_key_from_seed(seed),
         sign=lambda d: ed25519.sign(seed, d), fee_recipient=keys.net.genesis.validators[ME].fee_recipient,
         take_transactions=list, presence=lambda w: b"\x01\x00", inspect=lambda p, e, o: None,
-        on_commit=lambda c: None, admit_gossip=lambda b: None, metrics=NodeMetrics())
-    net = _Net()
-    svc.net = net
+        on_commit=lambda c: None, admit_gossip=lambda b: None, metrics=NodeMetrics(), net=net)
     return svc, net
+
+
+def _svc_now(svc: Any) -> int:
+    """The engine clock of the service (split service: its voter's; a baseline tree from before the split: its own)."""
+    return int(svc.voter.now()) if hasattr(svc, "voter") else int(svc._now())
+
+
+def _set_running(svc: Any, running: bool) -> None:
+    """Let the service spawn its tasks as its run loop would (the runtime's flag; before the split, its own)."""
+    if hasattr(svc, "runtime"):
+        svc.runtime.running = running
+    else:
+        svc._running = running
 
 
 def _build_chain(svc: Any, keys: Keys, blocks: int, txs: int) -> list[bytes]:
@@ -371,7 +383,7 @@ def _build_chain(svc: Any, keys: Keys, blocks: int, txs: int) -> list[bytes]:
         svc.forks.commit(block, seed=keys.group_seed(Round(0, h)), certificate=None, inspect=lambda p, e: None)
         digests.append(block.hash())
     svc.forks.candidates.clear()
-    svc._bodies.clear()
+    (svc.bodies.blocks if hasattr(svc, "bodies") else svc._bodies).clear()
     return digests
 
 
@@ -401,7 +413,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
     setup: dict[str, Any] = {}
     if name == "fetch_service":
         for _ in range(64):
-            if not finalize_next_view(svc.engine, keys, svc._now()):
+            if not finalize_next_view(svc.engine, keys, _svc_now(svc)):
                 raise RuntimeError("could not finalize the 64 views the Fetch flood asks for")
         count = max(1, n // 100)
         payloads = [(CH_CONSENSUS, encode_message(Fetch(0, tuple(range(1, 65)))))] * count
@@ -412,8 +424,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         setup = {"blocks": blocks, "block_txs": block_txs}
 
     async def run() -> dict[str, Any]:
-        svc._running = True
-        svc._event_loop = asyncio.get_running_loop()
+        _set_running(svc, True)
         sends0, bytes0 = net.sends, net.bytes
         rss0 = _rss_bytes()
         mark = _mem_mark()
@@ -426,7 +437,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
         loop_s = time.thread_time() - t0
         cpu = time.process_time() - c0
         wall = time.perf_counter() - w0
-        svc._running = False
+        _set_running(svc, False)
         mem = _mem_figures(mark)
         return {**mem, "messages": count, "request_bytes": len(payloads[0][1]), "cpu_s": round(cpu, 4),
                 "cpu_s_per_message": cpu / count, "event_loop_cpu_s_per_message": loop_s / count,
@@ -438,7 +449,7 @@ def flood_service(name: str, n: int, blocks: int, block_txs: int) -> dict[str, A
     fig = asyncio.run(run())
     fig.update(setup)
     fig["state_after"] = _engine_state(svc.engine)
-    fig.update(_after(svc.engine, keys, svc._now()))
+    fig.update(_after(svc.engine, keys, _svc_now(svc)))
     svc.close()
     return fig
 

@@ -480,6 +480,12 @@ def render_config(*, chain_id: str, rpc_addr: str, quic_addr: str, metrics_addr:
         "\n[ui]\n# The network page (/ui, docs/ui.md): other validators' RPC URLs it shows, and the origins whose "
         "pages may\n# read this node's /status and /ui/snapshot (the other validators' pages).\n"
         f"peers = {json.dumps(list(ui_peers))}\ncors_origins = {json.dumps(list(ui_cors_origins))}\n")
+    return _render_local(chain_id, bt) + _render_endpoints(rpc_addr, quic_addr, metrics_addr) + \
+        _render_pools_and_peers(p2p_addr, peers, ui)
+
+
+def _render_local(chain_id: str, bt: str) -> str:
+    """``[node]``, ``[storage]`` and ``[snapshot]`` of :func:`render_config` (the header comment first)."""
     return f"""\
 # cowboy-node configuration. Consensus parameters live in genesis.json;
 # this file holds local settings only. Unknown keys are rejected at start-up.
@@ -517,6 +523,12 @@ keep = 2
 # auto_state_sync = true
 # fallback_behind_blocks = 10000
 
+"""
+
+
+def _render_endpoints(rpc_addr: str, quic_addr: str, metrics_addr: str) -> str:
+    """``[rpc]``, ``[quic]``, ``[metrics]`` and ``[log]`` of :func:`render_config`."""
+    return f"""\
 [rpc]
 # HTTP API (POST /submit, GET /status, ...). Keep it on loopback unless fronted by a proxy.
 addr = "{rpc_addr}"
@@ -585,6 +597,12 @@ format = "console"
 # debug | info | warning | error
 level = "info"
 
+"""
+
+
+def _render_pools_and_peers(p2p_addr: str, peers: str, ui: str) -> str:
+    """``[mempool]``, ``[p2p]``, ``[consensus]`` and the optional ``[ui]`` of :func:`render_config`."""
+    return f"""\
 [mempool]
 # Most transactions / bytes held; when full, a new transaction must outbid the cheapest evictable one.
 max_txs = 10000

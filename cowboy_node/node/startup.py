@@ -7,6 +7,8 @@ import errno
 import signal
 from pathlib import Path
 
+from aiohttp import web
+
 from cowboy_node.chain.blockstore import KEY_INSTALLING, BlockStore
 from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.chain.config_errors import ConfigError
@@ -247,46 +249,9 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     (a vote journal that cannot be read, or that holds conflicting own votes, included) and :class:`NodeFailed`
     when it stopped on a vote journal write error. ``halt_height`` (``run --halt-height``) overrides
     ``[node] halt_height``: the node commits that height, then stops and returns 0."""
-    try:
-        cfg = load_config(home)
-        configure_logging(cfg.log_format, cfg.log_level)
-        genesis = load_genesis(cfg.genesis_path)
-        check_interpreter(genesis.pvm_version, cfg.genesis_path)
-        if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
-            raise ConfigError(str(home / "config.toml"), "node.chain_id",
-                              f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")
-        key = load_validator_key(cfg.validator_key_path)  # refuses a key group or others may access
-        quic_key = home / QUIC_KEY_FILE
-        if quic_key.exists() or quic_key.is_symlink():
-            check_secret_mode(quic_key)
-    except (ConfigError, KeyFileError) as e:
-        raise StartupError(str(e)) from None
-    try:
-        store = LevelDBStore(cfg.data_path)
-    except StoreError as e:
-        raise StartupError(str(e)) from None
-    try:
-        await state_sync_if_empty(cfg, home, genesis, store, key.ed25519_seed)
-        await state_sync_if_requested(  # issue 34: the automatic fall-back to state sync, when one is pending
-            cfg, home, genesis, store, key.ed25519_seed, cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
-            peers=lambda me: peer_infos(cfg, genesis, me, str(home / "config.toml")), idle_timeout_s=P2P_IDLE_TIMEOUT_S)
-    except SnapshotError as e:
-        store.close()
-        raise StartupError(f"fall-back to state sync failed ({e.code}): {e}; start again to retry") from None
-    except (StartupError, ConfigError, OSError) as e:
-        store.close()
-        raise StartupError(str(e)) from None
-    halt = halt_height if halt_height is not None else cfg.halt_height
-    try:
-        chain = Chain(store, genesis, halt_height=halt)
-    except ChainError as e:
-        store.close()
-        raise StartupError(f"{cfg.data_path}: {e}") from None
-    if halt is not None and chain.height >= halt:
-        store.close()
-        where = "--halt-height" if halt_height is not None else f"{home / 'config.toml'}: node.halt_height"
-        raise StartupError(f"{where}: {halt} is at or below the committed head {chain.height}; the node halted "
-                           "there already (remove it, or set a later height, to run on)")
+    cfg, genesis, key = _load_settings(home)
+    store = await _open_store(cfg, home, genesis, key)
+    chain, halt = _open_chain(cfg, home, genesis, store, halt_height)
     mempool = Mempool(MempoolConfig(
         max_txs=cfg.mempool_max_txs, max_bytes=cfg.mempool_max_bytes,
         max_txs_per_sender=cfg.mempool_max_txs_per_sender, max_nonce_gap=cfg.mempool_max_nonce_gap,
@@ -297,7 +262,6 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     except StartupError:
         store.close()
         raise
-    metrics = node.metrics
     transport, peers = node.transport, node.net
 
     # Before anything listens: a SIGTERM that arrives once /health answers must stop the node cleanly (exit 0), not
@@ -305,40 +269,7 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, node.request_stop)
-    runners = []
-    binding = ("rpc.addr", cfg.rpc_addr)  # the listener being opened, named if it fails (a port clash)
-    try:
-        host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
-        runners.append(await start_rpc_server(node.api, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
-                                              max_submit_batch=cfg.rpc_max_submit_batch,
-                                              metrics=metrics, read_pool=read_pool(cfg, metrics),
-                                              conn_limits=conn_limits(cfg),
-                                              ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),
-                                              subscriptions=hub))
-        if cfg.metrics_enabled:
-            binding = ("metrics.addr", cfg.metrics_addr)
-            mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
-            runners.append(await start_metrics_server(metrics, mhost, mport))
-        binding = ("quic.addr", f"{cfg.quic_addr} (UDP)")
-        if transport is not None:
-            await transport.start()
-        binding = ("p2p.addr", f"{cfg.p2p_addr} (UDP)")
-        if peers is not None:
-            await peers.start()
-    except ConfigError as e:
-        for r in runners:
-            await r.cleanup()
-        store.close()
-        raise StartupError(str(e)) from None
-    except OSError as e:
-        for r in runners:
-            await r.cleanup()
-        store.close()
-        setting, addr = binding
-        clash = " (another process holds it: a node already running on this home or another one?)" \
-            if e.errno == errno.EADDRINUSE else ""
-        raise StartupError(f"{home / 'config.toml'}: {setting}: cannot listen on {addr}: {e.strerror or e}{clash}; "
-                           f"stop that process or change {setting}") from None
+    runners = await _start_servers(cfg, home, node, hub, store)
 
     log.info("node started", chain_id=genesis.chain_id, height=chain.height, rpc=cfg.rpc_addr,
              quic=f"{cfg.quic_addr} (udp)" if transport is not None else None,
@@ -373,3 +304,102 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
     if fallback and fallback[0].reason is not None:  # issue 34: restart into the state sync
         return await run_node(home, halt_height=halt_height)
     return 0
+
+
+def _load_settings(home: Path) -> tuple[NodeConfig, Genesis, ValidatorKey]:
+    """The config (logging configured from it), the genesis and the validator key, each checked."""
+    try:
+        cfg = load_config(home)
+        configure_logging(cfg.log_format, cfg.log_level)
+        genesis = load_genesis(cfg.genesis_path)
+        check_interpreter(genesis.pvm_version, cfg.genesis_path)
+        if cfg.chain_id is not None and cfg.chain_id != genesis.chain_id:
+            raise ConfigError(str(home / "config.toml"), "node.chain_id",
+                              f"{cfg.chain_id!r} does not match genesis.json chain_id {genesis.chain_id!r}")
+        key = load_validator_key(cfg.validator_key_path)  # refuses a key group or others may access
+        quic_key = home / QUIC_KEY_FILE
+        if quic_key.exists() or quic_key.is_symlink():
+            check_secret_mode(quic_key)
+    except (ConfigError, KeyFileError) as e:
+        raise StartupError(str(e)) from None
+    return cfg, genesis, key
+
+
+async def _open_store(cfg: NodeConfig, home: Path, genesis: Genesis, key: ValidatorKey) -> LevelDBStore:
+    """The LevelDB store, state-synced first when empty or when a fall-back to state sync is pending."""
+    try:
+        store = LevelDBStore(cfg.data_path)
+    except StoreError as e:
+        raise StartupError(str(e)) from None
+    try:
+        await state_sync_if_empty(cfg, home, genesis, store, key.ed25519_seed)
+        await state_sync_if_requested(  # issue 34: the automatic fall-back to state sync, when one is pending
+            cfg, home, genesis, store, key.ed25519_seed, cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE,
+            peers=lambda me: peer_infos(cfg, genesis, me, str(home / "config.toml")), idle_timeout_s=P2P_IDLE_TIMEOUT_S)
+    except SnapshotError as e:
+        store.close()
+        raise StartupError(f"fall-back to state sync failed ({e.code}): {e}; start again to retry") from None
+    except (StartupError, ConfigError, OSError) as e:
+        store.close()
+        raise StartupError(str(e)) from None
+    return store
+
+
+def _open_chain(cfg: NodeConfig, home: Path, genesis: Genesis, store: LevelDBStore,
+                halt_height: int | None) -> tuple[Chain, int | None]:
+    """The chain on ``store`` and the height it halts at (``--halt-height`` over ``[node] halt_height``); the
+    store is closed when it cannot be opened or has already passed that height."""
+    halt = halt_height if halt_height is not None else cfg.halt_height
+    try:
+        chain = Chain(store, genesis, halt_height=halt)
+    except ChainError as e:
+        store.close()
+        raise StartupError(f"{cfg.data_path}: {e}") from None
+    if halt is not None and chain.height >= halt:
+        store.close()
+        where = "--halt-height" if halt_height is not None else f"{home / 'config.toml'}: node.halt_height"
+        raise StartupError(f"{where}: {halt} is at or below the committed head {chain.height}; the node halted "
+                           "there already (remove it, or set a later height, to run on)")
+    return chain, halt
+
+
+async def _start_servers(cfg: NodeConfig, home: Path, node: Node, hub: SubscriptionHub,
+                         store: LevelDBStore) -> list[web.AppRunner]:
+    """Start the RPC and metrics servers, the QUIC transport and the peer layer; returns the HTTP runners. A
+    listener that cannot be opened closes what was started and the store, naming its setting."""
+    metrics, transport, peers = node.metrics, node.transport, node.net
+    runners: list[web.AppRunner] = []
+    binding = ("rpc.addr", cfg.rpc_addr)  # the listener being opened, named if it fails (a port clash)
+    try:
+        host, port = split_host_port(cfg.rpc_addr, path=str(home / "config.toml"), key="rpc.addr")
+        runners.append(await start_rpc_server(node.api, host, port, max_body_bytes=cfg.rpc_max_body_bytes,
+                                              max_submit_batch=cfg.rpc_max_submit_batch,
+                                              metrics=metrics, read_pool=read_pool(cfg, metrics),
+                                              conn_limits=conn_limits(cfg),
+                                              ui=UiConfig(cfg.ui_peers, frozenset(cfg.ui_cors_origins)),
+                                              subscriptions=hub))
+        if cfg.metrics_enabled:
+            binding = ("metrics.addr", cfg.metrics_addr)
+            mhost, mport = split_host_port(cfg.metrics_addr, path=str(home / "config.toml"), key="metrics.addr")
+            runners.append(await start_metrics_server(metrics, mhost, mport))
+        binding = ("quic.addr", f"{cfg.quic_addr} (UDP)")
+        if transport is not None:
+            await transport.start()
+        binding = ("p2p.addr", f"{cfg.p2p_addr} (UDP)")
+        if peers is not None:
+            await peers.start()
+    except ConfigError as e:
+        for r in runners:
+            await r.cleanup()
+        store.close()
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        for r in runners:
+            await r.cleanup()
+        store.close()
+        setting, addr = binding
+        clash = " (another process holds it: a node already running on this home or another one?)" \
+            if e.errno == errno.EADDRINUSE else ""
+        raise StartupError(f"{home / 'config.toml'}: {setting}: cannot listen on {addr}: {e.strerror or e}{clash}; "
+                           f"stop that process or change {setting}") from None
+    return runners

@@ -130,7 +130,7 @@ METRICS: tuple[_Spec, ...] = (
         "because of an unexpected exception in the node's own code; each one is logged with its hash."),
     _Spec(Counter, "block_production_failures", "Block production attempts that raised outside transaction execution "
         "(logged; the producer tries again at the next slot)."),
-    # Consensus (threshold Simplex, cowboy_node/node/consensus_service.py).
+    # Consensus (threshold Simplex, cowboy_node/consensus/service/; the ConsensusMetrics methods below).
     _Spec(Gauge, "consensus_view", "Current consensus view."),
     _Spec(Gauge, "consensus_finalized_height", "Height of the last finalized, committed block."),
     _Spec(Gauge, "consensus_peers", "Validator peers with an authenticated connection."),
@@ -312,6 +312,56 @@ class NodeMetrics:
     def push_latency(self, seconds: float) -> None:
         """Commit → JobAck{Accepted} of one push."""
         self.push_latency_seconds.observe(seconds)
+
+    # ConsensusMetrics (cowboy_node/consensus/service/ports.py): what consensus reports, under the same names.
+
+    def consensus_message(self, direction: str, kind: str) -> None:
+        """One consensus message ``sent`` or ``received``, by kind."""
+        (self.consensus_messages_sent if direction == "sent" else self.consensus_messages_received).labels(
+            kind=kind).inc()
+
+    def consensus_bad_message(self, reason: str) -> None:
+        """A peer message refused (``cowboy_consensus_bad_messages_total``)."""
+        self.consensus_bad_messages.labels(reason=reason).inc()
+
+    def consensus_fault(self, reason: str) -> None:
+        """A protocol violation seen (``cowboy_consensus_faults_total``)."""
+        self.consensus_faults.labels(reason=reason).inc()
+
+    def consensus_invalid_block(self, reason: str) -> None:
+        """A proposal refused (``cowboy_consensus_invalid_blocks_total``)."""
+        self.consensus_invalid_blocks.labels(reason=reason).inc()
+
+    def consensus_certificate(self, kind: str) -> None:
+        """A certificate formed or received; a nullification also counts a nullified view."""
+        self.consensus_certificates.labels(kind=kind).inc()
+        if kind == "nullification":
+            self.consensus_nullifications.inc()
+
+    def consensus_latency(self, stage: str, seconds: float) -> None:
+        """Proposal → ``notarization`` or ``finalization`` of one view."""
+        (self.consensus_notarization_seconds if stage == "notarization" else
+         self.consensus_finalization_seconds).observe(seconds)
+
+    def consensus_gauges(self, *, view: int | None = None, finalized_height: int | None = None,
+                         peers: int | None = None, voting: bool | None = None) -> None:
+        """Set the consensus gauges given."""
+        if view is not None:
+            self.consensus_view.set(view)
+        if finalized_height is not None:
+            self.consensus_finalized_height.set(finalized_height)
+        if peers is not None:
+            self.consensus_peers.set(peers)
+        if voting is not None:
+            self.consensus_voting.set(1 if voting else 0)
+
+    def block_production_failed(self) -> None:
+        """A build or commit raised outside transaction execution."""
+        self.block_production_failures.inc()
+
+    def block_observer(self) -> StepTimer:
+        """A fresh :class:`StepTimer` for one block's End of Block."""
+        return StepTimer()
 
     def observe_jobs(self, activity: JobActivity) -> None:
         """Record what one committed block did to jobs (``observability.job_activity.block_job_activity``)."""

@@ -123,12 +123,11 @@ def test_the_size_limit_applies_to_pooled_bodies_too(raw_block: tuple[bytes, lis
 def test_a_validator_decodes_a_received_body_with_its_pools_transactions() -> None:
     from tests.unit.node.test_consensus_preverify import LEADER, _leader_block, _service
 
-    svc, _ = _service(0)
     block = _leader_block()
     pool = _pool_of(list(block.transactions))
-    svc.known_transaction = pool.by_body
-    svc._on_block(LEADER, block.encode())
-    got = svc._bodies[block.hash()]
+    svc, _ = _service(0, known_transaction=pool.by_body)
+    svc.application.on_block(LEADER, block.encode())
+    got = svc.bodies.blocks[block.hash()]
     assert got == block and got.transactions and all(t is pool.by_body(t.body()) for t in got.transactions)
 
 

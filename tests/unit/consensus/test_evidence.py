@@ -50,8 +50,8 @@ def test_the_service_records_each_fault_once_with_its_votes() -> None:
     node = make_node()
     try:
         fault = Faulty(0, Round(0, 7), "conflicting notarize votes", (_vote(1), _vote(2)))
-        node.consensus._act([fault, fault])  # the same fault again (a peer repeating itself) is not re-written
-        node.consensus._act([Faulty(0, Round(0, 8), "conflicting notarize votes", (_vote(1), _vote(2)))])
+        node.consensus.voter.act([fault, fault])  # the same fault again (a peer repeating itself) is not re-written
+        node.consensus.voter.act([Faulty(0, Round(0, 8), "conflicting notarize votes", (_vote(1), _vote(2)))])
         records = node.consensus.evidence.latest(10)
         assert [e.round.view for _, e in records] == [7, 8]
         assert records[0][1].votes == (_vote(1), _vote(2))

@@ -4,7 +4,6 @@ driven with an explicit clock (``t``), never the wall clock."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -36,14 +35,10 @@ OTHERS = (1, 2, 3)
 
 def service(data: Path, *, journal: bool, **cfg: Any) -> tuple[ConsensusService, _Net]:
     """Validator 0 with ``data/consensus-votes.journal`` (created empty first when ``journal``)."""
-    svc, net = _service(0)
     path = data / VOTE_JOURNAL_FILE
     if journal:
         create_empty_journal(path)
-    svc.journal = VoteJournal(path)
-    if cfg:
-        svc.cfg = dataclasses.replace(svc.cfg, **cfg)
-    return svc, net
+    return _service(0, journal=VoteJournal(path), **cfg)
 
 
 def proposal(svc: ConsensusService, view: int, tag: bytes = b"") -> Proposal:
@@ -98,5 +93,5 @@ def consensus_sent(net: _Net) -> int:
 
 
 def act(svc: ConsensusService, outs: list[Output]) -> list[Output]:
-    svc._act(outs)
+    svc.voter.act(outs)
     return outs

@@ -1,6 +1,6 @@
 """The consensus service's header lookups take the committed head's header from memory instead of reading the
 stored block back (which decodes every transaction of it); other committed blocks are still read from the store,
-unknown digests are still unknown (``node/consensus_service.py`` ``_header``)."""
+unknown digests are still unknown (``consensus/service/application.py`` ``Application.header``)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def test_the_heads_header_is_not_read_back_from_the_store(monkeypatch: pytest.Mo
     real = svc.chain.blocks.block
     monkeypatch.setattr(svc.chain.blocks, "block", lambda h: reads.append(h) or real(h))
 
-    assert svc._header(block.hash()) == stored.header
-    assert asyncio.run(svc._known_header(block.hash())) == stored.header
+    assert svc.application.header(block.hash()) == stored.header
+    assert asyncio.run(svc.application.known_header(block.hash())) == stored.header
     assert reads == []  # the head: no block decoded
 
-    genesis = svc._header(genesis_hash)  # committed, not the head: from the store, as before
+    genesis = svc.application.header(genesis_hash)  # committed, not the head: from the store, as before
     assert genesis is not None and genesis.height == 0 and genesis.digest() == genesis_hash
     assert reads == [0]
-    assert svc._header(b"\x01" * 32) is None
+    assert svc.application.header(b"\x01" * 32) is None

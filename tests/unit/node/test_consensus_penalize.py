@@ -14,9 +14,9 @@ import pytest
 from cowboy_node.chain.chain import Chain
 from cowboy_node.consensus.forks import Forks
 from cowboy_node.consensus.records import ConsensusRecords
+from cowboy_node.consensus.service import bodies as bodies_mod
 from cowboy_node.consensus.simplex.types import Notarization, Proposal, encode_message
 from cowboy_node.consensus.sync_messages import CH_BLOCKS, CH_CONSENSUS
-from cowboy_node.node import consensus_service
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.types.block import Block, Round
 from cowboy_protocol.crypto import ed25519
@@ -51,20 +51,20 @@ def test_an_unsolicited_body_beyond_the_vote_window_is_dropped_and_counted() -> 
     assert svc.engine is not None and svc.engine.view == 1
     far = _block_at(1 + svc.engine.cfg.window + 1)
     svc.on_peer_message(2, CH_BLOCKS, far.encode())
-    assert far.hash() not in svc._bodies
+    assert far.hash() not in svc.bodies.blocks
     assert svc.metrics.consensus_bad_messages.labels(reason="unsolicited_body")._value.get() == 1
     near = _block_at(1 + svc.engine.cfg.window)
     svc.on_peer_message(2, CH_BLOCKS, near.encode())
-    assert near.hash() in svc._bodies
+    assert near.hash() in svc.bodies.blocks
 
 
 def test_an_awaited_body_is_kept_whatever_its_view() -> None:
     svc, _ = _service(0)
     svc.start_engine()
     far = _block_at(1_000)
-    svc._body_waiters[far.hash()] = asyncio.Event()  # asked for (a BlockRequest is out)
+    svc.bodies.waiters[far.hash()] = asyncio.Event()  # asked for (a BlockRequest is out)
     svc.on_peer_message(2, CH_BLOCKS, far.encode())
-    assert far.hash() in svc._bodies
+    assert far.hash() in svc.bodies.blocks
 
 
 def test_cached_peer_bodies_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,8 +72,8 @@ def test_cached_peer_bodies_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch
     svc.start_engine()
     blocks = [_block_at(v) for v in (2, 3, 4)]
     size = len(blocks[0].encode())
-    monkeypatch.setattr(consensus_service, "BODY_CACHE_BYTES", 2 * size)
+    monkeypatch.setattr(bodies_mod, "BODY_CACHE_BYTES", 2 * size)
     for b in blocks:
         svc.on_peer_message(2, CH_BLOCKS, b.encode())
-    assert list(svc._bodies) == [blocks[1].hash(), blocks[2].hash()]  # the oldest went
-    assert svc._body_bytes == sum(len(b.encode()) for b in blocks[1:])
+    assert list(svc.bodies.blocks) == [blocks[1].hash(), blocks[2].hash()]  # the oldest went
+    assert svc.bodies.bytes == sum(len(b.encode()) for b in blocks[1:])

@@ -30,7 +30,7 @@ from cowboy_node.node.consensus_service import TIMELINE_FILE, ConsensusService, 
 from cowboy_node.node.devgenesis import NetworkGenesis, create_genesis
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.state.memory import MemoryStore
-from cowboy_node.types.block import Block, Round
+from cowboy_node.types.block import Block, KnownTransaction, Round
 from cowboy_protocol.crypto import ed25519
 from tests.helpers import ALICE, ALICE_FUNDS, ALICE_SK, BOB, CHAIN_ID, transfer
 
@@ -68,17 +68,21 @@ def _scheme(i: int) -> ThresholdScheme:
                            threshold.Share(k.bls_share_index, bls.secret_key_from_bytes(k.bls_secret)))
 
 
-def _service(me: int) -> tuple[ConsensusService, _Net]:
+def _service(me: int, *, journal: VoteJournal | None = None, net: Any = None,
+             known_transaction: KnownTransaction | None = None, **cfg: Any) -> tuple[ConsensusService, Any]:
+    """Validator ``me`` of :data:`NET` with a fake peer layer (``net``, default a :class:`_Net`), ``journal``,
+    ``known_transaction``, and ``cfg`` overriding :class:`ServiceConfig` fields."""
     chain = Chain(MemoryStore(), NET.genesis)
     seed = NET.validator_keys[me].ed25519_seed
+    net = _Net() if net is None else net
     svc = ConsensusService(
-        chain, config=ServiceConfig(me=me, block_time_ms=500, delta_ms=60_000, election=Election.ROUND_ROBIN),
+        chain, config=ServiceConfig(**{"me": me, "block_time_ms": 500, "delta_ms": 60_000,
+                                       "election": Election.ROUND_ROBIN, **cfg}),
         scheme=_scheme(me), tree_lock=threading.Lock(), proposer_key=ed25519.public_key_from_seed(seed),
         sign=lambda d: ed25519.sign(seed, d), fee_recipient=NET.genesis.validators[me].fee_recipient,
         take_transactions=list, presence=lambda w: b"\x01\x00", inspect=lambda p, e, o: None,
-        on_commit=lambda c: None, admit_gossip=lambda b: None, metrics=NodeMetrics())
-    net = _Net()
-    svc.net = net
+        on_commit=lambda c: None, admit_gossip=lambda b: None, metrics=NodeMetrics(), journal=journal, net=net,
+        known_transaction=known_transaction)
     return svc, net
 
 
@@ -106,14 +110,14 @@ def _own_notarizes(net: _Net, me: int) -> list[Any]:
 async def _settle(svc: ConsensusService) -> None:
     for _ in range(200):
         await asyncio.sleep(0.01)
-        if not svc._tasks:
+        if not svc.runtime.tasks:
             return
 
 
 def test_body_from_the_leader_is_executed_on_arrival_and_the_vote_waits_for_the_proposal() -> None:
     async def run() -> None:
         svc, net = _service(0)
-        svc._running = True
+        svc.runtime.running = True
         svc.start_engine()
         assert svc.engine is not None and svc.engine.view == 1 and svc.engine.leader_of(1) == LEADER
         block = _leader_block()
@@ -137,7 +141,7 @@ def test_body_from_the_leader_is_executed_on_arrival_and_the_vote_waits_for_the_
 def test_a_body_not_sent_by_the_views_leader_is_not_executed_early() -> None:
     async def run() -> None:
         svc, _ = _service(0)
-        svc._running = True
+        svc.runtime.running = True
         svc.start_engine()
         block = _leader_block()
         svc.on_peer_message(2, CH_BLOCKS, block.encode())  # relayed by another validator
@@ -150,9 +154,8 @@ def test_a_body_not_sent_by_the_views_leader_is_not_executed_early() -> None:
 
 def test_close_leaves_the_view_timeline_next_to_the_vote_journal(tmp_path: Path) -> None:
     async def run() -> None:
-        svc, _ = _service(0)
-        svc.journal = VoteJournal(tmp_path / "consensus-votes.journal")  # start_engine loads it
-        svc._running = True
+        svc, _ = _service(0, journal=VoteJournal(tmp_path / "consensus-votes.journal"))  # start_engine loads it
+        svc.runtime.running = True
         svc.start_engine()
         svc.timeline.mark(1, "seen", 1.0, leader=False)
         svc.timeline.mark(1, "committed", 1.25)

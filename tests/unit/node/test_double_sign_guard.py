@@ -114,12 +114,12 @@ def test_a_validator_without_its_journal_votes_only_after_being_in_sync_and_watc
     assert svc.metrics.consensus_voting._value.get() == 0
 
     d = _Driver(svc, net)
-    svc.syncing = True  # behind the network: nothing counts
+    svc.resolver.syncing = True  # behind the network: nothing counts
     for _ in range(2 * WATCH):
         d.offer_proposal()
         d.next_view()
     assert own_votes_sent(net) == [] and svc.status_json()["voting"]["until_view"] is None
-    svc.syncing = False
+    svc.resolver.syncing = False
     d.next_view()
     start = d.view
     assert svc.status_json()["voting"]["until_view"] == start + WATCH

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cowboy_node.consensus.journal import JournalWriteError, VoteJournal, create_empty_journal
+from cowboy_node.consensus.service import voter as voter_mod
 from cowboy_node.consensus.simplex.engine import Broadcast, Journal, Output, ProposalWanted, Send
 from cowboy_node.consensus.simplex.types import (
     Finalize,
@@ -27,7 +28,6 @@ from cowboy_node.consensus.simplex.types import (
     encode_message,
 )
 from cowboy_node.consensus.sync_messages import CH_CONSENSUS
-from cowboy_node.node import consensus_service as service_mod
 from cowboy_node.node.consensus_service import ConsensusService
 from cowboy_node.types.block import Block, Round
 from tests.unit.node.journal_harness import (
@@ -74,29 +74,28 @@ class _CheckingNet(_Net):
     """The fake peer layer that also records, for every own vote it is asked to send, whether the journal already
     held it durably at that moment (the safety rule)."""
 
-    def __init__(self, svc: ConsensusService) -> None:
+    def __init__(self, journal: VoteJournal, me: int) -> None:
         super().__init__()
-        self._svc = svc
+        self._journal = journal
+        self._me = me
         self.undurable: list[Vote] = []
 
     def broadcast(self, channel: int, payload: bytes) -> int:
         if channel == CH_CONSENSUS:
             m = decode_message(payload)
-            journal = self._svc.journal
-            if isinstance(m, Notarize | Nullify | Finalize) and m.signer == self._svc.cfg.me and \
+            journal = self._journal
+            if isinstance(m, Notarize | Nullify | Finalize) and m.signer == self._me and \
                     (journal is None or m not in journal.votes()):
                 self.undurable.append(m)
         return super().broadcast(channel, payload)
 
 
 def _held_service(tmp_path: Path, me: int = 0) -> tuple[ConsensusService, _CheckingNet, _HeldJournal]:
-    svc, _ = _service(me)
     path = tmp_path / "consensus-votes.journal"
     create_empty_journal(path)
     journal = _HeldJournal(path)
-    svc.journal = journal
-    net = _CheckingNet(svc)
-    svc.net = net
+    net = _CheckingNet(journal, me)
+    svc, _ = _service(me, journal=journal, net=net)
     return svc, net, journal
 
 
@@ -105,7 +104,7 @@ async def _entered(event: threading.Event) -> None:
 
 
 async def _flushed(svc: ConsensusService) -> None:
-    await asyncio.wait_for(svc._outbox.flush(), BOUND_S)
+    await asyncio.wait_for(svc.outbox.flush(), BOUND_S)
 
 
 def _sends(outs: list[Output]) -> list[bytes]:
@@ -202,7 +201,7 @@ def test_a_failed_write_off_the_loop_sends_nothing_queued_and_stops_the_validato
         assert svc.fatal is journal.fail and svc.stopping
         assert consensus_sent(net) == 0  # neither the vote nor anything queued after it
         act(svc, engine.tick(10**9))  # later outputs send nothing either
-        assert consensus_sent(net) == 0 and svc._outbox.pending == 0
+        assert consensus_sent(net) == 0 and svc.outbox.pending == 0
         svc.close()
 
     asyncio.run(run())
@@ -216,9 +215,9 @@ def test_the_proposals_block_is_durable_off_the_loop_before_its_vote_is_journale
         svc, net, journal = _held_service(tmp_path, me=LEADER)
         journal.gate.set()  # only the store write is held here
         svc.start_engine()
-        want = svc._wanted
+        want = svc.application.wanted
         assert isinstance(want, ProposalWanted) and want.round.view == 1
-        cand = await svc._build(want)
+        cand = await svc.application.build(want)
         assert cand is not None
         block = cand.prepared.block
         records = svc.records
@@ -245,7 +244,7 @@ def test_the_proposals_block_is_durable_off_the_loop_before_its_vote_is_journale
 
         records.put_proposal = held_put  # type: ignore[method-assign]
         journal.append_many = recording_append  # type: ignore[method-assign]
-        task = asyncio.create_task(svc._propose_block(want, block))
+        task = asyncio.create_task(svc.application.propose_block(want, block))
         await _entered(put_entered)
         ran = asyncio.Event()
         asyncio.get_running_loop().call_soon(ran.set)
@@ -276,7 +275,7 @@ def test_stopping_drops_what_is_queued_and_the_journal_closes_after_the_write_in
         act(svc, engine.receive(LEADER, notarize(LEADER, p), 1_000))
         outs = act(svc, engine.verified(p, True, 1_001))
         await _entered(journal.entered)
-        svc._outbox.stop()  # what ConsensusService.run does first when it stops
+        svc.outbox.stop()  # what ConsensusService.run does first when it stops
         closed_during_write: list[bool] = []
         real_close = journal.close
 
@@ -287,7 +286,7 @@ def test_stopping_drops_what_is_queued_and_the_journal_closes_after_the_write_in
         journal.close = recording_close  # type: ignore[method-assign]
         # the write is released only once close() waits for the writer thread: a journal closed before that
         # would be closed under the held write
-        writer = svc._outbox._writer
+        writer = svc.outbox._writer
         waiting = threading.Event()
         real_shutdown = writer.shutdown
 
@@ -320,7 +319,7 @@ def test_produce_once_with_a_journal_commits_after_the_votes_are_written_off_the
     create_empty_journal(path)
     journal = _HeldJournal(path)
     journal.gate.set()
-    node.consensus.journal = journal
+    node.consensus.voter.journal = journal  # before the first block: the outbox reads the voter's
 
     async def run() -> None:
         await node.produce_block()
@@ -357,23 +356,22 @@ def test_compaction_runs_on_the_writer_thread_and_its_failure_stops_the_validato
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Compaction rewrites the file the appends write to: it runs on their thread, in turn with them (never on the
     loop while an append is in flight), and a failure stops the validator as a failed append does."""
-    monkeypatch.setattr(service_mod, "COMPACT_AFTER", 0)
+    monkeypatch.setattr(voter_mod, "COMPACT_AFTER", 0)
 
     async def run() -> None:
-        svc, _ = _service(0)
         path = tmp_path / "consensus-votes.journal"
         create_empty_journal(path)
         journal = _ThreadRecordingCompaction(path)
-        svc.journal = journal
+        svc, _ = _service(0, journal=journal)
         svc.start_engine()
         journal.append(nullify(0, Round(0, 1)))  # one record, so that compaction has something to look at
-        svc._compact_journal()
-        await svc._outbox.run(lambda: None)  # the writer thread has done what was submitted before
+        svc.voter.compact_journal()
+        await svc.outbox.run(lambda: None)  # the writer thread has done what was submitted before
         assert journal.threads and journal.threads[0] is not threading.current_thread()
         assert svc.fatal is None
         journal.fail = True
-        svc._compact_journal()
-        await svc._outbox.run(lambda: None)
+        svc.voter.compact_journal()
+        await svc.outbox.run(lambda: None)
         assert svc.fatal is not None and svc.fatal.errno == errno.ENOSPC and svc.stopping
         svc.close()
 

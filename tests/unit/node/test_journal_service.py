@@ -15,6 +15,7 @@ import structlog
 
 from cowboy_node.consensus import journal as journal_mod
 from cowboy_node.consensus.journal import JournalError, JournalWriteError, VoteJournal
+from cowboy_node.consensus.service import voter as voter_mod
 from cowboy_node.consensus.simplex.elector import Election
 from cowboy_node.consensus.simplex.engine import Config, Engine, Journal, JournalRejected
 from cowboy_node.consensus.simplex.types import Finalize, Notarize, Nullify, Round, Vote, encode_message
@@ -96,13 +97,13 @@ class _FailingCompaction(VoteJournal):
 
 
 def test_a_compaction_failure_stops_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service_mod, "COMPACT_AFTER", 0)
+    monkeypatch.setattr(voter_mod, "COMPACT_AFTER", 0)
     svc, net = _finalized_beyond_the_head(tmp_path)
     assert isinstance(svc, service_mod.ConsensusService) and svc.journal is not None and svc.engine is not None
     failing = _FailingCompaction(svc.journal.path)
     failing.load()
-    svc.journal = failing
-    svc._compact_journal()
+    svc.voter.journal = failing  # the disk fails from here on
+    svc.voter.compact_journal()
     assert svc.fatal is not None and svc.fatal.errno == errno.ENOSPC and svc.stopping
     before = len(net.sent)
     act(svc, svc.engine.tick(10**9))
@@ -132,11 +133,11 @@ def _finalized_beyond_the_head(tmp_path: Path) -> tuple[object, _Net]:
 
 def test_compaction_keeps_the_votes_of_views_finalized_but_not_committed(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service_mod, "COMPACT_AFTER", 0)  # compact after every commit
+    monkeypatch.setattr(voter_mod, "COMPACT_AFTER", 0)  # compact after every commit
     svc, _ = _finalized_beyond_the_head(tmp_path)
     assert isinstance(svc, service_mod.ConsensusService) and svc.journal is not None
     journaled = svc.journal.votes()
-    svc._compact_journal()  # what _commit_one does after a commit
+    svc.voter.compact_journal()  # what _commit_one does after a commit
     svc.journal.close()  # crash before the finalized block is committed
 
     restored = VoteJournal(tmp_path / "consensus-votes.journal").load()

@@ -24,7 +24,6 @@ from cowboy_node.consensus.sync_messages import (
     encode_sync,
     unpack_page,
 )
-from cowboy_node.node.sync_resolver import Resolver
 from cowboy_node.node.sync_server import ServeLimits, SyncServer, read_page
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.types.block import Block
@@ -211,12 +210,8 @@ def test_being_busy_with_a_peers_answers_never_gets_it_penalized() -> None:
 
 def test_a_fetch_over_its_view_budget_never_reaches_the_engine() -> None:
     from tests.unit.node.test_consensus_preverify import _service
-    svc, net = _service(0)
+    svc, _ = _service(0, sync_serve=ServeLimits(fetch_views_rate=1, fetch_views_burst=64))
     svc.start_engine()
-    svc.resolver = Resolver(svc.chain, svc.records, svc.scheme, net=lambda: net, metrics=svc.metrics,  # type: ignore
-                            in_builder=svc._in_builder, spawn=svc._spawn, memory_body=lambda d: None,
-                            on_applied=svc._on_synced, clock=lambda: 0.0,
-                            serve=ServeLimits(fetch_views_rate=1, fetch_views_burst=64))
     seen: list[Any] = []
     engine = svc.engine
     assert engine is not None
@@ -227,7 +222,6 @@ def test_a_fetch_over_its_view_budget_never_reaches_the_engine() -> None:
     svc.on_peer_message(2, CH_CONSENSUS, fetch)  # 64 more views at once: over the budget
     assert len(seen) == 1
     assert _refused(svc.metrics, "fetch", "fetch_budget") == 1
-    svc.resolver.close()
     svc.close()
 
 

@@ -206,3 +206,39 @@ def test_the_protocol_transport_core_does_not_import_its_quic_adapter() -> None:
     bad = [f"{m} -> {d}" for m, deps in _internal_graph().items() if m.startswith("cowboy_protocol.transport")
            for d in deps if d.startswith("cowboy_protocol.quic")]
     assert not bad, "\n".join(bad)
+
+
+CONSENSUS_PARTS = ("cowboy_node.consensus.service.voter", "cowboy_node.consensus.service.application",
+                   "cowboy_node.consensus.service.resolver", "cowboy_node.consensus.service.bodies",
+                   "cowboy_node.consensus.service.ports")
+"""The consensus service's sans-I/O parts (issue 32): the voter, the application pipeline, the resolver, and the
+ports through which the clock, the runtime, the peer layer, block sync, the log and the metrics come in."""
+ABOVE_CONSENSUS = ("cowboy_node.observability", "cowboy_node.snapshot", "cowboy_node.p2p", "cowboy_node.transport",
+                   "cowboy_node.rpc", "cowboy_node.node", "cowboy_node.cli")
+
+
+@pytest.mark.parametrize("module", CONSENSUS_PARTS)
+def test_the_consensus_parts_read_no_clock_do_no_io_and_import_nothing_above_consensus(module: str) -> None:
+    """Each part exists under ``consensus/`` (so the PURE check covers it) and imports neither a clock, a thread,
+    a loop, a logger nor the OS, nor any package above consensus: its metrics arrive through ``ConsensusMetrics``
+    (as the transport's through ``TransportMetrics``), its log through ``EventLog``."""
+    assert module in MODULES, f"{module} is gone: name the module that took its place here"
+    rel = str(MODULES[module].relative_to(REPO))
+    for dep in _imports(MODULES[module]):
+        assert dep.split(".")[0] not in FORBIDDEN_MODULES, f"{rel} imports {dep}"
+        assert not dep.startswith(ABOVE_CONSENSUS), f"{rel} imports {dep}"
+
+
+def test_no_consensus_module_imports_observability() -> None:
+    """``consensus/`` stays below ``observability/`` (metrics and logs come in through Protocols)."""
+    bad = [f"{m} -> {d}" for m, deps in _internal_graph().items() if m.startswith("cowboy_node.consensus")
+           for d in deps if d.startswith("cowboy_node.observability")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_consensus_service_shell_builds_the_three_parts() -> None:
+    """``node/consensus_service.py`` is the asyncio shell: it imports the voter, the application and the resolver
+    (the parts are not re-implemented above consensus)."""
+    deps = set(_imports(MODULES["cowboy_node.node.consensus_service"]))
+    assert {"cowboy_node.consensus.service.voter", "cowboy_node.consensus.service.application",
+            "cowboy_node.consensus.service.resolver"} <= deps
