@@ -21,6 +21,7 @@ from cowboy_node.execution.jobs.job_record import JobStatus
 from cowboy_node.execution.runners.registry_state import registry_size
 from cowboy_node.execution.transactions import ACCOUNT_WRITE_CELLS
 from cowboy_protocol.codec import decode
+from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.fields import encode_u128
 from cowboy_protocol.types.instructions import CallActor, DeployActor, Transfer
 from cowboy_protocol.types.jobspec import derive_job_id
@@ -174,3 +175,42 @@ def test_a_job_submit_pays_the_cells_of_its_spec_its_seats_and_its_pending_write
         spec = net.job(job_id).spec
         every_tx = len(tx.body()) + ACCOUNT_WRITE_CELLS
         assert p.result.receipts[0].cells_used == every_tx + len(spec) + 256 * m + pending_writes
+
+
+def test_a_pending_record_names_its_submit_round_and_has_no_assignment_yet() -> None:
+    """A pending M > 1 job: its ``PendingSelectionV1`` carries r_submit, the round of block S (``submit_epoch``,
+    ``submit_view``), and its job record has no assignment yet (``assignment_height`` "0 while pending", no
+    deadline, no commit phase). Mutants: ``round[0]``/``round[1]`` swapped or → ``round[-1]``; the new record's
+    ``assignment_height``/``deadline_block``/``commit_end`` 0 → 1."""
+    net = _net()
+    net.block([])  # S's view differs from its epoch (0) and from 1
+    tx = net.tx(ALICE_SK, _request(None, verification=MULTI, timeout_blocks=10))
+    p = net.block([tx])
+    job_id = derive_job_id(tx.tx_hash(), 0)
+    raw = net.chain.world().get(pending.pending_by_job_key(job_id))
+    assert raw is not None
+    record = pending.PendingSelectionV1.decode(raw)
+    s_round = p.block.header.round
+    assert s_round.view > 1
+    assert (record.submit_epoch, record.submit_view) == (s_round.epoch, s_round.view)
+    rec = net.job(job_id)
+    assert rec.status == JobStatus.PENDING_SELECTION
+    assert (rec.assignment_height, rec.deadline_block, rec.commit_end) == (0, 0, 0)
+
+
+def test_a_job_submit_needs_its_escrow_beyond_the_transactions_maximum_fee() -> None:
+    """The escrow must fit in the balance left after the transaction's maximum fee: exactly enough is accepted,
+    one wei less is refused with ``insufficient_balance`` (mutants: ``<`` → ``<=``/``==``, ``- reserved`` →
+    ``+ reserved``)."""
+    escrow = 1_000_000  # max_price of the example request, tip 0
+    for shortfall, code in ((0, None), (1, "insufficient_balance")):
+        net = _net()
+        sk = (77 + shortfall).to_bytes(32, "big")
+        probe = net.tx(sk, _request(None, timeout_blocks=10))  # only for its maximum fee
+        net.nonces.pop(private_key_to_address(sk))
+        fund = net.tx(ALICE_SK, Transfer(private_key_to_address(sk), probe.max_fee() + escrow - shortfall))
+        assert net.block([fund]).result.receipts[0].error_code is None
+        submit = net.tx(sk, _request(None, timeout_blocks=10))
+        assert submit.max_fee() == probe.max_fee()
+        r = net.block([submit]).result.receipts[0]
+        assert r.error_code == code, r
