@@ -300,6 +300,11 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceComparisonOperator_Eq_GtE", 272, "if rec is not None and rec.status >= JobStatus.ASSIGNED:",
          "a deadline entry exists only while its job is ASSIGNED (assign writes it, _release_assignment deletes it before any conclusion): the test never sees another status"),  # noqa: E501
     ),
+    "jobs-dispatch": (
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 177,
+         "if missing != 0:  # under-filled (§9.2): the seats §11.2 re-selection fills; absent for a full committee",
+         "the draw seats at most M runners, so missing = M − len(committee) ≥ 0: != 0 iff > 0"),
+    ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
          "used == target returned three lines above, so >= and > agree here"),
