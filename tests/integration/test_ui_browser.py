@@ -112,6 +112,9 @@ def test_page_shows_the_network_live_and_says_when_the_node_is_unreachable(tmp_p
                     page.goto(node.url + "/ui")
                     # Locators and expect() only: the page's CSP forbids eval, which wait_for_function uses.
                     expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+                    # New blocks are pushed (GET /subscribe?topic=blocks): the page fetches the snapshot when one
+                    # is announced instead of only on its one-second poll (issue 36 §2, "the live page uses it").
+                    expect(page.locator("#conn")).to_have_attribute("data-push", "open", timeout=15_000)
                     # An actor called while the page watches (its timer shows), deployed meanwhile.
                     deployed: dict[str, Any] = {}
                     deployer = threading.Thread(target=_deploy_into, args=(deployed, node, tmp_path), daemon=True)

@@ -1,4 +1,5 @@
-// The network page: polls the node's /ui/snapshot every second and renders it. No dependencies, no CDN.
+// The network page: renders the node's /ui/snapshot, fetched at once when GET /subscribe announces a new
+// finalized block, and every second without it (no subscription, or it dropped). No dependencies, no CDN.
 // Every value from the chain is inserted as text (never as HTML): names and handlers are user data.
 "use strict";
 
@@ -6,11 +7,19 @@ const POLL_MS = 1000;         // one snapshot per second: the node computes it a
 const TIMEOUT_MS = 4000;      // a request still unanswered after this is abandoned: the page never hangs on it
 const REMOTE_POLL_MS = 3000;  // other validators' /status (given in the address after #peers=)
 const SNAPSHOT_URL = "ui/snapshot";
+const PUSHED_POLL_MS = 5000;  // while the block subscription is open, a slow poll only for what blocks do not signal
+const RESUBSCRIBE_MS = 5000;  // a dropped or refused subscription is tried again after this
+const MIN_GAP_MS = 500;       // pushed blocks fetch at most two snapshots a second, whatever the block time
 
 let lastOk = 0;               // Date.now() of the last good snapshot (0: none yet)
 let lastHeadMs = 0;           // the head's timestamp_ms, for the "block age" clock
 let failing = null;           // text of the current failure, or null
 let configPeers = [];         // other validators' RPC URLs from the node's [ui] peers (snapshot "peers")
+let pushed = false;           // the block subscription is open: each new block triggers a snapshot
+let pollTimer = null;         // the next scheduled poll
+let polling = false;          // a poll is in flight
+let pollAgain = false;        // a block arrived during it: poll once more when it ends
+let pollStarted = 0;          // Date.now() when the last poll began
 
 function $(id) { return document.getElementById(id); }
 
@@ -186,8 +195,20 @@ async function fetchJson(url) {
   }
 }
 
+function schedulePoll(delay) {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(poll, delay);
+}
+
+function pollNow() {  // a new block: fetch the snapshot now (or as soon as MIN_GAP_MS allows), not at the next tick
+  if (polling) { pollAgain = true; return; }
+  schedulePoll(Math.max(0, pollStarted + MIN_GAP_MS - Date.now()));
+}
+
 async function poll() {
-  let delay = POLL_MS;
+  polling = true;
+  pollStarted = Date.now();
+  let delay = pushed ? PUSHED_POLL_MS : POLL_MS;
   try {
     const r = await fetchJson(SNAPSHOT_URL);
     if (r.status === 200 && r.body) {
@@ -205,7 +226,30 @@ async function poll() {
                                       : "the node's RPC is unreachable";
   }
   showFailure();
-  setTimeout(poll, delay);
+  polling = false;
+  if (pollAgain && failing === null) { pollAgain = false; delay = Math.max(0, pollStarted + MIN_GAP_MS - Date.now()); }
+  schedulePoll(delay);
+}
+
+// -- push: GET /subscribe?topic=blocks (docs/api.md "Subscriptions"); polling stays the fallback -----------------
+function subscribeBlocks() {
+  const url = new URL("../subscribe?topic=blocks", new URL(SNAPSHOT_URL, location.href));
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  let ws;
+  try { ws = new WebSocket(url.href); } catch (e) { setTimeout(subscribeBlocks, RESUBSCRIBE_MS); return; }
+  ws.onmessage = (m) => {
+    let msg = null;
+    try { msg = JSON.parse(m.data); } catch (e) { return; }
+    if (msg && msg.type === "subscribed") { pushed = true; $("conn").dataset.push = "open"; }
+    else if (msg && msg.type === "block") pollNow();
+  };
+  ws.onclose = () => {  // dropped (slow consumer, node restart, too many subscriptions): poll every second again
+    const was = pushed;
+    pushed = false;
+    $("conn").dataset.push = "closed";
+    if (was) pollNow();
+    setTimeout(subscribeBlocks, RESUBSCRIBE_MS);
+  };
 }
 
 function showFailure() {
@@ -253,5 +297,6 @@ async function pollRemote() {
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(tick, 500);
   poll();
+  subscribeBlocks();
   pollRemote();
 });
