@@ -105,7 +105,11 @@ MODULES: tuple[Module, ...] = (
            (f"{CONS}/test_header_rules.py", f"{CONS}/test_header_mutants.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
            (f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
-            f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py"), timeout=180.0),
+            f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py",
+            # the engine's other fast files (35 tests, 0.6 s): late activity, nullified seeds, optimistic
+            # certificates, message types (the simulator files, ~20 s, stay out: each survivor pays its whole list)
+            f"{CONS}/test_engine_late_activity.py", f"{CONS}/test_engine_nullified_seed.py",
+            f"{CONS}/test_optimistic_certificates.py", f"{CONS}/test_simplex_types.py"), timeout=180.0),
     Module("framing", "cowboy_protocol/transport/framing.py",
            (f"{PROTO}/test_transport_framing_mutants.py", f"{PROTO}/test_transport_framing.py",
             f"{PROTO}/test_transport_frames.py")),
