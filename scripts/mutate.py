@@ -362,29 +362,32 @@ def _uses_hypothesis(tests: tuple[str, ...]) -> bool:
     return any("hypothesis" in (ROOT / t.split("::")[0]).read_text() for t in tests)
 
 
-def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
+def _pytest_args(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> list[str]:
+    """pytest's arguments for one run of ``tests``."""
     unused = UNUSED_PLUGINS if _uses_hypothesis(tests) else (*UNUSED_PLUGINS, "hypothesispytest")
     off = [a for p in unused for a in ("-p", f"no:{p}")]
     skip = [a for t in deselect for a in ("--deselect", t)]
-    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "--no-header", "-p", "no:cacheprovider", *off,
-                     "-o", "addopts=", *skip, *tests])
+    return ["-x", "-q", "--no-header", "-p", "no:cacheprovider", *off, "-o", "addopts=", *skip, *tests]
+
+
+def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
+    return " ".join([sys.executable, "-m", "pytest", *_pytest_args(tests, deselect)])
 
 
 SELECT = ROOT / "scripts" / "mutate_select.py"
 
 
-def _selected(command: str, select_map: Path | None) -> str:
-    """``command`` (a pytest run), through :mod:`mutate_select`'s per-mutant selection when ``select_map`` is
-    given (the tests that execute the mutated function first, the whole list only if they pass)."""
+def _test_command(m: Module, select_map: Path | None) -> str:
+    """The module's pytest run, through :mod:`mutate_select`'s per-mutant selection when ``select_map`` is given
+    (the tests that call the mutated function first, the whole list only if they pass)."""
     if select_map is None:
-        return command
-    python, rest = command.split(" ", 1)
-    return f"{python} {SELECT} run {select_map} -- {rest.removeprefix('-m pytest ')}"
+        return _pytest(m.tests, m.deselect)
+    return " ".join([sys.executable, str(SELECT), "run", str(select_map), "--", *_pytest_args(m.tests, m.deselect)])
 
 
 def _config(m: Module, timeout: float, select_map: Path | None = None) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
-    command = _selected(_pytest(m.tests, m.deselect), select_map)
+    command = _test_command(m, select_map)
     return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
             f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
@@ -434,9 +437,8 @@ def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, objec
     if select:  # which tests execute each function: one traced run, in the first copy (its paths are the shards')
         t1 = time.monotonic()
         select_map = work / "select.json"
-        args = _pytest(m.tests, m.deselect).split()[3:]
         rec = _sh([sys.executable, str(SELECT), "record", str(select_map), m.path, json.dumps(list(m.tests)), "--",
-                   *args], tree, env)
+                   *_pytest_args(m.tests, m.deselect)], tree, env)
         if rec.returncode != 0:
             return {"module": m.name, "error": "recording the tests' coverage failed", "output": rec.stdout[-3000:]}
         record_s = time.monotonic() - t1

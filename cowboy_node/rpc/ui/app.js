@@ -200,9 +200,11 @@ function schedulePoll(delay) {
   pollTimer = setTimeout(poll, delay);
 }
 
+function gapLeft() { return Math.max(0, pollStarted + MIN_GAP_MS - Date.now()); }  // until the next poll may start
+
 function pollNow() {  // a new block: fetch the snapshot now (or as soon as MIN_GAP_MS allows), not at the next tick
   if (polling) { pollAgain = true; return; }
-  schedulePoll(Math.max(0, pollStarted + MIN_GAP_MS - Date.now()));
+  schedulePoll(gapLeft());
 }
 
 async function poll() {
@@ -227,7 +229,7 @@ async function poll() {
   }
   showFailure();
   polling = false;
-  if (pollAgain && failing === null) { pollAgain = false; delay = Math.max(0, pollStarted + MIN_GAP_MS - Date.now()); }
+  if (pollAgain && failing === null) { pollAgain = false; delay = gapLeft(); }
   schedulePoll(delay);
 }
 
