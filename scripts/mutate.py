@@ -377,20 +377,82 @@ def _pytest(tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
 SELECT = ROOT / "scripts" / "mutate_select.py"
 
 
-def _test_command(m: Module, select_map: Path | None) -> str:
+FORK = ROOT / "scripts" / "mutate_fork.py"
+
+
+def _test_command(m: Module, select_map: Path | None, server: Path | None = None) -> str:
     """The module's pytest run, through :mod:`mutate_select`'s per-mutant selection when ``select_map`` is given
-    (the tests that call the mutated function first, the whole list only if they pass)."""
+    (the tests that call the mutated function first, the whole list only if they pass), each run in a child of the
+    fork server listening at ``server`` when one is given (:mod:`mutate_fork`)."""
+    args = _pytest_args(m.tests, m.deselect)
+    if server is not None:
+        return " ".join([sys.executable, str(FORK), "run", str(server), str(select_map or "-"), "--", *args])
     if select_map is None:
         return _pytest(m.tests, m.deselect)
-    return " ".join([sys.executable, str(SELECT), "run", str(select_map), "--", *_pytest_args(m.tests, m.deselect)])
+    return " ".join([sys.executable, str(SELECT), "run", str(select_map), "--", *args])
 
 
-def _config(m: Module, timeout: float, select_map: Path | None = None) -> str:
+def _config(m: Module, timeout: float, select_map: Path | None = None, server: Path | None = None) -> str:
     excluded = ", ".join(json.dumps(e) for e in EXCLUDED)
-    command = _test_command(m, select_map)
+    command = _test_command(m, select_map, server)
     return (f'[cosmic-ray]\nmodule-path = "{m.path}"\ntimeout = {timeout}\nexcluded-modules = []\n'
             f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
             f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n')
+
+
+def _baseline(m: Module, tree: Path, env: dict[str, str], modules: Path) -> subprocess.CompletedProcess[str]:
+    """The unmutated run of the module's tests in ``tree``; also writes ``modules``, what a fork server of that tree
+    may preload (:func:`mutate_fork.baseline`)."""
+    return _sh([sys.executable, str(FORK), "baseline", str(modules), m.path, "--",
+                *_pytest_args(m.tests, m.deselect)], tree, env)
+
+
+class ForkServers:
+    """One fork server per tree (:mod:`mutate_fork`), each importing from its own tree, started and checked on
+    entry and stopped on exit. ``sockets`` is empty when a server could not start or its unmutated run failed:
+    the session then runs every mutant in its own process, as without the servers (``reason`` says why)."""
+
+    def __init__(self, m: Module, trees: list[Path], envs: list[dict[str, str]], modules: Path,
+                 enabled: bool = True) -> None:
+        self.m, self.trees, self.envs, self.modules, self.enabled = m, trees, envs, modules, enabled
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.sockets: list[Path] = []
+        self.reason = ""
+
+    def __enter__(self) -> ForkServers:
+        if not self.enabled:  # --no-fork
+            return self
+        sockets = [self.modules.parent / f"fork{k}.sock" for k in range(len(self.trees))]
+        for sock, tree, env in zip(sockets, self.trees, self.envs, strict=True):
+            sock.unlink(missing_ok=True)
+            self.procs.append(subprocess.Popen([sys.executable, str(FORK), "serve", str(sock), str(self.modules)],
+                                               cwd=tree, env=env, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.PIPE))
+        deadline = time.monotonic() + 120
+        for sock, proc, tree, env in zip(sockets, self.procs, self.trees, self.envs, strict=True):
+            while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not sock.exists():
+                err = proc.stderr.read().decode(errors="replace")[-500:] if proc.poll() is not None and proc.stderr \
+                    else "did not start within 120 s"
+                self.reason = f"fork server of {tree.name}: {err.strip()}"
+                return self
+            check = _sh(_test_command(self.m, None, sock).split(), tree, env)
+            if check.returncode != 0 or "mutate-fork:" in check.stdout + check.stderr:
+                self.reason = f"the unmutated tests fail under the fork server of {tree.name}: {check.stdout[-500:]}"
+                return self
+        self.sockets = sockets
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _shard(db: Path, k: int, n: int) -> int:
@@ -414,7 +476,7 @@ def _shard(db: Path, k: int, n: int) -> int:
     return len(mine)
 
 
-def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, object]:
+def run_module(m: Module, jobs: int = 1, select: bool = True, fork: bool = True) -> dict[str, object]:
     """Run one module's session on ``jobs`` worker processes; returns its result (also written to
     ``build/mutate/<name>/result.json``).
 
@@ -428,7 +490,7 @@ def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, objec
     envs = [_copy_tree(t) for t in trees]
     tree, env = trees[0], envs[0]
     t0 = time.monotonic()
-    base = _sh(_pytest(m.tests, m.deselect).split(), tree, env)
+    base = _baseline(m, tree, env, work / "preload.json")
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     baseline_s = time.monotonic() - t0
@@ -443,10 +505,6 @@ def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, objec
             return {"module": m.name, "error": "recording the tests' coverage failed", "output": rec.stdout[-3000:]}
         record_s = time.monotonic() - t1
     (tree / "cr.toml").write_text(_config(m, timeout, select_map))
-    # What --summarize needs to count a session stopped before its end (no result.json yet).
-    (work / "session.json").write_text(json.dumps({"baseline_seconds": baseline_s, "timeout_seconds": timeout,
-                                                   "jobs": jobs, "started": time.time(), "select": select,
-                                                   "record_seconds": record_s}))
     cr = str(COSMIC_RAY)
     for cmd in ([f"{cr}/cosmic-ray", "init", "cr.toml", "session.sqlite"],
                 [f"{cr}/cr-filter-operators", "session.sqlite", "cr.toml"],
@@ -455,17 +513,26 @@ def run_module(m: Module, jobs: int = 1, select: bool = True) -> dict[str, objec
         if r.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed: {r.stderr[-2000:]}")
     for t in trees[1:]:
-        shutil.copy(tree / "cr.toml", t / "cr.toml")
         shutil.copy(tree / "session.sqlite", t / "session.sqlite")
     for k, t in enumerate(trees):
         _shard(t / "session.sqlite", k, jobs)
-    procs = [subprocess.Popen([f"{cr}/cosmic-ray", "exec", "cr.toml", "session.sqlite"], cwd=t, env=e,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for t, e in zip(trees, envs, strict=True)]
-    for p in procs:
-        _, err = p.communicate()
-        if p.returncode != 0:
-            raise RuntimeError(f"cosmic-ray exec failed: {err[-2000:]}")
+    with ForkServers(m, trees, envs, work / "preload.json", enabled=fork) as servers:
+        for k, t in enumerate(trees):  # each shard's test command names its own tree's server
+            server = servers.sockets[k] if servers.sockets else None
+            (t / "cr.toml").write_text(_config(m, timeout, select_map, server))
+        if servers.reason:
+            print(f"{m.name}: running without the fork server ({servers.reason})", file=sys.stderr, flush=True)
+        # What --summarize needs to count a session stopped before its end (no result.json yet).
+        (work / "session.json").write_text(json.dumps({
+            "baseline_seconds": baseline_s, "timeout_seconds": timeout, "jobs": jobs, "started": time.time(),
+            "select": select, "record_seconds": record_s, "fork": bool(servers.sockets)}))
+        procs = [subprocess.Popen([f"{cr}/cosmic-ray", "exec", "cr.toml", "session.sqlite"], cwd=t, env=e,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for t, e in zip(trees, envs, strict=True)]
+        for p in procs:
+            _, err = p.communicate()
+            if p.returncode != 0:
+                raise RuntimeError(f"cosmic-ray exec failed: {err[-2000:]}")
     dump = "".join(_sh([f"{cr}/cosmic-ray", "dump", "session.sqlite"], t, e).stdout
                    for t, e in zip(trees, envs, strict=True))
     (work / "dump.jsonl").write_text(dump)
@@ -483,7 +550,7 @@ def _dump(work: Path, env: dict[str, str]) -> str:
     return "".join(_sh([f"{COSMIC_RAY}/cosmic-ray", "dump", "session.sqlite"], t, env).stdout for t in shards)
 
 
-def recheck_module(m: Module) -> dict[str, object]:
+def recheck_module(m: Module, fork: bool = True) -> dict[str, object]:
     """Run the survivors of ``m``'s finished session again against the current tests (``--recheck``)."""
     work = OUT / m.name
     prev = json.loads((work / "result.json").read_text())
@@ -491,26 +558,30 @@ def recheck_module(m: Module) -> dict[str, object]:
         raise RuntimeError(f"{m.path} changed since the session of {m.name}: run the session again")
     tree = work / "recheck"
     env = _copy_tree(tree)
-    base = _sh(_pytest(m.tests, m.deselect).split(), tree, env)
+    base = _baseline(m, tree, env, work / "preload.json")
     if base.returncode != 0:
         return {"module": m.name, "error": "baseline fails", "output": base.stdout[-3000:]}
     timeout = float(prev["timeout_seconds"])
     outcomes: dict[str, str] = {}
     original = (tree / m.path).read_text()
-    for sv in prev["survivors"]:
-        key = f"{sv['operator']}#{sv['occurrence']}"
-        applied = _sh([f"{COSMIC_RAY}/cosmic-ray", "apply", m.path, str(sv["operator"]), str(sv["occurrence"])],
-                      tree, env)
-        if applied.returncode != 0 or (tree / m.path).read_text() == original:
-            raise RuntimeError(f"cosmic-ray apply {key} failed: {applied.stderr[-2000:]}")
-        try:
-            run = subprocess.run(_pytest(m.tests, m.deselect).split(), cwd=tree, env=env, capture_output=True,
-                                 text=True, check=False, timeout=timeout)
-            outcomes[key] = "survived" if run.returncode == 0 else "killed"
-        except subprocess.TimeoutExpired:  # pytest is our direct child: subprocess.run killed it
-            outcomes[key] = "timeout"
-        finally:
-            (tree / m.path).write_text(original)
+    with ForkServers(m, [tree], [env], work / "preload.json", enabled=fork) as servers:
+        if servers.reason:
+            print(f"{m.name}: running without the fork server ({servers.reason})", file=sys.stderr, flush=True)
+        command = _test_command(m, None, servers.sockets[0] if servers.sockets else None).split()
+        for sv in prev["survivors"]:
+            key = f"{sv['operator']}#{sv['occurrence']}"
+            applied = _sh([f"{COSMIC_RAY}/cosmic-ray", "apply", m.path, str(sv["operator"]),
+                           str(sv["occurrence"])], tree, env)
+            if applied.returncode != 0 or (tree / m.path).read_text() == original:
+                raise RuntimeError(f"cosmic-ray apply {key} failed: {applied.stderr[-2000:]}")
+            try:
+                run = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False,
+                                     timeout=timeout)
+                outcomes[key] = "survived" if run.returncode == 0 else "killed"
+            except subprocess.TimeoutExpired:  # our direct child was killed; the server kills its run
+                outcomes[key] = "timeout"
+            finally:
+                (tree / m.path).write_text(original)
     # A second recheck runs only what the first left (result.json's survivors): keep the first's outcomes.
     earlier = work / "recheck.json"
     if earlier.exists():
@@ -647,6 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-select", action="store_true",
                     help="run every mutant against the module's whole test list (default: the tests that execute "
                          "the mutated function first, scripts/mutate_select.py)")
+    ap.add_argument("--no-fork", action="store_true",
+                    help="run every mutant's pytest in a fresh process (default: in a child of a fork server that "
+                         "has the libraries and the modules that do not import the mutated one loaded, "
+                         "scripts/mutate_fork.py)")
     ap.add_argument("--recheck", action="store_true",
                     help="run only the survivors of finished sessions again, against the current tests")
     args = ap.parse_args(argv)
@@ -667,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.recheck:
             if not (OUT / m.name / "result.json").exists():
                 continue
-            r = recheck_module(m)
+            r = recheck_module(m, fork=not args.no_fork)
         elif args.summarize:
             work = OUT / m.name
             prev, started = work / "result.json", work / "session.json"
@@ -683,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
                            float(old["baseline_seconds"]), work, float(old.get("timeout_seconds", m.timeout)),
                            int(old.get("jobs", 1)))
         else:
-            r = run_module(m, args.jobs, select=not args.no_select)
+            r = run_module(m, args.jobs, select=not args.no_select, fork=not args.no_fork)
         failed |= "error" in r
         print(row(r), flush=True)
     return 1 if failed else 0

@@ -38,8 +38,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import pytest
-
 TIME_FACTOR = 10.0
 """A selection may take this many times its tests' recorded time (a mutant slowed that much is looping)."""
 TIME_SLACK_S = float(os.environ.get("MUTATE_SELECT_SLACK_S", "10"))
@@ -113,10 +111,9 @@ class _Recorder:
         sys.settrace(None)
         threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> None:
-        self.current = item.nodeid
-        self.order.append(item.nodeid)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:  # before the test's setup
+        self.current = nodeid
+        self.order.append(nodeid)
         self._t0 = time.perf_counter()
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
@@ -128,6 +125,8 @@ def record(map_path: Path, target: Path, pytest_args: list[str], test_args: list
     """One traced run of ``pytest_args``; writes the map (the module's text, the tests that called each of its
     functions, each test's seconds, and which of ``pytest_args`` name tests: ``test_args``). The run must pass.
     ``target`` is relative to the working directory, as the mutants' runs resolve it."""
+    import pytest
+
     rec = _Recorder(str(target))
     code = pytest.main(pytest_args, plugins=[rec])
     if code != 0:
@@ -186,26 +185,49 @@ class _Budget:
         self._timer.cancel()
 
 
-def run(map_path: Path, pytest_args: list[str]) -> int:
-    """cosmic-ray's test command: the selection under its budget, then (if it passed) the whole list."""
+def plan(map_path: Path, pytest_args: list[str]) -> list[tuple[list[str], float | None]]:
+    """The pytest runs of one mutant, in order, each ``(arguments, budget in seconds or None)``: the selection
+    under its budget when it is a proper subset of the list, then the whole list. A run that fails ends the plan
+    (the mutant is killed); only the last run decides a survival."""
     doc = json.loads(map_path.read_text())
     target = Path(doc["target"])
     chosen = selection(doc, target.read_text(encoding="utf-8"))
     if chosen == []:  # no traced test calls it (perhaps one calls it in a child process): the whole list decides
         print("mutate-select: no test calls the mutated function here", flush=True)
-    named = set(doc["test_args"])
-    options = [a for a in pytest_args if a not in named]
+    runs: list[tuple[list[str], float | None]] = []
     if chosen and len(chosen) < len(doc["order"]):
-        budget = _Budget(TIME_FACTOR * sum(doc["seconds"].get(t, 0.0) for t in chosen) + TIME_SLACK_S)
-        print(f"mutate-select: {len(chosen)} of {len(doc['order'])} tests first (budget {budget.seconds:.0f} s "
+        named = set(doc["test_args"])
+        options = [a for a in pytest_args if a not in named]
+        budget = TIME_FACTOR * sum(doc["seconds"].get(t, 0.0) for t in chosen) + TIME_SLACK_S
+        print(f"mutate-select: {len(chosen)} of {len(doc['order'])} tests first (budget {budget:.0f} s "
               "after collection)", flush=True)
-        code = pytest.main([*options, *chosen], plugins=[budget])
-        budget.cancel()
+        runs.append(([*options, *chosen], budget))
+    runs.append((pytest_args, None))
+    return runs
+
+
+def pytest_main(args: list[str], budget: float | None) -> int:
+    """One pytest run in this process, ended at ``budget`` seconds after collection (:class:`_Budget`)."""
+    import pytest  # here, not at the top: the fork server's client (scripts/mutate_fork.py) plans without it
+
+    if budget is None:
+        return int(pytest.main(args))
+    timer = _Budget(budget)
+    code = pytest.main(args, plugins=[timer])
+    timer.cancel()
+    return int(code)
+
+
+def run(map_path: Path, pytest_args: list[str]) -> int:
+    """cosmic-ray's test command: the selection under its budget, then (if it passed) the whole list."""
+    *first, (whole, _) = plan(map_path, pytest_args)
+    for args, budget in first:
+        code = pytest_main(args, budget)
         if code != 0:
-            return int(code)
+            return code
     print("mutate-select: the whole list", flush=True)
     # A second pytest.main in one process would reuse imported test modules; the whole list gets its own process.
-    os.execv(sys.executable, [sys.executable, "-m", "pytest", *pytest_args])
+    os.execv(sys.executable, [sys.executable, "-m", "pytest", *whole])
     return 0  # not reached
 
 
