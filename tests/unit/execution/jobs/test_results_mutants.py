@@ -46,6 +46,7 @@ from cowboy_protocol.codec import decode
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.jobs.commitment import result_commitment
 from cowboy_protocol.types.fields import decode_u128
+from cowboy_protocol.types.governance_instructions import GovernanceSetParam
 from cowboy_protocol.types.job_instructions import JobResultCommit, JobResultSubmit
 from cowboy_protocol.types.jobspec import derive_job_id
 from cowboy_protocol.types.jobspec_checks import (
@@ -194,6 +195,37 @@ def test_a_job_is_reselected_max_job_retries_times_then_fails() -> None:
     assert (done.status, done.reason) == (JobStatus.FAILED, "retries_exhausted")
     assert len(committees) == cfg.max_job_retries + 1 == 4
     assert done.attempt == cfg.max_job_retries
+
+
+def test_a_job_whose_attempt_is_beyond_a_lowered_max_job_retries_fails_at_its_next_deadline() -> None:
+    """§11.2 "at most ``max_job_retries``" re-selections, with the value governed (``runner.max_job_retries``,
+    docs/operations.md "Governance"): a job already re-selected twice when governance lowers the maximum to 1
+    has used up its retries, so its next deadline fails it with ``retries_exhausted`` instead of re-selecting it
+    (mutant: ``attempt >= max_job_retries`` → ``==``, under which 2 never equals 1 and the job is re-selected at
+    every deadline, for ever)."""
+    net = _net(SIX_SKS)
+    assert get_runner_config(net.chain.world()).max_job_retries == 3
+    job_id = _submit(net, timeout_blocks=10)
+    while net.job(job_id).attempt < 2:  # two silent committees: re-selected twice, still within the default 3
+        net.block([])
+    rec = net.job(job_id)
+    assert (rec.status, rec.attempt) == (JobStatus.ASSIGNED, 2)
+    activation = net.chain.height + 2
+    assert activation <= rec.deadline_block  # the new maximum is in force when this assignment times out
+    p = net.block([net.tx(ALICE_SK, GovernanceSetParam("runner.max_job_retries", 1, activation))])
+    assert p.result.receipts[0].error_code is None, p.result.receipts[0]
+    failed: list[Event] = []
+    reselected: list[Event] = []
+    while net.chain.height <= rec.deadline_block:
+        p = net.block([])
+        failed += _events(p, TOPIC_FAILED)
+        reselected += _events(p, TOPIC_RESELECTED)
+    assert get_runner_config(net.chain.world()).max_job_retries == 1
+    done = net.job(job_id)
+    assert (done.status, done.reason, done.attempt) == (JobStatus.FAILED, "retries_exhausted", 2)
+    [ev] = failed
+    assert decode(ev.data) == {0: job_id, 1: "retries_exhausted"}
+    assert reselected == []
 
 
 def test_each_check_of_a_spec_is_verified_as_its_own_kind() -> None:
