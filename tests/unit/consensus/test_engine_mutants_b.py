@@ -445,7 +445,7 @@ def test_a_certificate_assembled_with_the_rounds_known_seed_is_taken(optimistic:
 
 
 @pytest.mark.parametrize("optimistic", [True, False])
-@pytest.mark.parametrize("seed", [bytes(48), b"\xff" * 48])
+@pytest.mark.parametrize("seed", [bytes(48), b"\xff" * 48], ids=["low", "high"])
 def test_a_recovered_seed_other_than_the_rounds_known_one_is_a_consensus_fault(optimistic: bool, seed: bytes) -> None:
     with pytest.raises(ConsensusFault, match="two different seeds"):
         _notarize_known_seed_view(_SeedScheme(N, 0, optimistic=optimistic, seed=seed))
@@ -481,7 +481,7 @@ def test_certificates_at_or_below_the_finalized_view_are_ignored(view: int) -> N
     assert e.receive(1, _nullification(view), 10) == []
 
 
-@pytest.mark.parametrize("seed", [bytes(48), b"\xff" * 48])
+@pytest.mark.parametrize("seed", [bytes(48), b"\xff" * 48], ids=["low", "high"])
 def test_a_certificate_with_any_other_seed_than_the_rounds_known_one_is_rejected(seed: bytes) -> None:
     e = _engine()
     e.start(0)
@@ -529,7 +529,7 @@ def test_the_highest_finalization_waiting_for_its_ancestry_is_the_one_finalized(
     assert e.finalized_view == 3
 
 
-@pytest.mark.parametrize("parent", [bytes(32), b"\xff" * 32])
+@pytest.mark.parametrize("parent", [bytes(32), b"\xff" * 32], ids=["low", "high"])
 def test_a_finalized_block_whose_parent_is_not_the_certified_block_is_a_consensus_fault(parent: bytes) -> None:
     e = _engine()
     e.start(0)
@@ -540,7 +540,7 @@ def test_a_finalized_block_whose_parent_is_not_the_certified_block_is_a_consensu
         e.receive(1, _finalization(_p(3, parent_view=2, parent=parent)), 3)
 
 
-@pytest.mark.parametrize("parent", [bytes(32), b"\xff" * 32])
+@pytest.mark.parametrize("parent", [bytes(32), b"\xff" * 32], ids=["low", "high"])
 def test_a_finalized_block_on_the_finalized_view_with_another_digest_is_a_consensus_fault(parent: bytes) -> None:
     e = _engine()
     _finalized_through_2(e)
