@@ -104,7 +104,8 @@ MODULES: tuple[Module, ...] = (
     Module("header", "cowboy_node/consensus/header.py",
            (f"{CONS}/test_header_rules.py", f"{CONS}/test_header_mutants.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
-           (f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
+           (f"{CONS}/test_engine_mutants_b.py",  # written against the session's survivors: kills most at once
+            f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
             f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py",
             # the engine's other fast files (35 tests, 0.6 s): late activity, nullified seeds, optimistic
             # certificates, message types (the simulator files, ~20 s, stay out: each survivor pays its whole list)
@@ -308,6 +309,46 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("core/ReplaceComparisonOperator_Gt_NotEq", 177,
          "if missing != 0:  # under-filled (§9.2): the seats §11.2 re-selection fills; absent for a full committee",
          "the draw seats at most M runners, so missing = M − len(committee) ≥ 0: != 0 iff > 0"),
+        ("core/NumberReplacer", 111,
+         "return max( -1, decode_job_spec(rec.spec).verification.runners - len(rec.committee))",
+         "assign writes a committee drawn with at most M seats (the draw loops while len(selected) < m), so M - len(committee) >= 0"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 121, "if ctx.env.n_validators != 1 and m > 1:",
+         "n_validators is len(genesis.validators), a non-empty array (admission's BlockEnv keeps the default 1): > 1 iff != 1"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 121, "if ctx.env.n_validators > 1 and m != 1:",
+         "m is a job's M, >= 1 (job_runners_invalid at submission): > 1 iff != 1"),
+        ("core/ReplaceTrueWithFalse", 147,
+         "for r, w in zip(candidates, candidate_weights, strict=False):  # stable partition, weights stay paired",
+         "every caller pairs one weight per candidate (base_weights(candidates); process_pending checks len(present) == len(rows) first): strict never fires"),  # noqa: E501
+        ("core/NumberReplacer", 184, "tx_hash: bytes, events: list[Event], reserved: int = -1) -> bytes:",
+         "the only caller, executors.submit_request, always passes reserved=: the default is never used"),
+        ("core/NumberReplacer", 184, "tx_hash: bytes, events: list[Event], reserved: int = 1) -> bytes:",
+         "the only caller, executors.submit_request, always passes reserved=: the default is never used"),
+        ("core/NumberReplacer", 204,
+         "if m == 0 and not ctx.hard_exclude:  # the index keeps a fallback pool, which Mode A does not have",
+         "M >= 1, so the M = 1 job takes the linear path, whose answer the index equals by contract (docs/selection.md §8, test_selection_index.py)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_Lt", 204,
+         "if m < 1 and not ctx.hard_exclude:  # the index keeps a fallback pool, which Mode A does not have",
+         "M >= 1, so the M = 1 job takes the linear path, whose answer the index equals by contract (docs/selection.md §8, test_selection_index.py)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 204,
+         "if m <= 1 and not ctx.hard_exclude:  # the index keeps a fallback pool, which Mode A does not have",
+         "M >= 1 (job_runners_invalid at submission): <= 1 iff == 1"),
+        ("core/ReplaceComparisonOperator_Eq_LtE", 247, "elif m <= 1:",
+         "M >= 1 (job_runners_invalid at submission): <= 1 iff == 1"),
+        ("core/NumberReplacer", 271, "meter.charge_cells(len(raw_spec) + 256 * max( 0, m))",
+         "M >= 1 (job_runners_invalid at submission): max(0, m) == max(1, m)"),
+        ("core/ReplaceBreakWithContinue", 291, "continue",
+         "the due index is ordered by (seed_epoch, seed_view) big-endian: past the first round above up_to_view every later one is above too, so continue only skips them"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 292, "if not out or out[-1] < (epoch, view):",
+         "the due index is iterated in ascending round order, so out[-1] <= (epoch, view) always: < iff !="),
+        ("core/ReplaceTrueWithFalse", 318, "for r, w in zip(candidates, base, strict=False)])",
+         "the only caller (submit) passes base = base_weights(candidates), one weight per candidate: strict never fires"),  # noqa: E501
+        ("core/ExceptionReplacer", 348,
+         "except CosmicRayTestingException as e:  # a field outside its leaf range cannot be a committed candidate",
+         "_snapshot's decoders already bound every leaf field (20-byte address, uint <= U64_MAX, 16-byte u128s); an index > U32_MAX needs > 4e9 rows: root_of_rows cannot raise here"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 377, "if len(collected) <= before:",
+         "collected only grows after before is taken: <= iff =="),
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 391, "if len(present) < len(rows):",
+         "present is a filter of cands, one per row: never longer, so < iff !="),
     ),
     "fees": (
         ("core/ReplaceComparisonOperator_Gt_GtE", 33, "if used >= target:",
@@ -316,6 +357,86 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
         ("core/ReplaceTrueWithFalse", 43, "@dataclass(frozen=True, slots=False)",
          "FeeSplit is a return value that is never mutated, hashed or given new attributes"),
+    ),
+    "consensus-engine": (
+        ("core/ReplaceComparisonOperator_LtE_Eq", 644, "if v.my_finalize is not None or v.my_nullify is not None or v.round.view == self.finalized_view \\",  # noqa: E501
+         "_finalize runs only in _apply(Notarization) of a view above finalized_view: certificates and votes at or below it are refused, and each vote is assembled on arrival, so no view is finalized and then notarized in one _try_certify"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Lt", 644, "if v.my_finalize is not None or v.my_nullify is not None or v.round.view < self.finalized_view \\",  # noqa: E501
+         "_finalize runs only in _apply(Notarization) of a view above finalized_view: certificates and votes at or below it are refused, and each vote is assembled on arrival, so no view is finalized and then notarized in one _try_certify"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 706, "if r.view >= self._last_vote_view[sender]:",
+         "on equality the assignment writes the value already there"),
+        ("core/ReplaceAndWithOr", 718, "if sender == v.leader or v.proposal is None:",
+         "the extra _check_leader_vote calls do nothing: a leader's first notarize never finds v.proposal set (it is set only from that notarize or our own proposal), and with no proposal the current view holds no leader notarize (adopted on arrival or on entry)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 724, "if sender == v.leader and r.view >= self.view and not self._ended(v) and v.my_nullify is None \\",  # noqa: E501
+         "a view above the current one has no leader yet (elected on entry, or when the previous view's seed arrives, which enters it), so sender == v.leader already fails there"),  # noqa: E501
+        ("core/NumberReplacer", 753, "if k <= 1 or view <= seen or view + k <= self.view or self.view - seen < k // 2:",
+         "a late vote's view is <= finalized_view < self.view (before start, view <= seen returns), so for k <= 1 the clause view + k <= self.view already returns: the k test decides nothing"),  # noqa: E501
+        ("core/NumberReplacer", 753, "if k <= -1 or view <= seen or view + k <= self.view or self.view - seen < k // 2:",  # noqa: E501
+         "a late vote's view is <= finalized_view < self.view (before start, view <= seen returns), so for k <= 1 the clause view + k <= self.view already returns: the k test decides nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Eq", 753, "if k == 0 or view <= seen or view + k <= self.view or self.view - seen < k // 2:",  # noqa: E501
+         "a late vote's view is <= finalized_view < self.view (before start, view <= seen returns), so for k <= 1 the clause view + k <= self.view already returns: the k test decides nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Lt", 753, "if k < 0 or view <= seen or view + k <= self.view or self.view - seen < k // 2:",  # noqa: E501
+         "a late vote's view is <= finalized_view < self.view (before start, view <= seen returns), so for k <= 1 the clause view + k <= self.view already returns: the k test decides nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Eq", 755, "if self._late_checked[sender] == self.view:",
+         "_late_checked[s] is only ever set to self.view, which never decreases, so >= is =="),
+        ("core/ReplaceBreakWithContinue", 772, "continue",
+         "2q > n and a signer holds one finalize per view, so after one proposal's quorum no other group reaches q: _assemble returns None for the rest without a check"),  # noqa: E501
+        ("core/ReplaceBreakWithContinue", 778, "continue",
+         "2q > n and a signer holds one notarize per view, so after one proposal's quorum no other group reaches q: _assemble returns None for the rest without a check"),  # noqa: E501
+        ("core/NumberReplacer", 824, "if self._now < self._cert_muted.get(sender, - 2):",
+         "the host clock is non-negative: now < d is false for every default d <= 0, as for -1"),
+        ("core/NumberReplacer", 824, "if self._now < self._cert_muted.get(sender, - 0):",
+         "the host clock is non-negative: now < d is false for every default d <= 0, as for -1"),
+        ("core/ReplaceUnaryOperator_USub_Invert", 824, "if self._now < self._cert_muted.get(sender, ~1):",
+         "the host clock is non-negative: now < d is false for every default d <= 0, as for -1"),
+        ("core/ReplaceUnaryOperator_USub_Not", 824, "if self._now < self._cert_muted.get(sender, not 1):",
+         "the host clock is non-negative: now < d is false for every default d <= 0, as for -1"),
+        ("core/AddNot", 843, "if not len(self._cert_muted) >= self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "the prune keeps t > now, dropping only mutes already over (the check is now < t and the host clock does not go back): running it at any size changes nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Eq", 843, "if len(self._cert_muted) == self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Gt", 843, "if len(self._cert_muted) > self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_Lt", 843, "if len(self._cert_muted) < self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "the prune keeps t > now, dropping only mutes already over (the check is now < t and the host clock does not go back): running it at any size changes nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_LtE", 843, "if len(self._cert_muted) <= self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "the prune keeps t > now, dropping only mutes already over (the check is now < t and the host clock does not go back): running it at any size changes nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_GtE_NotEq", 843, "if len(self._cert_muted) != self.n:  # bounded by the validator count; stale entries go first",  # noqa: E501
+         "the prune keeps t > now, dropping only mutes already over (the check is now < t and the host clock does not go back): running it at any size changes nothing"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_Eq", 844, "self._cert_muted = {k: t for k, t in self._cert_muted.items() if t == self._now}",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 844, "self._cert_muted = {k: t for k, t in self._cert_muted.items() if t >= self._now}",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_Lt", 844, "self._cert_muted = {k: t for k, t in self._cert_muted.items() if t < self._now}",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_LtE", 844, "self._cert_muted = {k: t for k, t in self._cert_muted.items() if t <= self._now}",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 844, "self._cert_muted = {k: t for k, t in self._cert_muted.items() if t != self._now}",  # noqa: E501
+         "_cert_muted is keyed by the sender, a validator other than this one (receive drops the rest), so it never holds n entries: the prune never runs"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Lt_LtE", 879, "if self._pending_final is None or self._pending_final.round.view <= view:",  # noqa: E501
+         "_apply returns earlier when the view already holds a finalization, so the pending finalization's view never equals the new one"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Eq", 890, "if fin is None or fin.round.view == self.finalized_view:",
+         "_pending_final is set only from a finalization above finalized_view and cleared when finalized_view reaches it (_finalize_chain, advance_floor): it is never at or below it here"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Lt", 890, "if fin is None or fin.round.view < self.finalized_view:",
+         "_pending_final is set only from a finalization above finalized_view and cleared when finalized_view reaches it (_finalize_chain, advance_floor): it is never at or below it here"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 905, "if p.parent_view < self.finalized_view or p.parent != self.finalized_digest:",  # noqa: E501
+         "the loop above exits with p.parent_view <= finalized_view, so != and < agree"),
+        ("core/ReplaceComparisonOperator_Gt_GtE", 918, "due = sorted(w for w in set(views) if w >= self.finalized_view and",  # noqa: E501
+         "every caller asks only for views above finalized_view (_parent_for, _justified, _finalize_chain look above it), so w > finalized_view always holds"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 918, "due = sorted(w for w in set(views) if w != self.finalized_view and",  # noqa: E501
+         "every caller asks only for views above finalized_view (_parent_for, _justified, _finalize_chain look above it), so w > finalized_view always holds"),  # noqa: E501
+        ("core/ReplaceAndWithOr", 933, "if cur is not None or not self._ended(cur):",
+         "after start the current view's state exists and is never ended (a certificate of it, or entering an ended view, moves on at once), so both tests are true"),  # noqa: E501
+        ("core/ReplaceAndWithOr", 936, "elif cur.proposal is not None or not cur.verify_requested:",
+         "_check_leader_vote does nothing unless the proposal is set and not yet sent for verification (with no proposal the current view holds no leader notarize: adopted on arrival or entry)"),  # noqa: E501
+        ("core/ReplaceUnaryOperator_Delete_USub", 952, "return sorted(by.items(), key=lambda kv: len(kv[1]))",
+         "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
+        ("core/ReplaceUnaryOperator_USub_Invert", 952, "return sorted(by.items(), key=lambda kv: ~len(kv[1]))",
+         "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
+        ("core/ReplaceUnaryOperator_USub_Not", 952, "return sorted(by.items(), key=lambda kv: not len(kv[1]))",
+         "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
+        ("core/ReplaceUnaryOperator_USub_UAdd", 952, "return sorted(by.items(), key=lambda kv: +len(kv[1]))",
+         "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
     ),
 }
 
