@@ -104,7 +104,8 @@ MODULES: tuple[Module, ...] = (
     Module("header", "cowboy_node/consensus/header.py",
            (f"{CONS}/test_header_rules.py", f"{CONS}/test_header_mutants.py", "tests/unit/chain/test_chain.py")),
     Module("consensus-engine", "cowboy_node/consensus/simplex/engine.py",
-           (f"{CONS}/test_engine_mutants_b.py",  # written against the session's survivors: kills most at once
+           (f"{CONS}/test_engine_mutants_a.py", f"{CONS}/test_engine_mutants_b.py",  # written against the
+            # session's survivors (they kill most mutants at once)
             f"{CONS}/test_engine_rules.py", f"{CONS}/test_simplex_engine.py", f"{CONS}/test_engine_floor.py",
             f"{CONS}/test_engine_flood_bounds.py", f"{CONS}/test_vote_journal.py",
             # the engine's other fast files (35 tests, 0.6 s): late activity, nullified seeds, optimistic
@@ -437,6 +438,88 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
         ("core/ReplaceUnaryOperator_USub_UAdd", 952, "return sorted(by.items(), key=lambda kv: +len(kv[1]))",
          "2q > n, so at most one proposal holds q votes, and _assemble returns None without a check for a smaller group: the order of the groups is unobservable"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 83, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 88, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 94, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 101, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 111, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 118, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 123, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 128, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 138, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 146, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 181, "@dataclass(frozen=True, slots=False)",
+         "slots=False: nothing relies on slots (no __slots__/__dict__ use, no attribute-refusal test); frozen stays True"),  # noqa: E501
+        ("core/ReplaceTrueWithFalse", 223, "@dataclass(slots=False)",
+         "_View slots=False: the engine sets only declared fields (mypy-checked), nothing reads __slots__ or __dict__"),
+        ("core/ReplaceFalseWithTrue", 231, "verified_ok: bool = True",
+         "_View.verified_ok is written (lines 357, 368) but never read anywhere"),
+        ("core/ReplaceTrueWithFalse", 357, "v.proposal, v.verified_ok, v.leader_deadline = p, False, None",
+         "_View.verified_ok is written but never read anywhere"),
+        ("core/ReplaceTrueWithFalse", 368, "v.verified_ok = False",
+         "_View.verified_ok is written but never read anywhere"),
+        ("core/NumberReplacer", 271, "self._now = 1",
+         "_now's initial value is never read: every public method that reaches a read (start, receive, tick, propose, verified, advance_floor) assigns it first"),  # noqa: E501
+        ("core/NumberReplacer", 271, "self._now = -1",
+         "_now's initial value is never read: every public method that reaches a read (start, receive, tick, propose, verified, advance_floor) assigns it first"),  # noqa: E501
+        ("core/NumberReplacer", 274, "self._entered = -1",
+         "_entered is read only in _enter, whose view is >= 1: -1 vs 0 differs only in `view > _entered + 1` at view 1, where it sets _grace_from = max(_grace_from, 0), unchanged (_grace_from starts at floor_view >= 0)"),  # noqa: E501
+        ("core/NumberReplacer", 275, "self._last_vote_view = [ -1] * self.n",
+         "-1 vs 0: every read either compares with a vote view > finalized_view >= 0 (line 700) or takes max(.., _grace_from) with _grace_from >= 0"),  # noqa: E501
+        ("core/NumberReplacer", 277, "self._late_checked = [ 1] * self.n",
+         "_late_checked[s] >= self.view differs from 0 only at self.view <= 1, where finalized_view is still floor_view <= _grace_from, so _late_activity returned at `view <= seen` before the read"),  # noqa: E501
+        ("core/NumberReplacer", 277, "self._late_checked = [ -1] * self.n",
+         "-1 vs 0 differs only at self.view == 0, where finalized_view is still floor_view <= _grace_from, so _late_activity returned at `view <= seen` before the read"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_GtE", 298, "for view in sorted(w for w in self._views if w >= self.finalized_view):",  # noqa: E501
+         "adds only views <= finalized_view, where start finds no vote that _try_certify has not already seen: _restore skips them and a received vote was certified on receipt"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 298, "for view in sorted(w for w in self._views if w != self.finalized_view):",  # noqa: E501
+         "adds only views < finalized_view, where start finds no vote that _try_certify has not already seen: _restore skips them and a received vote was certified on receipt"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 348, "if round_.epoch != self.epoch or v is None or round_.view < self.view or v.leader != self.cfg.me \\",  # noqa: E501
+         "a view above self.view never has a leader (elected on entry; _set_leader_if_known(w + 1) runs only where w + 1 is entered next or already passed), so v.leader != me rejects it"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 365, "if v is None or v.proposal != proposal or proposal.round.epoch < self.epoch:",  # noqa: E501
+         "v.proposal always has the engine's epoch (propose, _on_vote and _restore check it), so a proposal of another epoch already fails v.proposal != proposal"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 365, "if v is None or v.proposal != proposal or proposal.round.epoch > self.epoch:",  # noqa: E501
+         "v.proposal always has the engine's epoch (propose, _on_vote and _restore check it), so a proposal of another epoch already fails v.proposal != proposal"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 369, "if proposal.round.view >= self.view and not self._ended(v):",
+         "no view above self.view holds a proposal (propose, _try_propose and _check_leader_vote set it only in the current view), so the guard at line 365 returned"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_GtE", 371, "elif proposal.round.view >= self.view and not self._ended(v):",
+         "no view above self.view holds a proposal (propose, _try_propose and _check_leader_vote set it only in the current view), so the guard at line 365 returned"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Eq", 387, "if self._pending_final is not None and self._pending_final.round.view == view:",  # noqa: E501
+         "a pending finalization at or below the new finalized view that is kept is dropped by _finalize_chain (fin.round.view <= finalized_view) and replaced in _apply like None"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Lt", 387, "if self._pending_final is not None and self._pending_final.round.view < view:",  # noqa: E501
+         "a pending finalization at the new finalized view that is kept is dropped by _finalize_chain (fin.round.view <= finalized_view) and replaced in _apply like None"),  # noqa: E501
+        ("core/ReplaceOrWithAnd", 446, "return v.notarization is not None and v.nullification is not None or v.finalization is not None",  # noqa: E501
+         "_ended is only evaluated on the current view (or the view being entered), which never holds a certificate: applying one of view w >= self.view enters w + 1 at once"),  # noqa: E501
+        ("core/ReplaceOrWithAnd", 446, "return v.notarization is not None or v.nullification is not None and v.finalization is not None",  # noqa: E501
+         "_ended is only evaluated on the current view (or the view being entered), which never holds a certificate: applying one of view w >= self.view enters w + 1 at once"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_LtE_Lt", 483, "if view < self._entered:",
+         "view == _entered reaches _enter only from a second start(): after start self.view == _entered and every other caller enters a view above it; start is called once (docs/consensus.md \u00a72)"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 485, "if view != self._entered + 1:  # a jump: we did not hear the views we skipped, so silence proves nothing",  # noqa: E501
+         "view > _entered here (line 483 returned otherwise), so view != _entered + 1 iff view > _entered + 1"),
+        ("core/ReplaceComparisonOperator_Gt_NotEq", 538, "while w != self.finalized_view:",
+         "w starts at view - 1 >= finalized_view (the current view is above it) and falls by 1, so != and > stop at the same w"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_Eq_LtE", 559, "if p.parent_view <= self.finalized_view:",
+         "p.parent_view < finalized_view returned False on the line before, so <= here iff =="),
+        ("core/ReplaceComparisonOperator_NotEq_Gt", 579, "or v.round.view > self.view or self._ended(v):",
+         "_try_propose is called only with the current view's state (_enter, _apply's cur, _retry_fetches' cur): the comparison is always False"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 579, "or v.round.view < self.view or self._ended(v):",
+         "_try_propose is called only with the current view's state (_enter, _apply's cur, _retry_fetches' cur): the comparison is always False"),  # noqa: E501
+        ("core/ReplaceOrWithAnd", 579, "or v.round.view != self.view and self._ended(v):",
+         "v.round.view != self.view is always False in _try_propose (called with the current view only), and _ended(current) is False too"),  # noqa: E501
+        ("core/ReplaceComparisonOperator_NotEq_Lt", 594, "if v.round.view < self.view or self._ended(v) or v.leader is None:",  # noqa: E501
+         "a view above self.view never has a leader, so `v.leader is None` returns for it anyway"),
+        ("core/ReplaceOrWithAnd", 594, "if v.round.view != self.view or self._ended(v) and v.leader is None:",
+         "a current view is never ended (so the and is False); with leader None the proposal is None and notarizes.get(None) is None: returns"),  # noqa: E501
     ),
 }
 
