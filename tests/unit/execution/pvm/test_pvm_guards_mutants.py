@@ -292,3 +292,158 @@ def test_isinstance_type_tuples_hold_up_to_255_entries() -> None:
     assert value("isinstance(1, (str,) * 254 + (int,))") == "True"
     out = run("try:\n    isinstance(1, (str,) * 300)\nexcept TypeError as e:\n    return str(e).encode()\n")
     assert b"256 entries" in out
+
+
+def test_isinstance_type_tuples_may_nest_8_levels() -> None:
+    nested = "int"
+    for _ in range(8):
+        nested = f"({nested},)"
+    assert value(f"isinstance(1, {nested})") == "True"  # int inside 8 tuples
+    out = run(f"try:\n    isinstance(1, ({nested},))\nexcept TypeError as e:\n    return str(e).encode()\n")
+    assert b"nest 8 levels" in out
+
+
+def test_str_of_an_int_from_2_to_the_200_is_rendered_and_charged() -> None:
+    # 1 per node + conv(floor(bits x 0.30103) + 2) + bytes(len result)
+    for n, charge in ((2**200, 1 + (62 * 62 >> 12) + (61 >> 3)), (2**300, 1 + (92 * 92 >> 12) + (91 >> 3)),
+                      (-(2**300), 1 + (92 * 92 >> 12) + (92 >> 3))):
+        ctx = fresh()
+        assert guards.make_str(ctx, n) == repr(n) and used(ctx) == charge
+
+
+def test_join_charges_every_separator_and_joins_a_single_piece() -> None:
+    # 10 pieces of 8 characters, 9 separators of 4: bytes(80 + 36) = 14, after items(10)
+    ctx = fresh()
+    assert guards.join(ctx, "----", iter(["a" * 8] * 10)) == "----".join(["a" * 8] * 10) and used(ctx) == 10 + 14
+    ctx = fresh()
+    assert guards.join(ctx, ",", iter(["a" * 16])) == "a" * 16 and used(ctx) == 1 + (16 >> 3)
+    assert value("','.join([])") == "''"
+
+
+def test_comparing_a_container_with_itself_is_charged_its_length() -> None:
+    ctx = fresh()
+    items = list(range(7))
+    assert guards.compare(ctx, operator.eq, items, items) is True and used(ctx) == 7
+    ctx = fresh()
+    mapping = {1: 2, 3: 4}
+    assert guards.compare(ctx, operator.eq, mapping, mapping) is True and used(ctx) == 2
+    assert value("[[1], [2]] == [[1], [2]]") == "True"
+    assert run("x = [1, 2]\nreturn repr(x == x).encode()\n") == b"True"
+
+
+def test_bitwise_operators_on_bools_give_bools() -> None:
+    assert value("True ^ True") == "False" and value("True ^ False") == "True"
+    assert value("True & False") == "False" and value("False | True") == "True"
+
+
+def test_in_place_operators_other_than_add_and_mul_refuse_lists() -> None:
+    for op in ("-=", "|=", "&=", "/=", "//=", "%=", "^="):
+        body = f"x = [1]\ntry:\n    x {op} [1]\nexcept TypeError:\n    return b'refused'\nreturn repr(x).encode()\n"
+        assert run(body) == b"refused", op
+    assert run("x = [1]\nx += (2,)\nx *= 2\nreturn repr(x).encode()\n") == b"[1, 2, 1, 2]"
+
+
+def test_dict_keyword_entries_are_limited_on_the_total() -> None:
+    small = Limits(max_collection_items=3)
+    assert halted("d = dict(a=1, b=2, c=3, d=4)\nreturn b''\n", small).code == "memory_limit"
+    assert halted("d = {'x': 0}\nd.update(a=1, b=2, c=3)\nreturn b''\n", small).code == "memory_limit"
+    assert run("d = dict({'x': 0}, a=1, b=2)\nreturn str(len(d)).encode()\n", limits=small) == b"3"
+    ctx = fresh()
+    assert guards.make_dict(ctx, a=1, b=2) == {"a": 1, "b": 2} and used(ctx) == 2
+
+
+def test_repeating_a_sequence_by_a_non_int_is_cpythons_type_error() -> None:
+    body = "try:\n    x = {expr}\nexcept TypeError as e:\n    return str(e).encode()\nreturn b'allowed'\n"
+    for expr in ("'ab' * 1.5", "[1] * 1.5", "1.5 * (1,)"):
+        assert b"can't multiply sequence by non-int of type 'float'" in run(body.format(expr=expr)), expr
+
+
+def test_encode_is_checked_at_four_bytes_per_character() -> None:
+    small = Limits(max_bytes_object=40)
+    assert run("return str(len(('x' * 10).encode())).encode()\n", limits=small) == b"10"
+    assert halted("b = ('x' * 11).encode()\nreturn b''\n", small).code == "memory_limit"
+    ctx = fresh()
+    assert guards.encode(ctx, "x" * 80) == b"x" * 80 and used(ctx) == (4 * 80) >> 3
+    ctx = fresh()
+    assert guards.decode(ctx, b"x" * 80) == "x" * 80 and used(ctx) == 80 >> 3
+
+
+def test_float_of_text_and_numbers() -> None:
+    assert value("float('1.5')") == "1.5" and value("float(b'2.5')") == "2.5" and value("float(3)") == "3.0"
+    assert value("float(bytearray(b'-0.25'))") == "-0.25"
+    ctx = fresh()
+    assert guards.make_float(ctx, "1" * 80) == float("1" * 80) and used(ctx) == 80 >> 3
+    assert halted("x = float('1' * 11)\nreturn b''\n", Limits(max_bytes_object=10)).code == "memory_limit"
+
+
+def test_membership_in_dict_items_charges_only_real_pairs() -> None:
+    # a needle that is not a 2-tuple is never an item: answered without a key check or a walk
+    ctx = fresh()
+    assert guards.contains(ctx, (1, 2, 3), {1: 2}.items()) is False and used(ctx) == 0
+    assert guards.contains(fresh(), ((1, 2), 3, 4), {1: 2}.items()) is False  # no key check of (1, 2)
+    ctx = fresh()
+    assert guards.contains(ctx, (1, 2), {1: 2}.items()) is True and used(ctx) == 1  # weight(2): one node
+    assert value("(1, 2) in {1: 2}.items()") == "True" and value("(1, 3) in {1: 2}.items()") == "False"
+
+
+def test_dict_union_is_checked_on_the_total() -> None:
+    small = Limits(max_collection_items=3)
+    assert halted("d = {1: 1, 2: 2} | {3: 3, 4: 4}\nreturn b''\n", small).code == "memory_limit"
+    ctx = fresh()
+    assert guards.bitor(ctx, {1: 1, 2: 2}, {3: 3}) == {1: 1, 2: 2, 3: 3} and used(ctx) == 3
+
+
+def test_dict_update_from_pairs_is_limited_on_the_total() -> None:
+    small = Limits(max_collection_items=3)
+    assert halted("d = {'x': 0}\nd.update([('a', 1), ('b', 2), ('c', 3)])\nreturn b''\n", small).code == "memory_limit"
+    assert value("dict([])") == "{}" and value("dict([('a', 1)])") == "{'a': 1}"
+
+
+def test_list_of_an_iterator_is_consumed_in_charged_chunks_of_4096() -> None:
+    ctx = fresh()
+    assert guards.make_list(ctx, iter(range(5000))) == list(range(5000)) and used(ctx) == 5000
+    assert value("list(iter(range(3)))") == "[0, 1, 2]"
+    small = Limits(max_collection_items=5)
+    assert run("return str(len(list(iter(range(5))))).encode()\n", limits=small) == b"5"
+    assert halted("x = list(iter(range(6)))\nreturn b''\n", small).code == "memory_limit"
+    # past the limit the halt comes after the chunk that crossed it: two chunks of 4096 were charged
+    ctx = fresh(max_collection_items=5000)
+    assert halt_of(guards.make_list, ctx, iter(range(10**6))).code == "memory_limit" and used(ctx) == 2 * 4096
+
+
+def test_bytes_of_text_with_an_encoding() -> None:
+    assert value("bytes('ab', 'utf-8')") == "b'ab'"
+    assert value("bytearray('\\xe9', 'latin-1')") == "bytearray(b'\\xe9')"
+    assert value("bytes('\\xe9', errors='strict')") == "b'\\xc3\\xa9'"  # utf-8 by default
+    out = run("try:\n    bytes(b'ab', 'utf-8')\nexcept TypeError as e:\n    return str(e).encode()\n")
+    assert out == b"encoding without a string argument"
+
+
+def test_only_the_three_codecs_are_accepted() -> None:
+    body = "try:\n    x = {expr}\nexcept LookupError as e:\n    return str(e).encode()\nreturn repr(x).encode()\n"
+    for expr in ("'x'.encode('cp1252')", "'x'.encode('utf_16')", "b'x'.decode('rot13')", "'x'.encode(5)"):
+        assert b"is not supported" in run(body.format(expr=expr)), expr
+    assert run(body.format(expr="'x'.encode('UTF_8')")) == b"b'x'"
+    assert run(body.format(expr="'x'.encode('latin1', 'ignore')")) == b"b'x'"
+    assert b"error handler" in run(body.format(expr="'x'.encode('ascii', 'backslashreplace')"))
+
+
+def test_int_of_text_is_decimal_by_default_and_limited_in_length() -> None:
+    assert value("int('19')") == "19" and value("int(b'19')") == "19" and value("int('\\u0661\\u0669')") == "19"
+    assert value("int('ff', 16)") == "255"
+    # 2 x max_int_bits + 16 = 8208 characters are read (charged conv(8208)); one more halts first
+    ctx = fresh()
+    assert guards.make_int(ctx, " " * 8207 + "7") == 7 and used(ctx) == (8208 * 8208) >> 12
+    err = halted("x = int(' ' * 8208 + '7')\nreturn b''\n")
+    assert err.code == "int_too_large" and "integer text of 8209 characters" in err.message
+
+
+def test_a_dict_items_membership_walk_over_the_cycles_left_halts() -> None:
+    ctx = Ctx(Meter(10, 0), Limits())
+    assert halt_of(guards.contains, ctx, (1, [0] * 100), {1: 2}.items()).code == "out_of_cycles"
+
+
+def test_adding_mismatched_types_is_cpythons_type_error() -> None:
+    body = "try:\n    x = {expr}\nexcept TypeError as e:\n    return str(e).encode()\nreturn b'allowed'\n"
+    assert b"unsupported operand type(s) for +" in run(body.format(expr="1.5 + 'a'"))
+    assert b"can only concatenate list" in run(body.format(expr="[1] + 'a'"))
