@@ -447,3 +447,138 @@ def test_adding_mismatched_types_is_cpythons_type_error() -> None:
     body = "try:\n    x = {expr}\nexcept TypeError as e:\n    return str(e).encode()\nreturn b'allowed'\n"
     assert b"unsupported operand type(s) for +" in run(body.format(expr="1.5 + 'a'"))
     assert b"can only concatenate list" in run(body.format(expr="[1] + 'a'"))
+
+
+def test_shifts_and_sums_past_max_int_bits_halt() -> None:
+    # safety: neither a shift by 1 nor a sum may produce an integer over 4096 bits
+    assert halted("x = (2 ** 4095) << 1\nreturn b''\n").code == "int_too_large"
+    assert halted(f"x = sum([{TOP}, 1])\nreturn b''\n").code == "int_too_large"
+    assert halted(f"x = sum([{TOP}, {TOP}, [1]])\nreturn b''\n").code == "int_too_large"  # the partial sum
+    assert value(f"sum([{TOP}, {TOP}, -{TOP}]) == {TOP}") == "True"  # one sum whose result is in range
+    ctx = fresh()
+    assert guards.lshift(ctx, 2**4095, 0) == 2**4095 and used(ctx) == 0  # free unless n > 0
+
+
+def test_float_arithmetic_through_the_guards() -> None:
+    assert value("2.5 * 2.0") == "5.0" and value("7 / 2.0") == "3.5" and value("7.5 // 2") == "3.0"
+    assert value("True - 1") == "0" and value("3.0 - 1.0") == "2.0"
+    assert value("round(1234.5, -2)") == "1200.0" and value("round(2.5)") == "2" and value("round(7)") == "7"
+    assert value("round(1.25, 1)") == "1.2"
+    assert value(f"round(1234.5, -{10**20})") == "0.0"
+    out = run("try:\n    round(2.5, 1.5)\nexcept TypeError:\n    return b'refused'\nreturn b''\n")
+    assert out == b"refused"
+
+
+def test_set_operations_on_dict_views_are_refused_from_either_side() -> None:
+    body = "d = {{1: 2}}\ntry:\n    x = {expr}\nexcept TypeError as e:\n    return str(e).encode()\nreturn b''\n"
+    for expr in ("1 - d.keys()", "d.keys() - [1]", "[1] & d.keys()", "d.keys() | [1]", "d.items() ^ [1]"):
+        assert b"set operations on dict views" in run(body.format(expr=expr)), expr
+    out = run("try:\n    x = {1: 2} | 5\nexcept TypeError as e:\n    return str(e).encode()\nreturn b''\n")
+    assert b"unsupported operand type(s) for |" in out
+
+
+def test_str_and_bytes_concatenation_is_checked_on_the_total() -> None:
+    small = Limits(max_bytes_object=10)
+    for expr in ("'x' * 6 + 'y' * 6", "b'x' * 6 + b'y' * 6", "bytearray(6) + b'y' * 6"):
+        assert halted(f"x = {expr}\nreturn b''\n", small).code == "memory_limit", expr
+    ctx = fresh()
+    assert guards.add(ctx, bytearray(b"a" * 40), b"b" * 24) == bytearray(b"a" * 40 + b"b" * 24)
+    assert used(ctx) == 64 >> 3
+
+
+def test_in_place_operators_on_lists_bytearrays_and_dicts_mutate_the_object() -> None:
+    body = "x = {init}\ny = x\ny {op} {arg}\nreturn repr(x).encode()\n"
+    assert run(body.format(init="[1]", op="*=", arg="3")) == b"[1, 1, 1]"
+    assert run(body.format(init="[1]", op="+=", arg="[2]")) == b"[1, 2]"
+    assert run(body.format(init="bytearray(b'a')", op="+=", arg="b'b'")) == b"bytearray(b'ab')"
+    assert run(body.format(init="bytearray(b'ab')", op="*=", arg="2")) == b"bytearray(b'abab')"
+    for op in ("&=", "^=", "*=", "-="):
+        refused = "x = {1: 2}\ntry:\n    x " + op + " {1: 2}\nexcept TypeError:\n    return b'refused'\nreturn b''\n"
+        assert run(refused) == b"refused", op
+    small = Limits(max_bytes_object=10)
+    assert halted("x = bytearray(6)\nx += b'y' * 6\nreturn b''\n", small).code == "memory_limit"
+    assert halted("x = bytearray(6)\nx *= 2\nreturn b''\n", small).code == "memory_limit"
+    ctx = fresh()
+    ba = bytearray(b"a" * 8)
+    assert guards.inplace(ctx, "+", ba, b"b" * 16) is ba and used(ctx) == 16 >> 3
+    ctx = fresh()
+    items = [0]
+    assert guards.inplace(ctx, "+", items, iter(range(5))) is items and used(ctx) == 5
+
+
+def test_dict_from_a_dict_is_limited_and_checks_every_key() -> None:
+    small = Limits(max_collection_items=3)
+    assert halted("d = {'x': 0}\nd.update({'a': 1, 'b': 2, 'c': 3})\nreturn b''\n", small).code == "memory_limit"
+    assert value("dict({1: 2})") == "{1: 2}"
+    with pytest.raises(TypeError):
+        guards.update_dict(fresh(), {}, {(1, 2): 3})  # a host-made dict with a tuple key
+    ctx = fresh()
+    assert guards.make_dict(ctx, {1: 2, 3: 4}) == {1: 2, 3: 4} and used(ctx) == 2
+
+
+def test_tuple_of_a_tuple_is_free_and_the_same_object() -> None:
+    t = (1, 2, 3)
+    ctx = fresh()
+    assert guards.make_tuple(ctx, t) is t and used(ctx) == 0
+    assert value("tuple([1, 2])") == "(1, 2)"
+
+
+def test_membership_details_keys_host_objects_and_items() -> None:
+    body = "try:\n    x = {expr}\nexcept TypeError:\n    return b'refused'\nreturn repr(x).encode()\n"
+    assert run(body.format(expr="(1, 2) in {1: 2}.keys()")) == b"refused"
+    assert run(body.format(expr="((1,), 2) in {1: 2}.items()")) == b"refused"
+    assert run(body.format(expr="(1, (2,)) in {1: (2,)}.items()")) == b"True"
+    assert run(body.format(expr="(1,) in {1: 2}.items()")) == b"False"
+
+    class Box:
+        def __contains__(self, item: object) -> bool:
+            return item == 1
+
+    assert guards.contains(fresh(), 1, Box()) is True
+    ctx = fresh()
+    assert guards.contains(ctx, (1, [0] * 10), {1: [0] * 10}.items()) is True and used(ctx) == 11
+
+
+def test_bytes_of_a_count() -> None:
+    assert value("bytes(0)") == "b''" and value("bytes(3)") == "b'\\x00\\x00\\x00'"
+    out = run("try:\n    bytes(-1)\nexcept ValueError as e:\n    return str(e).encode()\n")
+    assert out == b"negative count"
+
+
+def test_str_of_minus_2_to_the_200_is_charged() -> None:
+    ctx = fresh()
+    assert guards.make_str(ctx, -(2**200)) == repr(-(2**200)) and used(ctx) == 1 + 0 + (62 >> 3)
+
+
+def test_truth_scans_read_past_a_full_chunk() -> None:
+    assert guards.all_(fresh(), iter([1] * 4096 + [0])) is False
+    assert guards.any_(fresh(), iter([0] * 4096 + [1])) is True
+
+
+def test_join_limit_counts_no_separator_for_one_piece_and_charges_each() -> None:
+    assert run("return str(len(','.join(['x' * 100]))).encode()\n", limits=Limits(max_bytes_object=100)) == b"100"
+    ctx = fresh()
+    assert guards.join(ctx, "-" * 8, iter(["a" * 8] * 2)) == "a" * 8 + "-" * 8 + "a" * 8 and used(ctx) == 2 + 3
+    ctx = fresh()
+    assert guards.join(ctx, "-" * 8, iter(["a" * 16])) == "a" * 16 and used(ctx) == 1 + 2
+
+
+def test_sorting_and_extremes_walk_what_they_compare() -> None:
+    # sorted(x, key): items(n) + n x bit_length(n) + the walk of each non-scalar key result (2 nodes: [x])
+    ctx = fresh()
+    assert guards.sorted_(ctx, [3, 1, 2], key=lambda x: [x]) == [1, 2, 3] and used(ctx) == 3 + 3 * 2 + 3 * 2
+    ctx = fresh()
+    assert guards.sorted_(ctx, [3, 1, 2], key=lambda x: -x) == [3, 2, 1] and used(ctx) == 3 + 3 * 2
+    # only scalars (all four kinds): no walk; the sort itself then fails on None
+    ctx = fresh()
+    with pytest.raises(TypeError):
+        guards.sorted_(ctx, [1, 2.0, True, None])
+    assert used(ctx) == 4 + 4 * 3
+    # min/max without a key walk the items: the list node and its two strings
+    ctx = fresh()
+    assert guards.max_(ctx, ["a", "b"]) == "b" and used(ctx) == 2 + 3
+    ctx = fresh()
+    assert guards.max_(ctx, ["a", "b"], key=len) == "a" and used(ctx) == 2
+    # a key result heavier than the cycles left halts
+    ctx = Ctx(Meter(10, 0), Limits())
+    assert halt_of(lambda: guards.sorted_(ctx, [1, 2], key=lambda x: [0] * 100)).code == "out_of_cycles"
