@@ -582,3 +582,22 @@ def test_sorting_and_extremes_walk_what_they_compare() -> None:
     # a key result heavier than the cycles left halts
     ctx = Ctx(Meter(10, 0), Limits())
     assert halt_of(lambda: guards.sorted_(ctx, [1, 2], key=lambda x: [0] * 100)).code == "out_of_cycles"
+
+
+def test_repeating_in_place_by_a_non_int_is_cpythons_type_error() -> None:
+    body = "x = {init}\ntry:\n    x *= 1.5\nexcept TypeError as e:\n    return str(e).encode()\nreturn b'allowed'\n"
+    for init in ("[1]", "bytearray(b'a')"):
+        assert b"can't multiply sequence by non-int of type 'float'" in run(body.format(init=init)), init
+
+
+def test_unpacking_an_oversized_range_names_max_collection_items() -> None:
+    # docs/pvm.md, halt codes: "memory_limit: N items exceed max_collection_items 1000000"
+    small = Limits(max_collection_items=3)
+    for body in ("x = []\nx += range(4)\n", "x = [*range(4)]\n", "x = [0]\nx[0:1] = range(4)\n"):
+        err = halted(body + "return b''\n", small)
+        assert err.code == "memory_limit" and "4 items exceed max_collection_items 3" in err.message, body
+    ctx = fresh()
+    assert guards.seq(ctx, range(5)) == [0, 1, 2, 3, 4] and used(ctx) == 5
+    ctx = fresh()
+    t = (1, 2)
+    assert guards.seq(ctx, t) is t and used(ctx) == 2
