@@ -601,3 +601,9 @@ def test_unpacking_an_oversized_range_names_max_collection_items() -> None:
     ctx = fresh()
     t = (1, 2)
     assert guards.seq(ctx, t) is t and used(ctx) == 2
+
+
+def test_int_and_float_arithmetic_is_not_bounded_like_an_int_result() -> None:
+    # the max_int_bits bound is on integers: an int plus an infinite float is the float
+    assert value("1 + float('inf')") == "inf" and value("float('inf') + 1") == "inf"
+    assert value("1 - float('inf')") == "-inf" and value("float('-inf') - 1") == "-inf"
