@@ -607,3 +607,11 @@ def test_int_and_float_arithmetic_is_not_bounded_like_an_int_result() -> None:
     # the max_int_bits bound is on integers: an int plus an infinite float is the float
     assert value("1 + float('inf')") == "inf" and value("float('inf') + 1") == "inf"
     assert value("1 - float('inf')") == "-inf" and value("float('-inf') - 1") == "-inf"
+
+
+def test_comparing_text_with_a_container_compares_no_content_and_is_free() -> None:
+    # bytes == list is decided by the types alone (CPython compares no item), so there is nothing to charge
+    ctx = fresh()
+    assert guards.compare(ctx, operator.eq, b"x" * 1024, [0] * 1024) is False and used(ctx) == 0
+    ctx = fresh()
+    assert guards.compare(ctx, operator.ne, (0,) * 1024, "x" * 1024) is True and used(ctx) == 0
