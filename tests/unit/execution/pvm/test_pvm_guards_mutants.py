@@ -615,3 +615,32 @@ def test_comparing_text_with_a_container_compares_no_content_and_is_free() -> No
     assert guards.compare(ctx, operator.eq, b"x" * 1024, [0] * 1024) is False and used(ctx) == 0
     ctx = fresh()
     assert guards.compare(ctx, operator.ne, (0,) * 1024, "x" * 1024) is True and used(ctx) == 0
+
+
+def test_sorting_without_a_key_walks_non_scalar_items() -> None:
+    # items(2) + the walk (outer list, [2], 2, [1], 1: 5 nodes) + 2 x bit_length(2)
+    ctx = fresh()
+    assert guards.sorted_(ctx, [[2], [1]]) == [[1], [2]] and used(ctx) == 2 + 5 + 2 * 2
+
+
+def test_membership_in_dict_values_is_a_charged_scan() -> None:
+    ctx = fresh()
+    assert guards.contains(ctx, 5, {i: i for i in range(10)}.values()) is True and used(ctx) == 10
+
+
+def test_repeating_once_is_charged_for_the_copy() -> None:
+    ctx = fresh()
+    assert guards.mul(ctx, "a" * 80, 1) == "a" * 80 and used(ctx) == 80 >> 3
+    ctx = fresh()
+    assert guards.mul(ctx, [0] * 5, 1) == [0] * 5 and used(ctx) == 5
+
+
+def test_a_product_one_bit_over_is_refused_before_it_is_computed() -> None:
+    err = halted("x = 2 ** 2048\ny = x * x\nreturn b''\n")  # 2**4096: 4097 bits
+    assert err.code == "int_too_large" and "product of 2049- and 2049-bit integers" in err.message
+
+
+def test_constructors_without_arguments() -> None:
+    assert value("float()") == "0.0" and value("int()") == "0" and value("str()") == "''"
+    assert value("list()") == "[]" and value("tuple()") == "()" and value("dict()") == "{}"
+    assert value("bytes()") == "b''" and value("bytearray()") == "bytearray(b'')"
