@@ -644,3 +644,9 @@ def test_constructors_without_arguments() -> None:
     assert value("float()") == "0.0" and value("int()") == "0" and value("str()") == "''"
     assert value("list()") == "[]" and value("tuple()") == "()" and value("dict()") == "{}"
     assert value("bytes()") == "b''" and value("bytearray()") == "bytearray(b'')"
+
+
+def test_in_place_modulo_and_and_by_an_int_refuse_lists() -> None:
+    for op in ("%=", "&=", "**=", "<<=", "^="):
+        body = f"x = [1]\ntry:\n    x {op} 2\nexcept TypeError:\n    return b'refused'\nreturn repr(x).encode()\n"
+        assert run(body) == b"refused", op
