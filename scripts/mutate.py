@@ -122,7 +122,8 @@ MODULES: tuple[Module, ...] = (
            (f"{PROTO}/test_transport_validator_session_mutants.py", f"{PROTO}/test_transport_session_handshake.py",
             f"{PROTO}/test_transport_session_heartbeat.py", f"{PROTO}/test_transport_session_jobs.py")),
     Module("pvm-guards", "cowboy_node/execution/pvm/guards.py",
-           (f"{EXE}/pvm/test_pvm_escapes.py", f"{EXE}/pvm/test_pvm_policy.py", f"{EXE}/pvm/test_pvm_metering.py")),
+           (f"{EXE}/pvm/test_pvm_guards_mutants.py",  # written against the first session's survivors
+            f"{EXE}/pvm/test_pvm_escapes.py", f"{EXE}/pvm/test_pvm_policy.py", f"{EXE}/pvm/test_pvm_metering.py")),
 )
 
 TIMEOUT_FACTOR = 10.0
@@ -520,6 +521,64 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
          "a view above self.view never has a leader, so `v.leader is None` returns for it anyway"),
         ("core/ReplaceOrWithAnd", 594, "if v.round.view != self.view or self._ended(v) and v.leader is None:",
          "a current view is never ended (so the and is False); with leader None the proposal is None and notarizes.get(None) is None: returns"),  # noqa: E501
+    ),
+    "pvm-guards": (
+        ('core/ReplaceBinaryOperator_Add_FloorDiv', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() // 1))',
+         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_Eq_GtE', 223, 'if op >= "+":',
+         'in the bytearray branch op is "+" or "*" (op in "+*", op from BINOPS), and "*" < "+", so op >= "+" iff op == "+"'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_Lt_NotEq', 525, 'if len(chunk) != _CHUNK:',
+         'islice(it, _CHUNK) never yields more than _CHUNK items, so != _CHUNK iff < _CHUNK'),
+        ('core/ReplaceComparisonOperator_Gt_GtE', 106, 'count = len(s) * n if n >= 0 else 0',
+         'n == 0 gives count 0 either way'),
+        ('core/ReplaceUnaryOperator_Delete_USub', 540, 'if ndigits > digits:',
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/NumberReplacer', 366, 'if source < -1:',
+         "bytes(-1)/bytearray(-1) then reach CPython, which raises the same ValueError('negative count'); check_bytes(-1) before it neither halts nor charges (-1 >> 3 < 0)"),  # noqa: E501
+        ('core/NumberReplacer', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() + 0))',
+         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+        ('core/NumberReplacer', 539, 'digits = int(number.bit_length() * 0.30103) + 1',
+         'round(): floor(bits*0.30103)+1 still bounds the decimal digits D of number, so when -ndigits > it, |number| < 10**D <= 10**(-ndigits)/10 and round() gives 0 as the shortcut does'),  # noqa: E501
+        ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not - 4095 <= ndigits <= 4096:',
+         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+        ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits <= 4095:',
+         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+        ('core/NumberReplacer', 543, 'ndigits = 4095 if ndigits > 0 else -4096',
+         'round(x, n) returns x unchanged for every int and float once n >= 4095 (ints: any n >= 0; floats: n > 323), so clamping to 4095/4096/4097 gives the same value'),  # noqa: E501
+        ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > -1 else -4096',
+         'only reached with |ndigits| > 4096 (the test above), where ndigits > 0, > 1 and > -1 agree'),
+        ('core/ReplaceBinaryOperator_Add_Mul', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() * 1))',
+         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+        ('core/ReplaceBinaryOperator_Mul_Add', 539, 'digits = int(number.bit_length() + 0.30103) + 2',
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/ReplaceBinaryOperator_Mul_Sub', 539, 'digits = int(number.bit_length() - 0.30103) + 2',
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/ReplaceBinaryOperator_Mul_FloorDiv', 539, 'digits = int(number.bit_length() // 0.30103) + 2',
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/ReplaceBinaryOperator_BitOr_BitAnd', 293, '_KNOWN = _SIZED & {int, float, bool, type(None)}',
+         '_KNOWN is only read in contains(), as `t not in _KNOWN and isinstance(container, X)`: for each exact type in _KNOWN that isinstance is true only when an earlier `t is ...` test of the same line already matched, so the clause is redundant'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_Eq_GtE', 231, 'elif ta is dict and op >= "|":',
+         'op is a BINOPS key ("+ - * / // % ** << | & ^"); "|" (0x7c) is the greatest, so op >= "|" iff op == "|"'),
+        ('core/ReplaceComparisonOperator_Lt_LtE', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits <= 0:',  # noqa: E501
+         'ndigits == 0 enters the shortcut but -0 > digits is false (digits >= 2): nothing returned'),
+        ('core/ReplaceComparisonOperator_Lt_Gt', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits > 0:',  # noqa: E501
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_LtE_Lt', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 < ndigits <= 4096:',  # noqa: E501
+         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_Gt_NotEq', 106, 'count = len(s) * n if n != 0 else 0',
+         "a negative n gives a negative count: check_bytes/check_items neither halt on it nor charge it (charge ignores n <= 0, bytes_cost(<0) < 0), exactly as for count 0; CPython's s * n is [] / '' for both"),  # noqa: E501
+        ('core/ReplaceComparisonOperator_IsNot_Is', 274, 'items = container if t is walk.DictValues else list(container)',  # noqa: E501
+         'a list/tuple is scanned as its copy, a values view as itself: the same items in the same order, len() equal, and walk.weight counts a view as the list it produces (_children), so the same charge and answer'),  # noqa: E501
+        ('core/ReplaceComparisonOperator_IsNot_Is', 538, 'if ndigits is None and _is_int(number) and _is_int(ndigits) and ndigits < 0:',  # noqa: E501
+         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+        ('core/ReplaceUnaryOperator_USub_Invert', 543, 'ndigits = 4096 if ndigits > 0 else ~4096',
+         'only floats reach the clamp with ndigits < -4096 (ints take the shortcut above: their digits are <= 1235); round(float, -4096) and round(float, -4097) are both +-0.0'),  # noqa: E501
+        ('core/NumberReplacer', 174, 'if b == 0 or a in ( 1, 1, -1):',
+         'a == 0 then takes the general path: (0 - 1) * b + 1 <= max_int_bits, pow_cost(0, bits b) = bits(b) * mul(0, 0) = 0 (words(0) = 1, 1 >> 4 = 0) and int_result(0 ** b) = 0: same value, nothing charged'),  # noqa: E501
+        ('core/NumberReplacer', 543, 'ndigits = 4097 if ndigits > 0 else -4096',
+         'round(x, n) returns x unchanged for every int and float once n >= 4095 (ints: any n >= 0; floats: n > 323), so clamping to 4095/4096/4097 gives the same value'),  # noqa: E501
+        ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > 1 else -4096',
+         'only reached with |ndigits| > 4096 (the test above), where ndigits > 0, > 1 and > -1 agree'),
     ),
 }
 
