@@ -120,13 +120,18 @@ def _tree_files(names: list[str], tree: Path) -> dict[str, str]:
 
 def preloadable(names: list[str], tree: Path, files: dict[str, str], fresh: set[str]) -> list[str]:
     """Of the loaded modules ``names`` (in load order), those the server may import: every library, and the
-    tree's modules (``files``) that are not ``fresh`` (the mutated module and its :func:`dependents`) — never the
+    tree's modules (``files``) that are not ``fresh`` (the mutated module and its :func:`dependents`) nor inside a
+    fresh package — never the
     test modules, this script or its sibling, nor anything else of the tree (a namespace package, say)."""
     local = set(local_names(tree))
     out = []
     for name in names:
         top = name.partition(".")[0]
-        if top in LOCAL or top.startswith("mutate_") or top.endswith("_script") or name in fresh:
+        parts = name.split(".")
+        # importing a module imports its packages first: one whose package is fresh would preload that package
+        if any(".".join(parts[:k]) in fresh for k in range(1, len(parts) + 1)):
+            continue
+        if top in LOCAL or top.startswith("mutate_") or top.endswith("_script"):
             continue
         if top in local and name not in files:
             continue

@@ -40,10 +40,13 @@ def _tree(tmp_path: Path, other: str = "from pkg.base import ONE\n") -> dict[str
     (tmp_path / "pkg" / "target.py").write_text("from .base import ONE\n\n\ndef f():\n    return ONE\n")
     (tmp_path / "pkg" / "user.py").write_text("from . import target\n\n\ndef g():\n    return target.f() + 1\n")
     (tmp_path / "pkg" / "other.py").write_text(other)
+    (tmp_path / "pkg2").mkdir()  # a package whose __init__ imports the target, and a leaf that does not
+    (tmp_path / "pkg2" / "__init__.py").write_text("from pkg import target\n")
+    (tmp_path / "pkg2" / "leaf.py").write_text("TWO = 2\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_t.py").write_text(
-        "import os\nimport time\n\nfrom pkg import other, user\n\n\n"
+        "import os\nimport time\n\nfrom pkg import other, user\nfrom pkg2 import leaf\n\n\n"
         "def test_g():\n    assert user.g() == 2\n\n\n"
         "def test_wait():\n    if os.environ.get('T_WAIT'):\n"
         "        open(os.environ['T_WAIT'], 'w').write(str(os.getpid()))\n        time.sleep(120)\n")
@@ -77,9 +80,11 @@ def test_the_mutated_module_and_its_importers_are_never_preloaded(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     spec = json.loads((tmp_path / "pre.json").read_text())
     assert spec["target"] == "pkg.target"
-    assert {"pkg.target", "pkg.user"} <= set(spec["fresh"])
+    assert {"pkg.target", "pkg.user", "pkg2"} <= set(spec["fresh"])
     assert {"pkg", "pkg.base", "pkg.other", "pytest"} <= set(spec["preload"])
-    assert not {n for n in spec["preload"] if n in ("pkg.target", "pkg.user") or n.startswith(("tests", "conftest"))}
+    # pkg2.leaf imports nothing, but importing it runs pkg2/__init__.py, which imports the target
+    assert not {n for n in spec["preload"] if n in ("pkg.target", "pkg.user", "pkg2", "pkg2.leaf")
+                or n.startswith(("tests", "conftest"))}
 
 
 def test_dependents_follow_relative_and_submodule_imports() -> None:
