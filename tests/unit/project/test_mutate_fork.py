@@ -5,7 +5,6 @@ into a kill."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -13,21 +12,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+from tests.unit.project.script_loader import SCRIPTS, load_script
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_script", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[f"{name}_script"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fork = _load("mutate_fork")
+fork = load_script("mutate_fork")
 
 PYTEST = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "tests/test_t.py"]
 

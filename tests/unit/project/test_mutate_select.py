@@ -4,27 +4,15 @@ selection can make a kill sooner but never decides a survival."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+from tests.unit.project.script_loader import SCRIPTS, load_script
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_script", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[f"{name}_script"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sel = _load("mutate_select")
+sel = load_script("mutate_select")
 
 SOURCE = '''TABLE = [1, 2]
 
@@ -143,7 +131,7 @@ def test_a_selection_over_its_budget_is_a_timeout_kill(tmp_path: Path) -> None:
 
 
 def test_mutate_counts_a_selection_timeout_in_the_timeout_column(tmp_path: Path) -> None:
-    mutate = _load("mutate")
+    mutate = load_script("mutate")
     (tmp_path / "m.py").write_text("x = 1\n")
     module = mutate.Module("tiny", "m.py", ("t.py",))
     dump = "\n".join(json.dumps([{"mutations": [{"operator_name": "op", "occurrence": i, "start_pos": [1, 4]}]},

@@ -3,22 +3,10 @@ together run each pending mutant exactly once, and count each mutant the filters
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
 from pathlib import Path
-from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "mutate.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutate_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mutate_script"] = mod  # dataclasses resolve their module by name
-    spec.loader.exec_module(mod)
-    return mod
+from tests.unit.project.script_loader import load_script
 
 
 def _session(path: Path, pending: int, skipped: int) -> None:
@@ -50,7 +38,7 @@ def _rows(path: Path) -> tuple[set[str], set[str]]:
 
 
 def test_shards_split_the_pending_mutants_and_count_the_skipped_ones_once(tmp_path: Path) -> None:
-    mutate = _script()
+    mutate = load_script("mutate")
     for jobs in (1, 2, 3):
         paths = [tmp_path / f"s{jobs}-{k}.sqlite" for k in range(jobs)]
         for p in paths:
