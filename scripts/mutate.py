@@ -698,13 +698,18 @@ class ForkServers:
             if not sock.exists():
                 err = proc.stderr.read().decode(errors="replace")[-500:] if proc.poll() is not None and proc.stderr \
                     else "did not start within 120 s"
-                self.reason = f"fork server of {tree.name}: {err.strip()}"
-                return self
+                return self._fall_back(f"fork server of {tree.name}: {err.strip()}")
             check = _sh(_test_command(self.m, None, sock).split(), tree, env)
             if check.returncode != 0 or "mutate-fork:" in check.stdout + check.stderr:
-                self.reason = f"the unmutated tests fail under the fork server of {tree.name}: {check.stdout[-500:]}"
-                return self
+                return self._fall_back(f"the unmutated tests fail under the fork server of {tree.name}: "
+                                       f"{check.stdout[-500:]}")
         self.sockets = sockets
+        return self
+
+    def _fall_back(self, reason: str) -> ForkServers:
+        """No server for this session: say why, once, on stderr."""
+        self.reason = reason
+        print(f"{self.m.name}: running without the fork server ({reason})", file=sys.stderr, flush=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -783,8 +788,6 @@ def run_module(m: Module, jobs: int = 1, select: bool = True, fork: bool = True)
         for k, t in enumerate(trees):  # each shard's test command names its own tree's server
             server = servers.sockets[k] if servers.sockets else None
             (t / "cr.toml").write_text(_config(m, timeout, select_map, server))
-        if servers.reason:
-            print(f"{m.name}: running without the fork server ({servers.reason})", file=sys.stderr, flush=True)
         # What --summarize needs to count a session stopped before its end (no result.json yet).
         (work / "session.json").write_text(json.dumps({
             "baseline_seconds": baseline_s, "timeout_seconds": timeout, "jobs": jobs, "started": time.time(),
@@ -828,8 +831,6 @@ def recheck_module(m: Module, fork: bool = True) -> dict[str, object]:
     outcomes: dict[str, str] = {}
     original = (tree / m.path).read_text()
     with ForkServers(m, [tree], [env], work / "preload.json", enabled=fork) as servers:
-        if servers.reason:
-            print(f"{m.name}: running without the fork server ({servers.reason})", file=sys.stderr, flush=True)
         command = _test_command(m, None, servers.sockets[0] if servers.sockets else None).split()
         for sv in prev["survivors"]:
             key = f"{sv['operator']}#{sv['occurrence']}"

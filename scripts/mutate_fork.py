@@ -204,7 +204,8 @@ def serve(socket_path: Path, modules_json: Path) -> int:
 
     # A preloaded module that imported the mutated one (a dynamic import the text does not show) would hand every
     # child the unmutated code: refuse, and mutate.py runs the session without the server.
-    held = sorted(n for n in sys.modules if n in set(spec["fresh"]) or n.partition(".")[0] in ("tests", "conftest"))
+    fresh = set(spec["fresh"])
+    held = sorted(n for n in sys.modules if n in fresh or n.partition(".")[0] in ("tests", "conftest"))
     if held:
         print(f"mutate-fork: preloading imported {held[:5]}, which every run must import afresh: refusing to serve",
               file=sys.stderr, flush=True)
