@@ -793,3 +793,16 @@ def test_isinstance_type_tuples_refuse_256_types_in_one_tuple() -> None:
 def test_join_reads_every_chunk_of_a_long_sized_value() -> None:
     assert guards.join(fresh(), "", ["a"] * 5000) == "a" * 5000
     assert guards.join(fresh(), "", ["a"] * 4096) == "a" * 4096
+
+
+def test_join_of_a_sized_value_charges_its_items_twice_in_version_1() -> None:
+    # docs/pvm.md: a sized x is materialized first (items(8)), then consumed per chunk (items(8)), then
+    # bytes(16 characters + 7 separators) = 23 >> 3 = 2
+    ctx = fresh()
+    assert guards.join(ctx, ",", ["ab"] * 8) == ",".join(["ab"] * 8) and used(ctx) == 8 + 8 + 2
+
+
+def test_list_of_a_sized_value_over_the_limit_names_the_limit_not_the_key() -> None:
+    # docs/pvm.md, limits table: the sized path's own text
+    err = halted("x = list(range(3))\nreturn b''\n", Limits(max_collection_items=2))
+    assert err.code == "memory_limit" and err.message.startswith("3 items exceed the limit 2")
