@@ -806,3 +806,11 @@ def test_list_of_a_sized_value_over_the_limit_names_the_limit_not_the_key() -> N
     # docs/pvm.md, limits table: the sized path's own text
     err = halted("x = list(range(3))\nreturn b''\n", Limits(max_collection_items=2))
     assert err.code == "memory_limit" and err.message.startswith("3 items exceed the limit 2")
+
+
+def test_round_to_three_or_more_negative_digits_keeps_the_leading_digits() -> None:
+    # the int shortcut answers 0 only for ndigits past the number's decimal digits (+ 1)
+    assert value("round(123456, -3)") == "123000"
+    assert value("round(987654321, -8)") == "1000000000"
+    assert value(f"round({10**30 + 6 * 10**28}, -29)") == str(11 * 10**29)
+    assert value("round(987654321, -10)") == "0"
