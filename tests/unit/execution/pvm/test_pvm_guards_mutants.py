@@ -781,6 +781,7 @@ def test_a_sum_of_scalars_checks_only_its_total_against_max_int_bits() -> None:
     body = (f"try:\n    sum([{TOP}, {TOP}, -{TOP}, -{TOP}, 1.5, True, None])\n"
             "except TypeError as e:\n    return str(e).encode()\n")
     assert run(body) == b"unsupported operand type(s) for +: 'float' and 'NoneType'"
+    assert run(f"return str(sum([{TOP}, {TOP}, -{TOP}]) == {TOP}).encode()\n") == b"True"
 
 
 def test_isinstance_type_tuples_refuse_256_types_in_one_tuple() -> None:
@@ -802,7 +803,7 @@ def test_join_of_a_sized_value_charges_its_items_twice_in_version_1() -> None:
     assert guards.join(ctx, ",", ["ab"] * 8) == ",".join(["ab"] * 8) and used(ctx) == 8 + 8 + 2
 
 
-def test_list_of_a_sized_value_over_the_limit_names_the_limit_not_the_key() -> None:
+def test_list_of_a_sized_value_over_the_limit_halts_with_the_sized_paths_text() -> None:
     # docs/pvm.md, limits table: the sized path's own text
     err = halted("x = list(range(3))\nreturn b''\n", Limits(max_collection_items=2))
     assert err.code == "memory_limit" and err.message.startswith("3 items exceed the limit 2")
