@@ -145,6 +145,60 @@ EXCLUDED: tuple[str, ...] = (
     r"core/Variable(Inserter|Replacer)$",
 )
 
+# Reasons shared by several pvm-guards entries of EQUIVALENT (one argument, several mutants of the same lines).
+_PVM_ROUND_SHORTCUT_SKIPPED = (
+    'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < '
+    '10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the '
+    'clamp below bounds the work'
+)
+_PVM_ROUND_CLAMP_NEVER_CHANGES = (
+    'round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes '
+    "cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with "
+    "ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x "
+    'or +-0.0), so no clamp, a wider one or another bound never changes a value'
+)
+_PVM_WEIGHT_CAP = (
+    'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: '
+    'an exact weight <= remaining is charged the same, a larger one exceeds the cycles left '
+    '(out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'
+)
+_PVM_WEIGHT_CAP_REMAINING = (
+    'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 '
+    'the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the '
+    'same cases and is the same exact weight otherwise'
+)
+_PVM_ISLICE_CHUNK = (
+    'islice(it, _CHUNK) never yields more than _CHUNK items, so != _CHUNK iff < _CHUNK'
+)
+_PVM_ROUND_BOUND_BY_ONE = (
+    'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so '
+    'round() gets the same ndigits'
+)
+_PVM_VIEW_SCANS_LIKE_LIST = (
+    'a list/tuple is scanned as its copy, a values view as itself: the same items in the same order, '
+    'len() equal, and walk.weight counts a view as the list it produces (_children), so the same charge '
+    'and answer'
+)
+_PVM_ROUND_SHORTCUT_NEVER_ANSWERS = (
+    'ndigits == 0 and positive ndigits enter the shortcut but -ndigits > digits is false there (digits >= '
+    '2): nothing returned, the same as skipping it'
+)
+_PVM_ROUND_LARGE_NDIGITS = (
+    'round(x, n) returns x unchanged for every int and float once n >= 4095 (ints: any n >= 0; floats: n '
+    '> 323), so clamping to 4095/4096/4097 gives the same value'
+)
+_PVM_ROUND_CLAMP_SIGN = (
+    'only reached with |ndigits| > 4096 (the test above), where ndigits > 0, > 1 and > -1 agree'
+)
+_PVM_POW_ZERO_BASE = (
+    'a == 0 then takes the general path: (0 - 1) * b + 1 <= max_int_bits, pow_cost(0, bits b) = bits(b) * '
+    'mul(0, 0) = 0 (words(0) = 1, 1 >> 4 = 0) and int_result(0 ** b) = 0: same value, nothing charged'
+)
+_PVM_MODPOW_ONE_WORD = (
+    'words() of 0, 1 and 2 bits is 1 word, so modpow_cost(max(bits m, 0/1/2), ...) is the same charge (m '
+    "= 0 is then CPython's ValueError either way)"
+)
+
 EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     # module name → (operator, line, text of the mutated line (stripped), why the mutant cannot change behaviour)
     "jobs-draw": (
@@ -524,37 +578,37 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     ),
     "pvm-guards": (
         ('core/ReplaceBinaryOperator_Add_FloorDiv', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() // 1))',
-         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+         _PVM_WEIGHT_CAP_REMAINING),
         ('core/ReplaceComparisonOperator_Eq_GtE', 223, 'if op >= "+":',
          'in the bytearray branch op is "+" or "*" (op in "+*", op from BINOPS), and "*" < "+", so op >= "+" iff op == "+"'),  # noqa: E501
         ('core/ReplaceComparisonOperator_Lt_NotEq', 525, 'if len(chunk) != _CHUNK:',
-         'islice(it, _CHUNK) never yields more than _CHUNK items, so != _CHUNK iff < _CHUNK'),
+         _PVM_ISLICE_CHUNK),
         ('core/ReplaceComparisonOperator_Gt_GtE', 106, 'count = len(s) * n if n >= 0 else 0',
          'n == 0 gives count 0 either way'),
         ('core/ReplaceUnaryOperator_Delete_USub', 540, 'if ndigits > digits:',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/NumberReplacer', 366, 'if source < -1:',
          "bytes(-1)/bytearray(-1) then reach CPython, which raises the same ValueError('negative count'); check_bytes(-1) before it neither halts nor charges (-1 >> 3 < 0)"),  # noqa: E501
         ('core/NumberReplacer', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() + 0))',
-         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+         _PVM_WEIGHT_CAP_REMAINING),
         ('core/NumberReplacer', 539, 'digits = int(number.bit_length() * 0.30103) + 1',
          'round(): floor(bits*0.30103)+1 still bounds the decimal digits D of number, so when -ndigits > it, |number| < 10**D <= 10**(-ndigits)/10 and round() gives 0 as the shortcut does'),  # noqa: E501
         ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not - 4095 <= ndigits <= 4096:',
-         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+         _PVM_ROUND_BOUND_BY_ONE),
         ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits <= 4095:',
-         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+         _PVM_ROUND_BOUND_BY_ONE),
         ('core/NumberReplacer', 543, 'ndigits = 4095 if ndigits > 0 else -4096',
-         'round(x, n) returns x unchanged for every int and float once n >= 4095 (ints: any n >= 0; floats: n > 323), so clamping to 4095/4096/4097 gives the same value'),  # noqa: E501
+         _PVM_ROUND_LARGE_NDIGITS),
         ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > -1 else -4096',
-         'only reached with |ndigits| > 4096 (the test above), where ndigits > 0, > 1 and > -1 agree'),
+         _PVM_ROUND_CLAMP_SIGN),
         ('core/ReplaceBinaryOperator_Add_Mul', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() * 1))',
-         'weight(cap) is exact up to cap and above cap past it; with cap = remaining instead of remaining + 1 the charge exceeds the cycles left (out_of_cycles, the meter pinned at its limit) in exactly the same cases and is the same exact weight otherwise'),  # noqa: E501
+         _PVM_WEIGHT_CAP_REMAINING),
         ('core/ReplaceBinaryOperator_Mul_Add', 539, 'digits = int(number.bit_length() + 0.30103) + 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceBinaryOperator_Mul_Sub', 539, 'digits = int(number.bit_length() - 0.30103) + 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceBinaryOperator_Mul_FloorDiv', 539, 'digits = int(number.bit_length() // 0.30103) + 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceBinaryOperator_BitOr_BitAnd', 293, '_KNOWN = _SIZED & {int, float, bool, type(None)}',
          '_KNOWN is only read in contains(), as `t not in _KNOWN and isinstance(container, X)`: for each exact type in _KNOWN that isinstance is true only when an earlier `t is ...` test of the same line already matched, so the clause is redundant'),  # noqa: E501
         ('core/ReplaceComparisonOperator_Eq_GtE', 231, 'elif ta is dict and op >= "|":',
@@ -562,119 +616,119 @@ EQUIVALENT: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ('core/ReplaceComparisonOperator_Lt_LtE', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits <= 0:',  # noqa: E501
          'ndigits == 0 enters the shortcut but -0 > digits is false (digits >= 2): nothing returned'),
         ('core/ReplaceComparisonOperator_Lt_Gt', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits > 0:',  # noqa: E501
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceComparisonOperator_LtE_Lt', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 < ndigits <= 4096:',  # noqa: E501
-         'the bound moves by one at a value that the clamp maps to itself (-4096 -> -4096, 4096 -> 4096), so round() gets the same ndigits'),  # noqa: E501
+         _PVM_ROUND_BOUND_BY_ONE),
         ('core/ReplaceComparisonOperator_Gt_NotEq', 106, 'count = len(s) * n if n != 0 else 0',
          "a negative n gives a negative count: check_bytes/check_items neither halt on it nor charge it (charge ignores n <= 0, bytes_cost(<0) < 0), exactly as for count 0; CPython's s * n is [] / '' for both"),  # noqa: E501
         ('core/ReplaceComparisonOperator_IsNot_Is', 274, 'items = container if t is walk.DictValues else list(container)',  # noqa: E501
-         'a list/tuple is scanned as its copy, a values view as itself: the same items in the same order, len() equal, and walk.weight counts a view as the list it produces (_children), so the same charge and answer'),  # noqa: E501
+         _PVM_VIEW_SCANS_LIKE_LIST),
         ('core/ReplaceComparisonOperator_IsNot_Is', 538, 'if ndigits is None and _is_int(number) and _is_int(ndigits) and ndigits < 0:',  # noqa: E501
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceUnaryOperator_USub_Invert', 543, 'ndigits = 4096 if ndigits > 0 else ~4096',
          'only floats reach the clamp with ndigits < -4096 (ints take the shortcut above: their digits are <= 1235); round(float, -4096) and round(float, -4097) are both +-0.0'),  # noqa: E501
         ('core/NumberReplacer', 174, 'if b == 0 or a in ( 1, 1, -1):',
-         'a == 0 then takes the general path: (0 - 1) * b + 1 <= max_int_bits, pow_cost(0, bits b) = bits(b) * mul(0, 0) = 0 (words(0) = 1, 1 >> 4 = 0) and int_result(0 ** b) = 0: same value, nothing charged'),  # noqa: E501
+         _PVM_POW_ZERO_BASE),
         ('core/NumberReplacer', 543, 'ndigits = 4097 if ndigits > 0 else -4096',
-         'round(x, n) returns x unchanged for every int and float once n >= 4095 (ints: any n >= 0; floats: n > 323), so clamping to 4095/4096/4097 gives the same value'),  # noqa: E501
+         _PVM_ROUND_LARGE_NDIGITS),
         ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > 1 else -4096',
-         'only reached with |ndigits| > 4096 (the test above), where ndigits > 0, > 1 and > -1 agree'),
+         _PVM_ROUND_CLAMP_SIGN),
         ('core/ReplaceComparisonOperator_Lt_NotEq', 54, 'if len(chunk) != _CHUNK:',
-         'islice(it, _CHUNK) never yields more than _CHUNK items, so != _CHUNK iff < _CHUNK'),
+         _PVM_ISLICE_CHUNK),
         ('core/NumberReplacer', 106, 'count = len(s) * n if n > -1 else 0',
          'n == 0 gives len(s) * 0 = 0, as the else branch does'),
         ('core/NumberReplacer', 106, 'count = len(s) * n if n > 0 else -1',
          "a count of -1 for n <= 0: check_bytes/check_items neither halt on it nor charge it (charge ignores n <= 0, bytes_cost(<0) < 0), exactly as for count 0; CPython's s * n is [] / '' for both"),  # noqa: E501
         ('core/NumberReplacer', 170, 'ctx.charge(costs.modpow_cost(max(m.bit_length(), 0), max(b.bit_length(), 1)))',
-         "words() of 0, 1 and 2 bits is 1 word, so modpow_cost(max(bits m, 0/1/2), ...) is the same charge (m = 0 is then CPython's ValueError either way)"),  # noqa: E501
+         _PVM_MODPOW_ONE_WORD),
         ('core/NumberReplacer', 170, 'ctx.charge(costs.modpow_cost(max(m.bit_length(), 2), max(b.bit_length(), 1)))',
-         "words() of 0, 1 and 2 bits is 1 word, so modpow_cost(max(bits m, 0/1/2), ...) is the same charge (m = 0 is then CPython's ValueError either way)"),  # noqa: E501
+         _PVM_MODPOW_ONE_WORD),
         ('core/NumberReplacer', 174, 'if b == -1 or a in (0, 1, -1):',
          'b < 0 halted just above, so b == -1 is never true; b == 0 then takes the general path: (bits a - 1) * 0 + 1 <= max_int_bits, pow_cost(0, bits 0) = 0 charged, int_result(a ** 0) = 1: same value, nothing charged'),  # noqa: E501
         ('core/NumberReplacer', 174, 'if b == 0 or a in ( -1, 1, -1):',
-         'a == 0 then takes the general path: (0 - 1) * b + 1 <= max_int_bits, pow_cost(0, bits b) = bits(b) * mul(0, 0) = 0 (words(0) = 1, 1 >> 4 = 0) and int_result(0 ** b) = 0: same value, nothing charged'),  # noqa: E501
+         _PVM_POW_ZERO_BASE),
         ('core/ReplaceComparisonOperator_Eq_Lt', 174, 'if b < 0 or a in (0, 1, -1):',
          'b < 0 halted just above, so b < 0 is never true; b == 0 then takes the general path: (bits a - 1) * 0 + 1 <= max_int_bits, pow_cost(0, bits 0) = 0 charged, int_result(a ** 0) = 1: same value, nothing charged'),  # noqa: E501
         ('core/ReplaceComparisonOperator_Eq_LtE', 174, 'if b <= 0 or a in (0, 1, -1):',
          'b < 0 halted just above, so b <= 0 iff b == 0'),
         ('core/NumberReplacer', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() + 0))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/ReplaceBinaryOperator_Add_Div', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() / 1))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/ReplaceBinaryOperator_Add_FloorDiv', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() // 1))',  # noqa: E501
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/NumberReplacer', 268, 'ctx.charge(walk.weight(ctx, needle[1], ctx.remaining() + 2))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/AddNot', 274, 'items = container if not t is not walk.DictValues else list(container)',
-         'a list/tuple is scanned as its copy, a values view as itself: the same items in the same order, len() equal, and walk.weight counts a view as the list it produces (_children), so the same charge and answer'),  # noqa: E501
+         _PVM_VIEW_SCANS_LIKE_LIST),
         ('core/ReplaceComparisonOperator_IsNot_Eq', 274, 'items = container if t == walk.DictValues else list(container)',  # noqa: E501
-         'a list/tuple is scanned as its copy, a values view as itself: the same items in the same order, len() equal, and walk.weight counts a view as the list it produces (_children), so the same charge and answer'),  # noqa: E501
+         _PVM_VIEW_SCANS_LIKE_LIST),
         ('core/ReplaceBinaryOperator_BitOr_Sub', 293, '_KNOWN = _SIZED - {int, float, bool, type(None)}',
          '_SIZED holds no scalar type, so _KNOWN becomes _SIZED: for an exact int, float, bool or None container every `t not in _KNOWN and isinstance(container, dict / str | bytes | bytearray / list | tuple)` of contains() is still false, the same branches'),  # noqa: E501
         ('core/ReplaceBinaryOperator_Add_Mul', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() * 1))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/ReplaceBinaryOperator_Add_Div', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() / 1))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/NumberReplacer', 441, 'ctx.charge(walk.weight(ctx, result, ctx.remaining() + 2))',
-         'weight(cap) is exact up to cap and above cap past it; any cap >= remaining gives the same outcome: an exact weight <= remaining is charged the same, a larger one exceeds the cycles left (out_of_cycles, the meter pinned at its limit, also for a float cap + 1)'),  # noqa: E501
+         _PVM_WEIGHT_CAP),
         ('core/NumberReplacer', 465, 'items = materialize(ctx, args[ -1])',
          'inside `if len(args) == 1`: args[-1] is args[0]'),
         ('core/AddNot', 538, 'if not ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits < 0:',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/NumberReplacer', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits < -1:',  # noqa: E501
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceComparisonOperator_Lt_Eq', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits == 0:',  # noqa: E501
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceComparisonOperator_Lt_NotEq', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits != 0:',  # noqa: E501
-         'ndigits == 0 and positive ndigits enter the shortcut but -ndigits > digits is false there (digits >= 2): nothing returned, the same as skipping it'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_NEVER_ANSWERS),
         ('core/ReplaceComparisonOperator_Lt_GtE', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits >= 0:',  # noqa: E501
-         'ndigits == 0 and positive ndigits enter the shortcut but -ndigits > digits is false there (digits >= 2): nothing returned, the same as skipping it'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_NEVER_ANSWERS),
         ('core/NumberReplacer', 538, 'if ndigits is not None and _is_int(number) and _is_int(ndigits) and ndigits < 1:',
-         'ndigits == 0 and positive ndigits enter the shortcut but -ndigits > digits is false there (digits >= 2): nothing returned, the same as skipping it'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_NEVER_ANSWERS),
         ('core/ReplaceBinaryOperator_Mul_Div', 539, 'digits = int(number.bit_length() / 0.30103) + 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceBinaryOperator_Add_Mul', 539, 'digits = int(number.bit_length() * 0.30103) * 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/NumberReplacer', 539, 'digits = int(number.bit_length() * 1.30103) + 2',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/NumberReplacer', 539, 'digits = int(number.bit_length() * 0.30103) + 3',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceComparisonOperator_Gt_GtE', 540, 'if -ndigits >= digits:',
          'digits = floor(bits*0.30103) + 2 >= D + 1 for the D decimal digits of number (0.30103 > log10 2), so -ndigits == digits means |number| < 10**(-ndigits - 1) and round() gives 0, as the shortcut does'),  # noqa: E501
         ('core/ReplaceComparisonOperator_Gt_Eq', 540, 'if -ndigits == digits:',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceUnaryOperator_USub_UAdd', 540, 'if +ndigits > digits:',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceUnaryOperator_USub_Invert', 540, 'if ~ndigits > digits:',
-         'round(): the int shortcut only ever answers 0, and only where round() gives 0 too (|number| < 10**(floor(bits*0.30103)+1) <= 10**(-ndigits)/10); this change only skips it more often, and the clamp below bounds the work'),  # noqa: E501
+         _PVM_ROUND_SHORTCUT_SKIPPED),
         ('core/ReplaceComparisonOperator_LtE_NotEq', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits != 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceComparisonOperator_LtE_Lt', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits < 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceComparisonOperator_IsNot_Is', 542, 'if ndigits is None and _is_int(ndigits) and not -4096 <= ndigits <= 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceUnaryOperator_USub_Invert', 542, 'if ndigits is not None and _is_int(ndigits) and not ~4096 <= ndigits <= 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/AddNot', 542, 'if not ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits <= 4096:',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceComparisonOperator_LtE_NotEq', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 != ndigits <= 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceUnaryOperator_USub_Not', 542, 'if ndigits is not None and _is_int(ndigits) and not not 4096 <= ndigits <= 4096:',  # noqa: E501
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not - 4097 <= ndigits <= 4096:',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/NumberReplacer', 542, 'if ndigits is not None and _is_int(ndigits) and not -4096 <= ndigits <= 4097:',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > 0 else - 4095',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/ReplaceComparisonOperator_Gt_GtE', 543, 'ndigits = 4096 if ndigits >= 0 else -4096',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/NumberReplacer', 543, 'ndigits = 4096 if ndigits > 0 else - 4097',
-         "round() only ever gets an int, bool or float (guarded types cannot be subclassed, actor classes cannot define __round__): an int's ndigits < 0 took the shortcut above or is >= -1237, an int with ndigits >= 0 rounds to itself, and CPython 3.11-3.13's float round clips any ndigits past +-323 (x or +-0.0), so no clamp, a wider one or another bound never changes a value"),  # noqa: E501
+         _PVM_ROUND_CLAMP_NEVER_CHANGES),
         ('core/NumberReplacer', 587, 'if total + len(sep) * max(len(items) - 1, -1) > limit:',
          'max(len(items) - 1, -1) differs from max(..., 0) only for no items, where total + len(sep) * -1 <= 0 <= limit: no halt either way'),  # noqa: E501
         ('core/ReplaceComparisonOperator_Lt_NotEq', 589, 'if len(chunk) != _CHUNK:',
-         'islice(it, _CHUNK) never yields more than _CHUNK items, so != _CHUNK iff < _CHUNK'),
+         _PVM_ISLICE_CHUNK),
         ('core/NumberReplacer', 591, 'ctx.charge(costs.bytes_cost(total + len(sep) * max(len(items) - 1, -1)))',
          'max(len(items) - 1, -1) differs from max(..., 0) only for no items: bytes_cost(-len(sep)) <= 0 is not charged (charge ignores n <= 0), as bytes_cost(0) = 0'),  # noqa: E501
     ),
