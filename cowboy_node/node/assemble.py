@@ -48,7 +48,7 @@ from cowboy_node.node.snapshot_server import SnapshotServer
 from cowboy_node.node.snapshotter import Snapshotter
 from cowboy_node.node.statesync_fallback import FallbackTrigger
 from cowboy_node.node.transport_link import TransportLink
-from cowboy_node.node.tx_gossip import TxGossip
+from cowboy_node.node.tx_gossip import TxGossip, TxGossipConfig
 from cowboy_node.observability.job_activity import JobActivity, block_job_activity
 from cowboy_node.observability.metrics import NodeMetrics
 from cowboy_node.p2p.peer_router import PeerRouter
@@ -109,13 +109,14 @@ def assemble(chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms
              transport: TransportFactory | None = None, quic_advertise: str | None = None,
              rpc_advertise: str = "", commit_listeners: Sequence[Callable[[int], None]] = (),
              local_presence: Callable[[], frozenset[int]] | None = None,
-             signature_pool: SignaturePool | None = None) -> Node:
+             signature_pool: SignaturePool | None = None, tx_gossip_flush_ms: int = 50) -> Node:
     """A validator over ``chain`` and ``mempool`` with ``key`` (see the module docstring for the order).
 
     ``peers``/``transport`` build the peer network and the runner transport (None: none); ``quic_advertise`` and
     ``rpc_advertise`` are what we announce (start-up gives them only with a transport). ``local_presence``
     replaces the transport's sessions as this validator's presence, ``signature_pool`` the one
-    ``admission_workers`` would make (tests). Raises ValueError when ``key`` is not a genesis validator's."""
+    ``admission_workers`` would make (tests); ``tx_gossip_flush_ms`` is ``[p2p] tx_gossip_flush_ms``. Raises
+    ValueError when ``key`` is not a genesis validator's."""
     me = validator_index(chain, key)
     validator = chain.genesis.validators[me]
     metrics = metrics or NodeMetrics()
@@ -131,7 +132,8 @@ def assemble(chain: Chain, mempool: Mempool, key: ValidatorKey, *, block_time_ms
         broadcast=lambda: None if net is None else net.broadcast,
         admit=partial(admit_gossiped, chain, mempool, mempool_journal), pool=workers.current,
         max_body=lambda: head_context(chain).ctx.limits.max_tx_bytes,
-        on_count=lambda result, n: metrics.tx_gossip.labels(result=result).inc(n))
+        on_count=lambda result, n: metrics.tx_gossip.labels(result=result).inc(n),
+        config=TxGossipConfig(flush_interval_s=tx_gossip_flush_ms / 1000))
     intake = TxIntake(chain, mempool, journal=mempool_journal, gossip=tx_gossip, workers=workers, metrics=metrics,
                       stopping=lambda: stop.requested)
     # 4. the runner transport over its link.

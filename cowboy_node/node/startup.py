@@ -219,7 +219,7 @@ def open_node(cfg: NodeConfig, home: Path, chain: Chain, mempool: Mempool, key: 
                         metrics=metrics, delta_ms=cfg.consensus_delta_ms, election=Election(cfg.consensus_election),
                         skip_timeout_views=cfg.consensus_skip_timeout_views,
                         journal=VoteJournal(cfg.data_path / VOTE_JOURNAL_FILE),
-                        admission_workers=cfg.mempool_admission_workers,
+                        admission_workers=cfg.mempool_admission_workers, tx_gossip_flush_ms=cfg.p2p_tx_gossip_flush_ms,
                         double_sign_check_views=cfg.consensus_double_sign_check_views, fresh_key=fresh_key,
                         sync_verify_workers=cfg.consensus_sync_verify_workers,
                         retain_blocks=cfg.storage_retain_blocks, prune_batch_blocks=cfg.storage_prune_batch_blocks,

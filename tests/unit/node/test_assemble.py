@@ -67,3 +67,14 @@ def test_a_channel_is_registered_once() -> None:
     router.register(4, lambda s, p: None)
     with pytest.raises(ValueError, match="already has a handler"):
         router.register(4, lambda s, p: None)
+
+
+def test_the_tx_gossip_window_is_the_configured_one(tmp_path: Path) -> None:
+    # [p2p] tx_gossip_flush_ms reaches the gossip sender: a batch waits that long for more transactions
+    for ms, expected in ((None, 0.05), (7, 0.007)):
+        extra = {} if ms is None else {"tx_gossip_flush_ms": ms}
+        node = make_node(peers=_Net, snapshot_dir=tmp_path, **extra)
+        try:
+            assert node.tx_gossip.config.flush_interval_s == expected
+        finally:
+            node.close()

@@ -35,7 +35,7 @@ def _refused(tmp_path: Path, text: str) -> ConfigError:
 def test_defaults_when_the_sections_are_absent(tmp_path: Path) -> None:
     cfg = _load(tmp_path, "")
     assert cfg.p2p_addr == "127.0.0.1:26602" and cfg.p2p_peers == ()
-    assert cfg.p2p_max_message_bytes == 8_388_608
+    assert cfg.p2p_max_message_bytes == 8_388_608 and cfg.p2p_tx_gossip_flush_ms == 50
     assert cfg.consensus_delta_ms == 0 and cfg.consensus_election == "random"
 
 
@@ -98,6 +98,7 @@ def test_p2p_addr_is_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("full,lo,hi", [("p2p.max_message_bytes", 65_536, 67_108_864),
+                                        ("p2p.tx_gossip_flush_ms", 1, 1000),
                                         ("consensus.delta_ms", 0, 600_000)])
 def test_integer_bounds(tmp_path: Path, full: str, lo: int, hi: int) -> None:
     assert INT_BOUNDS[full] == (lo, hi)
@@ -115,6 +116,7 @@ def test_integer_bounds(tmp_path: Path, full: str, lo: int, hi: int) -> None:
     ("[consensus]\ntimeout_ms = 5\n", "consensus.timeout_ms"),
     ("[consensus]\ndelta_ms = \"5\"\n", "consensus.delta_ms"),
     ("[p2p]\nmax_message_bytes = true\n", "p2p.max_message_bytes"),
+    ("[p2p]\ntx_gossip_flush_ms = 0.05\n", "p2p.tx_gossip_flush_ms"),
 ])
 def test_unknown_or_mistyped_keys_are_refused(tmp_path: Path, text: str, key: str) -> None:
     assert _refused(tmp_path, text).key == key
