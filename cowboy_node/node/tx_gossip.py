@@ -54,7 +54,8 @@ class TxGossipConfig:
     flush_interval_s: float = 0.05
     """A pending batch is sent at most this long after its first transaction. 50 ms (a tenth of a 500 ms block)
     rather than 5 ms: at ~1,300 transfers/s on 4 validators batches grow from ~7 to ~30 transactions, and the
-    per-message peer and QUIC work per transfer drops (docs/performance.md, issue 33 §1: −12 % CPU per transfer)."""
+    per-message peer and QUIC work per transfer drops (docs/performance.md, issue 33 §1: −12 % CPU per transfer
+    with one transaction per ``/submit``). ``[p2p] tx_gossip_flush_ms`` sets it."""
     max_batch_txs: int = 512
     """A batch is sent as soon as it holds this many transactions (≤ MAX_TX_BATCH_TXS)."""
     max_batch_bytes: int = 512 * 1024
