@@ -1,5 +1,7 @@
 """Validator peer layer, aioquic adapter: one framed stream per connection, the TLS exporter, close with a Goodbye.
 
+``[p2p] transport = "quic"`` (the default); :mod:`~cowboy_node.p2p.peer_tcp` is the TCP alternative.
+
 With :mod:`~cowboy_node.p2p.peer_congestion` (the links' congestion control), the only peer-layer module that
 imports aioquic. It authenticates nothing and interprets no frame: it gives the
 layer above (:mod:`cowboy_node.p2p.peers`) whole frames (``peer_frames.FrameReader``), the connection's TLS
@@ -22,7 +24,6 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Protocol
 
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer, serve
@@ -46,6 +47,7 @@ from cowboy_node.p2p.peer_frames import (
     Goodbye,
     encode_frame,
 )
+from cowboy_node.p2p.peer_link import LinkHandler
 from cowboy_protocol.quic.certs import load_certificate
 from cowboy_protocol.quic.exporter import enable_channel_binding, exporter
 
@@ -59,20 +61,8 @@ FLOW_WINDOW = 16 * 1024 * 1024
 """QUIC connection and stream flow-control windows (bytes in flight per connection)."""
 
 
-class PeerHandler(Protocol):
-    """What a :class:`PeerProtocol` reports to; all calls happen on the event loop."""
-
-    def on_open(self, proto: PeerProtocol) -> None:
-        """TLS completed: ``proto.binding`` is set and frames may be written."""
-
-    def on_body(self, proto: PeerProtocol, body: bytes) -> None:
-        """One complete frame body (length prefix removed, not yet decoded)."""
-
-    def on_writable(self, proto: PeerProtocol) -> None:
-        """A datagram came in (acknowledgements may have freed send buffer)."""
-
-    def on_close(self, proto: PeerProtocol, reason: str) -> None:
-        """The connection is closing or closed; called exactly once and nothing follows."""
+PeerHandler = LinkHandler
+"""What a :class:`PeerProtocol` reports to (:class:`~cowboy_node.p2p.peer_link.LinkHandler`)."""
 
 
 class PeerProtocol(QuicConnectionProtocol):

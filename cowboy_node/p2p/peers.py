@@ -54,7 +54,7 @@ from aioquic.asyncio.server import QuicServer
 
 from cowboy_node.observability.logging import get_logger
 from cowboy_node.observability.peer_metrics import PeerMetrics
-from cowboy_node.p2p import peer_congestion
+from cowboy_node.p2p import peer_congestion, peer_quic, peer_tcp
 from cowboy_node.p2p.peer_frames import (
     FRAME_OVERHEAD,
     ROLE_DIALER,
@@ -71,7 +71,8 @@ from cowboy_node.p2p.peer_frames import (
     make_hello,
     verify_hello,
 )
-from cowboy_node.p2p.peer_quic import PeerProtocol, dial, listen
+from cowboy_node.p2p.peer_link import TRANSPORTS, PeerLink
+from cowboy_node.p2p.peer_quic import PeerProtocol
 from cowboy_protocol.crypto import ed25519
 from cowboy_protocol.quic.certs import ensure_certificate
 
@@ -144,6 +145,14 @@ class PeerLimits:
     congestion_control: str = peer_congestion.NAME
     """QUIC congestion control of the links (``p2p/peer_congestion.py``; aioquic's ``"reno"`` is the
     baseline ``bench/p2p_lossy_link.py`` compares it with)."""
+    transport: str = "quic"
+    """What carries the links: ``"quic"`` (aioquic, :mod:`~cowboy_node.p2p.peer_quic`) or ``"tcp"`` (TCP with an
+    X25519/ChaCha20-Poly1305 record layer, :mod:`~cowboy_node.p2p.peer_tcp`). Every validator of a network must
+    use the same one: each listens and dials with it only."""
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport {self.transport!r} is not one of {', '.join(TRANSPORTS)}")
 
 
 def channel_class(channel: int) -> int:
@@ -161,7 +170,7 @@ class _Outbound:
 
     def __init__(self, info: PeerInfo) -> None:
         self.info = info
-        self.proto: PeerProtocol | None = None  # set only while authenticated
+        self.proto: PeerLink | None = None  # set only while authenticated
         self.queues: tuple[deque[_Queued], ...] = (deque(), deque(), deque())  # by class, see channel_class
         self.queued = 0  # messages over all queues
         self.queued_bytes = 0  # sum of len(framed) over all queues
@@ -187,10 +196,10 @@ class _DialHandler:
         self.close_reason = ""
         self.authenticated = False
 
-    def on_open(self, proto: PeerProtocol) -> None:
+    def on_open(self, proto: PeerLink) -> None:
         """Nothing: the dialer task sends the Hello."""
 
-    def on_body(self, proto: PeerProtocol, body: bytes) -> None:
+    def on_body(self, proto: PeerLink, body: bytes) -> None:
         try:
             frame: Hello | Data | Goodbye | None = decode_body(body)
         except PeerFrameError:
@@ -206,11 +215,11 @@ class _DialHandler:
                 self.ack.set_result("protocol_error:bad_frame")
             proto.close_with("bad_frame", report="protocol_error:bad_frame")
 
-    def on_writable(self, proto: PeerProtocol) -> None:
+    def on_writable(self, proto: PeerLink) -> None:
         if self.authenticated:
             self.net._flush(self.out)
 
-    def on_close(self, proto: PeerProtocol, reason: str) -> None:
+    def on_close(self, proto: PeerLink, reason: str) -> None:
         self.close_reason = reason
         if not self.ack.done():
             self.ack.set_result(reason)
@@ -220,7 +229,7 @@ class _DialHandler:
 class _Inbound:
     """Handler of one inbound connection: waits for the Hello, then delivers Data."""
 
-    def __init__(self, net: PeerNetwork, proto: PeerProtocol) -> None:
+    def __init__(self, net: PeerNetwork, proto: PeerLink) -> None:
         self.net = net
         self.proto = proto
         self.index: int | None = None
@@ -236,10 +245,10 @@ class _Inbound:
             self.net._handshake_failed(self._who(), HandshakeError("handshake_timeout"))
             self.proto.close_with("handshake_timeout")
 
-    def on_open(self, proto: PeerProtocol) -> None:
+    def on_open(self, proto: PeerLink) -> None:
         """Nothing: the dialer speaks first."""
 
-    def on_body(self, proto: PeerProtocol, body: bytes) -> None:
+    def on_body(self, proto: PeerLink, body: bytes) -> None:
         net = self.net
         try:
             frame = decode_body(body)
@@ -277,10 +286,10 @@ class _Inbound:
                                             index=net.me, binding=proto.binding)))
         net._inbound_authenticated(self)
 
-    def on_writable(self, proto: PeerProtocol) -> None:
+    def on_writable(self, proto: PeerLink) -> None:
         """Nothing is sent on an inbound connection after the HelloAck."""
 
-    def on_close(self, proto: PeerProtocol, reason: str) -> None:
+    def on_close(self, proto: PeerLink, reason: str) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -332,7 +341,7 @@ class PeerNetwork:
         self._buckets: dict[int, tuple[TokenBucket, TokenBucket]] = {}
         self._stats: dict[str, int] = {}
         self._logged: dict[tuple[str, str], float] = {}
-        self._server: QuicServer | None = None
+        self._server: QuicServer | peer_tcp.TcpListener | None = None
         self._started = False
         self._stopping = False
         self._flush_scheduled: set[int] = set()
@@ -345,10 +354,16 @@ class PeerNetwork:
         """Bind the UDP listener (OSError if it cannot) and start one dialer task per peer."""
         if self._started:
             raise RuntimeError("PeerNetwork.start called twice")
-        cert_pem, key_pem = ensure_certificate(self._cert_path, self._key_path, f"cowboy-validator-{self.me}")
-        self._server = await listen(self.listen_host, self.listen_port, cert_pem=cert_pem, key_pem=key_pem,
-                                    idle_timeout_s=self.limits.idle_timeout_s, max_body=self._max_body,
-                                    make_handler=self._new_inbound, congestion=self.limits.congestion_control)
+        if self.limits.transport == "tcp":
+            self._server = await peer_tcp.listen(self.listen_host, self.listen_port,
+                                                 idle_timeout_s=self.limits.idle_timeout_s, max_body=self._max_body,
+                                                 make_handler=self._new_inbound)
+        else:
+            cert_pem, key_pem = ensure_certificate(self._cert_path, self._key_path, f"cowboy-validator-{self.me}")
+            self._server = await peer_quic.listen(
+                self.listen_host, self.listen_port, cert_pem=cert_pem, key_pem=key_pem,
+                idle_timeout_s=self.limits.idle_timeout_s, max_body=self._max_body, make_handler=self._new_inbound,
+                congestion=self.limits.congestion_control)
         self._started = True
         for out in self._out.values():
             out.task = asyncio.create_task(self._dialer(out), name=f"p2p-dial-{out.info.index}")
@@ -379,16 +394,22 @@ class PeerNetwork:
         if self._server is not None:
             # Also the connections no handler holds any more (refused, or draining after a close): no timer of
             # theirs may fire once the socket is closed.
-            for proto in set(self._server._protocols.values()):
-                if isinstance(proto, PeerProtocol):
-                    proto.abort()
+            if isinstance(self._server, peer_tcp.TcpListener):
+                for link in self._server.protocols():
+                    link.abort()
+            else:
+                for proto in set(self._server._protocols.values()):
+                    if isinstance(proto, PeerProtocol):
+                        proto.abort()
             self._server.close()
             self._server = None
         await asyncio.sleep(0)  # let the closed socket's callbacks run before the caller's loop ends
 
     @property
     def port(self) -> int:
-        """The bound UDP port (useful with ``listen_port=0``)."""
+        """The bound port, UDP or TCP (useful with ``listen_port=0``)."""
+        if isinstance(self._server, peer_tcp.TcpListener):
+            return self._server.port
         if self._server is None or self._server._transport is None:
             return self.listen_port
         return int(self._server._transport.get_extra_info("sockname")[1])
@@ -520,11 +541,16 @@ class PeerNetwork:
                 await asyncio.sleep(min(wait, limits.reconnect_max_s))
                 continue
             handler = _DialHandler(self, out)
-            proto: PeerProtocol | None = None
+            proto: PeerLink | None = None
             try:
-                proto = await dial(info.host, info.port, idle_timeout_s=limits.idle_timeout_s,
-                                   max_body=self._max_body, timeout_s=limits.handshake_timeout_s, handler=handler,
-                                   congestion=limits.congestion_control)
+                if limits.transport == "tcp":
+                    proto = await peer_tcp.dial(info.host, info.port, idle_timeout_s=limits.idle_timeout_s,
+                                                max_body=self._max_body, timeout_s=limits.handshake_timeout_s,
+                                                handler=handler)
+                else:
+                    proto = await peer_quic.dial(info.host, info.port, idle_timeout_s=limits.idle_timeout_s,
+                                                 max_body=self._max_body, timeout_s=limits.handshake_timeout_s,
+                                                 handler=handler, congestion=limits.congestion_control)
                 proto.write(encode_frame(make_hello(self._signer, network_id=self.network_id, role=ROLE_DIALER,
                                                     index=self.me, binding=proto.binding)))
                 try:
@@ -568,7 +594,7 @@ class PeerNetwork:
             await asyncio.sleep(random.uniform(limits.reconnect_min_s, delay))
             delay = min(limits.reconnect_max_s, delay * 2)
 
-    async def _hold(self, proto: PeerProtocol, handler: _DialHandler) -> None:
+    async def _hold(self, proto: PeerLink, handler: _DialHandler) -> None:
         """While the connection lives: keep it alive with PINGs."""
         interval = max(0.5, self.limits.idle_timeout_s / 3)
         while not handler.closed.is_set():
@@ -577,7 +603,7 @@ class PeerNetwork:
             if not handler.closed.is_set():
                 proto.send_ping()
 
-    def _outbound_up(self, out: _Outbound, proto: PeerProtocol) -> None:
+    def _outbound_up(self, out: _Outbound, proto: PeerLink) -> None:
         index = out.info.index
         out.proto = proto
         out.clear()  # nothing was queued while down (send refuses), but be explicit
@@ -609,7 +635,7 @@ class PeerNetwork:
 
     # --- receiving ----------------------------------------------------------------------------------------
 
-    def _new_inbound(self, proto: PeerProtocol) -> _Inbound | None:
+    def _new_inbound(self, proto: PeerLink) -> _Inbound | None:
         pending = len(self._inbound) - len(self._inbound_by_index)
         if self._stopping or pending >= MAX_UNAUTHENTICATED_INBOUND + len(self._out):
             self._count("refused_connections")

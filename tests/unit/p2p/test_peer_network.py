@@ -1,10 +1,14 @@
-"""Validator peer layer over real QUIC on 127.0.0.1: connect, broadcast, refuse impostors, raw protocol errors,
-restart and reconnect, receive rate limits. Every test is bounded by ``pytest.mark.timeout``."""
+"""Validator peer layer over real QUIC and over real TCP on 127.0.0.1: connect, broadcast, refuse impostors, raw
+protocol errors, restart and reconnect, receive rate limits. Every test runs once per ``[p2p] transport`` (the
+``transport`` fixture): the layer above the link must behave the same on both. Every test is bounded by
+``pytest.mark.timeout``."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,9 +19,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cowboy_node.observability.peer_metrics import PeerMetrics
+from cowboy_node.p2p import peer_quic, peer_tcp
 from cowboy_node.p2p import peers as peers_module
 from cowboy_node.p2p.peer_frames import Data, Goodbye, decode_body, encode_frame, make_hello
-from cowboy_node.p2p.peer_quic import PeerProtocol, dial
+from cowboy_node.p2p.peer_link import TRANSPORTS, LinkHandler, PeerLink
 from cowboy_node.p2p.peers import PeerInfo, PeerLimits, PeerNetwork
 from cowboy_protocol.crypto import ed25519
 
@@ -31,10 +36,40 @@ FAST = PeerLimits(reconnect_min_s=0.05, reconnect_max_s=0.5, handshake_timeout_s
 Msg = tuple[int, int, bytes]
 
 
+TRANSPORT = "quic"
+"""The link transport of the running test (set by the ``transport`` fixture; modules importing these helpers get
+QUIC)."""
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(sys.modules[__name__], "TRANSPORT", request.param)
+    return str(request.param)
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port() -> int:
+    """A free port of the running test's transport."""
+    if TRANSPORT == "quic":
+        return free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def dial(host: str, port: int, *, idle_timeout_s: float, max_body: int, timeout_s: float,
+               handler: LinkHandler) -> PeerLink:
+    """A bare link of the running test's transport."""
+    if TRANSPORT == "quic":
+        return await peer_quic.dial(host, port, idle_timeout_s=idle_timeout_s, max_body=max_body,
+                                    timeout_s=timeout_s, handler=handler)
+    return await peer_tcp.dial(host, port, idle_timeout_s=idle_timeout_s, max_body=max_body, timeout_s=timeout_s,
+                               handler=handler)
 
 
 @dataclass
@@ -53,6 +88,7 @@ def make_node(tmp: Path, *, me: int, ports: Sequence[int], n: int, seed: bytes |
               on_message: Callable[[int, int, bytes], None] | None = None) -> Node:
     """Validator ``me`` of a set of ``n`` listening on ``ports[me]``; ``dial_to`` overrides a peer's port."""
     keys = list(keys or KEYS[:n])
+    limits = dataclasses.replace(limits, transport=TRANSPORT)
     registry = CollectorRegistry()
     inbox: list[Msg] = []
     peers = [PeerInfo(j, keys[j], "127.0.0.1", (dial_to or {}).get(j, ports[j])) for j in range(n) if j != me]
@@ -92,7 +128,7 @@ async def start(cleanup: list[PeerNetwork], *nodes: Node) -> None:
 
 async def test_three_validators_connect_pairwise_and_broadcast_reaches_the_other_two(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     nodes = [make_node(tmp_path, me=i, ports=ports, n=3) for i in range(3)]
     changes: list[tuple[int, bool]] = []
     nodes[0].net._on_peer_change = lambda i, up: changes.append((i, up))
@@ -110,12 +146,15 @@ async def test_three_validators_connect_pairwise_and_broadcast_reaches_the_other
     assert nodes[1].metric("messages_received_total", channel="0") == 1
     assert nodes[0].metric("messages_sent_total", channel="0") == 2
     assert nodes[0].metric("bytes_sent_total", channel="0") == 2 * len(b"from 0")
-    assert (tmp_path / f"node0-{ports[0]}.key").stat().st_mode & 0o777 == 0o600
+    if TRANSPORT == "quic":  # the TLS key; the TCP link's keys are ephemeral and never written
+        assert (tmp_path / f"node0-{ports[0]}.key").stat().st_mode & 0o777 == 0o600
+    else:
+        assert not (tmp_path / f"node0-{ports[0]}.key").exists()
 
 
 async def test_send_to_a_peer_that_is_down_returns_false_and_counts_not_connected(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     node = make_node(tmp_path, me=0, ports=ports, n=2)
     await start(cleanup, node)
     assert not node.net.send(1, 0, b"x")
@@ -127,7 +166,7 @@ async def test_send_to_a_peer_that_is_down_returns_false_and_counts_not_connecte
 
 async def test_on_message_exceptions_are_counted_and_the_connection_keeps_delivering(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     seen: list[bytes] = []
 
     def flaky(sender: int, channel: int, payload: bytes) -> None:
@@ -147,7 +186,7 @@ async def test_on_message_exceptions_are_counted_and_the_connection_keeps_delive
 
 
 async def test_payload_above_the_cap_is_not_sent(tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     limits = PeerLimits(max_message_bytes=1000, reconnect_min_s=0.05, handshake_timeout_s=2.0)
     a, b = (make_node(tmp_path, me=i, ports=ports, n=2, limits=limits) for i in range(2))
     await start(cleanup, a, b)
@@ -164,7 +203,7 @@ async def test_payload_above_the_cap_is_not_sent(tmp_path: Path, cleanup: list[P
 async def test_wrong_network_impostor_and_unknown_index_are_refused_with_their_reason(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
     # The honest validator 0 of a set of 3 (validators 1 and 2 are never started honestly).
-    ports = [free_udp_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     honest = make_node(tmp_path, me=0, ports=ports, n=3)
     # Validator 1's index with the right network but another key (it believes its own key is validator 1's).
     impostor_seed = b"\x99" * 32
@@ -173,7 +212,7 @@ async def test_wrong_network_impostor_and_unknown_index_are_refused_with_their_r
     # The real validator 2, but of another chain.
     other_chain = make_node(tmp_path, me=2, ports=ports, n=3, network_id=b"\x43" * 32)
     # Index 3: a validator of a 4-validator set the honest node does not know.
-    stranger_ports = [ports[0], free_udp_port(), free_udp_port(), free_udp_port()]
+    stranger_ports = [ports[0], free_port(), free_port(), free_port()]
     stranger = make_node(tmp_path, me=3, ports=stranger_ports, n=4, dial_to={1: ports[1], 2: ports[2]})
     await start(cleanup, honest, impostor, other_chain, stranger)
 
@@ -199,7 +238,7 @@ async def test_wrong_network_impostor_and_unknown_index_are_refused_with_their_r
 
 async def test_a_listener_that_is_not_the_validator_dialed_is_unexpected_identity(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     a = make_node(tmp_path, me=0, ports=ports, n=3, dial_to={1: ports[2]})  # "validator 1" answers as 2
     c = make_node(tmp_path, me=2, ports=ports, n=3)
     await start(cleanup, a, c)
@@ -212,23 +251,23 @@ async def test_a_listener_that_is_not_the_validator_dialed_is_unexpected_identit
 
 
 class RawClient:
-    """A bare QUIC client of the peer ALPN that writes whatever the test wants on stream 0."""
+    """A bare client link (QUIC of the peer ALPN, or TCP) that writes whatever the test wants on its stream."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
         self.closed = asyncio.Event()
         self.reason = ""
 
-    def on_open(self, proto: PeerProtocol) -> None:
+    def on_open(self, proto: PeerLink) -> None:
         pass
 
-    def on_body(self, proto: PeerProtocol, body: bytes) -> None:
+    def on_body(self, proto: PeerLink, body: bytes) -> None:
         self.bodies.append(body)
 
-    def on_writable(self, proto: PeerProtocol) -> None:
+    def on_writable(self, proto: PeerLink) -> None:
         pass
 
-    def on_close(self, proto: PeerProtocol, reason: str) -> None:
+    def on_close(self, proto: PeerLink, reason: str) -> None:
         self.reason = reason
         self.closed.set()
 
@@ -256,7 +295,7 @@ LIMITS_1K = PeerLimits(max_message_bytes=1024, handshake_timeout_s=2.0, reconnec
 ])
 async def test_protocol_errors_before_the_handshake_close_the_connection_as_bad_frame(
         tmp_path: Path, cleanup: list[PeerNetwork], name: str, data: bytes) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     node = make_node(tmp_path, me=0, ports=ports, n=2, limits=LIMITS_1K)
     await start(cleanup, node)
     client = await raw_session(ports[0], data)
@@ -272,7 +311,7 @@ async def test_protocol_errors_before_the_handshake_close_the_connection_as_bad_
 
 async def test_an_authenticated_peer_sending_an_oversized_frame_is_disconnected(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     node = make_node(tmp_path, me=0, ports=ports, n=2, limits=LIMITS_1K)
     await start(cleanup, node)
     client = RawClient()
@@ -297,7 +336,7 @@ async def test_an_authenticated_peer_sending_an_oversized_frame_is_disconnected(
 
 async def test_a_silent_client_is_closed_at_the_handshake_timeout(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     limits = PeerLimits(handshake_timeout_s=0.5, reconnect_min_s=0.05)
     node = make_node(tmp_path, me=0, ports=ports, n=2, limits=limits)
     await start(cleanup, node)
@@ -315,7 +354,7 @@ async def test_a_silent_client_is_closed_at_the_handshake_timeout(
 
 async def test_a_restarted_validator_is_reconnected_and_messages_flow_again(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     nodes = [make_node(tmp_path, me=i, ports=ports, n=3) for i in range(3)]
     await start(cleanup, *nodes)
     await wait_until(lambda: all(len(n.net.connected()) == 2 for n in nodes))
@@ -338,7 +377,7 @@ async def test_a_restarted_validator_is_reconnected_and_messages_flow_again(
 
 async def test_a_peer_above_the_message_rate_gets_messages_dropped_and_stays_connected(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     slow = PeerLimits(max_messages_per_s=50.0, reconnect_min_s=0.05, handshake_timeout_s=2.0)
     sender = make_node(tmp_path, me=0, ports=ports, n=2)
     receiver = make_node(tmp_path, me=1, ports=ports, n=2, limits=slow)
@@ -359,7 +398,7 @@ async def test_a_peer_above_the_message_rate_gets_messages_dropped_and_stays_con
 
 
 async def test_the_send_queue_is_bounded_and_drops_the_newest(tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     small = PeerLimits(send_queue_messages=10, reconnect_min_s=0.05, handshake_timeout_s=2.0)
     a = make_node(tmp_path, me=0, ports=ports, n=2, limits=small)
     b = make_node(tmp_path, me=1, ports=ports, n=2)
@@ -375,7 +414,7 @@ async def test_the_send_queue_is_bounded_and_drops_the_newest(tmp_path: Path, cl
 async def test_the_send_queue_is_also_bounded_in_bytes(tmp_path: Path, cleanup: list[PeerNetwork],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(peers_module, "SEND_QUEUE_BYTES", 150)
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     a, b = (make_node(tmp_path, me=i, ports=ports, n=2) for i in range(2))
     await start(cleanup, a, b)
     await wait_until(lambda: a.net.connected() == {1})
@@ -397,10 +436,10 @@ def test_constructor_refuses_inconsistent_keys(tmp_path: Path) -> None:
 
 async def test_a_peer_that_connects_again_replaces_its_older_inbound_connection(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     node = make_node(tmp_path, me=0, ports=ports, n=2)
     await start(cleanup, node)
-    clients: list[tuple[RawClient, PeerProtocol]] = []
+    clients: list[tuple[RawClient, PeerLink]] = []
     try:
         for k in range(2):
             client = RawClient()
@@ -423,14 +462,17 @@ async def test_a_peer_that_connects_again_replaces_its_older_inbound_connection(
 
 
 async def test_start_raises_oserror_when_the_port_is_taken_and_stop_is_idempotent(tmp_path: Path) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+    kind = socket.SOCK_DGRAM if TRANSPORT == "quic" else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET, kind) as taken:
         taken.bind(("127.0.0.1", 0))
-        ports = [int(taken.getsockname()[1]), free_udp_port()]
+        if kind == socket.SOCK_STREAM:
+            taken.listen()
+        ports = [int(taken.getsockname()[1]), free_port()]
         node = make_node(tmp_path, me=0, ports=ports, n=2)
         with pytest.raises(OSError):
             await node.net.start()
     await node.net.stop()
-    ok = make_node(tmp_path, me=0, ports=[free_udp_port(), ports[1]], n=2)
+    ok = make_node(tmp_path, me=0, ports=[free_port(), ports[1]], n=2)
     await ok.net.start()
     await ok.net.stop()
     await ok.net.stop()
@@ -445,7 +487,7 @@ async def test_stop_ends_a_dialer_that_swallowed_its_cancellation(
     """On CPython 3.11 ``asyncio.wait_for`` can lose a cancellation that arrives as its future completes; a dialer
     that lost it while its link was up held the link forever and ``stop()`` never returned (a hung teardown on a
     loaded host). Here the connected dialer swallows the first cancellation on purpose: stop must still end."""
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     # A long idle timeout: the held link must not die by itself while stop() waits (it would end the dialer anyway).
     long_idle = PeerLimits(reconnect_min_s=0.05, reconnect_max_s=0.5, handshake_timeout_s=2.0, idle_timeout_s=300.0)
     a, b = (make_node(tmp_path, me=i, ports=ports, n=2, limits=long_idle) for i in range(2))

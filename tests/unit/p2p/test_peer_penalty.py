@@ -13,7 +13,14 @@ import pytest
 from cowboy_node.p2p.peer_frames import Data
 from cowboy_node.p2p.peers import PeerNetwork
 from tests.unit.p2p import test_peer_network as base
-from tests.unit.p2p.test_peer_network import FAST, free_udp_port, make_node, start, wait_until
+from tests.unit.p2p.test_peer_network import (
+    FAST,
+    free_port,
+    make_node,
+    start,
+    transport,  # noqa: F401  (autouse: every test on QUIC and on TCP)
+    wait_until,
+)
 
 cleanup = base.cleanup
 """The peer-network tests' fixture: every network a test starts is stopped after it."""
@@ -26,7 +33,7 @@ LONG = dataclasses.replace(FAST, penalty_min_s=3600.0, penalty_max_s=4 * 3600.0)
 
 async def test_a_penalized_peer_is_cut_off_its_messages_dropped_and_it_returns_after_the_back_off(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     a = make_node(tmp_path, me=0, ports=ports, n=2, limits=LONG)
     b = make_node(tmp_path, me=1, ports=ports, n=2, limits=LONG)
     await start(cleanup, a, b)
@@ -58,7 +65,7 @@ async def test_a_penalized_peer_is_cut_off_its_messages_dropped_and_it_returns_a
 
 async def test_a_repeat_offence_soon_after_a_back_off_doubles_it_up_to_the_maximum(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     a = make_node(tmp_path, me=0, ports=ports, n=2, limits=dataclasses.replace(FAST, penalty_min_s=5.0,
                                                                                 penalty_max_s=18.0))
     a.net.penalize(1, "x")

@@ -1,5 +1,5 @@
 """Send priorities of the validator peer layer (issues 14/20): a flood of transactions never delays or drops a
-consensus message. Real QUIC on 127.0.0.1; every test is bounded by ``pytest.mark.timeout``.
+consensus message. Real QUIC and real TCP on 127.0.0.1; every test is bounded by ``pytest.mark.timeout``.
 
 Everything sent in one event-loop turn is queued before the first flush (``_enqueue`` schedules the flush with
 ``call_soon``), so the order the receiver sees is the order the queue wrote them in."""
@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from cowboy_node.p2p.peers import CLASS_CONTROL, CLASS_GOSSIP, CLASS_TXS, PeerLimits, PeerNetwork, channel_class
-from tests.unit.p2p.test_peer_network import cleanup, free_udp_port, make_node, start, wait_until
+from tests.unit.p2p.test_peer_network import (
+    cleanup,
+    free_port,
+    make_node,
+    start,
+    transport,  # noqa: F401  (autouse: every test on QUIC and on TCP)
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,7 +36,7 @@ def test_channel_classes() -> None:
 
 async def test_a_consensus_message_queued_after_a_transaction_flood_is_written_first(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     a, b = (make_node(tmp_path, me=i, ports=ports, n=2) for i in range(2))
     await start(cleanup, a, b)
     await wait_until(lambda: a.net.connected() == {1})
@@ -45,7 +52,7 @@ async def test_a_consensus_message_queued_after_a_transaction_flood_is_written_f
 
 async def test_a_full_queue_evicts_the_oldest_transaction_for_a_consensus_message(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     small = PeerLimits(send_queue_messages=10, reconnect_min_s=0.05, handshake_timeout_s=2.0)
     a = make_node(tmp_path, me=0, ports=ports, n=2, limits=small)
     b = make_node(tmp_path, me=1, ports=ports, n=2)
@@ -69,7 +76,7 @@ async def test_a_full_queue_evicts_the_oldest_transaction_for_a_consensus_messag
 
 async def test_a_queue_full_of_consensus_messages_drops_the_new_one_of_any_class(
         tmp_path: Path, cleanup: list[PeerNetwork]) -> None:
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     small = PeerLimits(send_queue_messages=4, reconnect_min_s=0.05, handshake_timeout_s=2.0)
     a = make_node(tmp_path, me=0, ports=ports, n=2, limits=small)
     b = make_node(tmp_path, me=1, ports=ports, n=2)

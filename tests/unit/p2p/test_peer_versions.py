@@ -1,5 +1,5 @@
-"""Issue 34 §3 over real loopback QUIC: a validator speaking another peer protocol version is refused with the typed
-reason ``incompatible_version`` (both as a dialer's Hello and as a listener's HelloAck), never connected."""
+"""Issue 34 §3 over real loopback QUIC and TCP: a validator speaking another peer protocol version is refused with
+the typed reason ``incompatible_version`` (both as a dialer's Hello and as a listener's HelloAck), never connected."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ import pytest
 from cowboy_node.p2p import peers as peers_module
 from cowboy_node.p2p.peer_frames import Hello
 from cowboy_node.p2p.peers import PeerNetwork
-from tests.unit.p2p.test_peer_network import cleanup, free_udp_port, make_node, start, wait_until
+from tests.unit.p2p.test_peer_network import (
+    cleanup,
+    free_port,
+    make_node,
+    start,
+    transport,  # noqa: F401  (autouse: every test on QUIC and on TCP)
+    wait_until,
+)
 
 __all__ = ["cleanup"]  # the fixture, shared with the peer network tests
 
@@ -28,7 +35,7 @@ async def test_a_peer_of_another_protocol_version_is_refused_as_incompatible_ver
         return dataclasses.replace(hello, version=2, software="cowboy-node/9.0.0") if kw["index"] == 1 else hello
 
     monkeypatch.setattr(peers_module, "make_hello", from_the_future)
-    ports = [free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     current, future = make_node(tmp_path, me=0, ports=ports, n=2), make_node(tmp_path, me=1, ports=ports, n=2)
     await start(cleanup, current, future)
     await wait_until(lambda: current.metric("handshake_failures_total", reason="incompatible_version") >= 2)
