@@ -18,6 +18,7 @@ from typing import Any
 from cowboy_node.chain.config_errors import ConfigError
 from cowboy_node.chain.pruning import MIN_RETAIN_BLOCKS
 from cowboy_node.p2p.endpoint_gossip import is_http_url as _is_http_url
+from cowboy_node.p2p.peer_link import TRANSPORTS
 from cowboy_node.rpc.ui_routes import MAX_PEERS, parse_origin
 from cowboy_protocol.netaddr import parse_host_port
 
@@ -38,7 +39,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
     "mempool": {"max_txs": int, "max_bytes": int, "max_txs_per_sender": int, "max_nonce_gap": int,
                 "replacement_bump_percent": int, "max_queued": int, "max_queued_per_sender": int,
                 "queued_lifetime_s": int, "journal": bool, "admission_workers": int},
-    "p2p": {"addr": str, "peers": list, "max_message_bytes": int, "tx_gossip_flush_ms": int},
+    "p2p": {"addr": str, "peers": list, "max_message_bytes": int, "tx_gossip_flush_ms": int, "transport": str},
     "consensus": {"delta_ms": int, "election": str, "skip_timeout_views": int, "double_sign_check_views": int,
                   "sync_verify_workers": int},
     "ui": {"peers": list, "cors_origins": list},
@@ -97,7 +98,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 ELECTIONS = ("random", "round_robin")
 """Values of ``consensus.election``: leader chosen from the beacon, or in turn by view."""
 DEFAULT_P2P_ADDR = "127.0.0.1:26602"
-"""Default UDP listen address of the validator peer layer."""
+"""Default listen address of the validator peer layer (UDP for QUIC, TCP for ``transport = "tcp"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,7 @@ class PeerAddress:
     host: str
     """Host name or IP address to dial (an IPv6 address without brackets)."""
     port: int
-    """UDP port of the peer's ``[p2p] addr``."""
+    """Port (UDP, or TCP with ``transport = "tcp"``) of the peer's ``[p2p] addr``."""
 
     def __str__(self) -> str:
         return format_peer(self)
@@ -230,7 +231,7 @@ class NodeConfig:
     """Processes recovering the signatures of RPC-submitted transactions (``chain/signature_pool.py``); 0 recovers them
     in the validator process."""
     p2p_addr: str = DEFAULT_P2P_ADDR
-    """UDP listen address of the validator peer layer (QUIC between validators)."""
+    """Listen address of the validator peer layer (UDP with QUIC, the default; TCP with ``[p2p] transport = "tcp"``)."""
     p2p_peers: tuple[PeerAddress, ...] = ()
     """The other validators of the static set, with the address to dial each (distinct keys and addresses)."""
     p2p_max_message_bytes: int = 8 * _MIB
@@ -238,6 +239,10 @@ class NodeConfig:
     p2p_tx_gossip_flush_ms: int = 50
     """Milliseconds a batch of gossiped transactions waits for more before it is sent to the peers (1..1000): longer
     batches cost less CPU per transaction, and delay its arrival at the other validators by as much."""
+    p2p_transport: str = "quic"
+    """What carries the links to the other validators: ``quic`` (aioquic) or ``tcp`` (TCP with an
+    X25519/ChaCha20-Poly1305 record layer, ``docs/protocol.md``). Every validator of a network must name the same
+    one. Runners always connect over QUIC (CIP-11)."""
     consensus_delta_ms: int = 0
     """Δ of the consensus timers in milliseconds; 0 chooses it automatically."""
     consensus_election: str = "random"
@@ -352,6 +357,7 @@ def load_config(home: Path) -> NodeConfig:
         p2p_peers=parse_peers(values.get("p2p.peers", []), path=p),
         p2p_max_message_bytes=values.get("p2p.max_message_bytes", 8 * _MIB),
         p2p_tx_gossip_flush_ms=values.get("p2p.tx_gossip_flush_ms", 50),
+        p2p_transport=values.get("p2p.transport", "quic"),
         consensus_delta_ms=values.get("consensus.delta_ms", 0),
         consensus_election=values.get("consensus.election", "random"),
         consensus_skip_timeout_views=values.get("consensus.skip_timeout_views", 10),
@@ -367,6 +373,8 @@ def load_config(home: Path) -> NodeConfig:
         raise ConfigError(p, "log.format", f"expected one of {list(LOG_FORMATS)}, got {cfg.log_format!r}")
     if cfg.log_level not in LOG_LEVELS:
         raise ConfigError(p, "log.level", f"expected one of {list(LOG_LEVELS)}, got {cfg.log_level!r}")
+    if cfg.p2p_transport not in TRANSPORTS:
+        raise ConfigError(p, "p2p.transport", f"expected one of {list(TRANSPORTS)}, got {cfg.p2p_transport!r}")
     if cfg.consensus_election not in ELECTIONS:
         raise ConfigError(p, "consensus.election", f"expected one of {list(ELECTIONS)}, got {cfg.consensus_election!r}")
     for key, addr in (("rpc.addr", cfg.rpc_addr), ("quic.addr", cfg.quic_addr), ("metrics.addr", cfg.metrics_addr),
@@ -630,7 +638,7 @@ journal = true
 # admission_workers = 0
 
 [p2p]
-# Validator peer layer (QUIC over UDP between the validators of the static set).
+# Validator peer layer between the validators of the static set (QUIC over UDP, or TCP: see transport).
 addr = "{p2p_addr}"
 # The other validators: "0x<ed25519 public key>@HOST:PORT" ([V6]:PORT for IPv6), each key as in genesis.json.
 peers = {peers}
@@ -638,6 +646,8 @@ peers = {peers}
 max_message_bytes = 8388608
 # Transactions gossiped to the other validators wait this long for more before a batch is sent (ms, 1..1000).
 # tx_gossip_flush_ms = 50
+# What carries the links to the other validators: "quic" or "tcp"; every validator of a network names the same one.
+# transport = "quic"
 
 [consensus]
 # Delta of the consensus timers in milliseconds; 0 chooses it automatically.

@@ -141,7 +141,8 @@ def peer_factory(cfg: NodeConfig, home: Path, genesis: Genesis, me: int, ed25519
         me=me, ed25519_seed=ed25519_seed, listen_host=host, listen_port=port, peers=peers,
         validator_keys=[v.ed25519_public_key for v in validators], network_id=genesis.hash(),
         cert_path=home / P2P_CERT_FILE, key_path=home / P2P_KEY_FILE, on_message=on_message,
-        limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S),
+        limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=P2P_IDLE_TIMEOUT_S,
+                          transport=cfg.p2p_transport),
         metrics=PeerMetrics(metrics.registry))
 
 
@@ -276,7 +277,7 @@ async def run_node(home: Path, *, fresh_key: bool = False, halt_height: int | No
              metrics=cfg.metrics_addr if cfg.metrics_enabled else None, data=str(cfg.data_path),
              validators=len(genesis.validators), me=node.index, halt_height=halt,
              retain_blocks=cfg.storage_retain_blocks or None, earliest=chain.earliest_height(),
-             p2p=f"{cfg.p2p_addr} (udp)" if peers is not None else None)
+             p2p=f"{cfg.p2p_addr} ({'tcp' if cfg.p2p_transport == 'tcp' else 'udp'})" if peers is not None else None)
     try:
         try:
             await node.run()

@@ -50,6 +50,7 @@ def state_sync_link(cfg: NodeConfig, genesis: Genesis, ed25519_seed: bytes, me: 
                       validator_keys=[v.ed25519_public_key for v in genesis.validators], network_id=genesis.hash(),
                       cert_path=cert_path, key_path=key_path,
                       on_message=lambda s, c, p: sync.receive(s, p) if c == CH_SNAPSHOT else None,
-                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=idle_timeout_s))
+                      limits=PeerLimits(max_message_bytes=cfg.p2p_max_message_bytes, idle_timeout_s=idle_timeout_s,
+                                        transport=cfg.p2p_transport))
     holder.append(net)
     return sync, net

@@ -261,6 +261,19 @@ def _account_keys(count: int, entropy: bytes | None) -> list[bytes]:
     return keys
 
 
+def _tcp_free(family: socket.AddressFamily, host: str, port: int, held: list[socket.socket]) -> bool:
+    """Whether TCP ``port`` on ``host`` can be bound too (the socket is held with the others)."""
+    s = socket.socket(family, socket.SOCK_STREAM)
+    held.append(s)
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return False
+        raise TestnetError(f"--base-port 0: cannot bind a free port on {host}: {e.strerror}") from None
+    return True
+
+
 def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, int]]:
     """Each validator's (rpc, quic, p2p, metrics) ports: from ``base_port``, or free ones when it is 0."""
     if base_port:
@@ -287,6 +300,8 @@ def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, in
                             continue
                         raise TestnetError(f"--base-port 0: cannot bind a free port on {h}: {e.strerror}") from None
                     port = s.getsockname()[1]
+                    if off == P2P_OFFSET and not _tcp_free(family, h, port, held):
+                        continue  # the peer port is free for both transports ([p2p] transport may be "tcp")
                     if port not in used:  # distinct numbers even across TCP and UDP
                         used.add(port)
                         ports.append(port)

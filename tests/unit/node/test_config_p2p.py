@@ -36,6 +36,7 @@ def test_defaults_when_the_sections_are_absent(tmp_path: Path) -> None:
     cfg = _load(tmp_path, "")
     assert cfg.p2p_addr == "127.0.0.1:26602" and cfg.p2p_peers == ()
     assert cfg.p2p_max_message_bytes == 8_388_608 and cfg.p2p_tx_gossip_flush_ms == 50
+    assert cfg.p2p_transport == "quic"
     assert cfg.consensus_delta_ms == 0 and cfg.consensus_election == "random"
 
 
@@ -117,6 +118,7 @@ def test_integer_bounds(tmp_path: Path, full: str, lo: int, hi: int) -> None:
     ("[consensus]\ndelta_ms = \"5\"\n", "consensus.delta_ms"),
     ("[p2p]\nmax_message_bytes = true\n", "p2p.max_message_bytes"),
     ("[p2p]\ntx_gossip_flush_ms = 0.05\n", "p2p.tx_gossip_flush_ms"),
+    ("[p2p]\ntransport = 1\n", "p2p.transport"),
 ])
 def test_unknown_or_mistyped_keys_are_refused(tmp_path: Path, text: str, key: str) -> None:
     assert _refused(tmp_path, text).key == key
@@ -131,6 +133,17 @@ def test_election_values(tmp_path: Path, election: str) -> None:
 def test_unknown_election_is_refused(tmp_path: Path, election: str) -> None:
     e = _refused(tmp_path, f'[consensus]\nelection = "{election}"\n')
     assert e.key == "consensus.election" and "round_robin" in str(e)
+
+
+@pytest.mark.parametrize("transport", ["quic", "tcp"])
+def test_transport_values(tmp_path: Path, transport: str) -> None:
+    assert _load(tmp_path, f'[p2p]\ntransport = "{transport}"\n').p2p_transport == transport
+
+
+@pytest.mark.parametrize("transport", ["udp", "TCP", ""])
+def test_unknown_transport_is_refused(tmp_path: Path, transport: str) -> None:
+    e = _refused(tmp_path, f'[p2p]\ntransport = "{transport}"\n')
+    assert e.key == "p2p.transport" and "'quic', 'tcp'" in str(e)
 
 
 def test_parse_peer_names_the_given_key() -> None:
