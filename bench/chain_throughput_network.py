@@ -81,6 +81,14 @@ def _set_workers(net: Testnet, workers: int) -> None:
         path.write_text(text.replace("# admission_workers = 0", f"admission_workers = {workers}"))
 
 
+def _set_transport(net: Testnet, transport: str) -> None:
+    for v in net.validators:
+        path = v.home / "config.toml"
+        text = path.read_text()
+        assert '# transport = "quic"' in text, "config.toml template changed (or a baseline without [p2p] transport)"
+        path.write_text(text.replace('# transport = "quic"', f'transport = "{transport}"'))
+
+
 def _sign(chain_id: str, n_txs: int, n_senders: int) -> list[list[bytes]]:
     """Per sender, its transfers in nonce order."""
     keys = [(i + 50_000).to_bytes(32, "big") for i in range(n_senders)]
@@ -374,6 +382,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             net.fund_in_genesis([private_key_to_address(k) for k in keys])
             if args.net_workers:
                 _set_workers(net, args.net_workers)
+            if getattr(args, "net_p2p_transport", "quic") != "quic":
+                _set_transport(net, args.net_p2p_transport)
             chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]
             per_sender = _sign(chain_id, args.net_txs, args.net_senders)
             net.start(timeout=60)
@@ -461,7 +471,7 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
 def _defaults(**kw: Any) -> argparse.Namespace:
     base = dict(validators=4, net_txs=6_000, net_senders=200, net_block_ms=500, net_workers=0, net_concurrency=32,
                 net_timeout=180.0, poll_ms=20, net_keep=False, net_rate=0.0, net_idle_s=20.0, net_submit_batch=1,
-                net_watch="poll")
+                net_watch="poll", net_p2p_transport="quic")
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -553,6 +563,11 @@ def main() -> None:
     ap.add_argument("--base-watch", choices=("subscribe", "poll"), default=None,
                     help="the baseline configuration's --watch (default: the same; a baseline commit without "
                          "GET /subscribe needs poll)")
+    ap.add_argument("--p2p-transport", choices=("quic", "tcp"), default="quic",
+                    help="the new configuration's [p2p] transport between the validators")
+    ap.add_argument("--base-p2p-transport", choices=("quic", "tcp"), default="quic",
+                    help="the baseline configuration's (with --base pointing at this checkout: an A/B of the "
+                         "transports alone)")
     a = ap.parse_args()
     kw = dict(validators=a.validators, net_txs=a.net_txs, net_senders=a.net_senders, net_block_ms=a.net_block_ms,
               net_workers=a.net_workers, net_concurrency=a.net_concurrency, net_timeout=a.net_timeout)
@@ -566,13 +581,16 @@ def main() -> None:
             for name, path in order:
                 batch = a.submit_batch if name == "new" else a.base_submit_batch
                 watch = a.watch if name == "new" else (a.base_watch or a.watch)
+                transport = a.p2p_transport if name == "new" else a.base_p2p_transport
                 rep = _with_pythonpath(path, _defaults(**{**kw, **_load_kwargs(load, a), "net_submit_batch": batch,
-                                                          "net_watch": watch}), a.stress)
-                rep["submit_batch"], rep["watch"] = batch, watch
+                                                          "net_watch": watch, "net_p2p_transport": transport}),
+                                       a.stress)
+                rep["submit_batch"], rep["watch"], rep["p2p_transport"] = batch, watch, transport
                 rep["config"] = name
                 rep["load"] = load
                 out["runs"].append(rep)
-                print(json.dumps({k: rep.get(k) for k in ("config", "load", "submit_batch", "watch", "transfers_per_s",
+                print(json.dumps({k: rep.get(k) for k in ("config", "load", "submit_batch", "watch", "p2p_transport",
+                                                           "transfers_per_s",
                                                            "complete", "proposal_to_finalization", "cpu_s_per_s",
                                                            "validator_cpu_us_per_transfer", "load_average_before")}),
                       flush=True)
