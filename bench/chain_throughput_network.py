@@ -39,6 +39,8 @@ same network run, alternately with the validators importing ``cowboy_node`` from
 baseline commit, via ``PYTHONPATH``; the client side stays this checkout's) and from this checkout, ``--rounds``
 times per load, interleaved (the machine is shared: load average before each run is reported), then one
 single-validator run of this checkout through the same harness; JSON with the medians and the ratios per load.
+With ``--base`` this checkout and ``--p2p-transport tcp`` it is an A/B of the validators' link alone (QUIC
+baseline, ``[p2p] transport = "tcp"``; ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -79,14 +81,6 @@ def _set_workers(net: Testnet, workers: int) -> None:
         text = path.read_text()
         assert "# admission_workers = 0" in text, "config.toml template changed"
         path.write_text(text.replace("# admission_workers = 0", f"admission_workers = {workers}"))
-
-
-def _set_transport(net: Testnet, transport: str) -> None:
-    for v in net.validators:
-        path = v.home / "config.toml"
-        text = path.read_text()
-        assert '# transport = "quic"' in text, "config.toml template changed (or a baseline without [p2p] transport)"
-        path.write_text(text.replace('# transport = "quic"', f'transport = "{transport}"'))
 
 
 def _sign(chain_id: str, n_txs: int, n_senders: int) -> list[list[bytes]]:
@@ -382,8 +376,8 @@ def network_run(args: argparse.Namespace) -> dict[str, Any]:
             net.fund_in_genesis([private_key_to_address(k) for k in keys])
             if args.net_workers:
                 _set_workers(net, args.net_workers)
-            if getattr(args, "net_p2p_transport", "quic") != "quic":
-                _set_transport(net, args.net_p2p_transport)
+            if getattr(args, "net_p2p_transport", "quic") != "quic":  # a baseline without the key runs QUIC
+                net.set_p2p_transport(args.net_p2p_transport)
             chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]
             per_sender = _sign(chain_id, args.net_txs, args.net_senders)
             net.start(timeout=60)

@@ -259,6 +259,16 @@ class Testnet:
                 g["balances"][to_checksum_address(a)] = str(amount)
             path.write_text(json.dumps(g, indent=2))
 
+    def set_p2p_transport(self, transport: str) -> None:
+        """Write ``[p2p] transport`` into every home (before the first start; an unproxied network only: the
+        :class:`UdpLink` relays carry UDP)."""
+        assert not self.links or transport == "quic", "the UDP proxies cannot carry a TCP link"
+        for v in self.validators:
+            path = v.home / "config.toml"
+            text = path.read_text()
+            assert '# transport = "quic"' in text, "config.toml template changed"
+            path.write_text(text.replace('# transport = "quic"', f'transport = "{transport}"'))
+
     def indices(self, among: Iterable[int] | None = None) -> list[int]:
         """``among`` as a list, or every live (running, not paused) validator."""
         return list(among) if among is not None else [v.index for v in self.validators if v.live]

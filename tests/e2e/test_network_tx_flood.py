@@ -81,9 +81,12 @@ def _sample(text: str, name: str, **labels: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def test_a_transfer_flood_to_one_validator_does_not_stall_finalization(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["quic", "tcp"])
+def test_a_transfer_flood_to_one_validator_does_not_stall_finalization(tmp_path: Path, transport: str) -> None:
+    """On either ``[p2p] transport``: the QUIC and the TCP link carry the same peer layer."""
     net = Testnet.create(tmp_path, n=4, block_time_ms=500, proxied=False)
     try:
+        net.set_p2p_transport(transport)
         net.fund_in_genesis([private_key_to_address(k) for k in _keys()])
         chain_id = json.loads((net.validators[0].home / "genesis.json").read_text())["chain_id"]
         per_sender = _sign(chain_id)
@@ -133,5 +136,8 @@ def test_a_transfer_flood_to_one_validator_does_not_stall_finalization(tmp_path:
                 assert _sample(text, "cowboy_p2p_messages_dropped_by_channel_total",
                                channel=ch, reason="queue_full") == 0
         assert _sample(_metrics(net, 0), "cowboy_tx_gossip_total", result="sent") == TXS
+        for v in net.validators:  # the links were the configured transport's
+            started = re.search(r"node started .* p2p='[^']* \((\w+)\)'", v.log_path.read_text())
+            assert started is not None and started.group(1) == {"quic": "udp", "tcp": "tcp"}[transport]
     finally:
         net.close()
