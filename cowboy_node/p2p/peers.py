@@ -1,18 +1,19 @@
-"""The validator peer layer: authenticated QUIC connections between the validators of a static set.
+"""The validator peer layer: authenticated QUIC (or TCP) connections between the validators of a static set.
 
 Transport only: payloads are opaque bytes on a channel (0 consensus, 1 blocks, 2 transactions, 3 sync, 4 presence
 gossip, 5 endpoint gossip, 6 transaction batches). Wire
 format and handshake: :mod:`cowboy_node.p2p.peer_frames` and ``docs/protocol.md`` "Validator peer layer";
-the aioquic adapter: :mod:`cowboy_node.p2p.peer_quic`.
+the links: :mod:`cowboy_node.p2p.peer_quic` (aioquic) or :mod:`cowboy_node.p2p.peer_tcp` (``transport = "tcp"``).
 
-**Topology.** Every validator listens on one UDP port and dials every other validator. The OUTBOUND connection
-to a peer is used only for sending to it, INBOUND connections only for receiving — so there is no tie-breaking
-between the two connections of a pair. A peer that connects again replaces its older inbound connection (the
-older one is closed with ``Goodbye{replaced}``).
+**Topology.** Every validator listens on one UDP port (TCP with ``transport = "tcp"``) and dials every other
+validator. The OUTBOUND connection to a peer is used only for sending to it, INBOUND connections only for
+receiving — so there is no tie-breaking between the two connections of a pair. A peer that connects again replaces
+its older inbound connection (the older one is closed with ``Goodbye{replaced}``).
 
-**Authentication.** TLS certificates are self-signed and not trusted. After TLS the dialer sends a Hello, the
-listener answers a HelloAck; each signs ``network_id``, its role, its index and the connection's TLS exporter
-with its validator Ed25519 key. A refused handshake closes with ``Goodbye{reason}``, is counted
+**Authentication.** TLS certificates are self-signed and not trusted (a TCP link has none: its key exchange is
+anonymous). After TLS the dialer sends a Hello, the listener answers a HelloAck; each signs ``network_id``, its
+role, its index and the connection's TLS exporter (a TCP link's key-schedule binding) with its validator Ed25519
+key. A refused handshake closes with ``Goodbye{reason}``, is counted
 (``stats()["handshake_failures.<reason>"]``, ``cowboy_p2p_handshake_failures_total{reason}``) and logged once per
 reason per peer per :data:`LOG_INTERVAL_S`.
 
@@ -115,7 +116,7 @@ class PeerInfo:
     """32-byte Ed25519 key of that validator (equal to ``validator_keys[index]``)."""
     host: str
     port: int
-    """UDP port of that validator's peer listener."""
+    """Port (UDP, or TCP with ``transport = "tcp"``) of that validator's peer listener."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,7 @@ class PeerLimits:
     handshake_timeout_s: float = 5.0
     """TLS plus Hello/HelloAck must complete within this."""
     idle_timeout_s: float = 30.0
-    """QUIC idle timeout; the dialer pings every third of it."""
+    """Link idle timeout (QUIC's, or the TCP link's); the dialer pings every third of it."""
     penalty_min_s: float = 5.0
     """First back-off of a penalized peer (:meth:`PeerNetwork.penalize`); doubled for each offence within twice
     the back-off of the previous one."""
@@ -304,7 +305,7 @@ class _Inbound:
 
 
 class PeerNetwork:
-    """Authenticated QUIC links to the other validators; see the module docstring."""
+    """Authenticated links (QUIC or TCP) to the other validators; see the module docstring."""
 
     def __init__(self, *, me: int, ed25519_seed: bytes, listen_host: str, listen_port: int,
                  peers: Sequence[PeerInfo], validator_keys: Sequence[bytes], network_id: bytes,
@@ -351,7 +352,7 @@ class PeerNetwork:
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind the UDP listener (OSError if it cannot) and start one dialer task per peer."""
+        """Bind the listener, UDP or TCP (OSError if it cannot), and start one dialer task per peer."""
         if self._started:
             raise RuntimeError("PeerNetwork.start called twice")
         if self.limits.transport == "tcp":
