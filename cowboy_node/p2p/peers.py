@@ -20,12 +20,12 @@ reason per peer per :data:`LOG_INTERVAL_S`.
 **Limits.** A frame longer than ``max_message_bytes + 64`` is refused from its length prefix (the connection
 closes). Each authenticated peer has receive token buckets (messages/s and bytes/s, burst 2×): excess messages
 are dropped and counted, the connection stays up. Each peer's send queue holds at most ``send_queue_messages``
-frames (and :data:`SEND_QUEUE_BYTES`) beyond what QUIC has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged).
+frames (and :data:`SEND_QUEUE_BYTES`) beyond what the link has in flight (:data:`SEND_WINDOW_BYTES` unacknowledged).
 Messages queued when a connection drops are counted ``not_connected``.
 
 **Priorities.** The send queue is three FIFO queues, one per class (:func:`channel_class`): consensus, blocks and
 sync first, then presence/endpoint gossip (and any other channel), then transactions; each flush empties them in
-that order, and transaction frames are written only while QUIC has less than :data:`TX_WINDOW_BYTES`
+that order, and transaction frames are written only while the link has less than :data:`TX_WINDOW_BYTES`
 unacknowledged, so a vote never waits behind megabytes of transactions. When the queue is full a new message
 evicts the OLDEST queued message of a lower class (transactions first, counted ``queue_full`` on the evicted
 message's channel); with nothing lower to evict the NEW message is dropped (``queue_full``). So a consensus message
@@ -37,7 +37,8 @@ is never dropped because of transactions or gossip. Drops are counted per channe
 
 **Reconnect.** Each dialer retries after any failure with exponential backoff and full jitter in
 ``[reconnect_min_s, reconnect_max_s]``; a peer that is down is retried quietly (debug logs); connection and
-disconnection are logged at info. An idle outbound connection is kept alive by QUIC PINGs.
+disconnection are logged at info. An idle outbound connection is kept alive by pings (QUIC's, or the TCP link's
+ping records).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ SEND_QUEUE_BYTES = 64 * 1024 * 1024
 """Per peer send queue bytes (framed) beyond which a new message is dropped as ``queue_full`` even below
 ``send_queue_messages`` (4096 queued 8 MiB blocks would be 32 GiB); an empty queue always takes one message."""
 TX_WINDOW_BYTES = 1024 * 1024
-"""Unacknowledged bytes beyond which transaction frames (:data:`CLASS_TXS`) wait in the queue: QUIC delivers one
+"""Unacknowledged bytes beyond which transaction frames (:data:`CLASS_TXS`) wait in the queue: a link delivers one
 stream in order, so this bounds what a consensus message written next can be stuck behind."""
 CLASS_CONTROL = 0
 """Send class of consensus (0), blocks (1) and sync (3): written first, never evicted for a lower class."""
