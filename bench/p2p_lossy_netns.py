@@ -257,8 +257,12 @@ class Namespaces:
     def clear(self) -> None:
         raise NotImplementedError
 
-    def stats(self) -> list[dict[str, int]]:
-        """Per direction (a→b, b→a): packets passed on and dropped since :meth:`impair`."""
+    def reset(self) -> None:
+        """Start counting :meth:`stats` afresh (where the path can)."""
+
+    def stats(self) -> list[dict[str, int]] | None:
+        """Per direction (a→b, b→a): packets (and, where known, IP bytes) passed on and dropped, since
+        :meth:`reset` or :meth:`impair`; None where the path cannot tell."""
         raise NotImplementedError
 
     def tcp_retrans(self) -> int:
@@ -299,10 +303,12 @@ class VethNetem(Namespaces):
         for ns, dev in zip(self.ns, self.dev, strict=True):
             self.ip(ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
-    def stats(self) -> list[dict[str, int]]:
+    def stats(self) -> list[dict[str, int]] | None:
         out = []
         for ns, dev in zip(self.ns, self.dev, strict=True):
             words = self.ip(ns, "tc", "-s", "qdisc", "show", "dev", dev).replace(",", " ").replace("(", " ").split()
+            if "netem" not in words:
+                return None
             sent = int(words[words.index("pkt") - 1]) if "pkt" in words else -1
             dropped = int(words[words.index("dropped") + 1]) if "dropped" in words else -1
             out.append({"packets_passed": sent, "packets_dropped": dropped})
@@ -326,7 +332,8 @@ class TunRelay(Namespaces):
         self.fds: list[int] = []
         self.params = (0.0, 0.0, 0.0)
         """(delay s, jitter s, loss fraction); replaced whole, read by the relay thread."""
-        self.counts = [[0, 0], [0, 0]]
+        self.counts = [[0, 0, 0], [0, 0, 0]]
+        """Per direction: packets passed on, their IP bytes, packets dropped."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -342,15 +349,18 @@ class TunRelay(Namespaces):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "clean": "tun relay, no delay or loss"}
 
+    def reset(self) -> None:
+        self.counts = [[0, 0, 0], [0, 0, 0]]
+
     def impair(self, args: argparse.Namespace) -> None:
-        self.counts = [[0, 0], [0, 0]]
+        self.reset()
         self.params = (args.delay_ms / 1000, args.jitter_ms / 1000, args.loss)
 
     def clear(self) -> None:
         self.params = (0.0, 0.0, 0.0)
 
-    def stats(self) -> list[dict[str, int]]:
-        return [{"packets_passed": c[0], "packets_dropped": c[1]} for c in self.counts]
+    def stats(self) -> list[dict[str, int]] | None:
+        return [{"packets_passed": c[0], "ip_bytes_passed": c[1], "packets_dropped": c[2]} for c in self.counts]
 
     def _relay(self) -> None:
         rngs = [random.Random(1000), random.Random(1001)]
@@ -369,9 +379,10 @@ class TunRelay(Namespaces):
                     delay, jitter, loss = self.params
                     counts, rng = self.counts[side], rngs[side]
                     if loss and rng.random() < loss:
-                        counts[1] += 1
+                        counts[2] += 1
                         continue
                     counts[0] += 1
+                    counts[1] += len(packet)
                     wait = max(0.0, delay + rng.uniform(-jitter, jitter)) if delay or jitter else 0.0
                     seq += 1
                     heapq.heappush(due, (time.monotonic() + wait, seq, self.fds[1 - side], packet))
@@ -423,6 +434,7 @@ def one_run(args: argparse.Namespace, nss: Namespaces, config: str, impaired: bo
             deadline: float) -> dict[str, Any]:
     run_tmp = tmp / f"{config}-{'impaired' if impaired else 'clean'}"
     run_tmp.mkdir()
+    nss.reset()
     if impaired:
         nss.impair(args)
     retrans0 = nss.tcp_retrans()
@@ -444,7 +456,7 @@ def one_run(args: argparse.Namespace, nss: Namespaces, config: str, impaired: bo
             results[role] = _last_json(out, f"{config} {role}") if out.strip() else {"error": err.strip()[-2000:]}
             if "error" in results[role]:
                 raise RuntimeError(f"{config} {role}: {results[role]['error']}")
-        path = nss.stats() if impaired else None
+        path = nss.stats()
         retrans = nss.tcp_retrans() - retrans0
     finally:
         for proc in procs.values():
