@@ -169,6 +169,22 @@ def test_free_ports_stay_below_the_ephemeral_range_and_skip_ports_in_use(tmp_pat
     assert all(FREE_PORT_FLOOR + 8 <= p < low for p in ports), ports
 
 
+def test_a_free_peer_port_is_free_for_tcp_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[p2p] transport = "tcp"`` listens on the same port number over TCP: a port whose UDP side is free but
+    whose TCP side is taken is not handed out as a peer port."""
+    # Candidates from the floor: validator 0's RPC (TCP), QUIC (UDP), then its peer port would be floor + 2.
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", FREE_PORT_FLOOR + 2))
+    taken.listen()
+    monkeypatch.setattr(testnet_module.random, "randrange", lambda span: 0)
+    try:
+        net = create_testnet(tmp_path / "tcp", 2, base_port=0)
+    finally:
+        taken.close()
+    p2p_ports = [_port(v.p2p_addr) for v in net.validators]
+    assert FREE_PORT_FLOOR + 2 not in p2p_ports, p2p_ports
+
+
 def test_one_host_per_validator_and_ipv6(tmp_path: Path) -> None:
     net = create_testnet(tmp_path / "h", 2, host=["10.0.0.1", "::1"], base_port=33000)
     assert [v.p2p_addr for v in net.validators] == ["10.0.0.1:33002", "[::1]:33012"]
