@@ -3,7 +3,8 @@
 One run of ``bench/chain_throughput_network.py``'s network (``--load``: a paced rate or ``max``) with py-spy
 sampling every validator (``net_pyspy``: 200 Hz, all threads, idle excluded) for the load's duration. Every sample
 is put in the first item of :data:`ITEMS` whose rule matches its stack; the idle event loop (uvloop's wait shows
-as ``Runner.run`` itself) and the block builder thread waiting for work are dropped. An item's share of the busy
+as ``Runner.run`` itself) and any thread pool's worker waiting for work (``_worker`` as the leaf: the block
+builder's, the journal's, the verifiers') are dropped. An item's share of the busy
 samples, times the run's CPU-µs per included transfer per validator (``/proc``, everything the process did),
 gives its µs. py-spy counts a thread that is runnable but waiting for a core as busy, so on a loaded machine the
 shares are approximate (±1–2 points between runs); the py-spy run's own CPU figure is inflated by sampling, so
@@ -12,7 +13,11 @@ shares are approximate (±1–2 points between runs); the py-spy run's own CPU f
 With ``--base DIR`` (a ``git worktree`` of a baseline commit), the same is done with the validators importing
 ``cowboy_node`` from DIR first, and the JSON has both itemisations and the per-item difference.
 
+``--p2p-transport tcp`` runs the validators' links over TCP (``[p2p] transport``); with ``--base`` this checkout it
+itemises the QUIC and the TCP link side by side.
+
 Usage: python -m bench.net_cpu_items [--load 1000] [--paced-s 20] [--base DIR] [--cpu-us NEW[,BASE]]
+       [--p2p-transport quic|tcp] [--base-p2p-transport quic|tcp]
 """
 
 from __future__ import annotations
@@ -68,8 +73,8 @@ ITEMS: list[tuple[str, Rule]] = [
      lambda f, r: any(x.startswith(("Engine.", "ThresholdScheme.")) for x in f)
      or _any("verify_and_prepare", "ConsensusService._verify", "VoteJournal.append", "Block.encode")(f, r)),
     ("HTTP (aiohttp): submissions and the bench's /status, /block polls", lambda f, r: "aiohttp" in r),
-    ("QUIC / peer transport (aioquic send, receive, ACKs, framing)",
-     lambda f, r: "aioquic" in r or "peer_quic" in r or "p2p/peers.py" in r),
+    ("peer links (QUIC: aioquic send, receive, ACKs; TCP: records, sealing), framing",
+     lambda f, r: "aioquic" in r or "peer_quic" in r or "peer_tcp" in r or "p2p/peers.py" in r),
 ]
 
 _FRAME = re.compile(r"^(.*) \((.*):\d+\)$")
@@ -86,7 +91,8 @@ def itemise(files: list[Path]) -> dict[str, Any]:
             raw = stack.split(";")
             names = [m.group(1) if (m := _FRAME.match(x)) else x for x in raw[1:]]
             leaf = names[-1] if names else ""
-            if leaf == "Runner.run" or (leaf == "_worker" and "block-builder" in raw[0]):
+            # A thread pool's _worker as the leaf waits in its queue's get (C code): idle, whichever pool.
+            if leaf in ("Runner.run", "_worker"):
                 idle += n
                 continue
             for name, rule in ITEMS:
@@ -101,11 +107,14 @@ def itemise(files: list[Path]) -> dict[str, Any]:
                           for name in [*(i[0] for i in ITEMS), "other"]}}
 
 
-def run_one(path: str | None, args: argparse.Namespace, cpu_us: float | None) -> dict[str, Any]:
-    """One profiled network run (validators importing from ``path``; None: this checkout), itemised."""
+def run_one(path: str | None, args: argparse.Namespace, cpu_us: float | None,
+            transport: str = "quic") -> dict[str, Any]:
+    """One profiled network run (validators importing from ``path``; None: this checkout; links over
+    ``transport``), itemised."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = Path(tempfile.mkdtemp(prefix="net-cpu-items-"))
-    kw: dict[str, Any] = {"net_pyspy": (spy, str(out), args.spy_s), "net_submit_batch": args.submit_batch}
+    kw: dict[str, Any] = {"net_pyspy": (spy, str(out), args.spy_s), "net_submit_batch": args.submit_batch,
+                          "net_p2p_transport": transport}
     if args.load != "max":
         kw.update(net_rate=float(args.load), net_txs=int(float(args.load) * args.paced_s))
     rep = _with_pythonpath(path, _defaults(**kw))
@@ -116,6 +125,7 @@ def run_one(path: str | None, args: argparse.Namespace, cpu_us: float | None) ->
     items["cpu_us_per_transfer_used"] = per
     items["cpu_us_per_transfer_this_run_with_pyspy"] = measured
     items["us"] = {k: round(v * per / 100, 1) for k, v in items["share_pct"].items()} if per else None
+    items["p2p_transport"] = transport
     items["run"] = {k: rep.get(k) for k in ("transfers_per_s", "proposal_to_finalization_p50_ms", "cpu_s_per_s",
                                             "complete", "load_average_before", "error")}
     return items
@@ -129,12 +139,16 @@ def main() -> None:
     ap.add_argument("--base", default=None, help="checkout of the baseline commit (git worktree add DIR COMMIT)")
     ap.add_argument("--submit-batch", type=int, default=1, help="the client's POST /submit/batch size (1: /submit)")
     ap.add_argument("--cpu-us", default=None, help="CPU-µs per transfer per validator to scale by: NEW[,BASE]")
+    ap.add_argument("--p2p-transport", choices=("quic", "tcp"), default="quic", help="the new run's [p2p] transport")
+    ap.add_argument("--base-p2p-transport", choices=("quic", "tcp"), default="quic",
+                    help="the baseline run's (with --base this checkout: the two links itemised side by side)")
     a = ap.parse_args()
     scale = [float(x) for x in a.cpu_us.split(",")] if a.cpu_us else []
     out: dict[str, Any] = {"load": a.load}
     if a.base:
-        out["baseline"] = run_one(str(Path(a.base).resolve()), a, scale[1] if len(scale) > 1 else None)
-    out["new"] = run_one(None, a, scale[0] if scale else None)
+        out["baseline"] = run_one(str(Path(a.base).resolve()), a, scale[1] if len(scale) > 1 else None,
+                                  a.base_p2p_transport)
+    out["new"] = run_one(None, a, scale[0] if scale else None, a.p2p_transport)
     if a.base and out["baseline"]["us"] and out["new"]["us"]:
         out["us_new_minus_baseline"] = {k: round(out["new"]["us"][k] - v, 1)
                                         for k, v in out["baseline"]["us"].items()}
