@@ -536,6 +536,37 @@ async def test_a_relay_that_reads_and_copies_every_frame_cannot_pass_the_hello(
         await relay.stop()
 
 
+@pytest.mark.parametrize(("name", "after_preamble"), [
+    ("record_under_other_keys", GOLDEN_D2L_DATA_0),
+    ("oversized_length", struct.pack(">IB", RECORD_MAX + 17, 0)),
+])
+async def test_a_bad_record_at_a_validator_is_counted_and_delivers_nothing(
+        tmp_path: Path, cleanup: list[PeerNetwork], monkeypatch: pytest.MonkeyPatch, name: str,
+        after_preamble: bytes) -> None:
+    """At the peer layer: a raw TCP client's bad record closes its connection, is counted as a protocol error
+    (and, before any Hello, as a failed handshake), and the validator carries on."""
+    monkeypatch.setattr(base, "TRANSPORT", "tcp")
+    ports = [base.free_port() for _ in range(2)]
+    node = base.make_node(tmp_path, me=0, ports=ports, n=2)
+    await base.start(cleanup, node)
+    reader, writer = await asyncio.open_connection("127.0.0.1", ports[0])
+    try:
+        preamble = await asyncio.wait_for(reader.readexactly(peer_tcp.PREAMBLE_BYTES), 10)
+        assert preamble[:8] == b"CWBYTCP1"
+        # Alice's key with the golden record: the validator's keys come from its own fresh key, so the record
+        # (sealed for RFC 7748's Bob) cannot open there.
+        writer.write(GOLDEN_PREAMBLE_DIALER + after_preamble)
+        await writer.drain()
+        rest = await asyncio.wait_for(reader.read(1 << 16), 10)  # its sealed Goodbye, then the end of stream
+        while rest and (more := await asyncio.wait_for(reader.read(1 << 16), 10)):
+            rest += more
+    finally:
+        writer.close()
+    await base.wait_until(lambda: node.net.stats().get("protocol_errors.bad_record") == 1)
+    assert node.metric("handshake_failures_total", reason="bad_frame") == 1
+    assert node.inbox == [] and node.net.connected() == frozenset()
+
+
 def test_two_validators_over_tcp_under_uvloop_exchange_messages(tmp_path: Path) -> None:
     """The node runs on uvloop, whose transports are not subclasses of asyncio's: the link must not depend on that."""
 
