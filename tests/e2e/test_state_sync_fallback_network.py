@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cowboy_node.consensus.service.bodies import BODY_CACHE
 from tests.e2e.conftest import BLOCK_TIME_MS, FORM_TIMEOUT_S, LOG_LINES
 from tests.e2e.netproc import RpcUnavailable, Testnet
 
@@ -56,7 +57,10 @@ def pruning(tmp_path: Path) -> Iterator[Testnet]:
 
 def test_a_wiped_validator_whose_peers_pruned_falls_back_to_state_sync_by_itself(pruning: Testnet) -> None:
     net, victim = pruning, 3
-    net.wait_heights(104, timeout=360)  # heights 1..3 and more are pruned everywhere (retain_blocks = 100)
+    # Heights 1..3 and more are pruned everywhere (retain_blocks = 100), and block 1's body has left every peer's
+    # body cache (the newest BODY_CACHE bodies, served by hash to a node fetching parents): with it still cached
+    # the wiped node can fetch the parents back to genesis by hash, catch up, and never need the fall-back.
+    net.wait_heights(BODY_CACHE + 110, timeout=600)
     assert net.stop(victim) == 0
     net.wipe(victim)
     conf = (net.validators[victim].home / "config.toml").read_text()

@@ -29,9 +29,14 @@ def test_periodic_snapshots_export_and_import_into_an_empty_home(tmp_path: Path)
     rc, log = _run_to_exit(node, "--halt-height", "13")
     assert rc == 0, log[-3000:]
     listed = _json("snapshot", "list", "--home", str(node.home))["snapshots"]
-    assert [s["height"] for s in listed] == [8, 12], listed  # type: ignore[index]
-    exported = _json("snapshot", "export", "--home", str(node.home), "--out", str(tmp_path / "s12.tar"))
-    assert exported["height"] == 12
+    heights = [int(s["height"]) for s in listed]  # type: ignore[index]
+    # Every 4 blocks from the last snapshot, at a head that holds its own finalization certificate: on a loaded
+    # host a block can be final only through its child, and the next certified head is taken (snapshotter.py).
+    # So the heights are 8 and 12 on a quiet host, and at least 4 apart, the newest at most 13, under load.
+    assert len(heights) == 2 and heights[1] - heights[0] >= 4 and 8 <= heights[1] <= 13, listed
+    newest = heights[1]
+    exported = _json("snapshot", "export", "--home", str(node.home), "--out", str(tmp_path / "s.tar"))
+    assert exported["height"] == newest
 
     joiner = tmp_path / "b"
     joiner.mkdir(mode=0o700)
@@ -40,7 +45,7 @@ def test_periodic_snapshots_export_and_import_into_an_empty_home(tmp_path: Path)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, joiner / part)
     # A tampered copy first: one chunk's bytes changed.
     bad = tmp_path / "bad.tar"
-    with tarfile.open(tmp_path / "s12.tar") as t, tarfile.open(bad, "w") as out:
+    with tarfile.open(tmp_path / "s.tar") as t, tarfile.open(bad, "w") as out:
         for m in t.getmembers():
             data = t.extractfile(m).read()  # type: ignore[union-attr]
             if m.name == "chunk-00000.cbor":
@@ -53,12 +58,12 @@ def test_periodic_snapshots_export_and_import_into_an_empty_home(tmp_path: Path)
     started = cli("run", "--home", str(joiner), "--halt-height", "14", check=False, timeout=60)
     assert started.returncode == 1 and "interrupted" in started.stderr  # nothing half-installed is opened
 
-    imported = _json("snapshot", "import", "--home", str(joiner), "--from", str(tmp_path / "s12.tar"))
-    assert imported["height"] == 12 and imported["restarted"] is True
+    imported = _json("snapshot", "import", "--home", str(joiner), "--from", str(tmp_path / "s.tar"))
+    assert imported["height"] == newest and imported["restarted"] is True
     assert imported["state_root"] == listed[1]["state_root"]  # type: ignore[index]
     b = NodeProcess.__new__(NodeProcess)
     b.home = joiner
     rc, log = _run_to_exit(b, "--halt-height", "15")
     assert rc == 0 and "halt height reached" in log, log[-3000:]
     started_line = next(line for line in log.splitlines() if "node started" in line)
-    assert "height=12" in started_line, started_line  # it continued from the snapshot's height
+    assert f" height={newest} " in started_line, started_line  # it continued from the snapshot's height
