@@ -67,6 +67,7 @@ import aiohttp
 from bench.bench_harness import percentile, summary_ms
 from bench.chain_throughput import baseline_recover
 from bench.consensus import Conn, Poller, stop_all
+from cowboy_node.p2p.peer_link import TRANSPORTS
 from cowboy_protocol.crypto.secp256k1 import private_key_to_address
 from cowboy_protocol.types.instructions import Transfer
 from cowboy_protocol.types.transaction import Transaction
@@ -557,9 +558,9 @@ def main() -> None:
     ap.add_argument("--base-watch", choices=("subscribe", "poll"), default=None,
                     help="the baseline configuration's --watch (default: the same; a baseline commit without "
                          "GET /subscribe needs poll)")
-    ap.add_argument("--p2p-transport", choices=("quic", "tcp"), default="quic",
+    ap.add_argument("--p2p-transport", choices=TRANSPORTS, default="quic",
                     help="the new configuration's [p2p] transport between the validators")
-    ap.add_argument("--base-p2p-transport", choices=("quic", "tcp"), default="quic",
+    ap.add_argument("--base-p2p-transport", choices=TRANSPORTS, default="quic",
                     help="the baseline configuration's (with --base pointing at this checkout: an A/B of the "
                          "transports alone)")
     a = ap.parse_args()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.chain_throughput_network import _defaults, _with_pythonpath
+from cowboy_node.p2p.peer_link import TRANSPORTS
 
 Rule = Callable[[list[str], str], bool]
 """(function names of the stack, root first; the raw stack text) -> whether the sample belongs to the item."""
@@ -139,8 +140,8 @@ def main() -> None:
     ap.add_argument("--base", default=None, help="checkout of the baseline commit (git worktree add DIR COMMIT)")
     ap.add_argument("--submit-batch", type=int, default=1, help="the client's POST /submit/batch size (1: /submit)")
     ap.add_argument("--cpu-us", default=None, help="CPU-µs per transfer per validator to scale by: NEW[,BASE]")
-    ap.add_argument("--p2p-transport", choices=("quic", "tcp"), default="quic", help="the new run's [p2p] transport")
-    ap.add_argument("--base-p2p-transport", choices=("quic", "tcp"), default="quic",
+    ap.add_argument("--p2p-transport", choices=TRANSPORTS, default="quic", help="the new run's [p2p] transport")
+    ap.add_argument("--base-p2p-transport", choices=TRANSPORTS, default="quic",
                     help="the baseline run's (with --base this checkout: the two links itemised side by side)")
     a = ap.parse_args()
     scale = [float(x) for x in a.cpu_us.split(",")] if a.cpu_us else []

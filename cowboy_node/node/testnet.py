@@ -261,17 +261,19 @@ def _account_keys(count: int, entropy: bytes | None) -> list[bytes]:
     return keys
 
 
-def _tcp_free(family: socket.AddressFamily, host: str, port: int, held: list[socket.socket]) -> bool:
-    """Whether TCP ``port`` on ``host`` can be bound too (the socket is held with the others)."""
-    s = socket.socket(family, socket.SOCK_STREAM)
+def _bind(family: socket.AddressFamily, kind: socket.SocketKind, host: str, port: int,
+          held: list[socket.socket]) -> int | None:
+    """Bind ``port`` (0: any) of ``kind`` on ``host`` and hold the socket with the others; the bound port, or None
+    when it is in use."""
+    s = socket.socket(family, kind)
     held.append(s)
     try:
         s.bind((host, port))
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            return False
+            return None
         raise TestnetError(f"--base-port 0: cannot bind a free port on {host}: {e.strerror}") from None
-    return True
+    return int(s.getsockname()[1])
 
 
 def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, int]]:
@@ -291,16 +293,10 @@ def _ports(hosts: Sequence[str], base_port: int) -> list[tuple[int, int, int, in
             ports = []
             for off in range(4):
                 for _ in range(1000):
-                    s = socket.socket(family, kinds[off])
-                    held.append(s)
-                    try:
-                        s.bind((h, next(candidates, 0)))
-                    except OSError as e:
-                        if e.errno == errno.EADDRINUSE:
-                            continue
-                        raise TestnetError(f"--base-port 0: cannot bind a free port on {h}: {e.strerror}") from None
-                    port = s.getsockname()[1]
-                    if off == P2P_OFFSET and not _tcp_free(family, h, port, held):
+                    port = _bind(family, kinds[off], h, next(candidates, 0), held)
+                    if port is None:
+                        continue
+                    if off == P2P_OFFSET and _bind(family, socket.SOCK_STREAM, h, port, held) is None:
                         continue  # the peer port is free for both transports ([p2p] transport may be "tcp")
                     if port not in used:  # distinct numbers even across TCP and UDP
                         used.add(port)

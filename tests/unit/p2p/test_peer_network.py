@@ -47,19 +47,19 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return str(request.param)
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+def _free(kind: socket.SocketKind) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_udp_port() -> int:
+    return _free(socket.SOCK_DGRAM)
 
 
 def free_port() -> int:
     """A free port of the running test's transport."""
-    if TRANSPORT == "quic":
-        return free_udp_port()
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _free(socket.SOCK_DGRAM if TRANSPORT == "quic" else socket.SOCK_STREAM)
 
 
 async def dial(host: str, port: int, *, idle_timeout_s: float, max_body: int, timeout_s: float,
