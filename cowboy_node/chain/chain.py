@@ -31,6 +31,7 @@ from cowboy_node.execution.block import BlockResult, build_block
 from cowboy_node.execution.context import BlockEnv, Observe
 from cowboy_node.execution.genesis import apply_genesis
 from cowboy_node.execution.validity_errors import InvalidBlock
+from cowboy_node.state.derived import DERIVED_PREFIXES
 from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
@@ -103,7 +104,25 @@ class Chain:
         if head.header.state_root != self.tree.root():
             raise ChainError(f"head block {height} state root does not match the stored state; "
                              "the data directory is damaged")
+        self._check_derived_keys_uncommitted()
         self.head: Block = head
+
+    def _check_derived_keys_uncommitted(self) -> None:
+        """Refuse a data directory whose state tree commits to derived keys (``state/derived.py``).
+
+        Versions before the timer indexes left the tree committed to them, so their chains' roots are not this
+        version's: executing on would fork from a node that replays the same blocks. One seek and one tree read
+        per prefix: the first stored derived key is in the tree iff the directory was written that way.
+        """
+        for prefix in DERIVED_PREFIXES:
+            for key, _ in self.store.iterate(STATE_PREFIX + prefix):
+                if self.tree.get(key[len(STATE_PREFIX):]) is not None:
+                    raise ChainError(
+                        f"the state tree of this data directory commits to {prefix.decode()}… keys, which this "
+                        "version keeps out of the state root (docs/timers.md §2): it was written by an older "
+                        "version whose state roots differ; start from a new genesis or from a snapshot made by "
+                        "this version")
+                break
 
     def _init_genesis(self) -> None:
         world = self.world()

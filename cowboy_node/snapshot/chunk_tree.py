@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from cowboy_node.chain.blockstore import STATE_PREFIX, TREE_PREFIX
 from cowboy_node.snapshot.manifest import Manifest, SnapshotError, decode_chunk
 from cowboy_node.snapshot.verify import check_digest
+from cowboy_node.state.derived import is_derived
 from cowboy_node.state.kv_store import WriteOp
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.slots import EMPTY, INTERNAL, LEAF, SLOTS, Slot
@@ -59,6 +60,8 @@ def verify_and_build(m: Manifest, index: int, raw: bytes) -> ChunkWrites:
     single: dict[int, tuple[bytes, bytes]] = {}
     last_kh = b""
     for k, v in entries:
+        if is_derived(k):  # never committed, so never in a snapshot: the installer rebuilds these keys
+            raise SnapshotError("bad_chunk", f"chunk {index}: a derived key {k[:8].hex()}… (state/derived.py)")
         kh = h(k)
         if kh <= last_kh:
             raise SnapshotError("bad_chunk", f"chunk {index}: entries not in ascending key-hash order")

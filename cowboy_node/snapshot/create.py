@@ -24,6 +24,7 @@ from cowboy_node.snapshot.manifest import (
     encode_chunk,
     encode_manifest,
 )
+from cowboy_node.state.derived import is_derived
 from cowboy_node.state.kv_store import StateStore
 from cowboy_node.state.slots import EMPTY_SLOT, SLOTS, Slot, slot_index, slot_of_entries
 from cowboy_node.state.tree import keccak256
@@ -76,6 +77,8 @@ def create_snapshot(view: StateStore, *, height: int, chain_id: str, genesis_has
         plen = len(STATE_PREFIX)
         for key, value in view.iterate(STATE_PREFIX):
             k = key[plen:]
+            if is_derived(k):  # not in the state tree: the installer rebuilds it from the records
+                continue
             f = files[slot_index(keccak256(k))]
             f.write(_U32.pack(len(k)) + k + _U32.pack(len(value)) + value)
             entries += 1

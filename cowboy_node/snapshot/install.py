@@ -7,6 +7,8 @@ half-installed is ever used; an install that finds the marker (a crash mid-insta
 wrote and starts over. Every chunk is verified before its entries are written, by building its slots' part of the
 state tree (``snapshot/chunk_tree.py``: each key, value and node hashed once, for the check and the install alike);
 the records above the slots are written last, in the final batch, once their root is the finalized header's.
+A snapshot carries committed keys only: the derived ones (``state/derived.py``, the timer indexes) are rebuilt from
+the installed timer records just before that batch (:func:`rebuild_derived`).
 
 The steps are separate (:func:`begin_install`, :func:`write_chunk`, :func:`finish_install`) so that state sync can
 verify chunks in worker processes and write them as they come, in any order (the chunks' writes are disjoint);
@@ -20,21 +22,23 @@ The vote journal's double-sign watch marker is written before the store is compl
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cowboy_node.chain.blockstore import KEY_HEAD, KEY_INSTALLING, identity_ops
+from cowboy_node.chain.blockstore import KEY_HEAD, KEY_INSTALLING, STATE_PREFIX, identity_ops
 from cowboy_node.chain.chain import Chain
 from cowboy_node.chain.genesis import Genesis
 from cowboy_node.chain.pruning import KEY_EARLIEST
 from cowboy_node.consensus.journal import VOTE_JOURNAL_FILE, marker_path, write_marker
 from cowboy_node.consensus.records import finalization_op, seed_op
 from cowboy_node.consensus.simplex.scheme import Scheme
+from cowboy_node.execution.timers import timer_state
 from cowboy_node.snapshot.chunk_tree import ChunkWrites, top_ops, verify_and_build
 from cowboy_node.snapshot.manifest import SnapshotError, decode_manifest
 from cowboy_node.snapshot.verify import VerifiedManifest, verify_manifest
 from cowboy_node.state.kv_store import StateStore, WriteOp
+from cowboy_protocol.types.validation_errors import DecodeError
 
 _BE8 = struct.Struct(">Q")
 _WIPE_BATCH = 10_000
@@ -93,6 +97,36 @@ def write_chunk(store: StateStore, chunk: ChunkWrites) -> None:
         store.write_batch(chunk.ops, sync=False)
 
 
+def rebuild_derived(store: StateStore) -> int:
+    """Write the derived keys (``state/derived.py``) that the installed timer records imply, in bounded batches (not
+    synced: the final batch is, and a crash before it restarts the install); how many were written.
+
+    A record that does not decode is a :class:`SnapshotError` ``bad_state`` (it verified against the root, so the
+    finalized state itself holds it: this node cannot use that state)."""
+    plen = len(STATE_PREFIX)
+
+    def records() -> Iterator[tuple[bytes, bytes]]:
+        for prefix in (timer_state.HEIGHT_PREFIX, timer_state.PARKED_PREFIX):
+            for key, value in store.iterate(STATE_PREFIX + prefix):  # a point-in-time view: writes do not show
+                yield key[plen:], value
+
+    batch: list[WriteOp] = []
+    written = 0
+    try:
+        for key, value in timer_state.derived_writes(records()):
+            batch.append((STATE_PREFIX + key, value))
+            if len(batch) >= _WIPE_BATCH:
+                store.write_batch(batch, sync=False)
+                written += len(batch)
+                batch = []
+    except DecodeError as e:
+        raise SnapshotError("bad_state", f"a timer record of the snapshot's state does not decode: {e}") from None
+    if batch:
+        store.write_batch(batch, sync=False)
+        written += len(batch)
+    return written
+
+
 def finish_install(store: StateStore, genesis: Genesis, verified: VerifiedManifest, leaf_keys: dict[int, bytes],
                    restarted: bool) -> Installed:
     """Once every chunk is written: the records above the slots, the chain's identity, head block, certificate,
@@ -101,6 +135,7 @@ def finish_install(store: StateStore, genesis: Genesis, verified: VerifiedManife
     root, tree_ops = top_ops(m.slots, leaf_keys)
     if root != block.header.state_root:  # the manifest's slots gave this root: only a bug gets this far
         raise SnapshotError("root_mismatch", "the installed tree's root is not the block's state root")
+    rebuild_derived(store)
     h = _BE8.pack(m.height)
     cert = verified.certificate
     final: list[WriteOp] = [*tree_ops, *identity_ops(genesis.chain_id, genesis.hash()),

@@ -4,8 +4,9 @@ header it names, each chunk against the manifest's slots (so against that state 
 Refusal codes (``SnapshotError.code``): ``wrong_chain`` (another chain id or genesis), ``bad_block``,
 ``bad_certificate`` (not a Finalization of that block, or its signatures do not verify under the genesis group key),
 ``root_mismatch`` (the slots do not give the header's state root), ``chunk_digest`` (a chunk's bytes are not the ones
-listed), ``bad_chunk`` (malformed, out of order, or an entry outside the chunk's slots), ``slot_mismatch`` (a slot's
-entries do not give the listed slot: the chunk is not the state of that root).
+listed), ``bad_chunk`` (malformed, out of order, an entry outside the chunk's slots, or a derived key, which no snapshot
+carries), ``slot_mismatch`` (a slot's entries do not give the listed slot: the chunk is not the state of that root);
+at install, ``bad_state`` (a verified timer record does not decode, so its derived keys cannot be rebuilt).
 """
 
 from __future__ import annotations

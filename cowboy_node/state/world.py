@@ -8,13 +8,15 @@ the caller has written those ops. Checkpoints are nested and journaled so a
 failed transaction or actor call can be undone exactly.
 
 Keys given to a WorldState are the logical state keys; the state tree commits
-to ``logical key -> value``.
+to ``logical key -> value`` for every key but the derived ones (``state/derived.py``),
+which are stored and journaled the same way but left out of the tree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from cowboy_node.state.derived import DERIVED_PREFIXES
 from cowboy_node.state.kv_store import StateStore, WriteOp
 from cowboy_node.state.tree import StateTree, TreeUpdate
 
@@ -200,13 +202,15 @@ class WorldState:
     def prepare_commit(self) -> tuple[bytes, list[WriteOp]]:
         """New state root and every store op (raw values under ``data_prefix``, then tree ops).
 
+        Derived keys (``state/derived.py``) are written like the others but are not given to the tree.
+
         Writes nothing; the caller writes the ops in its own atomic batch and
         then calls :meth:`mark_committed`.
         """
         prepared = self._prepared
         if prepared is None or prepared[0] != self._version:
             changes = sorted(self._pending.items())
-            update = self._tree.prepare(dict(changes))
+            update = self._tree.prepare({k: v for k, v in changes if not k.startswith(DERIVED_PREFIXES)})
             prefix = self._prefix
             ops: list[WriteOp] = [(prefix + k, v) for k, v in changes]
             ops.extend(update.ops)

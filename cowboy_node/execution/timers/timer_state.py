@@ -21,6 +21,11 @@ decoding step and any 16 bytes are a well-formed pointer. A timer the Globalbox
 policy collects leaves the index (its record moves to ``timer/g/<timer_id>``,
 its pointer is deleted) until it is materialised or cancelled.
 
+The pointer and the per-actor index are *derived* keys (``state/derived.py``): stored and
+journaled like the rest, but not in the state tree, so in no state root or proof. They are
+a function of the records (:func:`derived_writes`), which is how a snapshot install
+rebuilds them, and leaving them out halves the state-tree changes of a fire (four to two).
+
 Every function here reads and writes through the :class:`WorldState`, so timer
 writes made by a transaction sit in its journal and are undone by a revert.
 Writes under :data:`HEIGHT_PREFIX` are logged in ``WorldState.watch_log``
@@ -30,10 +35,11 @@ entry its iterator had already read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from cowboy_node.execution.timers.timer_record import MAX_TIMER_ID_BYTES, Timer, encode_indexed
+from cowboy_node.state.derived import DERIVED_PREFIXES, is_derived
 from cowboy_node.state.world import WorldState, watch_prefix
 from cowboy_protocol.codec import decode, encode
 from cowboy_protocol.types.fields import ADDRESS_LEN, expect_map, expect_uint
@@ -57,6 +63,9 @@ KEY_SEQ = b"timer/seq"
 """Next global insertion sequence number (absent = 0)."""
 KEY_CURSOR = b"timer/cursor"
 """(height, seq) below which the height index holds no entry (absent = start of the index)."""
+
+assert set(DERIVED_PREFIXES) == {POINTER_PREFIX, ACTOR_PREFIX}, "state/derived.py names the timer indexes"
+assert not any(is_derived(p) for p in (HEIGHT_PREFIX, PARKED_PREFIX, META_PREFIX, KEY_SEQ, KEY_CURSOR))
 
 watch_prefix(HEIGHT_PREFIX)  # see the module docstring: deliver.py learns which entries handlers wrote
 
@@ -264,6 +273,28 @@ def actor_timers(world: WorldState, actor: bytes) -> list[tuple[bytes, int]]:
     prefix = ACTOR_PREFIX + actor
     cut = len(prefix)
     return [(k[cut:], expect_uint(decode(v), "timer_actor.height")) for k, v in world.iterate(prefix)]
+
+
+def derived_writes(records: Iterable[tuple[bytes, bytes]]) -> Iterator[Write]:
+    """The derived keys the committed timer records imply: for each height-index entry its pointer and its
+    per-actor index entry, for each Globalbox record (:data:`PARKED_PREFIX`, no pointer) its per-actor entry.
+
+    ``records`` are ``(logical key, value)`` pairs under :data:`HEIGHT_PREFIX` and :data:`PARKED_PREFIX` (others
+    are skipped). The values are the ones :func:`insert_writes` wrote, so a store rebuilt from its records holds
+    what execution maintained (``test_timer_derived_index.py``). A record that does not decode raises
+    :class:`DecodeError`: committed state the node cannot read.
+    """
+    for key, raw in records:
+        if key.startswith(HEIGHT_PREFIX):
+            timer = decode_entry(key, raw)
+            yield pointer_key(timer.timer_id), pointer_value(timer.height, timer.seq)
+        elif key.startswith(PARKED_PREFIX):
+            timer = Timer.decode(raw)
+            if key != parked_key(timer.timer_id):
+                raise DecodeError("Globalbox record is not at its timer id's key", field="timer_parked")
+        else:
+            continue
+        yield actor_key(timer.actor_address, timer.timer_id), encode(timer.height)
 
 
 # -- writes -------------------------------------------------------------------------------------

@@ -14,6 +14,11 @@ Regenerated for the S16 timer layout (issue 20 item 4: the Timer record moved in
 fewer per timer (1390 -> 1336 cells for its three timers, its fee with them), so that receipt, its block's
 receipts root and the state roots from that block on moved; every other receipt byte (status, cycles, events) is
 as generated at 38962fb.
+
+Regenerated when the timer id pointer and the per-actor timer index left the state tree (``state/derived.py``,
+docs/timers.md §2): the state roots of blocks 10–12, where the ``schedule_timer`` case's timers are live, moved;
+every receipt, receipts root and the other blocks' state roots (the final one included: no timer is left) are as
+before.
 """
 
 from __future__ import annotations

@@ -249,6 +249,16 @@ async def test_state_proof_bad_key(client: TestClient[Any, Any], query: str) -> 
     assert "key" in msg
 
 
+@pytest.mark.parametrize("key", [b"timer/t/" + b"\x22" * 32, b"timer/a/" + b"\x11" * 52])
+async def test_state_proof_of_a_derived_key_is_refused(client: TestClient[Any, Any], facade: FakeFacade,
+                                                       key: bytes) -> None:
+    """A derived key is stored but not in the tree: its exclusion proof would say a present key is absent."""
+    msg = await _error(await client.get("/state/proof", params={"key": "0x" + key.hex()}), 400, "derived_key")
+    assert "timer/h/" in msg and facade.proof_keys == []
+    resp = await client.get("/state/proof", params={"key": "0x" + b"timer/h/".hex()})  # a committed key is proven
+    assert resp.status == 200 and facade.proof_keys == [b"timer/h/"]
+
+
 @pytest.mark.parametrize(("body", "ctype"), [
     (b"not json", "application/json"),
     (b'["0x00"]', "application/json"),

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import json
 import random
+from collections.abc import Callable
 
 from cowboy_node.chain.chain import STATE_PREFIX, Chain
 from cowboy_node.execution.actors.actor_record import derive_actor_address
@@ -144,7 +145,8 @@ class _Run:
     scenario compares timer code even while the tree is being changed).
     """
 
-    def __init__(self, roots: bool) -> None:
+    def __init__(self, roots: bool, after_block: Callable[[Chain], None] | None = None) -> None:
+        self.after_block = after_block
         self.chain = Chain(MemoryStore(), make_dev_genesis().genesis)
         self.world: WorldState = self.chain.world()
         self.roots = roots
@@ -186,12 +188,15 @@ class _Run:
         else:
             store.write_batch([(STATE_PREFIX + k, v) for k, v in changes], sync=False)
             self.world = self.chain.world()
+        if self.after_block is not None:
+            self.after_block(self.chain)
 
 
-def run(*, roots: bool = False) -> dict[str, object]:
-    """Execute the scenario; the per-block digests and one digest of them all (state roots too with ``roots``)."""
+def run(*, roots: bool = False, after_block: Callable[[Chain], None] | None = None) -> dict[str, object]:
+    """Execute the scenario; the per-block digests and one digest of them all (state roots too with ``roots``).
+    ``after_block(chain)`` is called once each block's writes are in the chain's store."""
     rng = random.Random(8_000_003)
-    r = _Run(roots)
+    r = _Run(roots, after_block)
     salts = [b"a1", b"a2", b"a3", b"b1", b"b2"]
     actors = [derive_actor_address(ALICE, s, SOURCE) for s in salts]
     a1, a2, a3, b1, b2 = actors
