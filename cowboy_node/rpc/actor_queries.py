@@ -91,7 +91,7 @@ def actor_timers_view(world: WorldState, address: bytes, *, height: int,
     return {
         "address": to_checksum_address(address),
         "count": timer_store.get_meta(world, address).live,
-        "timers": [{"id": _hex(t.timer_id), "height": t.height, "handler": t.handler,
+        "timers": [{"id": _hex(t.timer_id), "height": t.height, "seq": t.seq, "handler": t.handler,
                     "fee_payer": to_checksum_address(t.fee_payer), "gas_limit_per_fire": t.gas_limit_per_fire,
                     "expires_at": t.expires_at, "payload_size": len(t.payload)} for t in timers],
         "truncated": truncated,

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from cowboy_node.execution.context import BlockContext, BlockEnv
 from cowboy_node.execution.meter import Meter
 from cowboy_node.execution.system_state import get_account, put_account
+from cowboy_node.execution.timers import timer_state
 from cowboy_node.execution.timers.deliver import FireOutcome
 from cowboy_node.execution.timers.timer_record import Timer
+from cowboy_node.state.derived import is_derived
 from cowboy_node.state.memory import MemoryStore
 from cowboy_node.state.tree import StateTree
 from cowboy_node.state.world import WorldState
@@ -29,8 +31,17 @@ def make_world() -> WorldState:
     return WorldState(st, StateTree(st, b"n/"), data_prefix=b"s/")
 
 
+def check_timer_indexes(world: WorldState) -> None:
+    """The derived timer indexes (``state/derived.py``) are exactly what the timer records imply: what a snapshot
+    install rebuilds from the records alone (``timer_state.derived_writes``)."""
+    state = dict(world.iterate(b"timer/"))
+    records = [(k, v) for k, v in state.items() if k.startswith((b"timer/h/", b"timer/g/"))]
+    assert {k: v for k, v in state.items() if is_derived(k)} == dict(timer_state.derived_writes(records))
+
+
 def commit(world: WorldState) -> None:
-    """Write the pending changes to the store, as the chain does after a block."""
+    """Write the pending changes to the store, as the chain does after a block (checking the timer indexes first)."""
+    check_timer_indexes(world)
     _root, ops = world.prepare_commit()
     world._store.write_batch(ops)
     world.mark_committed()

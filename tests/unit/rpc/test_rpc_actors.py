@@ -162,8 +162,8 @@ async def test_timers_are_listed_in_due_order(client: TestClient[Any, Any]) -> N
     assert body == {
         "address": ACTOR_TEXT, "count": 2, "truncated": False, "height": 1,
         "timers": [  # scheduled "late" (nonce 0) then "early" (nonce 1); listed by due height
-            {"id": _timer_id(51, b"early", 1), "height": 51, "payload_size": 5, **common},
-            {"id": _timer_id(101, b"late", 0), "height": 101, "payload_size": 4, **common},
+            {"id": _timer_id(51, b"early", 1), "height": 51, "seq": 1, "payload_size": 5, **common},
+            {"id": _timer_id(101, b"late", 0), "height": 101, "seq": 0, "payload_size": 4, **common},
         ],
         # no CIP-1 timer (and the FIFO policy): an empty section, the default weight 1.0, nothing scanned
         "cip1": {"active": False, "count": 0, "next_nonce": 0, "weight": 1_000_000, "effective_weight": 1_000_000,
