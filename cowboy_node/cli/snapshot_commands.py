@@ -126,7 +126,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         finally:
             store.close()
     print(json.dumps({"ok": True, "height": done.height, "state_root": "0x" + done.state_root.hex(),
-                      "entries": done.entries, "restarted": done.restarted}))
+                      "entries": done.entries, "derived": done.derived, "restarted": done.restarted}))
     return 0
 
 

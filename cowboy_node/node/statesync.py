@@ -344,7 +344,7 @@ class StateSync:
         m = verified.manifest
         log.info("state sync: fetching a snapshot", height=m.height, chunks=len(m.chunks), sources=sources)
         done = await self.fetch_and_install(verified, sources, store, data_path)
-        log.info("state sync: installed", height=done.height, entries=done.entries)
+        log.info("state sync: installed", height=done.height, entries=done.entries, derived=done.derived)
         return done
 
 

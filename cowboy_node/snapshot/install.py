@@ -56,6 +56,8 @@ class Installed:
     """State entries written."""
     restarted: bool
     """An interrupted install was found and started over."""
+    derived: int = 0
+    """Derived keys (``state/derived.py``: the timer indexes) rebuilt from the installed records."""
 
 
 def _wipe(store: StateStore) -> None:
@@ -135,7 +137,7 @@ def finish_install(store: StateStore, genesis: Genesis, verified: VerifiedManife
     root, tree_ops = top_ops(m.slots, leaf_keys)
     if root != block.header.state_root:  # the manifest's slots gave this root: only a bug gets this far
         raise SnapshotError("root_mismatch", "the installed tree's root is not the block's state root")
-    rebuild_derived(store)
+    derived = rebuild_derived(store)
     h = _BE8.pack(m.height)
     cert = verified.certificate
     final: list[WriteOp] = [*tree_ops, *identity_ops(genesis.chain_id, genesis.hash()),
@@ -146,7 +148,7 @@ def finish_install(store: StateStore, genesis: Genesis, verified: VerifiedManife
                             (KEY_EARLIEST, h), (KEY_HEAD, h), (KEY_INSTALLING, None)]
     store.write_batch(final, sync=True)
     chain = Chain(store, genesis)  # the node's own open: identity, head block, head root == tree root
-    return Installed(chain.height, chain.head.header.state_root, m.entries, restarted)
+    return Installed(chain.height, chain.head.header.state_root, m.entries, restarted, derived)
 
 
 def install_snapshot(store: StateStore, data_path: Path, genesis: Genesis, scheme: Scheme, manifest_bytes: bytes,
