@@ -120,8 +120,8 @@ class Chain:
                     raise ChainError(
                         f"the state tree of this data directory commits to {prefix.decode()}… keys, which this "
                         "version keeps out of the state root (docs/timers.md §2): it was written by an older "
-                        "version whose state roots differ; start from a new genesis or from a snapshot made by "
-                        "this version")
+                        "version whose state roots differ; start a new chain (a local devnet: remove its home, "
+                        "e.g. `rm -rf devnet-home`) or join an upgraded network from its snapshot")
                 break
 
     def _init_genesis(self) -> None:
