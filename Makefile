@@ -194,6 +194,7 @@ bench: $(STAMP) ## All benchmarks (each prints JSON with its same-run baseline)
 	$(VPY) bench/p2p_lossy_link.py
 	$(VPY) bench/disk_usage.py
 	$(VPY) bench/join_time.py
+	$(VPY) bench/derived_rebuild.py
 	$(VPY) bench/mcp_client.py
 	@echo "not run here: bench/qh3_echo.py (needs qh3 installed with --qh3-path), bench/soak.py (make soak), python -m bench.chain_throughput_network (an A/B: needs --base, a worktree of a baseline commit)"
 
