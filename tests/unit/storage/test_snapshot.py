@@ -32,13 +32,17 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Chain, Path]:
     chain, _ = build_chain(6, store=LevelDBStore(root / "src"),
                            txs=lambda h: [transfer(ALICE_SK, 40 * (h - 1) + i, _recipient(40 * (h - 1) + i), 5)
                                           for i in range(40)])
+    return chain, snapshot_of(chain, root / "snapshots")
+
+
+def snapshot_of(chain: Chain, out_root: Path) -> Path:
+    """A snapshot of ``chain``'s head in small chunks (4 KiB: several per snapshot), taken as the node does."""
     view = chain.store.snapshot()
     try:
-        snap = create_snapshot(view, height=chain.height, chain_id=NET.genesis.chain_id,
-                               genesis_hash=NET.genesis.hash(), out_root=root / "snapshots", chunk_bytes=4096)
+        return create_snapshot(view, height=chain.height, chain_id=NET.genesis.chain_id,
+                               genesis_hash=NET.genesis.hash(), out_root=out_root, chunk_bytes=4096)
     finally:
         view.close()
-    return chain, snap
 
 
 def _install(snap: Path, data: Path, *, manifest: bytes | None = None, chunks: dict[int, bytes] | None = None,

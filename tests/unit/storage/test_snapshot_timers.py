@@ -10,7 +10,6 @@ import pytest
 
 from cowboy_node.chain.chain import Chain, ChainError
 from cowboy_node.execution.actors.actor_record import derive_actor_address
-from cowboy_node.snapshot.create import create_snapshot
 from cowboy_node.snapshot.manifest import decode_chunk
 from cowboy_node.state import world as world_module
 from cowboy_node.state.derived import is_derived
@@ -20,7 +19,7 @@ from cowboy_protocol.types.transaction import Transaction
 from tests.helpers import ALICE, ALICE_SK, make_tx
 from tests.unit.execution.timers.timer_mixed_scenario import MAX_FEE, SOURCE, TX_CELLS, TX_CYCLES, _entry
 from tests.unit.node.sync_chain import NET, build_chain
-from tests.unit.storage.test_snapshot import _install, _state
+from tests.unit.storage.test_snapshot import _install, _state, snapshot_of
 
 ACTOR = derive_actor_address(ALICE, b"t1", SOURCE)
 
@@ -45,12 +44,7 @@ def _derived(store: LevelDBStore) -> dict[bytes, bytes]:
 def test_a_snapshot_with_live_timers_installs_their_indexes(tmp_path: Path) -> None:
     chain, _ = build_chain(4, store=LevelDBStore(tmp_path / "src"), txs=_txs)
     assert len(_derived(chain.store)) == 80  # type: ignore[arg-type]  # 40 timers: a pointer and an actor entry each
-    view = chain.store.snapshot()
-    try:
-        snap = create_snapshot(view, height=chain.height, chain_id=NET.genesis.chain_id,
-                               genesis_hash=NET.genesis.hash(), out_root=tmp_path / "snapshots", chunk_bytes=4096)
-    finally:
-        view.close()
+    snap = snapshot_of(chain, tmp_path / "snapshots")
     keys = [k for p in sorted(snap.glob("chunk-*.cbor")) for k, _ in decode_chunk(p.read_bytes())]
     assert keys and not any(is_derived(k) for k in keys)  # committed keys only
     assert any(k.startswith(b"timer/h/") for k in keys)
@@ -84,12 +78,7 @@ def test_a_chunk_carrying_a_derived_key_is_refused_as_malformed(tmp_path: Path) 
     from cowboy_node.state.tree import keccak256
 
     chain, _ = build_chain(3, store=LevelDBStore(tmp_path / "src"), txs=_txs)
-    view = chain.store.snapshot()
-    try:
-        snap = create_snapshot(view, height=chain.height, chain_id=NET.genesis.chain_id,
-                               genesis_hash=NET.genesis.hash(), out_root=tmp_path / "snapshots", chunk_bytes=4096)
-    finally:
-        view.close()
+    snap = snapshot_of(chain, tmp_path / "snapshots")
     m = decode_manifest((snap / MANIFEST_FILE).read_bytes())
     i, info = next((j, c) for j, c in enumerate(m.chunks) if c.size > 10)
     planted = next(k for k in (b"timer/t/" + n.to_bytes(32, "big") for n in range(10_000))
