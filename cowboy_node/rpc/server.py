@@ -41,7 +41,7 @@ from cowboy_node.rpc.submit_batch import DEFAULT_MAX_SUBMIT_BATCH, handle_submit
 from cowboy_node.rpc.subscriptions import SubscriptionHub, add_subscription_routes
 from cowboy_node.rpc.ui_routes import UiConfig, add_ui_routes
 from cowboy_node.rpc.verified import VerifiedFacade
-from cowboy_node.state.derived import is_derived
+from cowboy_node.state.derived import DERIVED_PREFIXES, is_derived
 from cowboy_protocol.crypto.address import to_checksum_address
 
 log = structlog.get_logger("cowboy.rpc")
@@ -229,8 +229,9 @@ async def handle_state_proof(request: web.Request) -> web.Response:
         raise RpcError(400, "invalid_key", "query parameter key is required (0x-prefixed hex)")
     key = parse_hex(text, param="key", code="invalid_key", max_bytes=MAX_STATE_KEY_BYTES)
     if is_derived(key):  # stored but not in the tree: an exclusion proof would say the key is absent
-        raise RpcError(400, "derived_key", "keys under timer/a/ and timer/t/ are indexes the state root does not "
-                                           "commit to (docs/timers.md §2); prove the timer's timer/h/ entry instead")
+        under = " and ".join(p.decode() for p in DERIVED_PREFIXES)
+        raise RpcError(400, "derived_key", f"keys under {under} are indexes the state root does not commit to "
+                                           "(docs/timers.md §2); prove the timer's timer/h/ entry instead")
     return web.json_response(_facade(request).state_proof(key))
 
 

@@ -42,6 +42,8 @@ from cowboy_protocol.types.validation_errors import DecodeError
 
 _BE8 = struct.Struct(">Q")
 _WIPE_BATCH = 10_000
+_REBUILD_BATCH = 10_000
+"""Derived keys written per (unsynced) batch while rebuilding them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ def rebuild_derived(store: StateStore) -> int:
     try:
         for key, value in timer_state.derived_writes(records()):
             batch.append((STATE_PREFIX + key, value))
-            if len(batch) >= _WIPE_BATCH:
+            if len(batch) >= _REBUILD_BATCH:
                 store.write_batch(batch, sync=False)
                 written += len(batch)
                 batch = []
